@@ -1,0 +1,40 @@
+# Every target bootstraps its own virtualenv in .venv from nothing but Python >= 3.11.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit docs bench bench-smoke clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+test: lint typecheck unit docs bench-smoke
+
+lint: $(STAMP)
+	$(BIN)/ruff check pride tests examples benchmarks
+	$(BIN)/ruff format --check pride tests examples benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -n 2
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir build/site
+
+bench-smoke: $(STAMP)
+	$(BIN)/python -m benchmarks --smoke
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) build .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,64 @@
+"""Shared measuring helpers: repetitions after a warm-up, median/min/max, ratios.
+
+Every comparison is computed from figures measured in the same process run,
+so machine speed cancels out; absolute numbers are printed for context only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+
+import attrs
+
+
+@attrs.frozen
+class Stats:
+    """Per-operation seconds over the repetitions of one benchmark."""
+
+    name: str
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+    def line(self, unit: str = "us") -> str:
+        scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
+        return (
+            f"{self.name:<48} median {self.median * scale:10.2f} {unit}   "
+            f"min {self.min * scale:10.2f}   max {self.max * scale:10.2f}"
+        )
+
+
+async def measure(
+    name: str,
+    run_batch: Callable[[int], Awaitable[None]],
+    *,
+    ops: int,
+    repeats: int,
+    warmup: int = 1,
+) -> Stats:
+    """Time ``run_batch(ops)`` ``repeats`` times after ``warmup`` runs; per-op seconds."""
+    for _ in range(warmup):
+        await run_batch(ops)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        await run_batch(ops)
+        samples.append((time.perf_counter() - start) / ops)
+    return Stats(name, tuple(samples))
+
+
+def ratio_line(label: str, value: float, target: str, ok: bool) -> str:
+    """One printed comparison: the ratio, the target and whether it holds."""
+    return f"  {label:<60} {value:8.2f}x   target {target:<10} {'ok' if ok else 'MISSED'}"

@@ -1,0 +1,258 @@
+"""The exception hierarchy.
+
+Every exception pride raises on purpose derives from :class:`PrideError`. Names
+say who is at fault: a closed branch, a full mailbox, a provider failure.
+Where a builtin means the same thing, the class also derives from it so generic
+handlers keep working (``UnknownBranch`` is a ``LookupError``).
+
+::
+
+    PrideError
+    ├── InvalidMessage (ValueError)        bad wire data; names the path
+    ├── BranchNotRunning (RuntimeError)    the branch's actor was never started
+    ├── BranchClosed                       the branch's actor has stopped
+    ├── MailboxFull                        send_nowait on a full mailbox
+    ├── ReentrancyError (RuntimeError)     A asks B asks A: would deadlock
+    ├── TurnFinalizingError (RuntimeError) re-entry while the turn finalises
+    ├── TurnCancelled                      the turn was cancelled (restart/shutdown/caller)
+    ├── UnknownBranch (LookupError)        no such member / name
+    ├── UnknownOperation (LookupError)     no such registered operation
+    ├── SupervisorFailed                   restart intensity exceeded
+    ├── Escalate                           raised inside a turn: let the supervisor decide
+    ├── LoopBreak                          a BREAK directive stopped a loop
+    ├── StopStream                         a CANCEL directive ended a stream cleanly
+    ├── ToolError                          a tool call failed (recorded, not raised, in turns)
+    │   └── ToolArgumentError (ValueError) arguments did not match the tool's schema
+    ├── ParseFailed (ValueError)           text could not be parsed into the response format
+    ├── StoreError                         the branch store cannot be opened or written
+    └── ProviderError                      a model provider call failed
+        ├── ProviderConnectionError        transport failure (connect, reset, cut stream)
+        ├── ProviderTimeout                no answer within the timeout
+        ├── RateLimited                    429; ``retry_after`` when the provider said
+        ├── AuthenticationFailed           401/403
+        ├── BadRequest                     other 4xx
+        ├── ServerError                    5xx
+        ├── MalformedResponse              the provider's reply could not be read
+        └── ScriptExhausted                a ScriptedModel ran out of replies
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from .messages._errors import InvalidMessage, PrideError
+
+__all__ = [
+    "AuthenticationFailed",
+    "BadRequest",
+    "BranchClosed",
+    "BranchNotRunning",
+    "Escalate",
+    "InvalidMessage",
+    "LoopBreak",
+    "MailboxFull",
+    "MalformedResponse",
+    "ParseFailed",
+    "PrideError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimited",
+    "ReentrancyError",
+    "ScriptExhausted",
+    "ServerError",
+    "StopStream",
+    "StoreError",
+    "SupervisorFailed",
+    "ToolArgumentError",
+    "ToolError",
+    "TurnCancelled",
+    "TurnFinalizingError",
+    "UnknownBranch",
+    "UnknownOperation",
+]
+
+
+class BranchNotRunning(PrideError, RuntimeError):
+    """A verb was called on a branch whose actor is not running.
+
+    The message says how to start it: ``async with Branch(...)`` or
+    ``await session.spawn(branch)``.
+    """
+
+    def __init__(self, branch_name: str) -> None:
+        self.branch_name = branch_name
+        super().__init__(
+            f"branch {branch_name!r} is not running: start its actor with "
+            "`async with branch:` (standalone) or `await session.spawn(branch)`"
+        )
+
+
+class BranchClosed(PrideError):
+    """The target branch's actor has stopped; the envelope was not served."""
+
+    def __init__(self, branch_name: str, detail: str = "") -> None:
+        self.branch_name = branch_name
+        text = f"branch {branch_name!r} is closed"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class MailboxFull(PrideError):
+    """``send_nowait`` found the branch's bounded mailbox full."""
+
+    def __init__(self, branch_name: str, capacity: int) -> None:
+        self.branch_name = branch_name
+        self.capacity = capacity
+        super().__init__(
+            f"mailbox of branch {branch_name!r} is full ({capacity} envelopes); "
+            "use `await pride.send(...)` to wait for room"
+        )
+
+
+class ReentrancyError(PrideError, RuntimeError):
+    """A call would wait on a branch already waiting up the call chain.
+
+    ``chain`` lists the branch names from the outermost caller to the target.
+    """
+
+    def __init__(self, chain: list[str]) -> None:
+        self.chain = chain
+        super().__init__(
+            "reentrant call would deadlock: " + " -> ".join(chain) + " (the last branch is "
+            "already waiting up this call chain)"
+        )
+
+
+class TurnFinalizingError(PrideError, RuntimeError):
+    """A task of a turn's own lineage re-entered its branch while the turn finalises.
+
+    Waiting would deadlock (the turn is waiting on that task), so the call fails at
+    once. Schedule the work after the terminal signal instead, or retry it.
+    """
+
+
+class TurnCancelled(PrideError):
+    """The turn was cancelled before it finished.
+
+    ``reason`` is ``"caller"`` (the caller gave up), ``"restart"`` (a supervisor
+    restarted the branch), ``"shutdown"`` (the grace period ran out) or
+    ``"control"`` (a CANCEL directive).
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        text = f"turn cancelled ({reason})"
+        super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class UnknownBranch(PrideError, LookupError):
+    """No branch with that name or id is known where it was looked up."""
+
+    def __init__(self, ref: str | UUID, where: str = "") -> None:
+        self.ref = ref
+        super().__init__(f"no branch {str(ref)!r}" + (f" in {where}" if where else ""))
+
+
+class UnknownOperation(PrideError, LookupError):
+    """No attribute or registered operation has that name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no operation named {name!r} on the branch or its registry")
+
+
+class SupervisorFailed(PrideError):
+    """A session exceeded its restart intensity; ``__cause__`` is the last crash."""
+
+
+class Escalate(PrideError):
+    """Raise inside a turn to say: this branch's state is not to be trusted.
+
+    The turn ends with ``RunFailed`` and its caller gets this exception; then the
+    branch's supervisor applies its restart strategy.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class LoopBreak(PrideError):
+    """A BREAK directive stopped the loop; the turn ends with ``RunFailed``."""
+
+
+class StopStream(PrideError):
+    """A CANCEL directive ended the stream cleanly (not a failure)."""
+
+
+class ToolError(PrideError):
+    """A tool call failed. Inside a turn it becomes an error ActionResponse."""
+
+
+class ToolArgumentError(ToolError, ValueError):
+    """A tool's arguments did not match its parameter schema."""
+
+
+class ParseFailed(PrideError, ValueError):
+    """Text could not be parsed into the requested response format."""
+
+
+class StoreError(PrideError):
+    """The branch store cannot be opened, read or written."""
+
+
+class ProviderError(PrideError):
+    """A model provider call failed.
+
+    ``status`` is the HTTP status when there was one; ``provider_message`` the
+    provider's own error text. Neither ever contains an API key.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider_message: str | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.status = status
+        self.provider_message = provider_message
+        self.provider = provider
+        super().__init__(message)
+
+
+class ProviderConnectionError(ProviderError):
+    """The connection failed or was cut (including mid-stream)."""
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer within the timeout."""
+
+
+class RateLimited(ProviderError):
+    """The provider answered 429. ``retry_after`` is in seconds when it said."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: object) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+class AuthenticationFailed(ProviderError):
+    """The provider rejected the credentials (401/403)."""
+
+
+class BadRequest(ProviderError):
+    """The provider rejected the request (4xx other than 401/403/429)."""
+
+
+class ServerError(ProviderError):
+    """The provider failed on its side (5xx)."""
+
+
+class MalformedResponse(ProviderError):
+    """The provider's reply (JSON or SSE) could not be read."""
+
+
+class ScriptExhausted(ProviderError):
+    """A ScriptedModel was called more times than it has replies."""

@@ -1,0 +1,458 @@
+"""One cattrs converter for everything that travels: messages, commands, signals.
+
+Public functions: :func:`unstructure` (object to plain data), :func:`structure`
+(plain data to object), :func:`to_json` and :func:`from_json`.
+
+Wire form: a JSON object whose ``"type"`` key names the class (``"Chat"``)
+followed by the class's fields. Structuring as a base class (``RoledMessage``,
+``Command``, ``Signal``) dispatches on that tag; structuring as a concrete
+class checks it when present. UUIDs are strings; tuples are lists.
+
+Validation is strict: a string field does not accept ``5``, an int field does
+not accept ``True`` or ``"5"``. Any problem raises one
+:class:`~pride.InvalidMessage` naming every offending path, e.g.
+``Chat.instruction: expected str, got int``; a half-built object is never
+returned and no raw cattrs or ``KeyError`` escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+from uuid import UUID
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
+
+from . import commands, conversation, signals
+from ._errors import InvalidMessage
+
+__all__ = ["TAG", "from_json", "registered_types", "structure", "to_json", "unstructure"]
+
+T = TypeVar("T")
+
+TAG = "type"
+
+_MESSAGE_TYPES: tuple[type, ...] = (
+    conversation.System,
+    conversation.Instruction,
+    conversation.AssistantResponse,
+    conversation.ActionRequest,
+    conversation.ActionResponse,
+)
+_COMMAND_TYPES: tuple[type, ...] = (
+    commands.Chat,
+    commands.ChatAndRecord,
+    commands.Communicate,
+    commands.Operate,
+    commands.Parse,
+    commands.Interpret,
+    commands.Act,
+    commands.ReAct,
+    commands.ReActStream,
+    commands.Run,
+    commands.Call,
+    commands.Attach,
+    commands.Detach,
+    commands.Stop,
+)
+_SIGNAL_TYPES: tuple[type, ...] = (
+    signals.RunStart,
+    signals.RunEnd,
+    signals.RunFailed,
+    signals.MessageAdded,
+    signals.StructuredOutput,
+    signals.CapabilityViolation,
+    signals.EmissionRejected,
+    signals.BranchStarted,
+    signals.BranchStopped,
+    signals.BranchRestarted,
+    signals.SessionFailed,
+)
+_TAGGED: dict[str, type] = {
+    cls.__name__: cls for cls in _MESSAGE_TYPES + _COMMAND_TYPES + _SIGNAL_TYPES
+}
+_BASES: tuple[type, ...] = (
+    conversation.RoledMessage,
+    commands.Command,
+    commands.WorkCommand,
+    commands.PriorityCommand,
+    signals.Signal,
+)
+
+
+def registered_types() -> tuple[type, ...]:
+    """Every concrete type the codec tags, in a stable order."""
+    return tuple(_TAGGED.values())
+
+
+class _Problem(Exception):
+    """A validation failure at the current path; its text is the reason."""
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+# ------------------------------------------------------------ strict scalars
+
+
+def _structure_str(value: Any, _: Any) -> str:
+    if not isinstance(value, str):
+        raise _Problem(f"expected str, got {_type_name(value)}")
+    return value
+
+
+def _structure_int(value: Any, _: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Problem(f"expected int, got {_type_name(value)}")
+    return value
+
+
+def _structure_float(value: Any, _: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Problem(f"expected float, got {_type_name(value)}")
+    return float(value)
+
+
+def _structure_bool(value: Any, _: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Problem(f"expected bool, got {_type_name(value)}")
+    return value
+
+
+def _structure_uuid(value: Any, _: Any) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    if not isinstance(value, str):
+        raise _Problem(f"expected UUID string, got {_type_name(value)}")
+    try:
+        return UUID(value)
+    except ValueError:
+        raise _Problem(f"invalid UUID {value!r}") from None
+
+
+def _check_json(value: Any, path: str = "") -> Any:
+    """Return ``value`` if it is plain JSON data; raise naming where it is not."""
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise _Problem(f"{path or 'value'} is {value!r}, which JSON cannot carry")
+        return value
+    if isinstance(value, list | tuple):
+        return [_check_json(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _Problem(f"{path or 'object'} has a non-string key {key!r}")
+            out[key] = _check_json(item, f"{path}.{key}" if path else key)
+        return out
+    where = f"{path}: " if path else ""
+    raise _Problem(f"{where}expected JSON data, got {_type_name(value)}")
+
+
+def _is_marker(marker: str) -> Callable[[Any], bool]:
+    def predicate(tp: Any) -> bool:
+        return typing.get_origin(tp) is typing.Annotated and marker in tp.__metadata__
+
+    return predicate
+
+
+def _structure_model_spec(value: Any, _: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return dict(_check_json(value))
+    raise _Problem(f"expected a model spec (str, dict or null), got {_type_name(value)}")
+
+
+def _unstructure_model_spec(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return _check_json(value)
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):  # an iModel: its projection never holds a key
+        return _check_json(to_dict())
+    raise _Problem(f"a {_type_name(value)} is not a model spec")
+
+
+def _structure_response_format(value: Any, _: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return dict(_check_json(value))
+    raise _Problem(f"expected a JSON schema object or null, got {_type_name(value)}")
+
+
+def _unstructure_response_format(value: Any) -> Any:
+    if value is None or isinstance(value, Mapping):
+        return _check_json(value)
+    raise _Problem(
+        f"response_format {getattr(value, '__name__', value)!r} is a class; only a JSON "
+        "schema dict can be serialised"
+    )
+
+
+def _structure_tool_selection(value: Any, _: Any) -> commands.ToolSelection:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise _Problem(f"tool name [{index}] should be str, got {_type_name(item)}")
+        return tuple(value)
+    raise _Problem(f"expected bool or a list of tool names, got {_type_name(value)}")
+
+
+def _is_homogeneous_tuple(tp: Any) -> bool:
+    args = typing.get_args(tp)
+    return typing.get_origin(tp) is tuple and len(args) == 2 and args[1] is Ellipsis
+
+
+def _is_str_mapping(tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    return origin in (Mapping, dict) and typing.get_args(tp)[:1] == (str,)
+
+
+def _tuple_hook(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any, Any], Any]]:
+    """Lists (or tuples) only: cattrs would happily iterate a string into characters."""
+
+    def factory(tp: Any) -> Callable[[Any, Any], Any]:
+        item_type = typing.get_args(tp)[0]
+
+        def structure_tuple(value: Any, _: Any) -> tuple[Any, ...]:
+            if not isinstance(value, list | tuple):
+                raise _Problem(f"expected a list, got {_type_name(value)}")
+            items, errors = [], []
+            for index, item in enumerate(value):
+                try:
+                    items.append(converter.structure(item, item_type))
+                except Exception as exc:
+                    exc.add_note(IterableValidationNote(f"@ index {index}", index, item_type))
+                    errors.append(exc)
+            if errors:
+                raise IterableValidationError(f"While structuring {tp!r}", errors, tp)
+            return tuple(items)
+
+        return structure_tuple
+
+    return factory
+
+
+def _mapping_hook(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any, Any], Any]]:
+    """JSON objects only, with string keys; values structured by their declared type."""
+
+    def factory(tp: Any) -> Callable[[Any, Any], Any]:
+        value_type = typing.get_args(tp)[1]
+
+        def structure_mapping(value: Any, _: Any) -> dict[str, Any]:
+            if not isinstance(value, Mapping):
+                raise _Problem(f"expected an object, got {_type_name(value)}")
+            out, errors = {}, []
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise _Problem(f"expected string keys, got {_type_name(key)}")
+                try:
+                    out[key] = converter.structure(item, value_type)
+                except Exception as exc:
+                    exc.add_note(AttributeValidationNote(f"@ key {key!r}", key, value_type))
+                    errors.append(exc)
+            if errors:
+                raise IterableValidationError(f"While structuring {tp!r}", errors, tp)
+            return out
+
+        return structure_mapping
+
+    return factory
+
+
+# ------------------------------------------------------------------ converter
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook(str, _structure_str)
+    converter.register_structure_hook(int, _structure_int)
+    converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook(bool, _structure_bool)
+    converter.register_structure_hook(UUID, _structure_uuid)
+    converter.register_unstructure_hook(UUID, str)
+    converter.register_structure_hook_func(
+        _is_marker("pride:json"), lambda value, _: _check_json(value)
+    )
+    converter.register_unstructure_hook_func(_is_marker("pride:json"), _check_json)
+    converter.register_structure_hook_func(_is_marker("pride:model"), _structure_model_spec)
+    converter.register_unstructure_hook_func(_is_marker("pride:model"), _unstructure_model_spec)
+    converter.register_structure_hook_func(
+        _is_marker("pride:response_format"), _structure_response_format
+    )
+    converter.register_unstructure_hook_func(
+        _is_marker("pride:response_format"), _unstructure_response_format
+    )
+    # Live references stay in process: they serialise as null and come back as None.
+    converter.register_structure_hook_func(_is_marker("pride:live"), lambda value, _: None)
+    converter.register_unstructure_hook_func(_is_marker("pride:live"), lambda value: None)
+    converter.register_structure_hook(commands.ToolSelection, _structure_tool_selection)
+    converter.register_structure_hook_factory(_is_homogeneous_tuple, _tuple_hook(converter))
+    converter.register_structure_hook_factory(_is_str_mapping, _mapping_hook(converter))
+    converter.register_structure_hook_func(
+        lambda tp: tp is typing.Any, lambda value, _: _check_json(value)
+    )
+
+    # Bases first: the generated functions of the concrete classes look up the
+    # hooks of their field types (``MessageAdded.message: RoledMessage``) eagerly.
+    for base in _BASES:
+        converter.register_unstructure_hook(base, lambda obj: converter.unstructure(obj, type(obj)))
+        converter.register_structure_hook(base, _structure_by_tag(converter, base))
+    for cls in _TAGGED.values():
+        _register_tagged(converter, cls)
+    return converter
+
+
+def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
+    name = cls.__name__
+    base_unstructure: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, converter)
+    if cls is commands.Call:
+
+        def build(data: Mapping[str, Any], _: Any) -> commands.Call:
+            raw = converter.structure(data, _CallWire)
+            return commands.Call(raw.operation, **raw.kwargs)
+
+        base_structure: Callable[[Any, Any], Any] = build
+    else:
+        base_structure = make_dict_structure_fn(cls, converter)
+
+    def unstructure_tagged(obj: Any) -> dict[str, Any]:
+        return {TAG: name, **base_unstructure(obj)}
+
+    def structure_tagged(data: Any, _: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise _Problem(f"expected an object, got {_type_name(data)}")
+        tag = data.get(TAG, name)
+        if tag != name:
+            raise _Problem(f"type tag {tag!r} does not match {name}")
+        fields = {key: value for key, value in data.items() if key != TAG}
+        return base_structure(fields, cls)
+
+    converter.register_unstructure_hook(cls, unstructure_tagged)
+    converter.register_structure_hook(cls, structure_tagged)
+
+
+@attrs.frozen
+class _CallWire:
+    operation: str
+    kwargs: Mapping[str, commands.JsonValue] = attrs.field(factory=dict)
+
+
+def _structure_by_tag(converter: cattrs.Converter, base: type) -> Callable[[Any, Any], Any]:
+    def structure(data: Any, _: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise _Problem(f"expected an object, got {_type_name(data)}")
+        if TAG not in data:
+            raise _Problem(f"missing type tag {TAG!r}")
+        tag = data[TAG]
+        cls = _TAGGED.get(tag) if isinstance(tag, str) else None
+        if cls is None or not issubclass(cls, base):
+            raise _Problem(f"unknown type tag {tag!r} for {base.__name__}")
+        return converter.structure(data, cls)
+
+    return structure
+
+
+_converter = _make_converter()
+
+
+# ------------------------------------------------------------------- errors
+
+
+def _problems(exc: BaseException, path: str) -> list[tuple[str, str]]:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return [(path, f"unknown field(s) {', '.join(sorted(exc.extra_fields))}")]
+    if isinstance(exc, ClassValidationError | IterableValidationError | BaseExceptionGroup):
+        found: list[tuple[str, str]] = []
+        for sub in exc.exceptions:
+            sub_path = path
+            for note in getattr(sub, "__notes__", ()):
+                if hasattr(note, "name"):
+                    sub_path = f"{path}.{note.name}"
+                elif hasattr(note, "index"):
+                    sub_path = f"{path}[{note.index!r}]"
+            found.extend(_problems(sub, sub_path))
+        return found
+    if isinstance(exc, KeyError):
+        return [(path, "required field missing")]
+    if isinstance(exc, _Problem):
+        return [(path, str(exc))]
+    return [(path, f"{type(exc).__name__}: {exc}")]
+
+
+def _root_name(data: Any, tp: Any) -> str:
+    if tp in _TAGGED.values():
+        return str(tp.__name__)
+    if isinstance(data, Mapping) and isinstance(data.get(TAG), str) and data[TAG] in _TAGGED:
+        return str(data[TAG])
+    return getattr(tp, "__name__", None) or str(tp)
+
+
+# -------------------------------------------------------------------- public
+
+
+def unstructure(obj: Any) -> Any:
+    """Turn a message, command or signal (or a container of them) into plain data.
+
+    Raises:
+        InvalidMessage: a field holds something with no wire form (a class as
+            ``response_format``, a non-JSON value).
+    """
+    try:
+        return _converter.unstructure(obj)
+    except _Problem as exc:
+        raise InvalidMessage([(type(obj).__name__, str(exc))]) from None
+
+
+def structure(data: Any, tp: type[T] | Any) -> T:
+    """Build an object of type ``tp`` from plain data, validating strictly.
+
+    ``tp`` may be a concrete class (``Chat``), a tagged base (``RoledMessage``,
+    ``Command``, ``Signal``) or a container of them (``list[RoledMessage]``).
+
+    Raises:
+        InvalidMessage: naming every offending path.
+    """
+    try:
+        return typing.cast(T, _converter.structure(data, tp))
+    except (_Problem, cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
+        problems = _problems(exc, _root_name(data, tp))
+        raise InvalidMessage(problems) from None
+
+
+def to_json(obj: Any) -> str:
+    """Serialise to a compact JSON string (see :func:`unstructure`)."""
+    return json.dumps(unstructure(obj), ensure_ascii=False, separators=(",", ":"))
+
+
+def from_json(text: str | bytes, tp: type[T] | Any) -> T:
+    """Parse JSON text and :func:`structure` it as ``tp``.
+
+    Raises:
+        InvalidMessage: the text is not JSON (path ``$``) or the data is invalid.
+    """
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
+        raise InvalidMessage([("$", f"invalid JSON: {exc}")]) from None
+    return typing.cast(T, structure(data, tp))

@@ -1,0 +1,329 @@
+"""The mailbox protocol: what callers put in a branch's mailbox.
+
+Two lanes. **Work commands** (:class:`Chat`, :class:`Operate`, ...) queue in
+order and each is served as one turn (``Act`` is served in order but is not a
+model turn). **Priority commands** (:class:`Attach`, :class:`Detach`,
+:class:`Stop`) are system messages from a supervisor; the actor takes them
+before the next work item, never in the middle of a turn.
+
+Every work command carries its verb's parameters, the instruction (or text)
+first and positional::
+
+    await pride.ask(branch, Chat("hi", guidance="be brief"))
+
+Some fields accept live objects in process but only data on the wire:
+
+* ``chat_model``/``parse_model``: ``"provider/model"``, a config dict, or an
+  ``iModel`` (in process only);
+* ``response_format``: a JSON schema dict, or a class (attrs, dataclass,
+  TypedDict, pydantic; in process only);
+* ``Attach``'s observer, hooks, operation registry and memory are references
+  to live objects and do not survive serialisation (they come back as None).
+
+The codec (:mod:`pride.messages.codec`) refuses to serialise a live object
+with an :class:`~pride.InvalidMessage` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
+from uuid import UUID
+
+import attrs
+
+__all__ = [
+    "Act",
+    "ActionCall",
+    "Attach",
+    "Call",
+    "Chat",
+    "ChatAndRecord",
+    "Command",
+    "Communicate",
+    "Detach",
+    "HandleValidation",
+    "Interpret",
+    "JsonValue",
+    "LiveRef",
+    "ModelSpec",
+    "Operate",
+    "Parse",
+    "PriorityCommand",
+    "ReAct",
+    "ReActStream",
+    "ResponseFormatSpec",
+    "Run",
+    "Stop",
+    "ToolSelection",
+    "WorkCommand",
+]
+
+# Markers the codec recognises (``Annotated`` keeps them ``Any`` for type checkers).
+JsonValue = Annotated[Any, "pride:json"]
+"""Any JSON value: None, bool, int, float, str, lists and str-keyed dicts of them."""
+ModelSpec = Annotated[Any, "pride:model"]
+"""None, ``"provider/model"``, a model config dict, or (in process) an ``iModel``."""
+ResponseFormatSpec = Annotated[Any, "pride:response_format"]
+"""None, a JSON schema dict, or (in process) a class to parse into."""
+LiveRef = Annotated[Any, "pride:live"]
+"""A reference to a live object; never serialised."""
+
+ToolSelection = bool | tuple[str, ...]
+"""``True``: every registered tool; ``False``: none; a tuple: those tool names."""
+HandleValidation = Literal["raise", "return_value", "return_none"]
+
+
+def _kw(default: Any = None, **kwargs: Any) -> Any:
+    """A keyword-only field; everything but the leading instruction is keyword-only."""
+    return attrs.field(default=default, kw_only=True, **kwargs)
+
+
+def _kw_factory(factory: Any) -> Any:
+    return attrs.field(factory=factory, kw_only=True)
+
+
+def _tool_selection(value: Any) -> ToolSelection:
+    if isinstance(value, bool):
+        return value
+    return tuple(value)
+
+
+@attrs.frozen
+class Command:
+    """Base of everything a mailbox carries."""
+
+    lane: ClassVar[Literal["work", "priority"]]
+
+
+@attrs.frozen
+class WorkCommand(Command):
+    """A command served in mailbox order, normally as one turn.
+
+    ``model_turn`` is False only for :class:`Act`, which runs in order but has
+    no turn context and no RunStart/RunEnd of its own.
+    """
+
+    lane: ClassVar[Literal["work", "priority"]] = "work"
+    model_turn: ClassVar[bool] = True
+
+
+@attrs.frozen
+class PriorityCommand(Command):
+    """A supervisor-to-actor system message, taken before the next work item."""
+
+    lane: ClassVar[Literal["work", "priority"]] = "priority"
+
+
+# --------------------------------------------------------------------- work lane
+
+
+@attrs.frozen
+class _Prompt:
+    """The fields every model-calling verb shares."""
+
+    instruction: str = ""
+    guidance: str | None = _kw()
+    context: JsonValue = _kw()
+    plain_content: str | None = _kw()
+    images: tuple[str, ...] = _kw((), converter=tuple)
+    image_detail: Literal["auto", "low", "high"] = _kw("auto")
+    sender: str | None = _kw()
+    recipient: str | None = _kw()
+    response_format: ResponseFormatSpec = _kw()
+    chat_model: ModelSpec = _kw()
+    request_options: Mapping[str, JsonValue] = _kw_factory(dict)
+
+
+@attrs.frozen
+class Chat(_Prompt, WorkCommand):
+    """One model call over the history; records nothing.
+
+    Returns the reply text, or the ``(Instruction, AssistantResponse)`` pair
+    when ``return_ins_res_message`` is set. ``tools`` offers tool schemas to
+    the model without executing anything.
+    """
+
+    tools: ToolSelection = _kw(False, converter=_tool_selection)
+    return_ins_res_message: bool = _kw(False)
+
+
+@attrs.frozen
+class ChatAndRecord(_Prompt, WorkCommand):
+    """Chat, then record the instruction and the response. Returns the text."""
+
+
+@attrs.frozen
+class Communicate(_Prompt, WorkCommand):
+    """Chat, record both messages, then optionally parse into ``response_format``.
+
+    ``num_parse_retries`` (capped at 5) bounds the reformat calls to the parse
+    model; ``skip_validation`` returns the raw text.
+    """
+
+    parse_model: ModelSpec = _kw()
+    skip_validation: bool = _kw(False)
+    num_parse_retries: int = _kw(3)
+    clear_messages: bool = _kw(False)
+    handle_validation: HandleValidation = _kw("return_value")
+
+
+@attrs.frozen
+class Operate(_Prompt, WorkCommand):
+    """A structured turn: response format, optional reason and tool actions.
+
+    With ``actions=True`` the model may request tool calls (natively where the
+    endpoint supports it); with ``invoke_actions`` they are executed inside the
+    turn, ``action_strategy`` deciding concurrent or sequential execution.
+    """
+
+    parse_model: ModelSpec = _kw()
+    tools: ToolSelection = _kw(True, converter=_tool_selection)
+    actions: bool = _kw(False)
+    reason: bool = _kw(False)
+    invoke_actions: bool = _kw(True)
+    action_strategy: Literal["concurrent", "sequential"] = _kw("concurrent")
+    max_concurrent: int | None = _kw()
+    skip_validation: bool = _kw(False)
+    handle_validation: HandleValidation = _kw("return_value")
+
+
+@attrs.frozen
+class Parse(WorkCommand):
+    """Parse ``text`` into ``response_format``, asking the parse model to reformat
+    at most ``max_retries`` times. Records nothing."""
+
+    text: str
+    response_format: ResponseFormatSpec = _kw()
+    handle_validation: HandleValidation = _kw("return_value")
+    max_retries: int = _kw(3)
+    fuzzy_match: bool = _kw(True)
+    similarity_threshold: float = _kw(0.85)
+    parse_model: ModelSpec = _kw()
+
+
+@attrs.frozen
+class Interpret(WorkCommand):
+    """Rewrite raw user input into a clearer prompt. Records nothing."""
+
+    text: str
+    domain: str | None = _kw()
+    style: str | None = _kw()
+    interpret_model: ModelSpec = _kw()
+    request_options: Mapping[str, JsonValue] = _kw_factory(dict)
+
+
+@attrs.frozen
+class ActionCall:
+    """One tool call to execute: ``function(**arguments)``."""
+
+    function: str
+    arguments: Mapping[str, JsonValue] = attrs.field(factory=dict)
+    call_id: str | None = None
+
+
+@attrs.frozen
+class Act(WorkCommand):
+    """Execute tool calls directly and record each request/response pair.
+
+    Served in mailbox order, but not a model turn: no turn context of its own
+    and no RunStart/RunEnd. Inside a turn it runs in that turn's scope.
+    """
+
+    model_turn: ClassVar[bool] = False
+
+    action_requests: tuple[ActionCall, ...] = attrs.field(converter=tuple)
+    strategy: Literal["concurrent", "sequential"] = _kw("concurrent")
+    max_concurrent: int | None = _kw()
+    suppress_errors: bool = _kw(True)
+
+
+@attrs.frozen
+class _Reasoning(_Prompt):
+    """The fields ReAct and ReActStream share."""
+
+    parse_model: ModelSpec = _kw()
+    tools: ToolSelection = _kw(True, converter=_tool_selection)
+    max_extensions: int = _kw(3)
+    extension_allowed: bool = _kw(True)
+    interpret: bool = _kw(False)
+    interpret_domain: str | None = _kw()
+    interpret_style: str | None = _kw()
+    action_strategy: Literal["concurrent", "sequential"] = _kw("concurrent")
+    reasoning_effort: Literal["low", "medium", "high"] | None = _kw()
+
+
+@attrs.frozen
+class ReAct(_Reasoning, WorkCommand):
+    """Think, act, observe for up to ``max_extensions`` extra rounds, then answer.
+
+    Honours loop control (BREAK, CANCEL) between rounds.
+    """
+
+    return_analysis: bool = _kw(False)
+
+
+@attrs.frozen
+class ReActStream(_Reasoning, WorkCommand):
+    """ReAct, yielding each round's analysis and then the final answer."""
+
+
+@attrs.frozen
+class Run(_Prompt, WorkCommand):
+    """Stream the turn's messages as they are produced.
+
+    The model is called with the branch's tools; tool calls are executed and
+    fed back until the model answers with text or ``max_rounds`` is reached.
+    Items: the Instruction, text chunks (``str``), AssistantResponse,
+    ActionRequest and ActionResponse messages. Loop control is checked after
+    each item.
+    """
+
+    tools: ToolSelection = _kw(True, converter=_tool_selection)
+    max_rounds: int = _kw(10)
+
+
+@attrs.frozen(init=False)
+class Call(WorkCommand):
+    """Run the operation registered under ``operation`` as a turn.
+
+    ``Call("summarise", style="short")`` calls ``await op(branch, style="short")``
+    where ``op`` is found with ``branch.get_operation`` (attribute first).
+    """
+
+    operation: str
+    kwargs: Mapping[str, JsonValue] = attrs.field(factory=dict)
+
+    def __init__(self, operation: str, /, **kwargs: Any) -> None:
+        self.__attrs_init__(operation, kwargs)
+
+
+# ----------------------------------------------------------------- priority lane
+
+
+@attrs.frozen(kw_only=True)
+class Attach(PriorityCommand):
+    """Wire a supervisor's shared references into the branch (between turns).
+
+    ``memory`` is a default: the branch adopts it only if it has not claimed a
+    store of its own (first-claim rule, ADR-0016 D4).
+    """
+
+    owner_id: UUID | None = None
+    owner_name: str | None = None
+    observer: LiveRef = None
+    hooks: LiveRef = None
+    operations: LiveRef = None
+    memory: LiveRef = None
+
+
+@attrs.frozen(kw_only=True)
+class Detach(PriorityCommand):
+    """Undo an Attach: clear owner, observer and hooks; fresh operation registry."""
+
+
+@attrs.frozen(kw_only=True)
+class Stop(PriorityCommand):
+    """Stop the actor after the current turn; queued envelopes get BranchClosed."""
+
+    reason: Literal["normal", "shutdown"] = "normal"

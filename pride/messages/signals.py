@@ -1,0 +1,152 @@
+"""Signals: what observers see of a branch and its supervisors.
+
+Every signal carries ``schema_version`` (:data:`SIGNAL_SCHEMA_VERSION`), the
+emitting branch's id and name, and its creation time. The version is bumped
+only when a field is removed or renamed; additive fields keep it.
+
+Per turn, an observer sees ``RunStart``, then the turn's ``MessageAdded`` (and
+capability signals), then exactly one terminal: ``RunEnd`` or ``RunFailed``,
+all carrying the same ``turn_id``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import attrs
+
+from .conversation import RoledMessage
+
+__all__ = [
+    "SIGNAL_SCHEMA_VERSION",
+    "BranchRestarted",
+    "BranchStarted",
+    "BranchStopped",
+    "CapabilityViolation",
+    "EmissionRejected",
+    "MessageAdded",
+    "RunEnd",
+    "RunFailed",
+    "RunStart",
+    "SessionFailed",
+    "Signal",
+    "StructuredOutput",
+]
+
+SIGNAL_SCHEMA_VERSION = 1
+
+_JsonValue = Annotated[Any, "pride:json"]
+
+
+@attrs.frozen(kw_only=True)
+class Signal:
+    """Base of every observation event."""
+
+    branch_id: UUID | None = None
+    branch_name: str | None = None
+    created_at: float = attrs.field(factory=time.time)
+    schema_version: int = SIGNAL_SCHEMA_VERSION
+
+
+@attrs.frozen(kw_only=True)
+class RunStart(Signal):
+    """A top-level turn began. ``command`` names the command type (``"Chat"``)."""
+
+    turn_id: UUID | None = None
+    command: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class RunEnd(Signal):
+    """A turn finished. Usage is summed over the turn's model calls.
+
+    ``total_cost_usd`` is None when no call reported or priced its cost; it is
+    never coerced to 0. ``num_turns`` counts model calls.
+    """
+
+    turn_id: UUID | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    total_cost_usd: float | None = None
+    num_turns: int = 0
+    duration_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class RunFailed(Signal):
+    """A turn failed or was cancelled. ``error_type`` is the exception class name."""
+
+    turn_id: UUID | None = None
+    error_type: str = ""
+    error_message: str = ""
+    cancelled: bool = False
+    duration_ms: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class MessageAdded(Signal):
+    """A message was recorded in the branch's conversation."""
+
+    message: RoledMessage
+    turn_id: UUID | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StructuredOutput(Signal):
+    """An assistant message carried a valid capability bundle (observation only)."""
+
+    data: Mapping[str, _JsonValue]
+    turn_id: UUID | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CapabilityViolation(Signal):
+    """An emitted block mixed granted keys with keys outside the grant."""
+
+    offending: tuple[str, ...]
+    allowed: tuple[str, ...]
+    block: Mapping[str, _JsonValue] | None = None
+    turn_id: UUID | None = None
+
+
+@attrs.frozen(kw_only=True)
+class EmissionRejected(Signal):
+    """A wholly granted block failed validation against the grant's schema."""
+
+    error: str
+    block: Mapping[str, _JsonValue] | None = None
+    turn_id: UUID | None = None
+
+
+@attrs.frozen(kw_only=True)
+class BranchStarted(Signal):
+    """A branch's actor started serving its mailbox."""
+
+    restart: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class BranchStopped(Signal):
+    """A branch's actor stopped: a deliberate stop, a shutdown, or a crash."""
+
+    reason: Literal["normal", "shutdown", "crash"] = "normal"
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class BranchRestarted(Signal):
+    """A supervisor restarted a branch (or child session) after a crash."""
+
+    cause: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class SessionFailed(Signal):
+    """A session exceeded its restart intensity and is stopping its children."""
+
+    session_name: str | None = None
+    cause: str = ""

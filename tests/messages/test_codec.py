@@ -1,0 +1,233 @@
+"""Tests for ``pride.messages.codec``: round trips and clear errors on bad input."""
+
+from __future__ import annotations
+
+import json
+from uuid import uuid4
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pride
+from pride.messages import (
+    Act,
+    ActionCall,
+    Attach,
+    Call,
+    Chat,
+    Command,
+    Instruction,
+    InvalidMessage,
+    MessageAdded,
+    Operate,
+    RoledMessage,
+    RunStart,
+    Signal,
+    codec,
+    from_json,
+    structure,
+    to_json,
+    unstructure,
+)
+from tests.strategies import instances
+
+ALL_TYPES = codec.registered_types()
+
+
+@pytest.mark.parametrize("cls", ALL_TYPES, ids=lambda cls: cls.__name__)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_round_trip_through_plain_data_and_json(cls: type, data: st.DataObject) -> None:
+    """Every travelling type survives unstructure/structure and to_json/from_json unchanged."""
+    obj = data.draw(instances(cls))
+    assert structure(unstructure(obj), cls) == obj
+    assert from_json(to_json(obj), cls) == obj
+
+
+@pytest.mark.parametrize("cls", ALL_TYPES, ids=lambda cls: cls.__name__)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_tagged_base_dispatches_on_type(cls: type, data: st.DataObject) -> None:
+    """Structuring as a base class picks the concrete class from the type tag."""
+    base = next(b for b in (RoledMessage, Command, Signal) if issubclass(cls, b))
+    obj = data.draw(instances(cls))
+    assert type(from_json(to_json(obj), base)) is cls
+
+
+def test_wire_form_starts_with_type_tag() -> None:
+    """The JSON object names its class under "type"."""
+    data = json.loads(to_json(Chat("hi")))
+    assert next(iter(data)) == "type"
+    assert data["type"] == "Chat"
+    assert data["instruction"] == "hi"
+
+
+def test_wrong_type_names_path() -> None:
+    """A field of the wrong type raises InvalidMessage naming class and field."""
+    with pytest.raises(InvalidMessage) as info:
+        from_json('{"type": "Chat", "instruction": 5}', Command)
+    assert str(info.value) == "Chat.instruction: expected str, got int"
+    assert info.value.path == "Chat.instruction"
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, pride.PrideError)
+
+
+def test_unknown_tag_is_rejected() -> None:
+    """An unknown type tag raises InvalidMessage naming the tag."""
+    with pytest.raises(InvalidMessage, match="unknown type tag 'Shout'"):
+        structure({"type": "Shout", "instruction": "hi"}, Command)
+
+
+def test_tag_of_wrong_family_is_rejected() -> None:
+    """A signal's tag is not accepted where a command is expected."""
+    with pytest.raises(InvalidMessage, match="unknown type tag 'RunStart' for Command"):
+        structure({"type": "RunStart"}, Command)
+
+
+def test_mismatched_tag_for_concrete_class() -> None:
+    """Structuring as Chat refuses data tagged as another class."""
+    with pytest.raises(InvalidMessage, match="Chat: type tag 'Operate' does not match Chat"):
+        structure({"type": "Operate", "instruction": "x"}, Chat)
+
+
+def test_missing_tag_for_base_class() -> None:
+    """A base class cannot be structured without a tag."""
+    with pytest.raises(InvalidMessage, match="missing type tag"):
+        structure({"instruction": "hi"}, Command)
+
+
+def test_missing_field_names_path() -> None:
+    """A missing required field is named."""
+    with pytest.raises(InvalidMessage) as info:
+        structure({"type": "Act"}, Command)
+    assert str(info.value) == "Act.action_requests: required field missing"
+
+
+def test_invalid_uuid_names_path() -> None:
+    """A malformed UUID string is reported at its field."""
+    with pytest.raises(InvalidMessage) as info:
+        structure({"type": "RunStart", "turn_id": "not-a-uuid"}, Signal)
+    assert str(info.value) == "RunStart.turn_id: invalid UUID 'not-a-uuid'"
+
+
+def test_non_json_text() -> None:
+    """Text that is not JSON raises InvalidMessage at path $."""
+    with pytest.raises(InvalidMessage) as info:
+        from_json("{not json", Chat)
+    assert info.value.path == "$"
+    assert "invalid JSON" in str(info.value)
+
+
+def test_unknown_field_is_rejected() -> None:
+    """Extra keys are refused rather than silently dropped."""
+    with pytest.raises(InvalidMessage, match="Chat: unknown field"):
+        structure({"type": "Chat", "instruction": "hi", "temprature": 0.2}, Chat)
+
+
+def test_nested_paths_are_named() -> None:
+    """Errors inside lists and nested objects carry the full path."""
+    with pytest.raises(InvalidMessage) as info:
+        structure({"type": "Act", "action_requests": [{"function": 3}]}, Act)
+    assert str(info.value) == "Act.action_requests[0].function: expected str, got int"
+    with pytest.raises(InvalidMessage) as info:
+        structure({"type": "MessageAdded", "message": {"type": "Nope"}}, Signal)
+    assert "MessageAdded.message: unknown type tag 'Nope'" in str(info.value)
+
+
+def test_every_problem_is_reported() -> None:
+    """Several bad fields produce one exception listing each path."""
+    with pytest.raises(InvalidMessage) as info:
+        structure({"type": "Chat", "instruction": 1, "guidance": 2}, Chat)
+    paths = [path for path, _ in info.value.problems]
+    assert paths == ["Chat.instruction", "Chat.guidance"]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"type": "Chat", "images": "x.png"}, "Chat.images"),
+        ({"type": "Operate", "max_concurrent": True}, "Operate.max_concurrent"),
+        ({"type": "Operate", "reason": "yes"}, "Operate.reason"),
+        ({"type": "Operate", "action_strategy": "parallel"}, "Operate.action_strategy"),
+        ({"type": "Chat", "context": {"a": {1, 2}}}, "Chat.context"),
+        ({"type": "Chat", "chat_model": 7}, "Chat.chat_model"),
+        ({"type": "Chat", "tools": 3}, "Chat.tools"),
+        ([1, 2], "Chat"),
+    ],
+)
+def test_strict_validation(data: object, expected: str) -> None:
+    """Values are never coerced: bool is not int, str is not a list, and so on."""
+    with pytest.raises(InvalidMessage) as info:
+        structure(data, Chat if isinstance(data, list) else Command)
+    assert info.value.path == expected
+
+
+def test_no_half_built_object_on_error() -> None:
+    """A failure raises; nothing partially constructed is returned."""
+    result = None
+    with pytest.raises(InvalidMessage):
+        result = structure({"type": "Chat", "instruction": "ok", "guidance": 1}, Chat)
+    assert result is None
+
+
+def test_live_references_do_not_travel() -> None:
+    """Attach's live references serialise as null and return as None."""
+    attach = Attach(owner_id=uuid4(), owner_name="s", observer=object(), hooks=object())
+    back = from_json(to_json(attach), Attach)
+    assert back.owner_id == attach.owner_id
+    assert back.observer is None
+    assert back.hooks is None
+
+
+def test_class_response_format_is_refused_on_the_wire() -> None:
+    """A class used as response_format works in process but cannot be serialised."""
+
+    class Answer:
+        pass
+
+    with pytest.raises(InvalidMessage, match="only a JSON schema dict can be serialised"):
+        to_json(Operate("x", response_format=Answer))
+
+
+def test_model_object_serialises_as_its_projection() -> None:
+    """A model object in chat_model serialises through its key-free to_dict()."""
+
+    class FakeModel:
+        def to_dict(self) -> dict[str, str]:
+            return {"provider": "openai", "model": "gpt"}
+
+    data = unstructure(Chat("x", chat_model=FakeModel()))
+    assert data["chat_model"] == {"provider": "openai", "model": "gpt"}
+
+
+def test_call_keeps_its_keyword_arguments() -> None:
+    """Call(name, **kwargs) round-trips with its operation and kwargs."""
+    call = Call("summarise", style="short", n=3)
+    assert call.kwargs == {"style": "short", "n": 3}
+    assert from_json(to_json(call), Command) == call
+
+
+def test_act_accepts_lists() -> None:
+    """Act converts its action requests to a tuple."""
+    act = Act([ActionCall("add", {"a": 1})])
+    assert act.action_requests == (ActionCall("add", {"a": 1}),)
+
+
+def test_containers_of_messages() -> None:
+    """Lists of tagged messages structure element by element."""
+    history = [Instruction(instruction="a"), Instruction(instruction="b")]
+    assert structure(unstructure(history), list[RoledMessage]) == history
+
+
+def test_signal_carries_schema_version() -> None:
+    """Signals serialise their schema version."""
+    data = unstructure(RunStart(turn_id=uuid4()))
+    assert data["schema_version"] == pride.messages.SIGNAL_SCHEMA_VERSION
+
+
+def test_message_added_embeds_tagged_message() -> None:
+    """A signal carrying a message round-trips its concrete message class."""
+    signal = MessageAdded(message=Instruction(instruction="hi"), turn_id=uuid4())
+    back = from_json(to_json(signal), Signal)
+    assert back == signal
+    assert type(back.message) is Instruction

@@ -1,0 +1,82 @@
+"""Hypothesis strategies for every type that travels, derived from attrs fields."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+import attrs
+from hypothesis import strategies as st
+
+from pride.messages import RoledMessage, codec, commands
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53), max_value=2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+
+
+def for_type(tp: Any) -> st.SearchStrategy[Any]:
+    """A strategy producing wire-valid values of annotation ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        marker = tp.__metadata__[0]
+        return {
+            "pride:json": json_values,
+            "pride:model": st.none() | st.text(max_size=20) | json_objects,
+            "pride:response_format": st.none() | json_objects,
+            "pride:live": st.none(),
+        }[marker]
+    if tp is Any:
+        return json_values
+    if tp is commands.ToolSelection:
+        return st.booleans() | st.lists(st.text(max_size=8), max_size=3).map(tuple)
+    if tp is str:
+        return st.text(max_size=30)
+    if tp is bool:
+        return st.booleans()
+    if tp is int:
+        return st.integers(min_value=-(2**53), max_value=2**53)
+    if tp is float:
+        return st.floats(allow_nan=False, allow_infinity=False)
+    if tp is UUID:
+        return st.uuids()
+    if tp is RoledMessage:
+        return st.one_of([instances(cls) for cls in codec._MESSAGE_TYPES])
+    if origin is typing.Literal:
+        return st.sampled_from(typing.get_args(tp))
+    if origin in (typing.Union, __import__("types").UnionType):
+        return st.one_of([for_type(arg) for arg in typing.get_args(tp)])
+    if tp is type(None):
+        return st.none()
+    if origin is tuple:
+        (item, _ellipsis) = typing.get_args(tp)
+        return st.lists(for_type(item), max_size=3).map(tuple)
+    if origin in (Mapping, dict, typing.Mapping):
+        _key, value = typing.get_args(tp)
+        return st.dictionaries(st.text(max_size=8), for_type(value), max_size=3)
+    if attrs.has(tp):
+        return instances(tp)
+    raise NotImplementedError(f"no strategy for {tp!r}")
+
+
+def instances(cls: type) -> st.SearchStrategy[Any]:
+    """Instances of an attrs class with every init field drawn from its type."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    if cls is commands.Call:
+        return st.builds(lambda op, kw: commands.Call(op, **kw), st.text(max_size=10), json_objects)
+    kwargs = {field.alias: for_type(hints[field.name]) for field in attrs.fields(cls) if field.init}
+    return st.fixed_dictionaries(kwargs).map(lambda kw: cls(**kw))
