@@ -83,6 +83,14 @@ def _kw_factory(factory: Any) -> Any:
     return attrs.field(factory=factory, kw_only=True)
 
 
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _action_calls(value: Any) -> tuple[ActionCall, ...]:
+    return tuple(value)
+
+
 def _tool_selection(value: Any) -> ToolSelection:
     if isinstance(value, bool):
         return value
@@ -126,7 +134,7 @@ class _Prompt:
     guidance: str | None = _kw()
     context: JsonValue = _kw()
     plain_content: str | None = _kw()
-    images: tuple[str, ...] = _kw((), converter=tuple)
+    images: tuple[str, ...] = _kw((), converter=_strings)
     image_detail: Literal["auto", "low", "high"] = _kw("auto")
     sender: str | None = _kw()
     recipient: str | None = _kw()
@@ -232,7 +240,7 @@ class Act(WorkCommand):
 
     model_turn: ClassVar[bool] = False
 
-    action_requests: tuple[ActionCall, ...] = attrs.field(converter=tuple)
+    action_requests: tuple[ActionCall, ...] = attrs.field(converter=_action_calls)
     strategy: Literal["concurrent", "sequential"] = _kw("concurrent")
     max_concurrent: int | None = _kw()
     suppress_errors: bool = _kw(True)

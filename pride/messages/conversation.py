@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, TypeVar
-from uuid import UUID, uuid4
+from typing import Any, ClassVar, Literal
+from uuid import UUID
 
 import attrs
+
+from ._ids import new_id
 
 __all__ = [
     "DEFAULT_SYSTEM_MESSAGE",
@@ -52,21 +54,13 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, sort_keys=False)
 
 
-_T = TypeVar("_T")
-
-
 def _hash_by_id(self: RoledMessage) -> int:
+    # Messages hash by identity: their metadata dicts are not hashable, and two
+    # messages with equal content but different ids are different messages.
     return hash(self.id)
 
 
-def _message(cls: type[_T]) -> type[_T]:
-    """Frozen, slotted, keyword-only; hashed by id (metadata dicts are not hashable)."""
-    made = attrs.frozen(kw_only=True, eq=True, unsafe_hash=False)(cls)
-    made.__hash__ = _hash_by_id  # type: ignore[assignment]
-    return made
-
-
-@_message
+@attrs.frozen(kw_only=True, hash=False)
 class RoledMessage:
     """Base of every conversation message.
 
@@ -80,8 +74,9 @@ class RoledMessage:
     """
 
     role: ClassVar[MessageRole]
+    __hash__ = _hash_by_id
 
-    id: UUID = attrs.field(factory=uuid4)
+    id: UUID = attrs.field(factory=new_id)
     created_at: float = attrs.field(factory=time.time)
     sender: str | None = None
     recipient: str | None = None
@@ -121,7 +116,7 @@ class RoledMessage:
         raise NotImplementedError
 
 
-@_message
+@attrs.frozen(kw_only=True, hash=False)
 class System(RoledMessage):
     """The conversation's system prompt.
 
@@ -130,6 +125,7 @@ class System(RoledMessage):
     """
 
     role: ClassVar[MessageRole] = "system"
+    __hash__ = _hash_by_id
 
     system_message: str = DEFAULT_SYSTEM_MESSAGE
     system_datetime: str | None = None
@@ -149,7 +145,7 @@ class System(RoledMessage):
         return {"role": "system", "content": self.text}
 
 
-@_message
+@attrs.frozen(kw_only=True, hash=False)
 class Instruction(RoledMessage):
     """A user turn: the instruction plus optional guidance, context and images.
 
@@ -160,6 +156,7 @@ class Instruction(RoledMessage):
     """
 
     role: ClassVar[MessageRole] = "user"
+    __hash__ = _hash_by_id
 
     instruction: str = ""
     guidance: str | None = None
@@ -210,11 +207,12 @@ def _anthropic_image(url: str) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
-@_message
+@attrs.frozen(kw_only=True, hash=False)
 class AssistantResponse(RoledMessage):
     """The model's text reply. Usage and model name travel in ``metadata``."""
 
     role: ClassVar[MessageRole] = "assistant"
+    __hash__ = _hash_by_id
 
     assistant_response: str = ""
 
@@ -229,7 +227,7 @@ class AssistantResponse(RoledMessage):
         return {"role": "assistant", "content": [{"type": "text", "text": self.assistant_response}]}
 
 
-@_message
+@attrs.frozen(kw_only=True, hash=False)
 class ActionRequest(RoledMessage):
     """A request to run one tool: ``function(**arguments)``.
 
@@ -238,6 +236,7 @@ class ActionRequest(RoledMessage):
     """
 
     role: ClassVar[MessageRole] = "action"
+    __hash__ = _hash_by_id
 
     function: str
     arguments: Mapping[str, Any] = attrs.field(factory=dict)
@@ -272,7 +271,7 @@ class ActionRequest(RoledMessage):
         return {"role": "assistant", "content": [block]}
 
 
-@_message
+@attrs.frozen(kw_only=True, hash=False)
 class ActionResponse(RoledMessage):
     """The outcome of one tool call: its ``output``, or the ``error`` it raised.
 
@@ -280,6 +279,7 @@ class ActionResponse(RoledMessage):
     """
 
     role: ClassVar[MessageRole] = "action"
+    __hash__ = _hash_by_id
 
     function: str
     arguments: Mapping[str, Any] = attrs.field(factory=dict)

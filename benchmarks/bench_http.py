@@ -1,0 +1,114 @@
+"""HTTP path overhead: N concurrent chat requests through iModel vs a bare httpx loop.
+
+Both sides make the same requests (same JSON body, same headers, same
+connection-pool limits) to the same loopback server in the same trio run, and
+samples alternate between them so drift hits both. pride's side adds request
+building, the limiter fast path, the retry wrapper, error mapping and response
+normalisation; the bare side posts the JSON and reads ``choices[0]``.
+
+Target: pride's throughput >= 90 % of bare httpx (<= 10 % overhead) at 100
+concurrent requests; 1,000 concurrent is printed for context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import httpx
+import trio
+
+from benchmarks._harness import Stats, measure, ratio_line
+from pride.llm import DEFAULT_HTTP_LIMITS, ModelRequest, iModel
+from pride.testing import openai_server
+
+_MESSAGES = [
+    {"role": "system", "content": "You are a benchmark."},
+    {"role": "user", "content": "Say something short."},
+]
+_KEY = "bench-key-not-secret"
+
+
+def _reply(body: object) -> str:
+    return "A short benchmark reply."
+
+
+async def _run_concurrently(fn: Callable[[], Awaitable[None]], ops: int, concurrency: int) -> None:
+    remaining = ops
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await fn()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(min(concurrency, ops)):
+            nursery.start_soon(worker)
+
+
+async def _compare(
+    base_url: str, concurrency: int, ops: int, repeats: int, warmups: int
+) -> tuple[Stats, Stats]:
+    url = base_url + "/chat/completions"
+    body = {"model": "bench", "messages": _MESSAGES}
+    headers = {"authorization": f"Bearer {_KEY}"}
+    request = ModelRequest(messages=_MESSAGES)
+    async with (
+        httpx.AsyncClient(limits=DEFAULT_HTTP_LIMITS, timeout=httpx.Timeout(120.0)) as client,
+        iModel("openai/bench", base_url=base_url, api_key=_KEY) as model,
+    ):
+
+        async def bare_call() -> None:
+            response = await client.post(url, json=body, headers=headers)
+            response.raise_for_status()
+            assert response.json()["choices"][0]["message"]["content"]
+
+        async def pride_call() -> None:
+            reply = await model.invoke(request)
+            assert reply.text
+
+        async def bare(n: int) -> None:
+            await _run_concurrently(bare_call, n, concurrency)
+
+        async def pride(n: int) -> None:
+            await _run_concurrently(pride_call, n, concurrency)
+
+        for _ in range(warmups):  # until httpcore's pools settle (they shrink at first)
+            await bare(ops)
+            await pride(ops)
+        bare_samples: list[float] = []
+        pride_samples: list[float] = []
+        for _ in range(repeats):  # interleaved, so drift affects both alike
+            bare_samples += (await measure("b", bare, ops=ops, repeats=1, warmup=0)).samples
+            pride_samples += (await measure("p", pride, ops=ops, repeats=1, warmup=0)).samples
+    return (
+        Stats(f"bare httpx, {concurrency} concurrent (per request)", tuple(bare_samples)),
+        Stats(f"pride iModel, {concurrency} concurrent (per request)", tuple(pride_samples)),
+    )
+
+
+async def _main(smoke: bool) -> None:
+    # (concurrency, requests per sample, samples per side, warm-up batches per side)
+    plans = [(10, 100, 1, 1)] if smoke else [(100, 1000, 5, 2), (1000, 1000, 3, 2)]
+    async with openai_server(_reply, record=False) as server:
+        for concurrency, ops, repeats, warmups in plans:
+            bare, pride = await _compare(server.base_url, concurrency, ops, repeats, warmups)
+            print(bare.line("us"))
+            print(pride.line("us"))
+            ratio = bare.median / pride.median
+            print(
+                f"  rates: bare {1 / bare.median:,.0f} req/s, pride {1 / pride.median:,.0f} req/s"
+            )
+            print(
+                ratio_line(
+                    f"pride/bare throughput at {concurrency} concurrent",
+                    ratio,
+                    ">= 0.90" if concurrency == 100 else "(info)",
+                    ratio >= 0.90 or concurrency != 100,
+                )
+            )
+
+
+def main(smoke: bool) -> None:
+    """Run the comparison in its own trio run and print the figures."""
+    trio.run(_main, smoke)

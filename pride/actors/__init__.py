@@ -1,0 +1,38 @@
+"""The branch actor: the aggregate, its mailbox, the send API and the turn driver."""
+
+from .branch import DEFAULT_MAILBOX_SIZE, Branch, HookSink, SignalSink
+from .logs import DataLogger, LogConfig, LogEntry
+from .mailbox import MailboxStatistics, Reply
+from .send import BranchRef, StreamItems, ask, send, send_nowait, stream
+from .turn import (
+    LoopControl,
+    LoopDirective,
+    TurnExecutionContext,
+    TurnScope,
+    check_control,
+    current_turn,
+)
+
+__all__ = [
+    "DEFAULT_MAILBOX_SIZE",
+    "Branch",
+    "BranchRef",
+    "DataLogger",
+    "HookSink",
+    "LogConfig",
+    "LogEntry",
+    "LoopControl",
+    "LoopDirective",
+    "MailboxStatistics",
+    "Reply",
+    "SignalSink",
+    "StreamItems",
+    "TurnExecutionContext",
+    "TurnScope",
+    "ask",
+    "check_control",
+    "current_turn",
+    "send",
+    "send_nowait",
+    "stream",
+]

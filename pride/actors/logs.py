@@ -1,0 +1,179 @@
+"""A branch's call log: one record per model call and tool call.
+
+Records carry what an operator needs to see what a branch did (kind, name,
+start, duration, status, usage, error type) and never a credential. Prompts
+and outputs are included only when the log config says so. The log is
+bounded: past ``capacity`` the oldest records are dropped (and counted).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+__all__ = ["DEFAULT_LOG_CAPACITY", "DataLogger", "LogConfig", "LogEntry"]
+
+DEFAULT_LOG_CAPACITY = 1000
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+@attrs.frozen(kw_only=True)
+class LogConfig:
+    """How a branch logs.
+
+    Attributes:
+        capacity: records kept in memory; older ones are dropped first.
+        include_content: also record prompts and outputs (off by default).
+        persist_dir: default directory for :meth:`DataLogger.dump`.
+    """
+
+    capacity: int = attrs.field(default=DEFAULT_LOG_CAPACITY)
+    include_content: bool = False
+    persist_dir: str | None = None
+
+    @capacity.validator
+    def _check_capacity(self, _: Any, value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"log capacity must be a positive int, got {value!r}")
+
+    @classmethod
+    def coerce(cls, value: LogConfig | Mapping[str, Any] | None) -> LogConfig:
+        """A config from a config, a truthy dict of its fields, or defaults.
+
+        Raises:
+            ValueError: the dict names unknown fields or invalid values.
+        """
+        if isinstance(value, LogConfig):
+            return value
+        if not value:
+            return cls()
+        unknown = set(value) - {field.name for field in attrs.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown log_config field(s): {', '.join(sorted(unknown))}")
+        return cls(**dict(value))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for serialisation."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
+class LogEntry:
+    """One model or tool call."""
+
+    kind: Literal["model", "tool"]
+    name: str
+    started_at: float
+    duration_ms: float
+    status: Literal["ok", "error", "cancelled"]
+    turn_id: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    error_type: str | None = None
+    detail: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LogEntry:
+        """Rebuild an entry from :meth:`to_dict` output."""
+        return cls(**dict(data))
+
+
+class DataLogger:
+    """The bounded, in-memory log of one branch."""
+
+    __slots__ = ("_entries", "config", "dropped")
+
+    def __init__(self, config: LogConfig | None = None, entries: Iterable[Any] | None = None):
+        self.config = config or LogConfig()
+        self._entries: deque[LogEntry] = deque(maxlen=self.config.capacity)
+        self.dropped = 0
+        for entry in entries or ():
+            self.append(entry if isinstance(entry, LogEntry) else LogEntry.from_dict(entry))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[LogEntry]:
+        return iter(self._entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def append(self, entry: LogEntry) -> None:
+        """Add a record, dropping the oldest past capacity."""
+        if len(self._entries) == self._entries.maxlen:
+            self.dropped += 1
+        self._entries.append(entry)
+
+    def record(
+        self,
+        kind: Literal["model", "tool"],
+        name: str,
+        *,
+        started: float,
+        status: Literal["ok", "error", "cancelled"],
+        turn_id: Any = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = None,
+        error: BaseException | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record a call that started at ``started`` (``time.perf_counter()``)."""
+        elapsed = time.perf_counter() - started
+        self.append(
+            LogEntry(
+                kind=kind,
+                name=name,
+                started_at=time.time() - elapsed,
+                duration_ms=elapsed * 1000.0,
+                status=status,
+                turn_id=str(turn_id) if turn_id is not None else None,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost_usd,
+                error_type=type(error).__name__ if error is not None else None,
+                detail=dict(detail) if detail and self.config.include_content else _EMPTY,
+            )
+        )
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """Every record as plain data, oldest first."""
+        return [entry.to_dict() for entry in self._entries]
+
+    def clear(self) -> None:
+        """Forget every record."""
+        self._entries.clear()
+
+    def dump(self, path: str | Path | None = None, *, clear: bool = True) -> Path:
+        """Append the records as JSON lines to ``path`` and return it.
+
+        ``path`` defaults to ``<persist_dir>/pride-logs-<time>.jsonl``.
+
+        Raises:
+            ValueError: no path given and no ``persist_dir`` configured.
+        """
+        if path is None:
+            if self.config.persist_dir is None:
+                raise ValueError("dump_logs needs a path (or a log_config persist_dir)")
+            path = Path(self.config.persist_dir) / f"pride-logs-{int(time.time())}.jsonl"
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a", encoding="utf-8") as file:
+            for entry in self._entries:
+                file.write(json.dumps(entry.to_dict(), default=str) + "\n")
+        if clear:
+            self.clear()
+        return target

@@ -1,0 +1,304 @@
+"""The send API: :func:`send`, :func:`send_nowait`, :func:`ask` and :func:`stream`.
+
+A target is a :class:`~pride.Branch`, a :class:`BranchRef`, or a branch name
+or id; names resolve in the session of the calling turn's branch.
+
+Calls made from inside the target's own active turn do not go through the
+mailbox (which would deadlock behind the very turn that is waiting): ``ask``
+and ``stream`` run the command inline as nested work of that turn. A call
+chain that would wait on a branch already waiting up the chain (A asks B
+asks A) fails at once with :class:`~pride.ReentrancyError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import attrs
+import trio
+
+from ..errors import TurnFinalizingError, UnknownBranch
+from ..messages import Command, WorkCommand
+from . import turn
+from .mailbox import Reply
+from .waits import check_wait_allowed, waiting_edge
+
+if TYPE_CHECKING:
+    from .branch import Branch
+
+__all__ = ["BranchRef", "StreamItems", "ask", "send", "send_nowait", "stream"]
+
+log = logging.getLogger("pride.send")
+
+# How long leaving a stream block waits for the turn to finalise before
+# giving up on waiting (the turn still finalises; the caller just moves on).
+STREAM_CLOSE_GRACE = 30.0
+
+
+@attrs.frozen
+class BranchRef:
+    """A serialisable address of a branch: its id, and its name for humans."""
+
+    id: UUID
+    name: str | None = None
+
+
+def resolve(target: Any) -> Branch:
+    """The live branch ``target`` designates.
+
+    Raises:
+        UnknownBranch: no such branch is known where it was looked up.
+        TypeError: ``target`` is not a branch, reference, name or id.
+    """
+    from .branch import Branch, live_branch
+
+    if isinstance(target, Branch):
+        return target
+    if isinstance(target, BranchRef):
+        found = live_branch(target.id)
+        if found is None:
+            raise UnknownBranch(target.name or target.id)
+        return found
+    if isinstance(target, str | UUID):
+        bound = turn.binding()
+        if bound is not None:
+            directory = bound.branch._directory
+            if directory is not None:
+                return directory.resolve(target)  # type: ignore[no-any-return]
+        if isinstance(target, UUID):
+            found = live_branch(target)
+            if found is not None:
+                return found
+        raise UnknownBranch(target, "the current turn's session (no session to resolve names)")
+    raise TypeError(
+        f"send target must be a Branch, BranchRef, name or id, got {type(target).__name__}"
+    )
+
+
+def _check_command(command: Any) -> Command:
+    if not isinstance(command, Command):
+        raise TypeError(
+            f"expected a pride command (Chat, Operate, Attach, ...), got {type(command).__name__}"
+        )
+    return command
+
+
+def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
+    if timeout is None:
+        return contextlib.nullcontext()
+    if not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+    return trio.fail_after(timeout)
+
+
+async def send(target: Any, command: Command) -> Reply:
+    """Put ``command`` in the target's mailbox and return its :class:`Reply` at once.
+
+    Waits while the mailbox is full (backpressure). Priority commands
+    (``Attach``, ``Detach``, ``Stop``) never wait.
+
+    Raises:
+        TypeError: ``command`` is not a pride command.
+        BranchNotRunning: the target's actor was never started.
+        BranchClosed: the target has stopped.
+        UnknownBranch: a name or id did not resolve.
+
+    Cancellation: if cancelled while waiting for room, nothing was queued.
+    """
+    branch = resolve(target)
+    _check_command(command)
+    mailbox = branch._require_mailbox()
+    reply = Reply(branch, command)
+    if command.lane == "priority":
+        mailbox.put_priority(reply)
+        await trio.lowlevel.checkpoint()
+    else:
+        await mailbox.put(reply)
+    return reply
+
+
+def send_nowait(target: Any, command: Command) -> Reply:
+    """Like :func:`send`, but raise :class:`~pride.MailboxFull` instead of waiting."""
+    branch = resolve(target)
+    _check_command(command)
+    mailbox = branch._require_mailbox()
+    reply = Reply(branch, command)
+    if command.lane == "priority":
+        mailbox.put_priority(reply)
+    else:
+        mailbox.put_nowait(reply)
+    return reply
+
+
+async def ask(target: Any, command: Command, timeout: float | None = None) -> Any:
+    """Send ``command`` and wait for its result.
+
+    Inside the target's own active turn the command runs inline as nested
+    work (no mailbox, no lifecycle signals).
+
+    Args:
+        target: a Branch, BranchRef, name or id.
+        command: the command to run.
+        timeout: seconds to wait in all (sugar over ``trio.fail_after``).
+
+    Returns:
+        The command's result.
+
+    Raises:
+        trio.TooSlowError: the timeout expired (the command was cancelled).
+        ReentrancyError: waiting would deadlock (A asks B asks A).
+        TurnFinalizingError: called from the target's own finalising turn.
+        BranchClosed, BranchNotRunning, UnknownBranch, TypeError: as for send.
+        Exception: whatever the command raised.
+
+    Cancellation: if the caller is cancelled or times out, a queued command
+    is dropped (it never starts) and a running turn is cancelled and
+    finalised (terminal ``RunFailed``).
+    """
+    branch = resolve(target)
+    _check_command(command)
+    if command.lane == "work":
+        scope = turn.live_scope_for(branch)
+        if scope is not None:
+            return await _run_nested(branch, command, scope, timeout)  # type: ignore[arg-type]
+    check_wait_allowed(branch)
+    mailbox = branch._require_mailbox()
+    reply = Reply(branch, command)
+    try:
+        with _deadline(timeout):
+            if command.lane == "priority":
+                mailbox.put_priority(reply)
+            else:
+                await mailbox.put(reply, checkpoint=False)
+            return await reply.result()
+    except BaseException:
+        if not reply.done:
+            reply.cancel("caller")
+        raise
+
+
+async def _run_nested(
+    branch: Branch, command: WorkCommand, scope: turn.TurnScope, timeout: float | None
+) -> Any:
+    if scope.context.phase != "active":
+        raise TurnFinalizingError(
+            f"branch {branch.name!r}: turn {scope.turn_id} is finalising; a call from its own "
+            "task lineage cannot wait for it (schedule the work after the terminal signal)"
+        )
+    nested = turn.TurnScope(scope.context, owns_lifecycle=False)
+    with _deadline(timeout):
+        return await branch._run_inline(command, nested)
+
+
+class StreamItems:
+    """The async iterator :func:`stream` yields: the command's items in order.
+
+    After the last item, a failed turn raises its exception from the loop.
+    ``reply`` is the underlying :class:`Reply` (for ``turn_id``).
+    """
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[Any], reply: Reply | None) -> None:
+        self._receive = receive
+        self.reply = reply
+        self._error: BaseException | None = None
+
+    def __aiter__(self) -> StreamItems:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            pass
+        if self.reply is not None:
+            await self.reply.result()
+        if self._error is not None:
+            raise self._error
+        raise StopAsyncIteration
+
+
+@contextlib.asynccontextmanager
+async def stream(target: Any, command: WorkCommand) -> AsyncIterator[StreamItems]:
+    """Run ``command`` and iterate its items as the turn produces them.
+
+    ``async with pride.stream(branch, ReActStream("q")) as rounds:`` — nothing
+    is queued before the block is entered. The turn advances only as the
+    caller consumes (a zero-buffer channel), and stays active until the
+    caller exhausts the items or leaves the block; leaving early (break,
+    exception, cancellation) closes the stream, and the block's exit waits
+    for the turn to finalise (bounded by ``STREAM_CLOSE_GRACE``) so the next
+    queued turn starts only after this one's terminal signal.
+
+    Raises:
+        TypeError: ``command`` is not a work command.
+        Exception: the turn's error, from the ``async for`` after the last item.
+    """
+    branch = resolve(target)
+    _check_command(command)
+    if command.lane != "work":
+        raise TypeError(f"only work commands stream, got {type(command).__name__}")
+    send_channel, receive_channel = trio.open_memory_channel[Any](0)
+    scope = turn.live_scope_for(branch)
+    if scope is not None:
+        async with _nested_stream(branch, command, scope, send_channel, receive_channel) as items:
+            yield items
+        return
+    check_wait_allowed(branch)
+    mailbox = branch._require_mailbox()
+    reply = Reply(branch, command)
+    reply._stream = send_channel
+    await mailbox.put(reply)
+    items = StreamItems(receive_channel, reply)
+    clean_exit = False
+    try:
+        with waiting_edge(branch):
+            yield items
+        clean_exit = True
+    finally:
+        with trio.move_on_after(STREAM_CLOSE_GRACE) as cleanup:
+            cleanup.shield = True
+            if not reply.done:
+                reply.cancel("stream_closed" if clean_exit else "caller")
+            receive_channel.close()
+            await reply._done.wait()
+        if cleanup.cancelled_caught:
+            log.warning("turn %s did not finalise within %ss", reply.turn_id, STREAM_CLOSE_GRACE)
+
+
+@contextlib.asynccontextmanager
+async def _nested_stream(
+    branch: Branch,
+    command: WorkCommand,
+    scope: turn.TurnScope,
+    send_channel: trio.MemorySendChannel[Any],
+    receive_channel: trio.MemoryReceiveChannel[Any],
+) -> AsyncIterator[StreamItems]:
+    """A stream inside the target's own turn: the producer is nested work of that turn."""
+    if scope.context.phase != "active":
+        raise TurnFinalizingError(f"turn {scope.turn_id} is finalising")
+    nested = turn.TurnScope(scope.context, owns_lifecycle=False, stream=send_channel)
+    items = StreamItems(receive_channel, None)
+    finished = trio.Event()
+
+    async def produce() -> None:
+        try:
+            async with send_channel:
+                await branch._run_inline(command, nested)
+        except Exception as exc:  # surfaced to the consumer after the last item
+            items._error = exc
+        finally:
+            finished.set()
+
+    scope.start_soon(produce, name=f"nested stream {type(command).__name__}")
+    try:
+        yield items
+    finally:
+        receive_channel.close()
+        with trio.move_on_after(STREAM_CLOSE_GRACE) as cleanup:
+            cleanup.shield = True
+            await finished.wait()

@@ -1,0 +1,359 @@
+"""Turn-scoped execution state (ADR-0018 on trio).
+
+A **turn** is the execution of one model-invoking command, from ``RunStart``
+to its single terminal signal. Everything a turn owns lives in its
+:class:`TurnExecutionContext`: the model snapshot, provider blocks and
+report, the pending loop control, usage, and the turn's nursery. The branch
+holds only a pointer to the one active context, so out-of-band callers
+(observers, controllers) can address it with :meth:`Branch.control`.
+
+Work running inside a turn sees it through a :class:`contextvars.ContextVar`
+binding; trio copies the context into tasks started from the turn, so a
+nested verb call from the operation, a tool or a task spawned with
+:meth:`TurnScope.start_soon` joins the turn instead of queueing behind it.
+A binding is live only while the branch's pointer still refers to its
+context and the phase is ``"active"``; a stale binding (closed, or another
+turn's) makes the caller a new top-level contender.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+from uuid import UUID
+
+import attrs
+import trio
+
+from ..errors import LoopBreak, StopStream
+from ..messages import WorkCommand
+
+if TYPE_CHECKING:
+    from .branch import Branch
+
+__all__ = [
+    "LoopControl",
+    "LoopDirective",
+    "TurnExecutionContext",
+    "TurnPhase",
+    "TurnScope",
+    "check_control",
+    "current_turn",
+]
+
+log = logging.getLogger("pride.turn")
+
+TurnPhase = Literal["active", "finalizing", "closed"]
+_PHASE_ORDER = {"active": 0, "finalizing": 1, "closed": 2}
+
+
+class LoopDirective(enum.Enum):
+    """What an out-of-band controller asks a running loop to do."""
+
+    CONTINUE = "continue"
+    """Carry on (a no-op for :func:`check_control`)."""
+    BREAK = "break"
+    """Stop the loop; the turn fails with :class:`~pride.LoopBreak`."""
+    CANCEL = "cancel"
+    """End the stream cleanly (:class:`~pride.StopStream`); the turn ends normally."""
+
+
+@attrs.frozen
+class LoopControl:
+    """A directive written into one turn's context, with an optional reason."""
+
+    directive: LoopDirective
+    reason: str | None = None
+
+
+@attrs.define(eq=False)
+class TurnExecutionContext:
+    """The runtime state of one top-level turn. Never serialised.
+
+    Attributes:
+        turn_id: a fresh uuid4 per top-level turn.
+        model: the model snapshot resolved when the turn started.
+        owner_task: the trio task running the turn (the branch's actor).
+        command: the work command this turn serves.
+        phase: ``"active"`` → ``"finalizing"`` → ``"closed"``, never backward.
+        provider_blocks: context-provider text injected into this turn's requests.
+        provider_report: the context providers' report for this turn, if any ran.
+        control: the pending loop control directive, if any.
+    """
+
+    turn_id: UUID
+    model: Any
+    owner_task: trio.lowlevel.Task
+    command: WorkCommand
+    phase: TurnPhase = "active"
+    provider_blocks: tuple[str, ...] = ()
+    provider_report: Any = None
+    control: LoopControl | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+    model_calls: int = 0
+    started_at: float = attrs.field(factory=time.perf_counter)
+    # Nested work and message-signal work of this turn (the "turn nursery" and
+    # the signal drain of ADR-0018), hosted by the actor's nursery and created
+    # on first use.
+    host: trio.Nursery | None = attrs.field(default=None, repr=False)
+    nested: TaskGroup | None = attrs.field(default=None, repr=False)
+    signals: TaskGroup | None = attrs.field(default=None, repr=False)
+
+    def nested_group(self) -> TaskGroup:
+        """The group holding this turn's nested tasks (created on first use)."""
+        if self.nested is None:
+            if self.host is None:
+                raise RuntimeError(f"turn {self.turn_id} has no actor to host nested work")
+            self.nested = TaskGroup(self.host, f"nested work of turn {self.turn_id}")
+        return self.nested
+
+    def signal_group(self) -> TaskGroup:
+        """The group holding this turn's pending signal deliveries (created on first use)."""
+        if self.signals is None:
+            if self.host is None:
+                raise RuntimeError(f"turn {self.turn_id} has no actor to host signal work")
+            self.signals = TaskGroup(self.host, f"signals of turn {self.turn_id}")
+        return self.signals
+
+    def advance(self, phase: TurnPhase) -> None:
+        """Move to ``phase``; phases only move forward.
+
+        Raises:
+            RuntimeError: ``phase`` is earlier than the current one.
+        """
+        if _PHASE_ORDER[phase] < _PHASE_ORDER[self.phase]:
+            raise RuntimeError(f"turn phase cannot go back from {self.phase} to {phase}")
+        self.phase = phase
+
+    def record_usage(
+        self, input_tokens: int, output_tokens: int, cached_tokens: int, cost_usd: float | None
+    ) -> None:
+        """Add one model call's usage to the turn's totals (reported on RunEnd)."""
+        self.model_calls += 1
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.cached_tokens += cached_tokens
+        if cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + cost_usd
+
+
+@attrs.frozen
+class TurnScope:
+    """A view of a turn from the code running in it.
+
+    ``owns_lifecycle`` is True for the top-level entry (the driver, which
+    emits lifecycle signals) and False for nested calls, which share the same
+    context and never emit lifecycle signals.
+    """
+
+    context: TurnExecutionContext
+    owns_lifecycle: bool
+    stream: trio.MemorySendChannel[Any] | None = None
+
+    @property
+    def turn_id(self) -> UUID:
+        """The id of the turn this scope belongs to."""
+        return self.context.turn_id
+
+    @property
+    def streaming(self) -> bool:
+        """True when a :func:`pride.stream` consumer receives this scope's items."""
+        return self.stream is not None
+
+    def start_soon(
+        self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None
+    ) -> None:
+        """Run ``async_fn(*args)`` as nested work in the turn's nursery.
+
+        The task inherits the turn binding, so verb calls on the same branch
+        join this turn. Tasks still running when the turn body ends are
+        cancelled and awaited before the terminal signal. A failure of such a
+        task is logged and does not change the turn's result (await your own
+        nursery instead when a child's failure should fail the turn).
+
+        Raises:
+            RuntimeError: the turn is no longer active.
+        """
+        if self.context.phase != "active":
+            raise RuntimeError(f"turn {self.context.turn_id} is not active; cannot start work")
+        self.context.nested_group().start_soon(async_fn, *args, name=name)
+
+    async def emit(self, item: Any) -> None:
+        """Hand ``item`` to the turn's stream consumer; waits until it is taken.
+
+        Without a consumer (the command was sent with ``ask``) this is only a
+        checkpoint. If the consumer has gone, raises :class:`~pride.StopStream`
+        so the producing loop ends cleanly.
+        """
+        stream = self.stream
+        if stream is None:
+            await trio.lowlevel.checkpoint()
+            return
+        try:
+            await stream.send(item)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise StopStream("the stream consumer has gone") from None
+
+    def check_control(self) -> None:
+        """Consume this turn's pending directive and act on it.
+
+        No directive or CONTINUE: nothing. BREAK: raises
+        :class:`~pride.LoopBreak`. CANCEL: raises :class:`~pride.StopStream`.
+        """
+        control = self.context.control
+        if control is None:
+            return
+        self.context.control = None
+        _raise_for(control)
+
+    def record_usage(
+        self, input_tokens: int, output_tokens: int, cached_tokens: int, cost_usd: float | None
+    ) -> None:
+        """Add one model call's usage to the turn's totals."""
+        self.context.record_usage(input_tokens, output_tokens, cached_tokens, cost_usd)
+
+
+class TaskGroup:
+    """Tasks that belong to one turn, hosted by a longer-lived nursery.
+
+    Opening a trio nursery per turn costs more than the rest of a short turn,
+    so a turn's nested tasks run in the actor's nursery, each inside its own
+    cancel scope that this group owns. :meth:`cancel_and_wait` gives the same
+    guarantee a per-turn nursery would: every task has ended before it
+    returns. A task's failure is logged (it is never awaited by the turn, so
+    it cannot change the turn's result, ADR-0018 D2).
+    """
+
+    __slots__ = ("_closed", "_host", "_idle", "_label", "_scopes")
+
+    def __init__(self, host: trio.Nursery, label: str) -> None:
+        self._host = host
+        self._label = label
+        self._scopes: set[trio.CancelScope] = set()
+        self._idle: trio.Event | None = None
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    def start_soon(
+        self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None
+    ) -> None:
+        """Start ``async_fn(*args)`` in the group (it inherits the caller's context)."""
+        if self._closed:
+            raise RuntimeError(f"{self._label} is closed; cannot start {async_fn!r}")
+        scope = trio.CancelScope()
+        self._scopes.add(scope)
+        self._host.start_soon(self._run, scope, async_fn, args, name=name or async_fn)
+
+    async def _run(
+        self,
+        scope: trio.CancelScope,
+        async_fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+    ) -> None:
+        try:
+            with scope:
+                await async_fn(*args)
+        except Exception:
+            log.exception("%s: a task failed; the turn's result is unchanged", self._label)
+        finally:
+            self._scopes.discard(scope)
+            if not self._scopes and self._idle is not None:
+                self._idle.set()
+
+    async def wait(self) -> None:
+        """Wait until every task of the group has ended."""
+        while self._scopes:
+            self._idle = trio.Event()
+            await self._idle.wait()
+
+    async def cancel_and_wait(self) -> None:
+        """Refuse new tasks, cancel the running ones, and wait until they have ended."""
+        self._closed = True
+        for scope in self._scopes:
+            scope.cancel()
+        await self.wait()
+
+
+def _raise_for(control: LoopControl) -> None:
+    if control.directive is LoopDirective.BREAK:
+        raise LoopBreak(control.reason or "loop stopped by a BREAK directive")
+    if control.directive is LoopDirective.CANCEL:
+        raise StopStream(control.reason or "stream ended by a CANCEL directive")
+
+
+# ------------------------------------------------------------- the binding
+
+
+@attrs.frozen
+class _Binding:
+    branch: Branch
+    scope: TurnScope
+
+
+_active_turn: contextvars.ContextVar[_Binding | None] = contextvars.ContextVar(
+    "pride_active_turn", default=None
+)
+
+
+def bind(branch: Branch, scope: TurnScope) -> contextvars.Token[_Binding | None]:
+    """Bind the current task (and tasks it starts) to ``scope``; reset with the token."""
+    return _active_turn.set(_Binding(branch, scope))
+
+
+def unbind(token: contextvars.Token[_Binding | None]) -> None:
+    """Restore the binding that was current before :func:`bind`."""
+    _active_turn.reset(token)
+
+
+def binding() -> _Binding | None:
+    """The current task's turn binding, live or stale."""
+    return _active_turn.get()
+
+
+def live_scope_for(branch: Branch) -> TurnScope | None:
+    """The scope the current task holds on ``branch``'s active turn, if live.
+
+    Live means: the binding names this branch, the branch's active pointer
+    is the binding's context, and that context has not closed. A finalizing
+    context is returned too; the caller decides (TurnFinalizingError).
+    """
+    bound = _active_turn.get()
+    if bound is None or bound.branch is not branch:
+        return None
+    context = bound.scope.context
+    if branch._active_turn is not context or context.phase == "closed":
+        return None
+    return bound.scope
+
+
+def current_turn() -> TurnScope | None:
+    """The turn the calling task is part of, or None.
+
+    Returns a scope only while that turn is live (active or finalizing) and
+    still its branch's current turn.
+    """
+    bound = _active_turn.get()
+    if bound is None:
+        return None
+    return live_scope_for(bound.branch)
+
+
+def check_control(branch: Branch) -> None:
+    """Poll ``branch``'s active turn for a directive and act on it.
+
+    No directive or CONTINUE: nothing. BREAK raises :class:`~pride.LoopBreak`
+    (the turn fails); CANCEL raises :class:`~pride.StopStream` (the stream
+    ends cleanly).
+    """
+    control = branch.poll_control()
+    if control is not None:
+        _raise_for(control)

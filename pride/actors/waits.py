@@ -1,0 +1,91 @@
+"""Deadlock detection for branches waiting on branches.
+
+While a turn of branch W waits on a reply from branch T, W's actor can serve
+nothing else. Each branch records the branches its live turn is waiting on
+(``Branch._waiting_on``); before a turn waits on T, :func:`check_wait_allowed`
+follows those edges from T, and if they lead back to W the wait would never
+end, so it fails at once with :class:`~pride.ReentrancyError`. Whoever closes
+a cycle is the one refused, so every cycle is caught when it forms.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..errors import ReentrancyError
+from . import turn
+
+if TYPE_CHECKING:
+    from .branch import Branch
+
+__all__ = ["check_wait_allowed", "waiting_edge"]
+
+
+def _waiting_branch() -> Branch | None:
+    """The branch whose live turn the calling task belongs to, if any."""
+    bound = turn.binding()
+    if bound is None or turn.live_scope_for(bound.branch) is None:
+        return None
+    return bound.branch
+
+
+def check_wait_allowed(target: Branch) -> None:
+    """Raise ReentrancyError if the calling turn waiting on ``target`` would deadlock."""
+    waiter = _waiting_branch()
+    if waiter is None:
+        return
+    if waiter is target:
+        raise ReentrancyError([waiter.name, target.name])
+    path = _wait_path(target, waiter)
+    if path is not None:
+        raise ReentrancyError([waiter.name, *(branch.name for branch in path)])
+
+
+def _wait_path(start: Branch, goal: Branch) -> list[Branch] | None:
+    """The branches from ``start`` following wait edges to ``goal``, if reachable."""
+    stack: list[list[Branch]] = [[start]]
+    seen = {id(start)}
+    while stack:
+        path = stack.pop()
+        for following in path[-1]._waiting_on:
+            if following is goal:
+                return [*path, following]
+            if id(following) not in seen:
+                seen.add(id(following))
+                stack.append([*path, following])
+    return None
+
+
+def add_wait(target: Branch) -> Branch | None:
+    """Record that the calling turn's branch waits on ``target``; returns that branch.
+
+    Pair with :func:`remove_wait` (in a ``finally``). Returns None when the
+    caller is not inside a live turn (nothing is recorded).
+    """
+    waiter = _waiting_branch()
+    if waiter is not None:
+        edges = waiter._waiting_on
+        edges[target] = edges.get(target, 0) + 1
+    return waiter
+
+
+def remove_wait(waiter: Branch | None, target: Branch) -> None:
+    """Undo :func:`add_wait`."""
+    if waiter is None:
+        return
+    edges = waiter._waiting_on
+    edges[target] -= 1
+    if not edges[target]:
+        del edges[target]
+
+
+@contextlib.contextmanager
+def waiting_edge(target: Branch) -> Iterator[None]:
+    """While the block runs, record that the calling turn's branch waits on ``target``."""
+    waiter = add_wait(target)
+    try:
+        yield
+    finally:
+        remove_wait(waiter, target)

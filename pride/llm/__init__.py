@@ -1,0 +1,65 @@
+"""Model access: iModel, its endpoints, streaming, rate limits, retries, the scripted model.
+
+::
+
+    from pride.llm import iModel, ModelRequest
+
+    async with iModel("openai/gpt-4.1-mini", temperature=0) as model:
+        reply = await model.invoke(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
+        async with model.stream(ModelRequest(messages=[...])) as stream:
+            async for delta in stream:
+                ...
+        usage = stream.response.usage
+
+This package imports nothing of pride but :mod:`pride.errors`.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ._client import DEFAULT_HTTP_LIMITS as DEFAULT_HTTP_LIMITS
+from ._limiter import LimiterStatistics as LimiterStatistics, RateLimiter as RateLimiter
+from ._model import (
+    DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
+    default_chat_model as default_chat_model,
+    iModel as iModel,
+)
+from ._providers import DEFAULT_CHAT_MODEL as DEFAULT_CHAT_MODEL
+from ._retry import RetryPolicy as RetryPolicy
+from ._scripted import ScriptedModel as ScriptedModel
+from ._stream import ModelStream as ModelStream
+from ._types import (
+    ModelRequest as ModelRequest,
+    ModelResponse as ModelResponse,
+    ModelStatistics as ModelStatistics,
+    ScriptedReply as ScriptedReply,
+    ToolCall as ToolCall,
+    Usage as Usage,
+)
+
+__all__ = [
+    "DEFAULT_CHAT_MODEL",
+    "DEFAULT_HTTP_LIMITS",
+    "DEFAULT_TIMEOUT",
+    "LimiterStatistics",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelStatistics",
+    "ModelStream",
+    "RateLimiter",
+    "RetryPolicy",
+    "ScriptedModel",
+    "ScriptedReply",
+    "ToolCall",
+    "Usage",
+    "default_chat_model",
+    "iModel",
+]
+
+# Tracebacks and reprs name the public home of each class and function.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) or inspect.isfunction(_obj):
+        _obj.__module__ = __name__
+del _name, _obj

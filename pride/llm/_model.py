@@ -1,0 +1,466 @@
+"""iModel: one configured model, and the pipeline every call goes through.
+
+A call runs: admission by the rate limiter (when limits are set) → attempts
+with retries → the endpoint (HTTP or scripted) → usage and statistics. The
+HTTP client is created lazily, one per trio run (a client must not cross
+event loops), and closed by :meth:`iModel.aclose` or, failing that, when the
+run ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from types import TracebackType
+from typing import Any, Self
+
+import attrs
+import httpx
+import trio
+
+from pride.errors import AuthenticationFailed, ProviderError
+
+from . import _tokens
+from ._anthropic import AnthropicEndpoint
+from ._client import RunClient
+from ._endpoint import Endpoint
+from ._limiter import RateLimiter
+from ._openai import OpenAIEndpoint
+from ._providers import ProviderInfo, default_model_spec, provider_info, split_model
+from ._retry import RetryPolicy
+from ._script import DEFAULT_CHUNK_SIZE, ScriptedEndpoint
+from ._stream import ModelStream
+from ._types import ModelRequest, ModelResponse, ModelStatistics, Usage
+
+__all__ = ["DEFAULT_TIMEOUT", "default_chat_model", "iModel"]
+
+logger = logging.getLogger("pride.llm")
+
+#: Seconds allowed for each network operation (connect, write, each read, pool wait).
+DEFAULT_TIMEOUT = 120.0
+
+_SPEC_KEYS = frozenset(
+    {
+        "provider",
+        "model",
+        "base_url",
+        "api_key",
+        "timeout",
+        "limit_requests",
+        "limit_tokens",
+        "queue_capacity",
+        "capacity_refresh_time",
+        "concurrency_limit",
+        "retry",
+        "request_options",
+    }
+)
+
+
+class iModel:
+    """A chat model: where it is, how to authenticate, limits, retries, options.
+
+    Args:
+        model: ``"provider/model"`` (``"openai/gpt-4.1-mini"``) or a bare model
+            name (OpenAI); ``None`` uses ``$PRIDE_CHAT_MODEL`` or
+            ``"openai/gpt-4.1-mini"``.
+        provider: the provider, when ``model`` does not start with it.
+        base_url: the API root; required for vLLM and unknown providers (which
+            are then spoken to as OpenAI-compatible servers).
+        api_key: the key; by default read at each call from the provider's
+            environment variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+            ...). Never serialised, logged or shown.
+        timeout: seconds for each network operation (connect, write, each
+            read); ``None`` disables. It is not a bound on the whole call: use
+            ``trio.fail_after`` for that.
+        limit_requests: requests per window (``None``: no limit).
+        limit_tokens: estimated tokens per window (``None``: no limit).
+        queue_capacity: waiting calls counted as queued; callers beyond wait
+            for a place. Nothing is ever failed for being over the rate.
+        capacity_refresh_time: window length in seconds.
+        concurrency_limit: calls in flight at once (``None``: no limit).
+        retry: the :class:`RetryPolicy` (``None``: the default policy).
+        **request_options: sent with every request (``temperature``,
+            ``max_tokens``, ...); a request's own ``options`` override them.
+
+    Raises:
+        ValueError: unknown provider without ``base_url``, or a bad limit.
+
+    Use ``async with iModel(...) as model:`` (or ``await model.aclose()``) to
+    close its HTTP connections deterministically.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        provider: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        limit_requests: int | None = None,
+        limit_tokens: int | None = None,
+        queue_capacity: int = 100,
+        capacity_refresh_time: float = 60.0,
+        concurrency_limit: int | None = None,
+        retry: RetryPolicy | None = None,
+        **request_options: Any,
+    ) -> None:
+        provider_name, model_name = split_model(model, provider, base_url)
+        info = provider_info(provider_name, base_url)
+        if not model_name:
+            raise ValueError(f"no model name given for provider {provider_name!r}")
+        self.provider = provider_name
+        self.model = model_name
+        self.base_url = base_url or info.base_url
+        self.api_format = info.api_format
+        self.supports_native_tools = info.native_tools
+        self.supports_structured_output = info.structured_output
+        self.request_options: dict[str, Any] = dict(request_options)
+        self.timeout = timeout
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.limit_requests = limit_requests
+        self.limit_tokens = limit_tokens
+        self.queue_capacity = queue_capacity
+        self.capacity_refresh_time = capacity_refresh_time
+        self.concurrency_limit = concurrency_limit
+        limited = limit_requests is not None or limit_tokens is not None
+        self._limiter: RateLimiter | None = None
+        if limited or concurrency_limit is not None:
+            self._limiter = RateLimiter(
+                limit_requests=limit_requests,
+                limit_tokens=limit_tokens,
+                capacity_refresh_time=capacity_refresh_time,
+                concurrency_limit=concurrency_limit,
+                queue_capacity=queue_capacity,
+            )
+        self._api_key = api_key
+        self._key_env = info.key_env
+        self._key_required = info.key_required
+        self._http = RunClient(timeout, f"{self.provider}/{self.model}")
+        self._calls = 0
+        self._retries = 0
+        self._failures = 0
+        self._in_flight = 0
+        self._usage = Usage()
+        self._endpoint = self._make_endpoint(info)
+
+    def _make_endpoint(self, info: ProviderInfo) -> Endpoint:
+        if info.name == "scripted":
+            return ScriptedEndpoint(
+                None, model=self.model, delay=0.0, chunk_size=DEFAULT_CHUNK_SIZE, calls=[]
+            )
+        assert self.base_url is not None
+        if info.api_format == "anthropic":
+            return AnthropicEndpoint(
+                provider=self.provider, model=self.model, base_url=self.base_url, access=self
+            )
+        return OpenAIEndpoint(
+            provider=self.provider,
+            model=self.model,
+            base_url=self.base_url,
+            access=self,
+            structured_output=info.structured_output,
+        )
+
+    # -- credentials and the HTTP client ----------------------------------------------
+
+    def api_key(self) -> str | None:
+        """The API key for this call: the explicit one, else the environment's.
+
+        Raises:
+            AuthenticationFailed: the provider needs a key and none is set; the
+                message names the environment variable to set.
+        """
+        if self._api_key:
+            return self._api_key
+        if self._key_env:
+            key = os.environ.get(self._key_env)
+            if key:
+                return key
+        if self._key_required:
+            raise AuthenticationFailed(
+                f"{self.provider}: no API key: set the {self._key_env} environment variable "
+                "or pass api_key=",
+                provider=self.provider,
+            )
+        return None
+
+    def http_client(self) -> httpx.AsyncClient:
+        """The HTTP client of the current trio run, created on first use.
+
+        A client from an earlier run is never reused (its connections belong
+        to that run's event loop); it was closed when that run ended.
+        """
+        return self._http.get()
+
+    async def aclose(self) -> None:
+        """Close this run's HTTP connections; the model stays usable (it reconnects).
+
+        Cancellation: closing is shielded; it does not wait on the network.
+        """
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- the call pipeline ----------------------------------------------------------
+
+    async def _admit(self, request: ModelRequest) -> int:
+        """Count the call and wait for the limiter; returns the token estimate."""
+        self._calls += 1
+        limiter = self._limiter
+        estimate = 0
+        if limiter is not None:
+            if limiter.limit_tokens is not None:
+                estimate = _tokens.estimate_request_tokens(request)
+            await limiter.acquire(estimate)
+            if limiter.limit_tokens is not None and not _tokens.encoding_tried():
+                # After admission, so loading never reorders the FIFO queue.
+                try:
+                    await _tokens.load_encoding()
+                except BaseException:
+                    limiter.release()
+                    raise
+        self._in_flight += 1
+        return estimate
+
+    def _finish(self, estimate: int, response: ModelResponse | None, *, failed: bool) -> None:
+        """Account for the end of an admitted call and free its place."""
+        self._in_flight -= 1
+        if failed:
+            self._failures += 1
+        limiter = self._limiter
+        if response is not None:
+            self._usage = self._usage + response.usage
+            if limiter is not None:
+                limiter.settle(estimate, response.usage.total_tokens)
+        if limiter is not None:
+            limiter.release()
+
+    def _options(self, request: ModelRequest) -> dict[str, Any]:
+        if request.options:
+            return {**self.request_options, **request.options}
+        return self.request_options
+
+    def _log_retry(self, error: ProviderError, retry: int, delay: float) -> None:
+        logger.info(
+            "%s/%s: %s: %s; retry %d of %d in %.2f s",
+            self.provider,
+            self.model,
+            type(error).__name__,
+            error,
+            retry,
+            self.retry.max_retries,
+            delay,
+        )
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        """Call the model once (with retries) and return its complete reply.
+
+        Args:
+            request: what to ask, in this model's ``api_format``.
+
+        Returns:
+            the normalised reply.
+
+        Raises:
+            ProviderError: a subclass saying what failed, after retries:
+                ``RateLimited``, ``ServerError``, ``ProviderConnectionError``,
+                ``ProviderTimeout`` (retried first), ``AuthenticationFailed``,
+                ``BadRequest``, ``MalformedResponse``, ``ScriptExhausted``.
+
+        Cancellation: a call waiting for admission leaves the queue; a call in
+        flight has its HTTP request aborted; a backoff sleep ends. Nothing is
+        retried after cancellation.
+        """
+        estimate = await self._admit(request)
+        response = None
+        failed = False
+        try:
+            response = await self._send_with_retries(request, self._options(request))
+        except Exception:
+            failed = True
+            raise
+        finally:
+            self._finish(estimate, response, failed=failed)
+        return response
+
+    async def _send_with_retries(
+        self, request: ModelRequest, options: dict[str, Any]
+    ) -> ModelResponse:
+        endpoint = self._endpoint
+        started = trio.current_time()
+        try:
+            return await endpoint.send(request, options)
+        except ProviderError as exc:
+            error = exc
+        policy = self.retry
+        retries = 0
+        while True:
+            delay = policy.next_delay(retries, error, trio.current_time() - started)
+            if delay is None:
+                raise error
+            retries += 1
+            self._retries += 1
+            self._log_retry(error, retries, delay)
+            await trio.sleep(delay)
+            try:
+                return await endpoint.send(request, options)
+            except ProviderError as exc:
+                error = exc
+
+    def stream(self, request: ModelRequest) -> ModelStream:
+        """Stream the reply: ``async with model.stream(request) as s: async for delta in s``.
+
+        See :class:`ModelStream` for retries, cancellation and ``s.response``.
+        """
+        return ModelStream(self, request)
+
+    async def _stream_attempts(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[str | ModelResponse, None]:
+        """Yield the deltas then the reply; retry a failed attempt until a delta went out."""
+        options = self._options(request)
+        policy = self.retry
+        started = trio.current_time()
+        retries = 0
+        while True:
+            delivered = False
+            try:
+                async with aclosing(self._endpoint.stream(request, options)) as items:
+                    async for item in items:
+                        if isinstance(item, str):
+                            delivered = True
+                        yield item
+                return
+            except ProviderError as exc:
+                if delivered:
+                    raise
+                delay = policy.next_delay(retries, exc, trio.current_time() - started)
+                if delay is None:
+                    raise
+                retries += 1
+                self._retries += 1
+                self._log_retry(exc, retries, delay)
+            await trio.sleep(delay)
+
+    # -- introspection and serialisation ----------------------------------------------
+
+    def statistics(self) -> ModelStatistics:
+        """A snapshot of this model's counters and summed usage."""
+        queued = 0
+        if self._limiter is not None:
+            stats = self._limiter.statistics()
+            queued = stats.queued + stats.waiting_for_place
+        return ModelStatistics(
+            calls=self._calls,
+            retries=self._retries,
+            failures=self._failures,
+            queued=queued,
+            in_flight=self._in_flight,
+            usage=self._usage,
+        )
+
+    def __repr__(self) -> str:
+        if self._api_key:
+            key = "'***'"
+        elif self._key_env:
+            key = f"<from ${self._key_env}>"
+        else:
+            key = "None"
+        return (
+            f"{type(self).__name__}(provider={self.provider!r}, model={self.model!r}, "
+            f"base_url={self.base_url!r}, api_key={key})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as plain data; the API key is never included."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url,
+            "timeout": self.timeout,
+            "limit_requests": self.limit_requests,
+            "limit_tokens": self.limit_tokens,
+            "queue_capacity": self.queue_capacity,
+            "capacity_refresh_time": self.capacity_refresh_time,
+            "concurrency_limit": self.concurrency_limit,
+            "retry": attrs.asdict(self.retry),
+            "request_options": dict(self.request_options),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> iModel:
+        """Build a model from :meth:`to_dict` output (``data`` is not modified).
+
+        A ``"scripted"`` provider gives an echo :class:`ScriptedModel`. An
+        ``api_key`` entry is accepted (``to_dict`` never writes one).
+
+        Raises:
+            ValueError: unknown keys, or a bad configuration.
+        """
+        unknown = set(data) - _SPEC_KEYS
+        if unknown:
+            raise ValueError(f"unknown iModel fields: {', '.join(sorted(unknown))}")
+        kwargs = {k: v for k, v in data.items() if k not in ("request_options", "retry")}
+        retry = data.get("retry")
+        if isinstance(retry, dict):
+            kwargs["retry"] = RetryPolicy(**retry)
+        elif retry is not None:
+            kwargs["retry"] = retry
+        options = dict(data.get("request_options") or {})
+        if data.get("provider") == "scripted":
+            from ._scripted import ScriptedModel
+
+            return ScriptedModel(model=str(data.get("model") or "scripted"))
+        return iModel(**kwargs, **options)
+
+    @classmethod
+    def from_spec(cls, spec: iModel | str | dict[str, Any] | None) -> iModel:
+        """A model from an instance (returned as is), a model string, a dict, or ``None``.
+
+        ``None`` gives :func:`default_chat_model`; ``"scripted"`` (or
+        ``"scripted/<name>"``) an echo :class:`ScriptedModel`.
+
+        Raises:
+            TypeError: ``spec`` is of another type.
+        """
+        if spec is None:
+            return default_chat_model()
+        if isinstance(spec, iModel):
+            return spec
+        if isinstance(spec, str):
+            head, _, rest = spec.partition("/")
+            if head == "scripted":
+                from ._scripted import ScriptedModel
+
+                return ScriptedModel(model=rest or "scripted")
+            return iModel(spec)
+        if isinstance(spec, dict):
+            return cls.from_dict(spec)
+        raise TypeError(f"cannot make a model from {type(spec).__name__}")
+
+    def copy(self) -> iModel:
+        """A new model with this configuration and key, and its own client, limits and counters."""
+        twin = iModel.from_dict(self.to_dict())
+        twin._api_key = self._api_key
+        return twin
+
+
+def default_chat_model() -> iModel:
+    """The default chat model: ``$PRIDE_CHAT_MODEL``, else ``"openai/gpt-4.1-mini"``.
+
+    ``PRIDE_CHAT_MODEL=scripted`` gives the key-less echo model, handy for demos.
+    """
+    return iModel.from_spec(default_model_spec())

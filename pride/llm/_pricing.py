@@ -1,0 +1,41 @@
+"""A small price table, so usage can carry a cost when the provider does not.
+
+Cost comes, in order of preference, from the provider itself (OpenRouter
+reports ``usage.cost``), from this table, or not at all (``cost_usd=None``).
+Prices are US dollars per million tokens as published by OpenAI and Anthropic
+in 2025 and will go stale; they are an estimate for dashboards, not billing.
+Model names match by prefix, longest first, so dated snapshots
+(``gpt-4.1-mini-2025-04-14``) find their family.
+"""
+
+from __future__ import annotations
+
+from ._types import Usage
+
+__all__ = ["PRICES", "price_usage"]
+
+#: (provider, model prefix) -> (input, cached input, output) USD per 1M tokens.
+PRICES: dict[tuple[str, str], tuple[float, float, float]] = {
+    ("openai", "gpt-4.1-nano"): (0.10, 0.025, 0.40),
+    ("openai", "gpt-4.1-mini"): (0.40, 0.10, 1.60),
+    ("openai", "gpt-4.1"): (2.00, 0.50, 8.00),
+    ("openai", "gpt-4o-mini"): (0.15, 0.075, 0.60),
+    ("openai", "gpt-4o"): (2.50, 1.25, 10.00),
+    ("openai", "o4-mini"): (1.10, 0.275, 4.40),
+    ("anthropic", "claude-3-5-haiku"): (0.80, 0.08, 4.00),
+    ("anthropic", "claude-3-7-sonnet"): (3.00, 0.30, 15.00),
+    ("anthropic", "claude-sonnet-4"): (3.00, 0.30, 15.00),
+    ("anthropic", "claude-opus-4"): (15.00, 1.50, 75.00),
+}
+
+_BY_LENGTH = sorted(PRICES.items(), key=lambda item: -len(item[0][1]))
+
+
+def price_usage(provider: str, model: str, usage: Usage) -> float | None:
+    """The estimated cost of ``usage`` for ``provider``/``model``, or ``None`` if unpriced."""
+    for (known_provider, prefix), (inp, cached, out) in _BY_LENGTH:
+        if provider == known_provider and model.startswith(prefix):
+            fresh = max(0, usage.input_tokens - usage.cached_tokens)
+            total = fresh * inp + usage.cached_tokens * cached + usage.output_tokens * out
+            return total / 1_000_000
+    return None

@@ -1,0 +1,181 @@
+"""The scripted endpoint: replies from a list or a function, no network.
+
+This is a real endpoint kind, not a test double: :class:`~pride.llm.ScriptedModel`
+(and any iModel whose provider is ``"scripted"``) sends every call through the
+same pipeline as the HTTP models (rate limiter, retries, usage, statistics)
+and only the last step, producing the reply, is scripted.
+
+Usage is estimated when the script does not give it: input tokens from the
+request text, output tokens from the reply text and tool-call arguments, both
+by :func:`~pride.llm._tokens.estimate_text_tokens` (about four characters per
+token); cost is ``None``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any, TypeAlias
+
+import trio
+
+from pride.errors import ScriptExhausted
+
+from ._endpoint import Endpoint
+from ._tokens import estimate_request_tokens, estimate_text_tokens
+from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall, Usage
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "Reply", "Script", "ScriptedEndpoint", "echo_text", "to_reply"]
+
+#: Characters per streamed chunk of a scripted reply.
+DEFAULT_CHUNK_SIZE = 8
+
+#: One scripted item: text, a tool call or several, a full reply, or an error to raise.
+Reply: TypeAlias = str | ToolCall | Sequence[ToolCall] | ScriptedReply | Exception
+
+#: A script: a list of replies, or a function (sync or async) of the request.
+Script: TypeAlias = Sequence[Reply] | Callable[[ModelRequest], Any] | None
+
+
+def to_reply(item: object) -> ScriptedReply:
+    """Normalise a scripted item (str, ToolCall, list of ToolCall, ScriptedReply).
+
+    Raises:
+        TypeError: the item is none of those.
+    """
+    if isinstance(item, ScriptedReply):
+        return item
+    if isinstance(item, str):
+        return ScriptedReply(text=item)
+    if isinstance(item, ToolCall):
+        return ScriptedReply(tool_calls=(item,))
+    if isinstance(item, list | tuple) and all(isinstance(c, ToolCall) for c in item):
+        return ScriptedReply(tool_calls=tuple(item))
+    raise TypeError(
+        "a scripted reply must be a str, a ToolCall, a list of ToolCall, a ScriptedReply "
+        f"or an exception instance, not {type(item).__name__}"
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type", "text") == "text"
+        )
+    return ""
+
+
+def echo_text(messages: Sequence[dict[str, Any]]) -> str:
+    """``"echo: <text of the last user message>"``, the echo model's reply."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return f"echo: {_text(message.get('content'))}"
+    return "echo: "
+
+
+def reply_usage(request: ModelRequest, reply: ScriptedReply) -> Usage:
+    """The reply's own usage, or an estimate from the request and reply text."""
+    if reply.usage is not None:
+        return reply.usage
+    output = estimate_text_tokens(reply.text) + sum(
+        estimate_text_tokens(call.name + json.dumps(call.arguments)) for call in reply.tool_calls
+    )
+    return Usage(input_tokens=estimate_request_tokens(request), output_tokens=output)
+
+
+class ScriptedEndpoint(Endpoint):
+    """Replies from a script.
+
+    Args:
+        script: a sequence of replies used in order, a function (sync or
+            async) of the :class:`~pride.llm.ModelRequest` returning a reply,
+            or ``None`` to echo the last user message.
+        model: the model name reported in responses.
+        delay: seconds (``trio.sleep``) before each reply.
+        chunk_size: characters per streamed text delta.
+        calls: where each received request is appended (one per attempt).
+    """
+
+    provider = "scripted"
+
+    def __init__(
+        self,
+        script: Script,
+        *,
+        model: str,
+        delay: float,
+        chunk_size: int,
+        calls: list[ModelRequest],
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
+        if delay < 0:
+            raise ValueError(f"delay must be >= 0, got {delay!r}")
+        if (
+            script is not None
+            and not callable(script)
+            and (isinstance(script, str | bytes) or not isinstance(script, Sequence))
+        ):
+            raise TypeError("replies must be a list of replies, a function, or None")
+        self.model = model
+        self.script = script
+        self.delay = delay
+        self.chunk_size = chunk_size
+        self.calls = calls
+        self.used = 0
+
+    async def _reply(self, request: ModelRequest) -> ScriptedReply:
+        self.calls.append(request)
+        script = self.script
+        item: Any
+        if script is None:
+            item = echo_text(request.messages)
+        elif callable(script):
+            item = script(request)
+            if inspect.isawaitable(item):
+                item = await item
+        else:
+            if self.used >= len(script):
+                raise ScriptExhausted(
+                    f"ScriptedModel {self.model!r} ran out of replies: it has {len(script)} and "
+                    f"this is call {len(self.calls)}; add replies or pass a function",
+                    provider=self.provider,
+                )
+            item = script[self.used]
+            self.used += 1
+        if self.delay:
+            await trio.sleep(self.delay)
+        else:
+            await trio.lowlevel.checkpoint()
+        if isinstance(item, Exception):
+            raise item
+        return to_reply(item)
+
+    def _response(self, request: ModelRequest, reply: ScriptedReply) -> ModelResponse:
+        return ModelResponse(
+            text=reply.text,
+            tool_calls=reply.tool_calls,
+            usage=reply_usage(request, reply),
+            model=self.model,
+            provider=self.provider,
+            finish_reason="tool_calls" if reply.tool_calls else "stop",
+        )
+
+    async def send(self, request: ModelRequest, options: dict[str, Any]) -> ModelResponse:
+        return self._response(request, await self._reply(request))
+
+    async def stream(
+        self, request: ModelRequest, options: dict[str, Any]
+    ) -> AsyncGenerator[str | ModelResponse, None]:
+        reply = await self._reply(request)
+        text, size = reply.text, self.chunk_size
+        for start in range(0, len(text), size):
+            if start:
+                await trio.lowlevel.checkpoint()
+            yield text[start : start + size]
+        yield self._response(request, reply)

@@ -1,0 +1,112 @@
+"""ModelStream: one streamed model call, as an async context manager and iterator."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._errors import malformed
+from ._types import ModelRequest, ModelResponse
+
+if TYPE_CHECKING:
+    from ._model import iModel
+
+__all__ = ["STREAM_CLOSE_TIMEOUT", "ModelStream"]
+
+#: Seconds allowed for closing the HTTP stream when the block is left.
+STREAM_CLOSE_TIMEOUT = 5.0
+
+
+class ModelStream:
+    """A streamed reply; get one from :meth:`iModel.stream`.
+
+    Usage::
+
+        async with model.stream(request) as stream:
+            async for delta in stream:
+                print(delta, end="")
+        response = stream.response
+
+    Entering the block waits for admission by the model's rate limiter (the
+    call holds its concurrency slot until the block is left). Iterating yields
+    the text deltas (``str``); after the last one, :attr:`response` is the
+    complete :class:`~pride.llm.ModelResponse`, tool calls and usage included.
+
+    A failed attempt is retried (per the model's ``RetryPolicy``) only while no
+    delta has been delivered; after that a cut stream raises
+    ``ProviderConnectionError`` and an unreadable event ``MalformedResponse``.
+
+    Cancellation and early exit: leaving the block for any reason (``break``,
+    an exception, cancellation) closes the HTTP response at once, shielded and
+    bounded by :data:`STREAM_CLOSE_TIMEOUT` seconds.
+    """
+
+    def __init__(self, model: iModel, request: ModelRequest) -> None:
+        self._model = model
+        self._request = request
+        self._items: AsyncGenerator[str | ModelResponse, None] | None = None
+        self._response: ModelResponse | None = None
+        self._state = "new"
+        self._estimate = 0
+        self._failed = False
+
+    async def __aenter__(self) -> ModelStream:
+        if self._state != "new":
+            raise RuntimeError("a ModelStream can be entered only once; call model.stream() again")
+        self._estimate = await self._model._admit(self._request)
+        self._state = "open"
+        self._items = self._model._stream_attempts(self._request)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        items, self._items = self._items, None
+        self._state = "closed"
+        try:
+            if items is not None:
+                with trio.move_on_after(STREAM_CLOSE_TIMEOUT, shield=True):
+                    await items.aclose()
+        finally:
+            self._model._finish(self._estimate, self._response, failed=self._failed)
+
+    def __aiter__(self) -> ModelStream:
+        return self
+
+    async def __anext__(self) -> str:
+        items = self._items
+        if items is None:
+            raise RuntimeError("iterate a ModelStream inside `async with model.stream(...) as s:`")
+        if self._response is not None:
+            raise StopAsyncIteration
+        try:
+            item = await items.__anext__()
+        except StopAsyncIteration:
+            self._failed = True
+            raise malformed(self._model.provider, "the stream ended without a reply") from None
+        except Exception:
+            self._failed = True
+            raise
+        if isinstance(item, str):
+            return item
+        self._response = item
+        raise StopAsyncIteration
+
+    @property
+    def response(self) -> ModelResponse:
+        """The complete reply, once the stream has been read to its end.
+
+        Raises:
+            RuntimeError: the stream has not been read to its end (yet).
+        """
+        if self._response is None:
+            raise RuntimeError(
+                "ModelStream.response is available only after the stream was read to its end"
+            )
+        return self._response

@@ -1,0 +1,165 @@
+"""Value types that cross the model boundary: requests, replies, tool calls, usage.
+
+They are frozen attrs classes: a request can be reused for retries and handed
+to several models, and a response can be stored or compared without copying.
+Nothing here knows about HTTP or a provider; endpoints translate to and from
+these shapes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "ModelRequest",
+    "ModelResponse",
+    "ModelStatistics",
+    "ScriptedReply",
+    "ToolCall",
+    "Usage",
+]
+
+
+def new_call_id() -> str:
+    return f"call_{secrets.token_hex(12)}"
+
+
+@attrs.frozen
+class ToolCall:
+    """One tool call the model asked for.
+
+    Attributes:
+        name: the tool's name.
+        arguments: the decoded JSON arguments (always a dict).
+        id: the provider's call id; generated (``call_<hex>``) when not given.
+        arguments_error: set when the provider's argument JSON could not be
+            decoded into an object; ``arguments`` is then ``{}``. The caller
+            decides whether to report it back to the model.
+    """
+
+    name: str
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+    id: str = attrs.field(factory=new_call_id)
+    arguments_error: str | None = None
+
+
+@attrs.frozen
+class Usage:
+    """Token usage of one call, or a sum of calls.
+
+    ``input_tokens`` counts every prompt token, including those served from a
+    provider cache; ``cached_tokens`` says how many of them were. ``cost_usd``
+    is ``None`` when unknown (neither reported by the provider nor priced).
+    Adding two usages sums the fields; a known cost plus an unknown one is the
+    known cost.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        if self.cost_usd is None:
+            cost = other.cost_usd
+        elif other.cost_usd is None:
+            cost = self.cost_usd
+        else:
+            cost = self.cost_usd + other.cost_usd
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost_usd=cost,
+        )
+
+
+def _to_tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class ModelRequest:
+    """What a model is asked, already in the model's wire format.
+
+    Attributes:
+        messages: the conversation in the format of the model's ``api_format``.
+            For ``"openai"`` the system entry (if any) is the first message;
+            for ``"anthropic"`` the system text goes in ``system`` instead.
+        system: the system text for ``"anthropic"`` models.
+        tools: provider-neutral tool specs ``{"name", "description",
+            "parameters": <JSON schema>}``; each endpoint converts them.
+        tool_choice: ``"auto"``, ``"none"``, ``"required"`` or a tool name.
+        response_format: ``{"name": str, "schema": <JSON schema>}`` to ask for
+            JSON matching the schema (natively where the provider supports it,
+            else by an instruction appended to the system text).
+        options: per-call request options (``temperature``, ``max_tokens``,
+            ...) merged over the model's configured options.
+    """
+
+    messages: list[dict[str, Any]]
+    system: str | None = None
+    tools: tuple[dict[str, Any], ...] = attrs.field(default=(), converter=_to_tuple)
+    tool_choice: str | None = None
+    response_format: dict[str, Any] | None = None
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ModelResponse:
+    """A model's complete reply, normalised across providers.
+
+    ``finish_reason`` uses the OpenAI vocabulary (``"stop"``, ``"tool_calls"``,
+    ``"length"``, ...); Anthropic stop reasons are mapped onto it.
+    """
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_to_tuple)
+    usage: Usage = attrs.field(factory=Usage)
+    model: str = ""
+    provider: str = ""
+    finish_reason: str | None = None
+
+
+@attrs.frozen
+class ScriptedReply:
+    """One scripted reply: text, tool calls, and optionally the usage to report.
+
+    Used by :class:`~pride.llm.ScriptedModel` and by the loopback server in
+    :mod:`pride.testing`. When ``usage`` is ``None`` it is estimated.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_to_tuple)
+    usage: Usage | None = None
+
+
+@attrs.frozen
+class ModelStatistics:
+    """A snapshot of one model's counters (see :meth:`iModel.statistics`).
+
+    Attributes:
+        calls: invoke/stream calls started.
+        retries: attempts repeated after a retryable failure.
+        failures: calls that ended in an exception.
+        queued: calls waiting for admission by the rate limiter.
+        in_flight: calls admitted and not yet finished.
+        usage: the summed usage of every successful call.
+    """
+
+    calls: int
+    retries: int
+    failures: int
+    queued: int
+    in_flight: int
+    usage: Usage

@@ -1,0 +1,177 @@
+"""A branch's recorded conversation, with its provider renderings kept incrementally.
+
+A model request needs the whole history in the provider's shape. Rendering it
+anew each turn would make a turn's cost grow with the conversation, so
+:class:`History` keeps, per provider shape, the already-rendered entries and
+extends them as messages are appended: a turn copies a list of references and
+renders only its new instruction.
+
+Compilation rules (both shapes):
+
+* the :class:`~pride.messages.System` message is returned separately (the
+  caller places it: first entry for OpenAI, the ``system`` parameter for
+  Anthropic);
+* OpenAI: consecutive assistant entries merge (text joined with a blank line,
+  tool calls concatenated), so a reply and the tool calls it made form one
+  entry as the API expects;
+* Anthropic: consecutive entries of the same role merge into one entry with
+  their content blocks concatenated, as the Messages API requires alternation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal, overload
+
+from .conversation import RoledMessage, System
+
+__all__ = ["History", "ProviderShape", "merge_entry"]
+
+ProviderShape = Literal["openai", "anthropic"]
+
+
+class History:
+    """The ordered messages of one conversation.
+
+    Supports ``len()``, iteration, indexing and ``in``. Appending is O(1) and
+    keeps every provider rendering already compiled up to date.
+    """
+
+    __slots__ = ("_compiled", "_messages", "_system")
+
+    def __init__(self, messages: Iterable[RoledMessage] = ()) -> None:
+        self._messages: list[RoledMessage] = []
+        self._system: System | None = None
+        # Per provider shape, the merged entries of every non-system message.
+        self._compiled: dict[str, list[dict[str, Any]]] = {}
+        for message in messages:
+            self.append(message)
+
+    # ---------------------------------------------------------------- reading
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[RoledMessage]:
+        return iter(self._messages)
+
+    def __bool__(self) -> bool:
+        return bool(self._messages)
+
+    @overload
+    def __getitem__(self, index: int) -> RoledMessage: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RoledMessage]: ...
+    def __getitem__(self, index: int | slice) -> RoledMessage | list[RoledMessage]:
+        return self._messages[index]
+
+    def __contains__(self, message: object) -> bool:
+        return message in self._messages
+
+    def __repr__(self) -> str:
+        return f"<History of {len(self._messages)} messages>"
+
+    @property
+    def system(self) -> System | None:
+        """The conversation's system message, if any."""
+        return self._system
+
+    @property
+    def last(self) -> RoledMessage | None:
+        """The most recent message, if any."""
+        return self._messages[-1] if self._messages else None
+
+    def to_list(self) -> list[RoledMessage]:
+        """A copy of the messages, in order."""
+        return list(self._messages)
+
+    # ---------------------------------------------------------------- writing
+
+    def append(self, message: RoledMessage) -> None:
+        """Record ``message`` at the end.
+
+        A :class:`System` message replaces the current one in place (keeping
+        its position at the start); it is never appended twice.
+
+        Raises:
+            TypeError: ``message`` is not a conversation message.
+        """
+        if not isinstance(message, RoledMessage):
+            raise TypeError(f"expected a RoledMessage, got {type(message).__name__}")
+        if isinstance(message, System):
+            self.set_system(message)
+            return
+        self._messages.append(message)
+        for shape, entries in self._compiled.items():
+            merge_entry(entries, _render(message, shape), shape)
+
+    def set_system(self, system: System | None) -> None:
+        """Replace (or with None remove) the system message; it is always first."""
+        if self._system is not None:
+            self._messages.remove(self._system)
+        self._system = system
+        if system is not None:
+            self._messages.insert(0, system)
+
+    def clear(self, *, keep_system: bool = True) -> None:
+        """Forget every message (the system message too unless ``keep_system``)."""
+        system = self._system if keep_system else None
+        self._messages.clear()
+        self._compiled.clear()
+        self._system = None
+        if system is not None:
+            self.set_system(system)
+
+    # -------------------------------------------------------------- rendering
+
+    def compile(self, shape: ProviderShape) -> list[dict[str, Any]]:
+        """The merged provider entries of every non-system message (a fresh list).
+
+        The entries themselves are shared with later calls: treat them as
+        read-only. The first call for a shape renders the history once; later
+        calls copy a list.
+        """
+        entries = self._compiled.get(shape)
+        if entries is None:
+            entries = []
+            for message in self._messages:
+                if not isinstance(message, System):
+                    merge_entry(entries, _render(message, shape), shape)
+            self._compiled[shape] = entries
+        return list(entries)
+
+
+def _render(message: RoledMessage, shape: str) -> dict[str, Any]:
+    return message.to_openai() if shape == "openai" else message.to_anthropic()
+
+
+def merge_entry(entries: list[dict[str, Any]], entry: dict[str, Any], shape: str) -> None:
+    """Append ``entry`` to ``entries``, merging with the last one when the shape requires."""
+    if entries:
+        last = entries[-1]
+        if last["role"] == entry["role"]:
+            if shape == "anthropic":
+                entries[-1] = {
+                    "role": last["role"],
+                    "content": _blocks(last["content"]) + _blocks(entry["content"]),
+                }
+                return
+            if last["role"] == "assistant":
+                entries[-1] = _merge_openai_assistant(last, entry)
+                return
+    entries.append(entry)
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content)
+
+
+def _merge_openai_assistant(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    texts = [text for text in (first.get("content"), second.get("content")) if text]
+    merged: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+    calls = [*first.get("tool_calls", ()), *second.get("tool_calls", ())]
+    if calls:
+        merged["tool_calls"] = calls
+    return merged

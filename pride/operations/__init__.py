@@ -1,0 +1,42 @@
+"""The verbs' algorithms. Each runs inside a turn and receives the branch and the turn scope.
+
+:func:`execute` dispatches a work command to its operation. Branch methods
+and commands only adapt and delegate here (ADR-0016 D5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..messages import Act, Chat, ChatAndRecord, Communicate, WorkCommand
+from .act import act
+from .chat import chat, chat_and_record, communicate
+
+if TYPE_CHECKING:
+    from ..actors.branch import Branch
+    from ..actors.turn import TurnScope
+
+__all__ = ["OPERATIONS", "execute"]
+
+Operation = Callable[[Any, Any, Any], Awaitable[Any]]
+
+OPERATIONS: dict[type[WorkCommand], Operation] = {
+    Chat: chat,
+    ChatAndRecord: chat_and_record,
+    Communicate: communicate,
+    Act: act,
+}
+"""The operation serving each work command type."""
+
+
+async def execute(branch: Branch, command: WorkCommand, scope: TurnScope | None) -> Any:
+    """Run ``command``'s operation on ``branch`` within ``scope``.
+
+    Raises:
+        TypeError: no operation serves this command type.
+    """
+    operation = OPERATIONS.get(type(command))
+    if operation is None:
+        raise TypeError(f"no operation serves {type(command).__name__}")
+    return await operation(branch, command, scope)

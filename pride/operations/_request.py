@@ -1,0 +1,87 @@
+"""Turn request compilation: history + new instruction (+ context) into a ModelRequest.
+
+The history is compiled once per provider shape and kept up to date by the
+branch's :class:`~pride.messages.history.History`, so this costs a list copy
+plus the rendering of the new instruction, whatever the history's length.
+
+The system prompt goes to the provider as a real system message (OpenAI: the
+first entry; Anthropic: the ``system`` parameter), with the turn's context
+provider blocks appended for this request only — never recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from ..llm import ModelRequest, iModel
+from ..messages import Instruction
+from ..messages.history import ProviderShape, merge_entry
+
+if TYPE_CHECKING:
+    from ..actors.branch import Branch
+    from ..actors.turn import TurnScope
+
+__all__ = ["build_request", "system_text"]
+
+
+def system_text(branch: Branch, scope: TurnScope | None) -> str | None:
+    """The system prompt for this turn's requests: the system message plus provider blocks."""
+    system = branch.messages.system
+    if system is None:
+        return None
+    blocks = scope.context.provider_blocks if scope is not None else ()
+    if not blocks:
+        return system.text
+    return "\n\n".join((system.text, *blocks))
+
+
+def build_request(
+    branch: Branch,
+    model: iModel,
+    scope: TurnScope | None,
+    instruction: Instruction | None,
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    response_format: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    tool_choice: str | None = None,
+    include_history: bool = True,
+) -> ModelRequest:
+    """Compile the request for ``model``: system, history, then ``instruction``.
+
+    ``instruction`` may be None when the history already ends with the turn's
+    input (a tool loop continuing after action responses).
+    """
+    shape = cast(ProviderShape, model.api_format)
+    system = system_text(branch, scope)
+    entries = branch.messages.compile(shape) if include_history else []
+    if instruction is not None:
+        merge_entry(
+            entries,
+            instruction.to_openai() if shape == "openai" else instruction.to_anthropic(),
+            shape,
+        )
+    if shape == "openai":
+        messages = [{"role": "system", "content": system}, *entries] if system else entries
+        return ModelRequest(
+            messages=messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            response_format=_plain(response_format),
+            options=_plain(options) or {},
+        )
+    return ModelRequest(
+        messages=entries,
+        system=system,
+        tools=tools,
+        tool_choice=tool_choice,
+        response_format=_plain(response_format),
+        options=_plain(options) or {},
+    )
+
+
+def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if value is None or isinstance(value, dict):
+        return value
+    return dict(value)

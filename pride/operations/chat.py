@@ -1,0 +1,127 @@
+"""chat, chat_and_record, communicate: one model call over the history.
+
+* ``chat`` records nothing and returns the reply text (or the instruction and
+  response messages when ``return_ins_res_message``).
+* ``chat_and_record`` records the instruction and the response after the
+  call succeeds (a failed call records nothing).
+* ``communicate`` records both, then parses into ``response_format`` when one
+  is given.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..messages import AssistantResponse, Chat, ChatAndRecord, Communicate, Instruction
+from ..messages.commands import _Prompt
+from ._model_call import call_model, resolve_model
+from ._request import build_request
+from .formats import format_schema, parse_response
+
+if TYPE_CHECKING:
+    from ..actors.branch import Branch
+    from ..actors.turn import TurnScope
+    from ..llm import ModelResponse
+
+__all__ = ["chat", "chat_and_record", "communicate", "make_instruction", "make_response"]
+
+
+def make_instruction(
+    branch: Branch,
+    command: _Prompt,
+    *,
+    tool_schemas: tuple[dict[str, Any], ...] = (),
+    response_schema: dict[str, Any] | None = None,
+) -> Instruction:
+    """The Instruction message a prompt command records."""
+    return Instruction(
+        instruction=command.instruction,
+        guidance=command.guidance,
+        context=command.context,
+        plain_content=command.plain_content,
+        images=command.images,
+        image_detail=command.image_detail,
+        tool_schemas=tool_schemas,
+        response_format=response_schema,
+        sender=command.sender or branch.user or "user",
+        recipient=command.recipient or branch.id_str,
+    )
+
+
+def make_response(branch: Branch, response: ModelResponse) -> AssistantResponse:
+    """The AssistantResponse message for a model reply, usage in its metadata."""
+    usage = response.usage
+    return AssistantResponse(
+        assistant_response=response.text,
+        sender=branch.id_str,
+        recipient=branch.user or "user",
+        metadata={
+            "model": response.model,
+            "usage": {
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cached_tokens": usage.cached_tokens,
+                "cost_usd": usage.cost_usd,
+            },
+        },
+    )
+
+
+async def _exchange(
+    branch: Branch, command: _Prompt, scope: TurnScope | None, *, tools: Any = False
+) -> tuple[Instruction, ModelResponse]:
+    model = resolve_model(branch, command.chat_model, scope)
+    schema = format_schema(command.response_format)
+    tool_schemas = branch.acts.schemas(tools) if tools else ()
+    instruction = make_instruction(
+        branch, command, tool_schemas=tool_schemas, response_schema=schema
+    )
+    request = build_request(
+        branch,
+        model,
+        scope,
+        instruction,
+        tools=tool_schemas if model.supports_native_tools else (),
+        response_format=schema,
+        options=command.request_options,
+    )
+    response = await call_model(branch, scope, model, request)
+    return instruction, response
+
+
+async def chat(branch: Branch, command: Chat, scope: TurnScope | None) -> Any:
+    """One model call over the history; records nothing."""
+    instruction, response = await _exchange(branch, command, scope, tools=command.tools)
+    if command.return_ins_res_message:
+        return instruction, make_response(branch, response)
+    return response.text
+
+
+async def chat_and_record(branch: Branch, command: ChatAndRecord, scope: TurnScope | None) -> str:
+    """Chat, then record the instruction and the response; returns the text."""
+    instruction, response = await _exchange(branch, command, scope)
+    assistant = make_response(branch, response)
+    branch.add_message(instruction)
+    branch.add_message(assistant)
+    return assistant.assistant_response
+
+
+async def communicate(branch: Branch, command: Communicate, scope: TurnScope | None) -> Any:
+    """Chat, record both messages, then parse into ``response_format`` if given."""
+    if command.clear_messages:
+        branch.messages.clear()
+    instruction, response = await _exchange(branch, command, scope)
+    assistant = make_response(branch, response)
+    branch.add_message(instruction)
+    branch.add_message(assistant)
+    if command.response_format is None or command.skip_validation:
+        return assistant.assistant_response
+    return await parse_response(
+        branch,
+        scope,
+        assistant.assistant_response,
+        command.response_format,
+        max_retries=min(command.num_parse_retries, 5),
+        handle_validation=command.handle_validation,
+        parse_model=command.parse_model,
+    )

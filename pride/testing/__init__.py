@@ -1,0 +1,39 @@
+"""What users need to test their own agents without a network.
+
+- :func:`openai_server`: a real HTTP server on 127.0.0.1 speaking the OpenAI
+  chat-completions and Anthropic Messages APIs (plain and streaming) from a
+  script, with faults on demand (:class:`Fault`).
+- :class:`pride.llm.ScriptedModel` (in :mod:`pride.llm`) is the in-process
+  alternative when no HTTP is wanted.
+
+::
+
+    from pride.llm import iModel, ModelRequest, RetryPolicy
+    from pride.testing import Fault, openai_server
+
+    async def test_my_agent_survives_a_429():
+        async with openai_server([Fault.status(429, retry_after=0), "hi"]) as server:
+            async with iModel("openai/test", base_url=server.base_url, api_key="k") as model:
+                reply = await model.invoke(ModelRequest([{"role": "user", "content": "x"}]))
+        assert reply.text == "hi" and server.request_count == 2
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from ._faults import Fault as Fault
+from ._server import (
+    LoopbackServer as LoopbackServer,
+    RecordedRequest as RecordedRequest,
+    openai_server as openai_server,
+)
+
+__all__ = ["Fault", "LoopbackServer", "RecordedRequest", "openai_server"]
+
+# Tracebacks and reprs name the public home of each class and function.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) or inspect.isfunction(_obj):
+        _obj.__module__ = __name__
+del _name, _obj

@@ -1,0 +1,271 @@
+"""Reply bodies in the OpenAI and Anthropic wire formats, plain and as SSE events.
+
+These are what the real APIs send (checked in pride's tests by the official
+``openai`` and ``anthropic`` SDKs parsing the loopback server's output).
+Usage not given by the script is estimated at four characters per token.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+from pride.llm import ScriptedReply, ToolCall, Usage
+
+__all__ = [
+    "anthropic_error",
+    "anthropic_events",
+    "anthropic_message",
+    "as_reply",
+    "echo",
+    "openai_completion",
+    "openai_error",
+    "openai_events",
+]
+
+_CHARS_PER_TOKEN = 4
+
+
+def as_reply(item: object) -> ScriptedReply:
+    """Normalise a script item: str, ToolCall, list of ToolCall or ScriptedReply.
+
+    Raises:
+        TypeError: the item is none of those.
+    """
+    if isinstance(item, ScriptedReply):
+        return item
+    if isinstance(item, str):
+        return ScriptedReply(text=item)
+    if isinstance(item, ToolCall):
+        return ScriptedReply(tool_calls=(item,))
+    if isinstance(item, list | tuple) and all(isinstance(c, ToolCall) for c in item):
+        return ScriptedReply(tool_calls=tuple(item))
+    raise TypeError(
+        "a loopback script item must be a str, a ToolCall, a list of ToolCall, a ScriptedReply, "
+        f"a Fault or a callable, not {type(item).__name__}"
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return ""
+
+
+def echo(body: Any) -> str:
+    """``"echo: <last user text>"`` for an OpenAI or Anthropic request body."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    for message in reversed(messages or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return f"echo: {_text(message.get('content'))}"
+    return "echo: "
+
+
+def _usage(reply: ScriptedReply, body: Any) -> Usage:
+    if reply.usage is not None:
+        return reply.usage
+    prompt = json.dumps(body.get("messages", []) if isinstance(body, dict) else [])
+    output = reply.text + "".join(c.name + json.dumps(c.arguments) for c in reply.tool_calls)
+    return Usage(
+        input_tokens=-(-len(prompt) // _CHARS_PER_TOKEN),
+        output_tokens=-(-len(output) // _CHARS_PER_TOKEN),
+    )
+
+
+def _model(body: Any) -> str:
+    return str(body.get("model") or "loopback") if isinstance(body, dict) else "loopback"
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _halves(text: str) -> list[str]:
+    middle = len(text) // 2
+    return [part for part in (text[:middle], text[middle:]) if part]
+
+
+# -- OpenAI chat completions ----------------------------------------------------------
+
+
+def _openai_usage(usage: Usage) -> dict[str, Any]:
+    wire: dict[str, Any] = {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+    }
+    if usage.cost_usd is not None:  # as OpenRouter reports it
+        wire["cost"] = usage.cost_usd
+    return wire
+
+
+def _openai_tool_call(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+    }
+
+
+def openai_completion(reply: ScriptedReply, body: Any) -> dict[str, Any]:
+    """A ``chat.completion`` object for ``reply``."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [_openai_tool_call(c) for c in reply.tool_calls]
+    return {
+        "id": f"chatcmpl-{secrets.token_hex(8)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": _model(body),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+            }
+        ],
+        "usage": _openai_usage(_usage(reply, body)),
+    }
+
+
+def openai_events(reply: ScriptedReply, body: Any, chunk_size: int) -> list[bytes]:
+    """The SSE events of a streamed ``chat.completion.chunk`` reply, ``[DONE]`` last."""
+    base = {
+        "id": f"chatcmpl-{secrets.token_hex(8)}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": _model(body),
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return {**base, "choices": [choice]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in _chunks(reply.text, chunk_size)]
+    for index, call in enumerate(reply.tool_calls):
+        head = {
+            "index": index,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        chunks.append(chunk({"tool_calls": [head]}))
+        for part in _halves(json.dumps(call.arguments)):
+            chunks.append(
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+            )
+    chunks.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    options = body.get("stream_options") if isinstance(body, dict) else None
+    if isinstance(options, dict) and options.get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": _openai_usage(_usage(reply, body))})
+    events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
+    events.append(b"data: [DONE]\n\n")
+    return events
+
+
+def openai_error(status: int, message: str) -> dict[str, Any]:
+    """An OpenAI error document."""
+    kind = {
+        401: "invalid_request_error",
+        403: "invalid_request_error",
+        429: "rate_limit_exceeded",
+    }.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+
+
+# -- Anthropic Messages ---------------------------------------------------------------
+
+
+def _anthropic_usage(usage: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": max(0, usage.input_tokens - usage.cached_tokens),
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": usage.cached_tokens,
+        "cache_creation_input_tokens": 0,
+    }
+
+
+def _stop_reason(reply: ScriptedReply) -> str:
+    return "tool_use" if reply.tool_calls else "end_turn"
+
+
+def anthropic_message(reply: ScriptedReply, body: Any) -> dict[str, Any]:
+    """A Messages ``message`` object for ``reply``."""
+    content: list[dict[str, Any]] = []
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
+    for call in reply.tool_calls:
+        content.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        )
+    return {
+        "id": f"msg_{secrets.token_hex(8)}",
+        "type": "message",
+        "role": "assistant",
+        "model": _model(body),
+        "content": content,
+        "stop_reason": _stop_reason(reply),
+        "stop_sequence": None,
+        "usage": _anthropic_usage(_usage(reply, body)),
+    }
+
+
+def anthropic_events(reply: ScriptedReply, body: Any, chunk_size: int) -> list[bytes]:
+    """The SSE events of a streamed Messages reply, ``message_stop`` last."""
+    usage = _anthropic_usage(_usage(reply, body))
+    start = anthropic_message(ScriptedReply(), body)
+    start.update(content=[], stop_reason=None, usage={**usage, "output_tokens": 1})
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    index = 0
+    if reply.text:
+        events.append(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            }
+        )
+        events.append({"type": "ping"})
+        events += [
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}
+            for t in _chunks(reply.text, chunk_size)
+        ]
+        events.append({"type": "content_block_stop", "index": 0})
+        index = 1
+    for offset, call in enumerate(reply.tool_calls, start=index):
+        block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+        events.append({"type": "content_block_start", "index": offset, "content_block": block})
+        for part in _halves(json.dumps(call.arguments)):
+            delta = {"type": "input_json_delta", "partial_json": part}
+            events.append({"type": "content_block_delta", "index": offset, "delta": delta})
+        events.append({"type": "content_block_stop", "index": offset})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+def anthropic_error(status: int, message: str) -> dict[str, Any]:
+    """An Anthropic error document."""
+    kind = {
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}

@@ -1,0 +1,72 @@
+"""Test helpers: a recording observer and controllable scripted models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from pride import ScriptedModel
+from pride.llm import ModelRequest
+from pride.messages import Signal
+
+
+class Recorder:
+    """A signal sink that keeps every signal it sees, in order."""
+
+    def __init__(self, on_signal: Callable[[Signal], Any] | None = None) -> None:
+        self.signals: list[Signal] = []
+        self._on_signal = on_signal
+
+    def dispatch(self, signal: Signal) -> Any:
+        self.signals.append(signal)
+        if self._on_signal is not None:
+            return self._on_signal(signal)
+        return None
+
+    def kinds(self) -> list[str]:
+        return [type(signal).__name__ for signal in self.signals]
+
+    def of(self, cls: type) -> list[Any]:
+        return [signal for signal in self.signals if isinstance(signal, cls)]
+
+
+class Gate:
+    """A scripted model whose calls block until released, recording the order of events.
+
+    ``events`` gets ``("start", text)`` when a call begins and ``("end", text)``
+    when it returns, where ``text`` is the last user message.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.started = trio.Event()
+        self._release: dict[str, trio.Event] = {}
+        self.model = ScriptedModel(self._reply)
+
+    def release(self, text: str) -> None:
+        self._release.setdefault(text, trio.Event()).set()
+
+    async def _reply(self, request: ModelRequest) -> str:
+        text = last_user_text(request)
+        self.events.append(("start", text))
+        self.started.set()
+        await self._release.setdefault(text, trio.Event()).wait()
+        self.events.append(("end", text))
+        return f"reply to {text}"
+
+
+def last_user_text(request: ModelRequest) -> str:
+    for message in reversed(request.messages):
+        if message["role"] == "user":
+            content = message["content"]
+            if isinstance(content, str):
+                return content
+            return " ".join(block.get("text", "") for block in content if isinstance(block, dict))
+    return ""
+
+
+def echo_model() -> ScriptedModel:
+    """A model replying ``re: <last user text>`` to every call."""
+    return ScriptedModel(lambda request: f"re: {last_user_text(request)}")
