@@ -192,8 +192,9 @@ class Branch:
                 system_message = attrs.evolve(system_message, sender=system_sender)
             self._messages.set_system(system_message)
 
-        # Branch-scoped live extensions.
+        # Branch-scoped live extensions (created lazily).
         self._memory = memory
+        self._providers: Any = None
         self._message_listeners: list[Callable[[Branch, RoledMessage], None]] = []
 
         # Session attachments (ADR-0016 D4), applied between turns by Attach/Detach.
@@ -416,7 +417,7 @@ class Branch:
         self._owner_name = command.owner_name
         self._observer = command.observer
         self._hooks = command.hooks
-        self._directory = getattr(command, "directory", None)
+        self._directory = command.directory
         if command.operations is not None:
             self._operations = command.operations
         if self._memory is None and command.memory is not None:

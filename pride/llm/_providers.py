@@ -116,6 +116,9 @@ def split_model(model: str | None, provider: str | None, base_url: str | None) -
     model name as is. A bare name without a provider means OpenAI; the bare
     name ``"scripted"`` means the scripted provider. With no model at all, the
     default chat model is used.
+
+    Raises:
+        ValueError: the prefix is an unknown provider and no ``base_url`` was given.
     """
     if model is None and provider is None:
         model = default_model_spec()
@@ -127,7 +130,8 @@ def split_model(model: str | None, provider: str | None, base_url: str | None) -
         return provider, model[len(prefix) :] if model.lower().startswith(prefix) else model
     assert model is not None
     head, sep, rest = model.partition("/")
-    if sep and (head.lower() in PROVIDERS or base_url):
+    if sep:
+        provider_info(head.lower(), base_url)  # an unknown provider needs a base_url
         return head.lower(), rest
     if model == "scripted":
         return "scripted", "scripted"

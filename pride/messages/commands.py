@@ -314,7 +314,8 @@ class Attach(PriorityCommand):
     """Wire a supervisor's shared references into the branch (between turns).
 
     ``memory`` is a default: the branch adopts it only if it has not claimed a
-    store of its own (first-claim rule, ADR-0016 D4).
+    store of its own (first-claim rule, ADR-0016 D4). ``directory`` resolves
+    branch names for sends made from the branch's turns.
     """
 
     owner_id: UUID | None = None
@@ -323,6 +324,7 @@ class Attach(PriorityCommand):
     hooks: LiveRef = None
     operations: LiveRef = None
     memory: LiveRef = None
+    directory: LiveRef = None
 
 
 @attrs.frozen(kw_only=True)

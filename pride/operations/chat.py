@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..messages import AssistantResponse, Chat, ChatAndRecord, Communicate, Instruction
 from ..messages.commands import _Prompt
+from ._context import gather_context
 from ._model_call import call_model, resolve_model
 from ._request import build_request
 from .formats import format_schema, parse_response
@@ -76,6 +77,7 @@ async def _exchange(
     instruction = make_instruction(
         branch, command, tool_schemas=tool_schemas, response_schema=schema
     )
+    await gather_context(branch, scope, instruction)
     request = build_request(
         branch,
         model,
