@@ -17,6 +17,12 @@ from .actors import (
     send_nowait as send_nowait,
     stream as stream,
 )
+from .context import (
+    CapabilityGrant as CapabilityGrant,
+    ContextProvider as ContextProvider,
+    ContextProviderRegistry as ContextProviderRegistry,
+    ProviderReport as ProviderReport,
+)
 from .errors import (
     AuthenticationFailed as AuthenticationFailed,
     BadRequest as BadRequest,
@@ -27,6 +33,7 @@ from .errors import (
     LoopBreak as LoopBreak,
     MailboxFull as MailboxFull,
     MalformedResponse as MalformedResponse,
+    MembershipError as MembershipError,
     ParseFailed as ParseFailed,
     PrideError as PrideError,
     ProviderConnectionError as ProviderConnectionError,
@@ -47,6 +54,12 @@ from .errors import (
     UnknownOperation as UnknownOperation,
 )
 from .llm import ScriptedModel as ScriptedModel, iModel as iModel
+from .memory import (
+    InMemoryStore as InMemoryStore,
+    MemoryItem as MemoryItem,
+    MemoryQuery as MemoryQuery,
+    MemoryStore as MemoryStore,
+)
 from .messages import (
     DEFAULT_SYSTEM_MESSAGE as DEFAULT_SYSTEM_MESSAGE,
     SIGNAL_SCHEMA_VERSION as SIGNAL_SCHEMA_VERSION,
@@ -87,6 +100,18 @@ from .messages import (
     System as System,
     WorkCommand as WorkCommand,
 )
+from .operations import (
+    Analysis as Analysis,
+    OperateResult as OperateResult,
+    ReActAnalysis as ReActAnalysis,
+    Reason as Reason,
+)
+from .supervisors import (
+    HookBus as HookBus,
+    Observer as Observer,
+    Session as Session,
+    SessionStatistics as SessionStatistics,
+)
 
 __all__ = [
     "DEFAULT_SYSTEM_MESSAGE",
@@ -95,6 +120,7 @@ __all__ = [
     "ActionCall",
     "ActionRequest",
     "ActionResponse",
+    "Analysis",
     "AssistantResponse",
     "Attach",
     "AuthenticationFailed",
@@ -107,14 +133,19 @@ __all__ = [
     "BranchStarted",
     "BranchStopped",
     "Call",
+    "CapabilityGrant",
     "CapabilityViolation",
     "Chat",
     "ChatAndRecord",
     "Command",
     "Communicate",
+    "ContextProvider",
+    "ContextProviderRegistry",
     "Detach",
     "EmissionRejected",
     "Escalate",
+    "HookBus",
+    "InMemoryStore",
     "Instruction",
     "Interpret",
     "InvalidMessage",
@@ -124,18 +155,27 @@ __all__ = [
     "LoopDirective",
     "MailboxFull",
     "MalformedResponse",
+    "MembershipError",
+    "MemoryItem",
+    "MemoryQuery",
+    "MemoryStore",
     "MessageAdded",
+    "Observer",
     "Operate",
+    "OperateResult",
     "Parse",
     "ParseFailed",
     "PrideError",
     "PriorityCommand",
     "ProviderConnectionError",
     "ProviderError",
+    "ProviderReport",
     "ProviderTimeout",
     "RateLimited",
     "ReAct",
+    "ReActAnalysis",
     "ReActStream",
+    "Reason",
     "ReentrancyError",
     "Reply",
     "RoledMessage",
@@ -146,7 +186,9 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedModel",
     "ServerError",
+    "Session",
     "SessionFailed",
+    "SessionStatistics",
     "Signal",
     "Stop",
     "StopStream",

@@ -17,6 +17,7 @@ handlers keep working (``UnknownBranch`` is a ``LookupError``).
     ├── TurnCancelled                      the turn was cancelled (restart/shutdown/caller)
     ├── UnknownBranch (LookupError)        no such member / name
     ├── UnknownOperation (LookupError)     no such registered operation
+    ├── MembershipError (ValueError)       the branch belongs to another session
     ├── SupervisorFailed                   restart intensity exceeded
     ├── Escalate                           raised inside a turn: let the supervisor decide
     ├── LoopBreak                          a BREAK directive stopped a loop
@@ -52,6 +53,7 @@ __all__ = [
     "LoopBreak",
     "MailboxFull",
     "MalformedResponse",
+    "MembershipError",
     "ParseFailed",
     "PrideError",
     "ProviderConnectionError",
@@ -159,6 +161,14 @@ class UnknownOperation(PrideError, LookupError):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"no operation named {name!r} on the branch or its registry")
+
+
+class MembershipError(PrideError, ValueError):
+    """A branch (or child session) already belongs to another session.
+
+    Membership is exclusive: ``remove`` it from its session first. ``include``
+    checks a whole batch before changing anything.
+    """
 
 
 class SupervisorFailed(PrideError):

@@ -58,9 +58,16 @@ class Suspend(PriorityCommand):
 
 
 async def serve(
-    branch: Branch, mailbox: Mailbox, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    branch: Branch,
+    mailbox: Mailbox,
+    host: trio.Nursery | None = None,
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> StopReason:
     """Serve ``branch``'s mailbox until a ``Stop`` (or ``Suspend``) arrives.
+
+    ``host`` is a nursery that outlives the actor (its supervisor's) to run
+    the turns' nested and signal tasks in; without one the actor opens its own.
 
     Returns the stop reason. On ``Stop`` the mailbox is closed and every
     envelope still queued is answered with BranchClosed; on ``Suspend`` (or
@@ -70,6 +77,16 @@ async def serve(
         Escalate, Exception: a crash, after the envelope being served was
             answered with it.
     """
+    if host is not None:
+        # A supervisor's nursery hosts the turns' nested and signal tasks (each
+        # turn cancels and awaits its own before its terminal), which spares an
+        # idle actor a nursery of its own.
+        branch._background = host
+        task_status.started()
+        try:
+            return await _loop(branch, mailbox)
+        finally:
+            branch._background = None
     crash: BaseException | None = None
     reason: StopReason = "normal"
     async with trio.open_nursery() as background:
@@ -99,6 +116,7 @@ async def _loop(branch: Branch, mailbox: Mailbox) -> StopReason:
                 reply = await mailbox.next()
                 if reply.state == "dropped":
                     continue
+                branch._serving = reply
                 command = reply.command
                 if isinstance(command, PriorityCommand):
                     if isinstance(command, Stop | Suspend):
@@ -194,8 +212,13 @@ async def _run_turn(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> N
         if reply._stream is not None:
             reply._stream.close()
         outcome = _classify(error, reply)
-        if observed or context.nested is not None or context.signals is not None:
-            await _finalise(branch, context, outcome, observed)
+        if (
+            observed
+            or context.nested is not None
+            or context.signals is not None
+            or branch._turn_barriers
+        ):
+            outcome = await _finalise(branch, context, outcome, observed)
     except BaseException as exc:  # a fault of the runtime itself: answer, then crash
         outcome = _Outcome(exc, reraise=exc)
     finally:
@@ -215,8 +238,9 @@ async def _run_turn(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> N
 
 async def _finalise(
     branch: Branch, context: turn.TurnExecutionContext, outcome: _Outcome, observed: bool
-) -> None:
-    """End nested work, drain message signals, emit the terminal: shielded and bounded."""
+) -> _Outcome:
+    """End nested work, drain message signals, pass the turn's barriers (a store's
+    commit), emit the terminal: shielded and bounded. Returns the final outcome."""
     with trio.move_on_after(FINALIZE_GRACE) as guard:
         # Cancellation from outside must not strand the turn half-finalised.
         guard.shield = True
@@ -224,6 +248,14 @@ async def _finalise(
             await context.nested.cancel_and_wait()
         if context.signals is not None:
             await context.signals.wait()
+        for barrier in branch._turn_barriers:
+            try:
+                await barrier()
+            except Exception as exc:
+                # The turn's messages may not be durable: say so to the caller.
+                log.error("turn %s of branch %r: %s", context.turn_id, branch.name, exc)
+                if outcome.failure is None:
+                    outcome = _Outcome(exc)
         if observed:
             await branch._emit_lifecycle(_terminal(branch, context, outcome))
     if guard.cancelled_caught:
@@ -233,6 +265,7 @@ async def _finalise(
             branch.name,
             FINALIZE_GRACE,
         )
+    return outcome
 
 
 @attrs.frozen

@@ -16,18 +16,22 @@ import logging
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Self
 from uuid import UUID
 
 import trio
 
-from ..errors import BranchClosed, BranchNotRunning, UnknownOperation
+from ..context import CapabilityGrant, ContextProviderRegistry
+from ..context.capabilities import apply_block, observe
+from ..errors import BranchClosed, BranchNotRunning, Escalate, UnknownOperation
 from ..llm import iModel
+from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
     DEFAULT_SYSTEM_MESSAGE,
     Act,
     ActionCall,
+    AssistantResponse,
     Attach,
     Call,
     Chat,
@@ -50,7 +54,8 @@ from ..messages.history import History
 from ..operations import execute as execute_operation
 from ..operations.registry import OperationManager
 from ..tools import ActionManager
-from . import actor, turn
+from . import actor, projection, turn
+from .connect import connect as _connect
 from .logs import DataLogger, LogConfig
 from .mailbox import Mailbox, MailboxStatistics
 from .send import ask, stream
@@ -58,6 +63,7 @@ from .send import ask, stream
 if TYPE_CHECKING:
     import contextlib
 
+    from ..tools import Tool
     from .send import StreamItems
 
 __all__ = ["DEFAULT_MAILBOX_SIZE", "Branch", "HookSink", "SignalSink", "live_branch"]
@@ -129,6 +135,47 @@ class Branch:
         observer: a signal sink for standalone observation (sessions attach theirs).
     """
 
+    _is_branch = True  # lets the send API recognise a branch without importing this module
+
+    # Slots, not a __dict__: an idle branch should cost little (100,000 of
+    # them is a benchmark target). Subclasses get a __dict__ unless they
+    # declare slots too.
+    __slots__ = (
+        "__weakref__",
+        "_actions",
+        "_active_turn",
+        "_background",
+        "_capabilities",
+        "_chat_model",
+        "_directory",
+        "_hooks",
+        "_last_context_report",
+        "_logs",
+        "_mailbox",
+        "_memory",
+        "_message_listeners",
+        "_messages",
+        "_observer",
+        "_operations",
+        "_owner_id",
+        "_owner_name",
+        "_parse_model",
+        "_private_cm",
+        "_private_supervisor",
+        "_providers",
+        "_serving",
+        "_turn_barriers",
+        "_waiting_on",
+        "created_at",
+        "id",
+        "id_str",
+        "mailbox_size",
+        "metadata",
+        "name",
+        "stable_name",
+        "user",
+    )
+
     def __init__(
         self,
         *,
@@ -146,7 +193,7 @@ class Branch:
         system_template_context: Mapping[str, Any] | None = None,
         logs: Iterable[Any] | None = None,
         use_lion_system_message: bool = False,
-        memory: Any = None,
+        memory: MemoryStore | None = None,
         mailbox_size: int = DEFAULT_MAILBOX_SIZE,
         observer: SignalSink | None = None,
         id: UUID | None = None,
@@ -167,6 +214,7 @@ class Branch:
         self.id: UUID = id if id is not None else uuid.uuid4()
         self.id_str = str(self.id)
         self.name: str = name if name is not None else f"branch-{str(self.id)[:8]}"
+        self.stable_name = name is not None  # a store restores only branches named by code
         self.user = user
         self.created_at: float = created_at if created_at is not None else time.time()
         self.metadata: dict[str, Any] = dict(metadata or {})
@@ -182,7 +230,7 @@ class Branch:
         self._logs = DataLogger(LogConfig.coerce(log_config), logs)
         self._operations = OperationManager()
 
-        if tools:
+        if tools is not None:
             self._actions.register(tools)
         system_message = _make_system(system, system_datetime, use_lion_system_message)
         if system_message is not None:
@@ -193,9 +241,17 @@ class Branch:
             self._messages.set_system(system_message)
 
         # Branch-scoped live extensions (created lazily).
-        self._memory = memory
-        self._providers: Any = None
+        if memory is not None and not isinstance(memory, MemoryStore):
+            raise TypeError(
+                f"memory must be a MemoryStore (store/retrieve/search), got {type(memory).__name__}"
+            )
+        self._memory: MemoryStore | None = memory
+        self._providers: ContextProviderRegistry | None = None
+        self._capabilities: CapabilityGrant | None = None
         self._message_listeners: list[Callable[[Branch, RoledMessage], None]] = []
+        # Awaited at the end of every turn, before its terminal signal and reply
+        # (a store's commit); a failure fails the turn.
+        self._turn_barriers: list[Callable[[], Awaitable[None]]] = []
 
         # Session attachments (ADR-0016 D4), applied between turns by Attach/Detach.
         self._observer: SignalSink | None = observer
@@ -212,6 +268,7 @@ class Branch:
         self._waiting_on: dict[Branch, int] = {}
         self._private_supervisor: trio.Nursery | None = None
         self._private_cm: Any = None
+        self._serving: Any = None  # the Reply the actor took last (a supervisor cancels it)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
@@ -293,6 +350,13 @@ class Branch:
             ValueError: ``name`` is taken (unless ``update``) or shadows an attribute.
             TypeError: ``operation`` is not an async function.
         """
+        if isinstance(name, str) and (
+            hasattr(type(self), name) or name in getattr(self, "__dict__", ())
+        ):
+            raise ValueError(
+                f"operation name {name!r} is a Branch attribute; lookup is attribute-first "
+                "(get_operation, Call), so the operation could never be reached: pick another name"
+            )
         self._operations.register(name, operation, update=update)
 
     def get_operation(self, name: str) -> Callable[..., Any] | None:
@@ -301,6 +365,201 @@ class Branch:
             found: Callable[..., Any] = getattr(self, name)
             return found
         return self._operations.get(name)
+
+    # ------------------------------------------------- branch-scoped extensions
+
+    @property
+    def memory(self) -> MemoryStore:
+        """The branch's memory store (ADR-0016 D3); no setter.
+
+        The store given to the constructor (kept by identity), else a session's
+        default adopted on attachment, else a private :class:`~pride.memory.InMemoryStore`
+        created on first access. Reading it claims it: a session attached
+        later does not replace it. Never serialised, never cloned.
+        """
+        if self._memory is None:
+            self._memory = InMemoryStore()
+        return self._memory
+
+    @property
+    def providers(self) -> ContextProviderRegistry:
+        """The context-provider registry, created on first access (falsy while empty)."""
+        if self._providers is None:
+            self._providers = ContextProviderRegistry()
+        return self._providers
+
+    @property
+    def capabilities(self) -> CapabilityGrant | None:
+        """The current capability grant, if any (see :meth:`grant_capabilities`)."""
+        return self._capabilities
+
+    def grant_capabilities(self, operable: type, *, prompt: bool = True) -> CapabilityGrant:
+        """Grant the structured outputs ``operable``'s fields describe (ADR-0016 D3).
+
+        From now on every recorded assistant message is observed: fenced JSON
+        blocks using granted keys become ``StructuredOutput`` (valid),
+        ``EmissionRejected`` (invalid) or ``CapabilityViolation`` (mixed with
+        other keys) signals. Observation only: nothing is executed.
+
+        Args:
+            operable: an attrs class, a dataclass or a pydantic model class;
+                its field names are the granted keys.
+            prompt: also describe the grant in the system prompt, between
+                ``CAP_BEGIN``/``CAP_END`` markers, replacing a previous
+                balanced block (a system message is created if there is none).
+                False installs only the runtime grant.
+
+        Returns:
+            the installed grant.
+
+        Raises:
+            TypeError: ``operable`` is not one of those classes.
+        """
+        grant = CapabilityGrant.from_operable(operable)
+        self._capabilities = grant
+        if prompt:
+            self._messages.set_system(apply_block(self.system, grant.render_prompt()))
+        return grant
+
+    def revoke_capabilities(self) -> None:
+        """Clear the grant and remove a balanced capability block from the system prompt."""
+        self._capabilities = None
+        self._messages.set_system(apply_block(self.system, None))
+
+    def connect(
+        self,
+        provider: str | None = None,
+        base_url: str | None = None,
+        endpoint: str = "chat",
+        api_key: str | None = None,
+        *,
+        queue_capacity: int = 100,
+        capacity_refresh_time: float = 60,
+        limit_requests: int | None = None,
+        limit_tokens: int | None = None,
+        imodel: iModel | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        request_options: Mapping[str, Any] | None = None,
+        update: bool = False,
+        **kwargs: Any,
+    ) -> Tool:
+        """Offer another model to this branch's model as a tool (ADR-0016 D5).
+
+        The tool takes ``instruction`` (text), asks the connected model once
+        and returns its reply. Give ``imodel=`` or the model's configuration
+        (``model="provider/name"``, limits, request options), forwarded to
+        :class:`~pride.iModel` (queue capacity 100, refresh 60 s by default).
+        Returns the registered Tool; see :func:`pride.actors.connect.connect`
+        for every argument and error.
+        """
+        return _connect(
+            self,
+            provider,
+            base_url,
+            endpoint,
+            api_key,
+            queue_capacity=queue_capacity,
+            capacity_refresh_time=capacity_refresh_time,
+            limit_requests=limit_requests,
+            limit_tokens=limit_tokens,
+            imodel=imodel,
+            name=name,
+            description=description,
+            request_options=request_options,
+            update=update,
+            **kwargs,
+        )
+
+    # ------------------------------------------------ projection and cloning
+
+    def to_dict(
+        self,
+        mode: projection.Mode = "python",
+        db_meta_key: str | None = None,
+        *,
+        include_request_options: bool = False,
+        include_logs: bool = True,
+        include_log_config: bool = False,
+        include_processor_config: bool = False,
+    ) -> dict[str, Any]:
+        """The branch's serialised projection (ADR-0016 D2; see :mod:`pride.actors.projection`).
+
+        Identity (``id``, ``created_at``, ``metadata``, ``user``, ``name``),
+        then ``messages`` (always), ``logs`` (when included and not empty),
+        ``system`` (when there is one), ``log_config`` (when included),
+        ``chat_model`` (always) and ``parse_model`` (when distinct). No API
+        key, tool, provider, memory, grant, operation or session reference.
+
+        Args:
+            mode: ``"python"``, ``"json"`` (JSON-safe) or ``"db"`` (JSON-safe,
+                metadata under ``db_meta_key``, default ``"node_metadata"``).
+            db_meta_key: the metadata key in ``"db"`` mode.
+            include_request_options: export the models' request options.
+            include_logs: export the call log (omitted when empty anyway).
+            include_log_config: export the log configuration.
+            include_processor_config: export the models' rate-limit settings.
+
+        Raises:
+            ValueError: an unknown mode.
+            InvalidMessage: in ``"json"``/``"db"`` mode, metadata JSON cannot carry.
+        """
+        return projection.to_dict(
+            self,
+            mode,
+            db_meta_key,
+            include_request_options=include_request_options,
+            include_logs=include_logs,
+            include_log_config=include_log_config,
+            include_processor_config=include_processor_config,
+        )
+
+    @classmethod
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        chat_model: iModel | None = None,
+        parse_model: iModel | None = None,
+        db_meta_key: str | None = None,
+    ) -> Self:
+        """A standalone branch from :meth:`to_dict` output; ``data`` is left unchanged.
+
+        ``chat_model``/``parse_model`` replace the serialised models (which
+        never carry a key: give one here, or set it in the environment). A
+        top-level ``system`` is used only when the messages hold none. Tools,
+        providers, memory, capabilities and operations are re-wired by code.
+
+        Raises:
+            InvalidMessage: naming every offending path.
+        """
+        return projection.from_dict(
+            cls, data, chat_model=chat_model, parse_model=parse_model, db_meta_key=db_meta_key
+        )
+
+    def clone(self, sender: str | UUID | None = None) -> Branch:
+        """A new branch with a copy of this conversation (ADR-0016 D5); not started.
+
+        Messages get fresh ids, ``sender`` (default: this branch's id) as
+        sender and the clone as recipient; tools and models carry over (a
+        distinct parse model stays distinct); ``metadata["clone_from"]`` holds
+        this branch's id, user, created_at and message ids. Logs, memory,
+        providers, capabilities, operations and session wiring do not.
+        Start it with ``async with`` or ``session.spawn``.
+
+        Raises:
+            TypeError: ``sender`` is not a str or UUID.
+        """
+        return projection.clone(self, sender)
+
+    async def aclone(self, sender: str | UUID | None = None) -> Branch:
+        """:meth:`clone`, after a checkpoint.
+
+        Messages are recorded synchronously by the actor, so the copy is
+        taken between two recordings, never in the middle of one.
+        """
+        await trio.lowlevel.checkpoint()
+        return projection.clone(self, sender)
 
     # ------------------------------------------------------------ messages
 
@@ -325,9 +584,22 @@ class Branch:
                     turn_id=scope.turn_id if scope is not None else None,
                 )
             )
+            if self._capabilities is not None and isinstance(message, AssistantResponse):
+                self._observe_capabilities(message, scope)
         if self._hooks is not None:
             self.fire_hook("message_added", {"branch": self, "message": message})
         return message
+
+    def _observe_capabilities(self, message: AssistantResponse, scope: Any) -> None:
+        """Emit the capability signals of an assistant reply (observation only, ADR-0016 D3)."""
+        turn_id = scope.turn_id if scope is not None else None
+        grant = self._capabilities
+        assert grant is not None
+        signals = observe(
+            grant, message.text, branch_id=self.id, branch_name=self.name, turn_id=turn_id
+        )
+        for signal in signals:
+            self._schedule_signal(signal)
 
     def add_message_listener(self, listener: Callable[[Branch, RoledMessage], None]) -> None:
         """Call ``listener(branch, message)`` synchronously for every recorded message."""
@@ -378,6 +650,8 @@ class Branch:
             return
         try:
             pending = hooks.emit(point, payload)
+        except Escalate:
+            raise  # a hook may hand the branch to its supervisor, as a tool can
         except Exception:
             log.exception("hook %s of branch %r failed", point, self.name)
             return
@@ -531,14 +805,19 @@ class Branch:
             )
         _live.pop(self.id, None)
 
-    async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> str:
+    async def serve(
+        self, host: trio.Nursery | None = None, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> str:
         """Run this branch's actor in the calling task until it is stopped.
 
         For supervisors: ``await nursery.start(branch.serve)`` returns once the
-        actor accepts commands. Returns the stop reason.
+        actor accepts commands. Pass a ``host`` nursery that outlives the actor
+        (``nursery.start(branch.serve, nursery)``) to run the turns' nested
+        work in it instead of a nursery of the actor's own (lighter for many
+        idle branches). Returns the stop reason.
         """
         mailbox = self._open_mailbox()
-        return await actor.serve(self, mailbox, task_status=task_status)
+        return await actor.serve(self, mailbox, host, task_status=task_status)
 
     async def __aenter__(self) -> Self:
         if self.running:
@@ -556,15 +835,35 @@ class Branch:
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         cm, self._private_cm = self._private_cm, None
-        self._private_supervisor = None
+        private, self._private_supervisor = self._private_supervisor, None
         mailbox = self._mailbox
-        if mailbox is not None and not mailbox.closed:
+        # A session took the actor over (include): the mailbox is no longer ours.
+        adopted = self._owner_id is not None and private is not None and not private.child_tasks
+        if mailbox is not None and not mailbox.closed and not adopted:
             # Stop after the current turn; queued envelopes are answered BranchClosed.
             mailbox.put_priority(_make_reply(self, Stop()))
         try:
             return await _exit_unwrapped(cm, exc_info)  # type: ignore[no-any-return]
         finally:
-            self._close_mailbox("the branch's actor exited")
+            if not adopted:
+                self._close_mailbox("the branch's actor exited")
+
+    def _suspend(self, cancel_reason: str | None) -> Any:
+        """For supervisors: leave the actor loop after the current item, keeping the mailbox.
+
+        With ``cancel_reason`` the item being served is cancelled first (its
+        caller gets ``TurnCancelled(cancel_reason)``); without, it finishes.
+        Returns the Reply of the ``Suspend`` (answered when the loop leaves).
+
+        Raises:
+            BranchNotRunning, BranchClosed: no mailbox to suspend.
+        """
+        reply = _make_reply(self, actor.Suspend())
+        self._require_mailbox().put_priority(reply, first=True)
+        serving = self._serving
+        if cancel_reason is not None and serving is not None and serving.state == "running":
+            serving.cancel(cancel_reason)
+        return reply
 
     # --------------------------------------------------------------- verbs
 
@@ -648,6 +947,8 @@ class Branch:
 def _make_system(
     system: System | str | None, system_datetime: bool | str | None, lion: bool
 ) -> System | None:
+    if system and not isinstance(system, System | str):
+        raise TypeError(f"system must be a str or a System message, got {type(system).__name__}")
     if not (system or system_datetime or lion):
         return None
     if isinstance(system, System):

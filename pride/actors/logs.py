@@ -49,11 +49,14 @@ class LogConfig:
 
         Raises:
             ValueError: the dict names unknown fields or invalid values.
+            TypeError: ``value`` is neither a LogConfig nor a mapping.
         """
         if isinstance(value, LogConfig):
             return value
         if not value:
             return cls()
+        if not isinstance(value, Mapping):
+            raise TypeError(f"log_config must be a LogConfig or a dict, got {type(value).__name__}")
         unknown = set(value) - {field.name for field in attrs.fields(cls)}
         if unknown:
             raise ValueError(f"unknown log_config field(s): {', '.join(sorted(unknown))}")
@@ -91,13 +94,20 @@ class LogEntry:
 
 
 class DataLogger:
-    """The bounded, in-memory log of one branch."""
+    """The bounded, in-memory log of one branch.
+
+    Records are kept as plain tuples and turned into :class:`LogEntry`
+    values only when read: every model and tool call is recorded, and most
+    records are never looked at.
+    """
 
     __slots__ = ("_entries", "config", "dropped")
 
     def __init__(self, config: LogConfig | None = None, entries: Iterable[Any] | None = None):
         self.config = config or LogConfig()
-        self._entries: deque[LogEntry] = deque(maxlen=self.config.capacity)
+        # An empty shared tuple until the first record: an idle branch's log
+        # costs nothing (a bounded deque is ~600 bytes even when empty).
+        self._entries: deque[LogEntry | tuple[Any, ...]] | tuple[()] = ()
         self.dropped = 0
         for entry in entries or ():
             self.append(entry if isinstance(entry, LogEntry) else LogEntry.from_dict(entry))
@@ -106,16 +116,19 @@ class DataLogger:
         return len(self._entries)
 
     def __iter__(self) -> Iterator[LogEntry]:
-        return iter(self._entries)
+        return (_entry(item) for item in self._entries)
 
     def __bool__(self) -> bool:
         return bool(self._entries)
 
-    def append(self, entry: LogEntry) -> None:
-        """Add a record, dropping the oldest past capacity."""
-        if len(self._entries) == self._entries.maxlen:
+    def append(self, entry: LogEntry | tuple[Any, ...]) -> None:
+        """Add a record (an entry, or its fields in LogEntry order); the oldest go past capacity."""
+        entries = self._entries
+        if not isinstance(entries, deque):
+            entries = self._entries = deque(maxlen=self.config.capacity)
+        if len(entries) == entries.maxlen:
             self.dropped += 1
-        self._entries.append(entry)
+        entries.append(entry)
 
     def record(
         self,
@@ -134,28 +147,44 @@ class DataLogger:
         """Record a call that started at ``started`` (``time.perf_counter()``)."""
         elapsed = time.perf_counter() - started
         self.append(
-            LogEntry(
-                kind=kind,
-                name=name,
-                started_at=time.time() - elapsed,
-                duration_ms=elapsed * 1000.0,
-                status=status,
-                turn_id=str(turn_id) if turn_id is not None else None,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                cost_usd=cost_usd,
-                error_type=type(error).__name__ if error is not None else None,
-                detail=dict(detail) if detail and self.config.include_content else _EMPTY,
+            (
+                kind,
+                name,
+                time.time() - elapsed,
+                elapsed * 1000.0,
+                status,
+                turn_id,
+                input_tokens,
+                output_tokens,
+                cost_usd,
+                type(error).__name__ if error is not None else None,
+                dict(detail) if detail and self.config.include_content else _EMPTY,
             )
+        )
+
+    def record_measured(
+        self,
+        kind: Literal["model", "tool"],
+        name: str,
+        *,
+        started_at: float,
+        duration_ms: float,
+        status: Literal["ok", "error", "cancelled"],
+        turn_id: Any = None,
+        error_type: str | None = None,
+    ) -> None:
+        """Record a call whose start (POSIX time) and duration were measured elsewhere."""
+        self.append(
+            (kind, name, started_at, duration_ms, status, turn_id, 0, 0, None, error_type, _EMPTY)
         )
 
     def to_list(self) -> list[dict[str, Any]]:
         """Every record as plain data, oldest first."""
-        return [entry.to_dict() for entry in self._entries]
+        return [entry.to_dict() for entry in self]
 
     def clear(self) -> None:
         """Forget every record."""
-        self._entries.clear()
+        self._entries = ()
 
     def dump(self, path: str | Path | None = None, *, clear: bool = True) -> Path:
         """Append the records as JSON lines to ``path`` and return it.
@@ -172,8 +201,39 @@ class DataLogger:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("a", encoding="utf-8") as file:
-            for entry in self._entries:
+            for entry in self:
                 file.write(json.dumps(entry.to_dict(), default=str) + "\n")
         if clear:
             self.clear()
         return target
+
+
+def _entry(item: LogEntry | tuple[Any, ...]) -> LogEntry:
+    if isinstance(item, LogEntry):
+        return item
+    (
+        kind,
+        name,
+        started_at,
+        duration_ms,
+        status,
+        turn_id,
+        tokens_in,
+        tokens_out,
+        cost,
+        error,
+        detail,
+    ) = item
+    return LogEntry(
+        kind=kind,
+        name=name,
+        started_at=started_at,
+        duration_ms=duration_ms,
+        status=status,
+        turn_id=str(turn_id) if turn_id is not None else None,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        cost_usd=cost,
+        error_type=error,
+        detail=detail,
+    )

@@ -25,7 +25,7 @@ import trio
 from ..errors import TurnFinalizingError, UnknownBranch
 from ..messages import Command, WorkCommand
 from . import turn
-from .mailbox import Reply
+from .mailbox import Mailbox, Reply
 from .waits import check_wait_allowed, waiting_edge
 
 if TYPE_CHECKING:
@@ -55,10 +55,11 @@ def resolve(target: Any) -> Branch:
         UnknownBranch: no such branch is known where it was looked up.
         TypeError: ``target`` is not a branch, reference, name or id.
     """
-    from .branch import Branch, live_branch
+    # The common case first, without importing branch.py (which imports this module).
+    if getattr(target, "_is_branch", False):
+        return target  # type: ignore[no-any-return]
+    from .branch import live_branch
 
-    if isinstance(target, Branch):
-        return target
     if isinstance(target, BranchRef):
         found = live_branch(target.id)
         if found is None:
@@ -162,24 +163,31 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
     """
     branch = resolve(target)
     _check_command(command)
-    if command.lane == "work":
-        scope = turn.live_scope_for(branch)
-        if scope is not None:
-            return await _run_nested(branch, command, scope, timeout)  # type: ignore[arg-type]
-    check_wait_allowed(branch)
+    if turn.binding() is not None:  # called from some turn: nesting and deadlock rules apply
+        if command.lane == "work":
+            scope = turn.live_scope_for(branch)
+            if scope is not None:
+                return await _run_nested(branch, command, scope, timeout)  # type: ignore[arg-type]
+        check_wait_allowed(branch)
     mailbox = branch._require_mailbox()
     reply = Reply(branch, command)
     try:
+        if timeout is None:
+            return await _deliver_and_wait(mailbox, reply)
         with _deadline(timeout):
-            if command.lane == "priority":
-                mailbox.put_priority(reply)
-            else:
-                await mailbox.put(reply, checkpoint=False)
-            return await reply.result()
+            return await _deliver_and_wait(mailbox, reply)
     except BaseException:
         if not reply.done:
             reply.cancel("caller")
         raise
+
+
+async def _deliver_and_wait(mailbox: Mailbox, reply: Reply) -> Any:
+    if reply.command.lane == "priority":
+        mailbox.put_priority(reply)
+    else:
+        await mailbox.put(reply, checkpoint=False)
+    return await reply.result()
 
 
 async def _run_nested(
@@ -265,7 +273,7 @@ async def stream(target: Any, command: WorkCommand) -> AsyncIterator[StreamItems
             if not reply.done:
                 reply.cancel("stream_closed" if clean_exit else "caller")
             receive_channel.close()
-            await reply._done.wait()
+            await reply.wait_done()
         if cleanup.cancelled_caught:
             log.warning("turn %s did not finalise within %ss", reply.turn_id, STREAM_CLOSE_GRACE)
 

@@ -14,9 +14,7 @@
 This package imports nothing of pride but :mod:`pride.errors`.
 """
 
-from __future__ import annotations
-
-import inspect
+import inspect as _inspect
 
 from ._client import DEFAULT_HTTP_LIMITS as DEFAULT_HTTP_LIMITS
 from ._limiter import LimiterStatistics as LimiterStatistics, RateLimiter as RateLimiter
@@ -60,6 +58,6 @@ __all__ = [
 # Tracebacks and reprs name the public home of each class and function.
 for _name in __all__:
     _obj = globals()[_name]
-    if isinstance(_obj, type) or inspect.isfunction(_obj):
+    if isinstance(_obj, type) or _inspect.isfunction(_obj):
         _obj.__module__ = __name__
 del _name, _obj

@@ -21,13 +21,14 @@ __all__ = ["DEFAULT_HTTP_LIMITS", "RunClient"]
 
 logger = logging.getLogger("pride.llm")
 
-#: The HTTP connection pool of every model's client: httpx's default of 100
-#: connections per client, all of which may stay open between bursts (httpx keeps
-#: 20), for 30 s (httpx: 5 s) so agent turns separated by tool calls reuse them.
-#: httpcore's pool does per-connection work on every request (encode/httpcore
-#: PR #1035), so a larger pool costs CPU on every call.
+#: The HTTP connection pool of every model's client: the limits the official
+#: OpenAI and Anthropic SDKs use (1,000 connections, 100 kept alive, 5 s idle).
+#: Requests beyond the pool size queue inside httpcore, whose pool does work
+#: per queued request and per connection on every request (encode/httpcore
+#: PR #1035), so bound concurrency with ``concurrency_limit`` (a cheap FIFO)
+#: rather than with a small pool.
 DEFAULT_HTTP_LIMITS = httpx.Limits(
-    max_connections=100, max_keepalive_connections=100, keepalive_expiry=30.0
+    max_connections=1000, max_keepalive_connections=100, keepalive_expiry=5.0
 )
 
 _ssl_context: Any = None

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import abc
 import json
+import logging
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Any, Protocol
 
 import httpx
@@ -20,6 +20,8 @@ import httpx_sse
 
 from ._errors import error_for_status, malformed, translating
 from ._types import ModelRequest, ModelResponse
+
+logger = logging.getLogger("pride.llm")
 
 __all__ = [
     "Endpoint",
@@ -143,10 +145,36 @@ class HttpEndpoint(Endpoint):
                         provider=self.provider,
                         secret=key,
                     )
-                source = httpx_sse.EventSource(response)
-                async with aclosing(source.aiter_sse()) as events:
+                events = httpx_sse.EventSource(response).aiter_sse()
+                finished = False
+                try:
                     async for event in events:
                         yield event
+                    finished = True
+                finally:
+                    if not finished:
+                        await _close_early(response, events)
+
+
+async def _close_early(
+    response: httpx.Response, events: AsyncGenerator[httpx_sse.ServerSentEvent, None]
+) -> None:
+    """Close a half-read event stream so that no async generator is left behind.
+
+    httpx and httpx-sse read a body through a chain of async generators that
+    do not close the ones they iterate, so closing only the outermost leaves
+    the inner ones to the garbage collector, and trio warns about each. So the
+    response is closed first (dropping the connection at once), and the event
+    iterator is then run to its end: the read on the closed connection fails
+    and every layer finishes by that exception.
+    """
+    await response.aclose()
+    try:
+        async for _ in events:
+            pass
+    except Exception as exc:  # the expected end of a read on a closed response
+        logger.debug("closing an SSE stream early ended its read with %r", exc)
+    await events.aclose()
 
 
 def loads_event(provider: str, data: str) -> Any:

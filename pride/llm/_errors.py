@@ -137,16 +137,16 @@ def translating(provider: str, secret: str | None = None) -> Iterator[None]:
         raise MalformedResponse(
             f"{provider}: the response body could not be decoded{_where(exc)}", provider=provider
         ) from exc
+    except httpx_sse.SSEError as exc:  # an httpx.TransportError: must come first
+        raise MalformedResponse(
+            f"{provider}: not an event stream: {exc}", provider=provider
+        ) from exc
     except httpx.HTTPError as exc:  # TransportError, TooManyRedirects, ...
         _scrub_request(exc)
         raise ProviderConnectionError(
             f"{provider}: connection failed ({type(exc).__name__}: "
             f"{redact(str(exc), secret)}){_where(exc)}",
             provider=provider,
-        ) from exc
-    except httpx_sse.SSEError as exc:
-        raise MalformedResponse(
-            f"{provider}: not an event stream: {exc}", provider=provider
         ) from exc
 
 

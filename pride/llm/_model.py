@@ -12,18 +12,17 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from types import TracebackType
 from typing import Any, Self
 
 import attrs
 import httpx
-import trio
 
 from pride.errors import AuthenticationFailed, ProviderError
 
 from . import _tokens
 from ._anthropic import AnthropicEndpoint
+from ._attempts import send_with_retries, stream_with_retries
 from ._client import RunClient
 from ._endpoint import Endpoint
 from ._limiter import RateLimiter
@@ -144,7 +143,9 @@ class iModel:
         self._retries = 0
         self._failures = 0
         self._in_flight = 0
-        self._usage = Usage()
+        # Running usage totals, kept as plain numbers (a Usage per call is garbage).
+        self._usage_totals = [0, 0, 0]
+        self._cost_total: float | None = None
         self._endpoint = self._make_endpoint(info)
 
     def _make_endpoint(self, info: ProviderInfo) -> Endpoint:
@@ -242,9 +243,15 @@ class iModel:
             self._failures += 1
         limiter = self._limiter
         if response is not None:
-            self._usage = self._usage + response.usage
+            usage = response.usage
+            totals = self._usage_totals
+            totals[0] += usage.input_tokens
+            totals[1] += usage.output_tokens
+            totals[2] += usage.cached_tokens
+            if usage.cost_usd is not None:
+                self._cost_total = (self._cost_total or 0.0) + usage.cost_usd
             if limiter is not None:
-                limiter.settle(estimate, response.usage.total_tokens)
+                limiter.settle(estimate, usage.total_tokens)
         if limiter is not None:
             limiter.release()
 
@@ -253,7 +260,8 @@ class iModel:
             return {**self.request_options, **request.options}
         return self.request_options
 
-    def _log_retry(self, error: ProviderError, retry: int, delay: float) -> None:
+    def _on_retry(self, error: ProviderError, retry: int, delay: float) -> None:
+        self._retries += 1
         logger.info(
             "%s/%s: %s: %s; retry %d of %d in %.2f s",
             self.provider,
@@ -288,37 +296,15 @@ class iModel:
         response = None
         failed = False
         try:
-            response = await self._send_with_retries(request, self._options(request))
+            response = await send_with_retries(
+                self._endpoint, request, self._options(request), self.retry, self._on_retry
+            )
         except Exception:
             failed = True
             raise
         finally:
             self._finish(estimate, response, failed=failed)
         return response
-
-    async def _send_with_retries(
-        self, request: ModelRequest, options: dict[str, Any]
-    ) -> ModelResponse:
-        endpoint = self._endpoint
-        started = trio.current_time()
-        try:
-            return await endpoint.send(request, options)
-        except ProviderError as exc:
-            error = exc
-        policy = self.retry
-        retries = 0
-        while True:
-            delay = policy.next_delay(retries, error, trio.current_time() - started)
-            if delay is None:
-                raise error
-            retries += 1
-            self._retries += 1
-            self._log_retry(error, retries, delay)
-            await trio.sleep(delay)
-            try:
-                return await endpoint.send(request, options)
-            except ProviderError as exc:
-                error = exc
 
     def stream(self, request: ModelRequest) -> ModelStream:
         """Stream the reply: ``async with model.stream(request) as s: async for delta in s``.
@@ -327,33 +313,11 @@ class iModel:
         """
         return ModelStream(self, request)
 
-    async def _stream_attempts(
-        self, request: ModelRequest
-    ) -> AsyncGenerator[str | ModelResponse, None]:
-        """Yield the deltas then the reply; retry a failed attempt until a delta went out."""
-        options = self._options(request)
-        policy = self.retry
-        started = trio.current_time()
-        retries = 0
-        while True:
-            delivered = False
-            try:
-                async with aclosing(self._endpoint.stream(request, options)) as items:
-                    async for item in items:
-                        if isinstance(item, str):
-                            delivered = True
-                        yield item
-                return
-            except ProviderError as exc:
-                if delivered:
-                    raise
-                delay = policy.next_delay(retries, exc, trio.current_time() - started)
-                if delay is None:
-                    raise
-                retries += 1
-                self._retries += 1
-                self._log_retry(exc, retries, delay)
-            await trio.sleep(delay)
+    def _stream_attempts(self, request: ModelRequest) -> AsyncGenerator[str | ModelResponse, None]:
+        """The deltas, then the reply, with retries until a delta went out (for ModelStream)."""
+        return stream_with_retries(
+            self._endpoint, request, self._options(request), self.retry, self._on_retry
+        )
 
     # -- introspection and serialisation ----------------------------------------------
 
@@ -369,7 +333,12 @@ class iModel:
             failures=self._failures,
             queued=queued,
             in_flight=self._in_flight,
-            usage=self._usage,
+            usage=Usage(
+                input_tokens=self._usage_totals[0],
+                output_tokens=self._usage_totals[1],
+                cached_tokens=self._usage_totals[2],
+                cost_usd=self._cost_total,
+            ),
         )
 
     def __repr__(self) -> str:

@@ -23,7 +23,7 @@ import trio
 from pride.errors import ScriptExhausted
 
 from ._endpoint import Endpoint
-from ._tokens import estimate_request_tokens, estimate_text_tokens
+from ._tokens import CHARS_PER_TOKEN, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall, Usage
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "Reply", "Script", "ScriptedEndpoint", "echo_text", "to_reply"]
@@ -79,13 +79,22 @@ def echo_text(messages: Sequence[dict[str, Any]]) -> str:
 
 
 def reply_usage(request: ModelRequest, reply: ScriptedReply) -> Usage:
-    """The reply's own usage, or an estimate from the request and reply text."""
+    """The reply's own usage, or an estimate from the reply and the request's new input.
+
+    The input estimate counts the system text and the last message only, not
+    the whole history: walking every message on every call would make a
+    scripted turn's cost grow with the conversation, which is exactly what
+    the benchmarks measure. Real providers report real usage.
+    """
     if reply.usage is not None:
         return reply.usage
     output = estimate_text_tokens(reply.text) + sum(
         estimate_text_tokens(call.name + json.dumps(call.arguments)) for call in reply.tool_calls
     )
-    return Usage(input_tokens=estimate_request_tokens(request), output_tokens=output)
+    chars = len(request.system or "")
+    if request.messages:
+        chars += len(_text(request.messages[-1].get("content")))
+    return Usage(input_tokens=-(-chars // CHARS_PER_TOKEN), output_tokens=output)
 
 
 class ScriptedEndpoint(Endpoint):
@@ -151,7 +160,9 @@ class ScriptedEndpoint(Endpoint):
         if self.delay:
             await trio.sleep(self.delay)
         else:
-            await trio.lowlevel.checkpoint()
+            # A cancellation point without a yield: a scripted reply is instant, and
+            # the caller (a branch's actor) yields between items anyway.
+            await trio.lowlevel.checkpoint_if_cancelled()
         if isinstance(item, Exception):
             raise item
         return to_reply(item)

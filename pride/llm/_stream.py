@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -13,6 +14,8 @@ from ._types import ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
     from ._model import iModel
+
+logger = logging.getLogger("pride.llm")
 
 __all__ = ["STREAM_CLOSE_TIMEOUT", "ModelStream"]
 
@@ -71,8 +74,14 @@ class ModelStream:
         self._state = "closed"
         try:
             if items is not None:
-                with trio.move_on_after(STREAM_CLOSE_TIMEOUT, shield=True):
+                with trio.move_on_after(STREAM_CLOSE_TIMEOUT, shield=True) as scope:
                     await items.aclose()
+                if scope.cancelled_caught:
+                    logger.warning(
+                        "%s: closing a model stream took over %.0f s; abandoned it",
+                        self._model.provider,
+                        STREAM_CLOSE_TIMEOUT,
+                    )
         finally:
             self._model._finish(self._estimate, self._response, failed=self._failed)
 

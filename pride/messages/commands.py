@@ -182,7 +182,10 @@ class Operate(_Prompt, WorkCommand):
 
     With ``actions=True`` the model may request tool calls (natively where the
     endpoint supports it); with ``invoke_actions`` they are executed inside the
-    turn, ``action_strategy`` deciding concurrent or sequential execution.
+    turn, ``action_strategy`` deciding concurrent or sequential execution, and
+    the model is asked again with the results, for at most ``max_rounds``
+    rounds of calls. Returns an ``OperateResult`` when ``reason`` or
+    ``actions`` is on, else the parsed format (or the text without one).
     """
 
     parse_model: ModelSpec = _kw()
@@ -192,6 +195,7 @@ class Operate(_Prompt, WorkCommand):
     invoke_actions: bool = _kw(True)
     action_strategy: Literal["concurrent", "sequential"] = _kw("concurrent")
     max_concurrent: int | None = _kw()
+    max_rounds: int = _kw(3)
     skip_validation: bool = _kw(False)
     handle_validation: HandleValidation = _kw("return_value")
 
@@ -199,7 +203,13 @@ class Operate(_Prompt, WorkCommand):
 @attrs.frozen
 class Parse(WorkCommand):
     """Parse ``text`` into ``response_format``, asking the parse model to reformat
-    at most ``max_retries`` times. Records nothing."""
+    at most ``max_retries`` times (capped at 5). Records nothing.
+
+    Keys are matched fuzzily (Jaro-Winkler >= ``similarity_threshold``) unless
+    ``fuzzy_match`` is off; ``handle_unmatched`` says what happens to keys that
+    match nothing (``ignore``/``raise``/``remove``/``fill``/``force``), missing
+    keys being filled from ``fill_mapping``, or ``fill_value`` when required.
+    """
 
     text: str
     response_format: ResponseFormatSpec = _kw()
@@ -207,6 +217,9 @@ class Parse(WorkCommand):
     max_retries: int = _kw(3)
     fuzzy_match: bool = _kw(True)
     similarity_threshold: float = _kw(0.85)
+    handle_unmatched: Literal["ignore", "raise", "remove", "fill", "force"] = _kw("force")
+    fill_value: JsonValue = _kw()
+    fill_mapping: Mapping[str, JsonValue] = _kw_factory(dict)
     parse_model: ModelSpec = _kw()
 
 

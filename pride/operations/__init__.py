@@ -9,15 +9,38 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..messages import Act, Chat, ChatAndRecord, Communicate, WorkCommand
+from ..messages import (
+    Act,
+    Chat,
+    ChatAndRecord,
+    Communicate,
+    Interpret,
+    Operate,
+    Parse,
+    ReAct,
+    ReActStream,
+    Run,
+    WorkCommand,
+)
 from .act import act
 from .chat import chat, chat_and_record, communicate
+from .interpret import interpret
+from .operate import operate
+from .parse import parse
+from .react import react, react_stream
+from .results import (
+    Analysis as Analysis,
+    OperateResult as OperateResult,
+    ReActAnalysis as ReActAnalysis,
+    Reason as Reason,
+)
+from .run import run
 
 if TYPE_CHECKING:
     from ..actors.branch import Branch
     from ..actors.turn import TurnScope
 
-__all__ = ["OPERATIONS", "execute"]
+__all__ = ["OPERATIONS", "Analysis", "OperateResult", "ReActAnalysis", "Reason", "execute"]
 
 Operation = Callable[[Any, Any, Any], Awaitable[Any]]
 
@@ -25,7 +48,13 @@ OPERATIONS: dict[type[WorkCommand], Operation] = {
     Chat: chat,
     ChatAndRecord: chat_and_record,
     Communicate: communicate,
+    Operate: operate,
+    Parse: parse,
+    Interpret: interpret,
     Act: act,
+    ReAct: react,
+    ReActStream: react_stream,
+    Run: run,
 }
 """The operation serving each work command type."""
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ..errors import StopStream
 from ..llm import ModelRequest, ModelResponse, iModel
 
 if TYPE_CHECKING:
@@ -50,11 +51,21 @@ async def call_model(
     request: ModelRequest,
     *,
     stream_tokens: bool = True,
+    control: bool = False,
 ) -> ModelResponse:
     """Call ``model``; stream text chunks to the turn's consumer when there is one.
 
+    Args:
+        stream_tokens: stream text chunks when the turn has a stream consumer.
+        control: check the turn's loop control after each streamed chunk
+            (streaming verbs honour BREAK/CANCEL mid-reply).
+
     Raises:
         ProviderError: the provider call failed (after the model's retries).
+        StopStream: the stream consumer left, or a CANCEL directive (``control``).
+        LoopBreak: a BREAK directive (``control``).
+
+    Cancellation: an in-flight call is aborted (its HTTP stream closed).
     """
     hooked = branch._hooks is not None
     if hooked:
@@ -70,10 +81,12 @@ async def call_model(
                     if hooked:
                         branch.fire_hook("model_stream_chunk", {"branch": branch, "chunk": delta})
                     await scope.emit(delta)
+                    if control:
+                        scope.check_control()
             response = chunks.response
         else:
             response = await model.invoke(request)
-    except trio.Cancelled:
+    except (trio.Cancelled, StopStream):
         branch.logs.record(
             "model", model.model, started=started, status="cancelled", turn_id=turn_id
         )

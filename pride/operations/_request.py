@@ -25,15 +25,18 @@ if TYPE_CHECKING:
 __all__ = ["build_request", "system_text"]
 
 
-def system_text(branch: Branch, scope: TurnScope | None) -> str | None:
-    """The system prompt for this turn's requests: the system message plus provider blocks."""
+def system_text(branch: Branch, scope: TurnScope | None, extra: str | None = None) -> str | None:
+    """The system prompt for this turn's requests: the system message, provider
+    blocks, then ``extra`` (text for this one request, e.g. tool descriptions)."""
     system = branch.messages.system
-    if system is None:
-        return None
     blocks = scope.context.provider_blocks if scope is not None else ()
-    if not blocks:
-        return system.text
-    return "\n\n".join((system.text, *blocks))
+    if extra is None and not blocks:
+        return system.text if system is not None else None
+    parts = [system.text] if system is not None else []
+    parts.extend(blocks)
+    if extra:
+        parts.append(extra)
+    return "\n\n".join(parts) or None
 
 
 def build_request(
@@ -47,14 +50,19 @@ def build_request(
     options: Mapping[str, Any] | None = None,
     tool_choice: str | None = None,
     include_history: bool = True,
+    include_system: bool = True,
+    extra_system: str | None = None,
 ) -> ModelRequest:
     """Compile the request for ``model``: system, history, then ``instruction``.
 
     ``instruction`` may be None when the history already ends with the turn's
-    input (a tool loop continuing after action responses).
+    input (a tool loop continuing after action responses). ``extra_system``
+    is appended to the system text of this request only (never recorded);
+    ``include_system=False`` sends no system text at all (utility calls such
+    as parse reformats).
     """
     shape = cast(ProviderShape, model.api_format)
-    system = system_text(branch, scope)
+    system = system_text(branch, scope, extra_system) if include_system else None
     entries = branch.messages.compile(shape) if include_history else []
     if instruction is not None:
         merge_entry(

@@ -2,22 +2,59 @@
 
 Calls run through the branch's action manager: concurrently inside the
 current turn (or sequentially on request), sync tools in threads. A failed
-call becomes an ActionResponse carrying the error, so the model can see it.
-A session's blocking ``before_tool_call`` hook can deny a call.
+call becomes an ActionResponse carrying the error, so the model can see it;
+it never fails the turn. A session's blocking ``before_tool_call`` hook can
+deny a call (its response then says ``denied: ...``).
+
+Recording order: the batch's ActionRequests are recorded before the calls
+run, then one ActionResponse per request, in call order. For native tool
+calls this renders as one assistant entry carrying every tool call followed
+by the tool results, the shape providers expect. If the batch is cut short
+(the turn is cancelled, a tool escalates, a stream consumer leaves), each
+request still gets a response recording why it has no result, so the
+history never holds a tool call without its answer (which providers reject).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..messages import Act, ActionCall, ActionRequest, ActionResponse
+from ..errors import ToolError
+from ..messages import Act, ActionCall, ActionRequest, ActionResponse, RoledMessage
+from ..tools import ActionOutcome
 
 if TYPE_CHECKING:
     from ..actors.branch import Branch
     from ..actors.turn import TurnScope
+    from ..llm import ToolCall
 
-__all__ = ["act", "run_actions"]
+__all__ = ["Emit", "act", "action_calls", "run_actions", "unexecuted_note"]
+
+Emit = Callable[[RoledMessage], Awaitable[None]]
+"""Called with each recorded message (streaming verbs hand it to their consumer)."""
+
+
+def action_calls(tool_calls: Sequence[ToolCall]) -> tuple[list[ActionCall], dict[int, str]]:
+    """A model's native tool calls as ActionCalls, plus the argument errors by index.
+
+    A call whose arguments could not be decoded is not executed; its response
+    carries the decoding error so the model can correct itself.
+    """
+    calls = [ActionCall(call.name, call.arguments, call.id) for call in tool_calls]
+    errors = {
+        index: f"ToolArgumentError: {call.arguments_error}"
+        for index, call in enumerate(tool_calls)
+        if call.arguments_error
+    }
+    return calls, errors
+
+
+def unexecuted_note(calls: Sequence[ActionCall]) -> str:
+    """Text recording tool calls the model asked for that were not run."""
+    listed = "; ".join(f"{call.function}({dict(call.arguments)})" for call in calls)
+    return f"(requested actions, not executed: {listed})"
 
 
 async def run_actions(
@@ -27,75 +64,139 @@ async def run_actions(
     *,
     strategy: str = "concurrent",
     max_concurrent: int | None = None,
+    argument_errors: Mapping[int, str] | None = None,
+    emit: Emit | None = None,
 ) -> list[ActionResponse]:
-    """Execute ``calls`` and record a request/response pair for each, in call order."""
+    """Execute ``calls``; record and return one ActionResponse per call, in call order.
+
+    Args:
+        branch: whose tools run and whose conversation records the pairs.
+        scope: the turn the calls belong to (for logs), or None outside a turn.
+        calls: the calls to run.
+        strategy: ``"concurrent"`` (a nursery in the calling task: inside a
+            turn, the calls are part of it) or ``"sequential"``.
+        max_concurrent: at most this many calls at once (None: no cap).
+        argument_errors: calls (by index) not to run, with the error to record.
+        emit: awaited with each recorded message: the requests before the
+            calls run, then the responses.
+
+    Raises:
+        Escalate: a tool or hook escalated (after recording error responses).
+        ValueError: ``strategy`` or ``max_concurrent`` is invalid.
+
+    Cancellation: running calls are cancelled; every request is answered
+    with an error response recording the cancellation, then it propagates.
+    """
+    if not calls:  # nothing to run or record (the actor checkpoints between items)
+        return []
+    preset = argument_errors or {}
     turn_id = scope.turn_id if scope is not None else None
     hooked = branch._hooks is not None
+    sender = branch.id_str
 
     async def before(call: ActionCall) -> None:
         if hooked:
             await branch.run_hook("before_tool_call", {"branch": branch, "call": call})
 
-    async def after(outcome: Any) -> None:
-        status = "ok" if outcome.succeeded else "error"
-        branch.logs.append(_tool_entry(outcome, status, turn_id))
+    async def after(outcome: ActionOutcome) -> None:
+        branch.logs.record_measured(
+            "tool",
+            outcome.function,
+            started_at=time.time() - outcome.duration,
+            duration_ms=outcome.duration * 1000.0,
+            status="ok" if outcome.succeeded else "error",
+            turn_id=turn_id,
+            error_type=outcome.error.split(":", 1)[0] if outcome.error else None,
+        )
         if hooked:
             point = "after_tool_call" if outcome.succeeded else "tool_call_error"
             branch.fire_hook(point, {"branch": branch, "outcome": outcome})
 
-    outcomes = await branch.acts.execute(
-        calls,
-        strategy=strategy,  # type: ignore[arg-type]
-        max_concurrent=max_concurrent,
-        before_call=before,
-        after_call=after,
-    )
-    responses = []
-    for call, outcome in zip(calls, outcomes, strict=True):
-        request = branch.add_message(
+    requests = [
+        branch.add_message(
             ActionRequest(
                 function=call.function,
                 arguments=dict(call.arguments),
                 call_id=call.call_id,
-                sender=str(branch.id),
+                sender=sender,
                 recipient=call.function,
             )
         )
+        for call in calls
+    ]
+    outcomes: list[ActionOutcome | None] = [None] * len(calls)
+    try:
+        if emit is not None:
+            for request in requests:
+                await emit(request)
+        runnable = [index for index in range(len(calls)) if index not in preset]
+        done = await branch.acts.execute(
+            [calls[index] for index in runnable],
+            strategy=strategy,  # type: ignore[arg-type]
+            max_concurrent=max_concurrent,
+            before_call=before,
+            after_call=after,
+        )
+        for index, outcome in zip(runnable, done, strict=True):
+            outcomes[index] = outcome
+    except BaseException as exc:
+        reason = f"not executed: the turn ended first ({type(exc).__name__})"
+        _record_responses(branch, calls, requests, outcomes, preset, missing=reason)
+        raise
+    responses = _record_responses(branch, calls, requests, outcomes, preset)
+    if emit is not None:
+        for response in responses:
+            await emit(response)
+    return responses
+
+
+def _record_responses(
+    branch: Branch,
+    calls: Sequence[ActionCall],
+    requests: Sequence[Any],
+    outcomes: Sequence[ActionOutcome | None],
+    preset: Mapping[int, str],
+    *,
+    missing: str = "not executed",
+) -> list[ActionResponse]:
+    responses = []
+    recipient = branch.id_str
+    for index, (call, request, outcome) in enumerate(zip(calls, requests, outcomes, strict=True)):
+        if outcome is not None:
+            output, error = outcome.output, outcome.error
+        else:
+            output, error = None, preset.get(index, missing)
         response = ActionResponse(
             function=call.function,
             arguments=dict(call.arguments),
-            output=outcome.output,
-            error=outcome.error,
+            output=output,
+            error=error,
             action_request_id=request.id,
             call_id=call.call_id,
             sender=call.function,
-            recipient=str(branch.id),
+            recipient=recipient,
         )
         branch.add_message(response)
         responses.append(response)
     return responses
 
 
-def _tool_entry(outcome: Any, status: str, turn_id: Any) -> Any:
-    from ..actors.logs import LogEntry
-
-    return LogEntry(
-        kind="tool",
-        name=outcome.function,
-        started_at=outcome.started_at,
-        duration_ms=outcome.duration * 1000.0,
-        status=status,  # type: ignore[arg-type]
-        turn_id=str(turn_id) if turn_id is not None else None,
-        error_type=outcome.error.split(":", 1)[0] if outcome.error else None,
-    )
-
-
 async def act(branch: Branch, command: Act, scope: TurnScope | None) -> list[ActionResponse]:
-    """Execute the command's calls (not a model turn) and return their responses."""
-    return await run_actions(
+    """Execute the command's calls (not a model turn) and return their responses.
+
+    Raises:
+        ToolError: ``suppress_errors=False`` and a call failed (after every
+            pair was recorded); the first failure's error is the message.
+    """
+    responses = await run_actions(
         branch,
         scope,
         command.action_requests,
         strategy=command.strategy,
         max_concurrent=command.max_concurrent,
     )
+    if not command.suppress_errors:
+        failed = [response for response in responses if response.error is not None]
+        if failed:
+            raise ToolError(f"tool call {failed[0].function!r} failed: {failed[0].error}")
+    return responses

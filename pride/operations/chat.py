@@ -17,7 +17,8 @@ from ..messages.commands import _Prompt
 from ._context import gather_context
 from ._model_call import call_model, resolve_model
 from ._request import build_request
-from .formats import format_schema, parse_response
+from .formats import FormatTarget, format_schema
+from .parse import MAX_RETRIES_CAP, parse_text
 
 if TYPE_CHECKING:
     from ..actors.branch import Branch
@@ -49,11 +50,13 @@ def make_instruction(
     )
 
 
-def make_response(branch: Branch, response: ModelResponse) -> AssistantResponse:
-    """The AssistantResponse message for a model reply, usage in its metadata."""
+def make_response(
+    branch: Branch, response: ModelResponse, text: str | None = None
+) -> AssistantResponse:
+    """The AssistantResponse message for a model reply (or ``text``), usage in its metadata."""
     usage = response.usage
     return AssistantResponse(
-        assistant_response=response.text,
+        assistant_response=response.text if text is None else text,
         sender=branch.id_str,
         recipient=branch.user or "user",
         metadata={
@@ -118,12 +121,12 @@ async def communicate(branch: Branch, command: Communicate, scope: TurnScope | N
     branch.add_message(assistant)
     if command.response_format is None or command.skip_validation:
         return assistant.assistant_response
-    return await parse_response(
+    return await parse_text(
         branch,
         scope,
         assistant.assistant_response,
-        command.response_format,
-        max_retries=min(command.num_parse_retries, 5),
+        FormatTarget(command.response_format),
+        max_retries=min(command.num_parse_retries, MAX_RETRIES_CAP),
         handle_validation=command.handle_validation,
         parse_model=command.parse_model,
     )

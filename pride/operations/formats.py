@@ -1,32 +1,57 @@
-"""Response formats: their JSON schema, and parsing model text into them.
+"""Response formats: their JSON schema, finding JSON in model text, and building the format.
 
-A response format is a JSON schema dict, or a class: attrs, dataclass,
-TypedDict or msgspec Struct (schemas by msgspec), or a pydantic model when
-pydantic is installed.
+A response format is one of:
+
+* a class: attrs, dataclass, TypedDict or msgspec Struct (schema and
+  validation by msgspec), or a pydantic model when pydantic is installed
+  (its own ``model_json_schema``/``model_validate``; pride does not depend on
+  pydantic);
+* a JSON schema dict (``{"type": "object", "properties": ...}``), or
+  ``{"name": ..., "schema": ...}``; the result is then the decoded dict,
+  checked for required keys and top-level primitive types.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from ..errors import ParseFailed
 
-if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
+__all__ = [
+    "FormatTarget",
+    "convert",
+    "extract_json",
+    "format_name",
+    "format_schema",
+    "schema_keys",
+]
 
-__all__ = ["extract_json", "format_schema", "parse_response"]
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
 
 
 def format_schema(response_format: Any) -> dict[str, Any] | None:
-    """``{"name", "schema"}`` for a response format, or None for no format."""
+    """``{"name", "schema"}`` for a response format, or None for no format.
+
+    Raises:
+        TypeError: no JSON schema can be derived from ``response_format``.
+    """
     if response_format is None:
         return None
     if isinstance(response_format, Mapping):
@@ -36,7 +61,7 @@ def format_schema(response_format: Any) -> dict[str, Any] | None:
             "name": str(response_format.get("title", "response")),
             "schema": dict(response_format),
         }
-    name = getattr(response_format, "__name__", "response")
+    name = format_name(response_format)
     schema_fn = getattr(response_format, "model_json_schema", None)
     if callable(schema_fn):  # pydantic
         return {"name": name, "schema": schema_fn()}
@@ -47,6 +72,13 @@ def format_schema(response_format: Any) -> dict[str, Any] | None:
             f"cannot derive a JSON schema from response_format {name!r}: {exc}"
         ) from None
     return {"name": name, "schema": _inline(schema)}
+
+
+def format_name(response_format: Any) -> str:
+    """A readable name for a response format (its class name, or its schema's name)."""
+    if isinstance(response_format, Mapping):
+        return str(response_format.get("name") or response_format.get("title") or "response")
+    return str(getattr(response_format, "__name__", None) or "response")
 
 
 def _inline(schema: dict[str, Any]) -> dict[str, Any]:
@@ -61,96 +93,134 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def schema_keys(schema: Mapping[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(property names, required names)`` of an object schema's top level."""
+    if not schema:
+        return (), ()
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return (), ()
+    required = schema.get("required") or ()
+    return tuple(properties), tuple(name for name in required if isinstance(name, str))
+
+
 def extract_json(text: str) -> Any:
-    """The JSON value in ``text``: a fenced block, the whole text, or the first object.
+    """The JSON value in ``text``.
+
+    Tried in order: each fenced block (```` ```json ````), the whole text, the
+    span from the first ``{`` to the last ``}`` (prose around an object). Each
+    candidate is read as JSON, then leniently: trailing commas removed, and as
+    a Python literal (single quotes, ``True``/``None``), which models produce
+    often enough.
 
     Raises:
         ParseFailed: no JSON value could be found.
     """
     candidates = [match.group(1).strip() for match in _FENCE.finditer(text)]
     candidates.append(text.strip())
-    start = text.find("{")
-    end = text.rfind("}")
+    start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
         candidates.append(text[start : end + 1])
     for candidate in candidates:
-        try:
-            return json.loads(candidate)
-        except ValueError:
-            continue
+        if candidate:
+            found, value = _lenient_loads(candidate)
+            if found:
+                return value
     raise ParseFailed("no JSON object found in the reply")
 
 
+def _lenient_loads(candidate: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(candidate)
+    except ValueError:
+        pass
+    repaired = _TRAILING_COMMA.sub(r"\1", candidate)
+    if repaired != candidate:
+        try:
+            return True, json.loads(repaired)
+        except ValueError:
+            pass
+    if candidate[:1] in "{[":
+        try:
+            value = ast.literal_eval(candidate)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return False, None
+        if isinstance(value, dict | list):
+            return True, value
+    return False, None
+
+
 def convert(data: Any, response_format: Any) -> Any:
-    """Validate and build ``response_format`` from decoded JSON ``data``.
+    """Validate decoded JSON ``data`` and build ``response_format`` from it.
 
     Raises:
-        ParseFailed: the data does not fit the format.
+        ParseFailed: the data does not fit the format; the message names the
+            offending field.
     """
     if isinstance(response_format, Mapping):
-        if not isinstance(data, dict):
-            raise ParseFailed(f"expected a JSON object, got {type(data).__name__}")
-        return data
+        return _check_schema(data, format_schema(response_format))
     validate = getattr(response_format, "model_validate", None)
     if callable(validate):  # pydantic
         try:
             return validate(data)
-        except Exception as exc:
-            raise ParseFailed(str(exc)) from None
+        except Exception as exc:  # pydantic.ValidationError, without importing pydantic
+            raise ParseFailed(f"does not match {format_name(response_format)}: {exc}") from None
     try:
         return msgspec.convert(data, response_format, strict=False)
     except (msgspec.ValidationError, TypeError) as exc:
-        raise ParseFailed(str(exc)) from None
+        raise ParseFailed(f"does not match {format_name(response_format)}: {exc}") from None
 
 
-async def parse_response(
-    branch: Branch,
-    scope: TurnScope | None,
-    text: str,
-    response_format: Any,
-    *,
-    max_retries: int = 3,
-    handle_validation: str = "return_value",
-    parse_model: Any = None,
-) -> Any:
-    """Parse ``text`` into ``response_format``; ask the parse model to reformat on failure.
+def _check_schema(data: Any, schema: dict[str, Any] | None) -> Any:
+    body = schema["schema"] if schema else {}
+    if body.get("type", "object") == "object" and not isinstance(data, dict):
+        raise ParseFailed(f"expected a JSON object, got {type(data).__name__}")
+    properties, required = schema_keys(body)
+    if not properties:
+        return data
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise ParseFailed(f"missing required keys: {', '.join(missing)}")
+    for name in properties:
+        if name not in data:
+            continue
+        spec = body["properties"][name]
+        kind = spec.get("type") if isinstance(spec, Mapping) else None
+        kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
+        allowed = tuple(t for k in kinds for t in _JSON_TYPES.get(k, ()))
+        value = data[name]
+        if allowed and not (isinstance(value, allowed) and not _bool_as_number(value, kinds)):
+            raise ParseFailed(
+                f"key {name!r}: expected {' or '.join(kinds)}, got {type(value).__name__}"
+            )
+    return data
 
-    Each reformat request names the previous error, so retries differ. After
-    ``max_retries`` failures: ``raise`` raises ParseFailed, ``return_value``
-    returns the text, ``return_none`` returns None.
+
+def _bool_as_number(value: Any, kinds: list[str]) -> bool:
+    return isinstance(value, bool) and "boolean" not in kinds
+
+
+class FormatTarget:
+    """What a parse produces: a response format, or (None) the decoded JSON as is.
+
+    The parse loop needs a target's ``schema`` (for key matching and reformat
+    prompts) and ``build(data)`` (raises ParseFailed); operate supplies its own
+    target with the same two members.
     """
-    from ..messages import Instruction
-    from ._model_call import call_model, resolve_model
-    from ._request import build_request
 
-    attempt_text = text
-    error: ParseFailed | None = None
-    for attempt in range(max_retries + 1):
-        try:
-            return convert(extract_json(attempt_text), response_format)
-        except ParseFailed as exc:
-            error = exc
-        if attempt == max_retries:
-            break
-        schema = format_schema(response_format)
-        model = resolve_model(branch, parse_model, scope, parse=True)
-        prompt = Instruction(
-            instruction=(
-                "Reformat the text below as one JSON object matching the schema. "
-                f"The previous attempt failed: {error}. Answer with JSON only."
-            ),
-            context={"text": attempt_text, "schema": schema["schema"] if schema else None},
-        )
-        request = build_request(
-            branch, model, scope, prompt, response_format=schema, include_history=False
-        )
-        attempt_text = (await call_model(branch, scope, model, request, stream_tokens=False)).text
-    if handle_validation == "raise":
-        raise ParseFailed(f"could not parse the reply into {_name(response_format)}: {error}")
-    if handle_validation == "return_none":
-        return None
-    return text
+    __slots__ = ("response_format", "schema")
 
+    def __init__(self, response_format: Any) -> None:
+        self.response_format = response_format
+        self.schema = format_schema(response_format)
 
-def _name(response_format: Any) -> str:
-    return getattr(response_format, "__name__", None) or "the response format"
+    @property
+    def name(self) -> str:
+        """The format's readable name."""
+        return format_name(self.response_format) if self.response_format is not None else "JSON"
+
+    def build(self, data: Any) -> Any:
+        """The format built from ``data`` (or ``data`` itself when there is no format)."""
+        if self.response_format is None:
+            return data
+        return convert(data, self.response_format)

@@ -18,9 +18,7 @@
         assert reply.text == "hi" and server.request_count == 2
 """
 
-from __future__ import annotations
-
-import inspect
+import inspect as _inspect
 
 from ._faults import Fault as Fault
 from ._server import (
@@ -34,6 +32,6 @@ __all__ = ["Fault", "LoopbackServer", "RecordedRequest", "openai_server"]
 # Tracebacks and reprs name the public home of each class and function.
 for _name in __all__:
     _obj = globals()[_name]
-    if isinstance(_obj, type) or inspect.isfunction(_obj):
+    if isinstance(_obj, type) or _inspect.isfunction(_obj):
         _obj.__module__ = __name__
 del _name, _obj

@@ -22,6 +22,7 @@ class Fault:
         kind: which fault (set by the constructors).
         code: the HTTP status for :meth:`status`.
         retry_after: the ``Retry-After`` header value, if any.
+        content_type: the ``Content-Type`` of a :meth:`raw` reply.
         body: the error body (``bytes``, ``str`` or a JSON-able object);
             ``None`` gives a provider-shaped error document.
         seconds: the delay of :meth:`slow_first_byte`.
@@ -31,6 +32,7 @@ class Fault:
 
     kind: str
     code: int = 200
+    content_type: str = "application/json"
     retry_after: float | str | None = None
     body: Any = None
     seconds: float = 0.0
@@ -72,6 +74,18 @@ class Fault:
     def malformed_sse(cls) -> Fault:
         """Answer 200 with an event stream whose events are not valid JSON."""
         return cls("malformed_sse")
+
+    @classmethod
+    def raw(
+        cls, body: bytes | str | Any, *, status: int = 200, content_type: str = "application/json"
+    ) -> Fault:
+        """Answer with exactly this body (bytes, text, or an object sent as JSON).
+
+        For replies no other item produces: odd shapes, bad tool-call
+        arguments, an error event inside a 200 event stream
+        (``content_type="text/event-stream"``), ...
+        """
+        return cls("raw", code=status, body=body, content_type=content_type)
 
     @classmethod
     def stall_stream(cls, after_chunks: int = 1, reply: Any = None) -> Fault:

@@ -83,8 +83,8 @@ class LoopbackServer:
         requests: every request received, in order (when recording).
         request_count: how many requests were received (always counted).
         disconnects: clients that hung up on a :meth:`Fault.stall_stream`.
-        errors: exceptions raised by script callables (each also answered
-            with HTTP 500 and logged).
+        errors: exceptions raised by script callables or bad script items
+            (each answered with HTTP 500, or the connection closed, and logged).
     """
 
     def __init__(self, script: Any, *, chunk_size: int, record: bool) -> None:
@@ -149,6 +149,9 @@ class LoopbackServer:
                     conn.start_next_cycle()
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError) as exc:
             logger.debug("loopback server: connection ended: %r", exc)
+        except Exception as exc:  # a bad script item: keep serving, but say so
+            logger.exception("loopback server: a request failed; closing its connection")
+            self.errors.append(exc)
 
     async def _read_request(
         self, conn: h11.Connection, stream: trio.SocketStream
@@ -233,12 +236,18 @@ class LoopbackServer:
             return True
         try:
             item = self._next_item(request)
+            if callable(item) and not isinstance(item, Fault):
+                item = item(request.body)
             if inspect.isawaitable(item):
                 item = await item
+            if not isinstance(item, Fault):
+                as_reply(echo(request.body) if item is None else item)  # fail early on bad items
         except Exception as exc:
-            logger.exception("loopback server: the script callable failed")
+            logger.exception(
+                "loopback server: the script failed for request %d", self.request_count
+            )
             self.errors.append(exc)
-            await self._send_json(conn, stream, 500, error(500, f"script callable failed: {exc}"))
+            await self._send_json(conn, stream, 500, error(500, f"loopback script failed: {exc}"))
             return True
         if isinstance(item, Fault):
             return await self._fault(conn, stream, request, item, wire)
@@ -278,17 +287,22 @@ class LoopbackServer:
             events = anthropic_events(reply, body, self.chunk_size)
         head = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
         await self._send(conn, stream, h11.Response(status_code=200, headers=head))
+        if stall_after is not None:
+            try:
+                for event in events[:stall_after]:
+                    await self._send(conn, stream, h11.Data(data=event))
+            except trio.BrokenResourceError:
+                pass  # the client hung up before the stall began: that is the hang-up
+            else:
+                await self._wait_for_hangup(stream)
+            self.disconnects += 1
+            self._notify()
+            return False
         for index, event in enumerate(events):
             if index == cut_after:
                 return False
-            if index == stall_after:
-                await self._wait_for_hangup(stream)
-                return False
             await self._send(conn, stream, h11.Data(data=event))
         if cut_after is not None:
-            return False
-        if stall_after is not None:
-            await self._wait_for_hangup(stream)
             return False
         await self._send(conn, stream, h11.EndOfMessage())
         return True
@@ -299,8 +313,6 @@ class LoopbackServer:
                 pass
         except trio.BrokenResourceError:
             pass  # a reset is a hang-up too
-        self.disconnects += 1
-        self._notify()
 
     async def _fault(
         self,
@@ -335,6 +347,21 @@ class LoopbackServer:
             return await self._reply(
                 conn, stream, request, fault.reply, wire, stall_after=fault.after_chunks
             )
+        if fault.kind == "raw":
+            body = fault.body
+            if isinstance(body, str):
+                body = body.encode()
+            elif not isinstance(body, bytes):
+                body = json.dumps(body).encode()
+            head = [("content-type", fault.content_type), ("content-length", str(len(body)))]
+            await self._send(
+                conn,
+                stream,
+                h11.Response(status_code=fault.code, headers=head),
+                h11.Data(data=body),
+                h11.EndOfMessage(),
+            )
+            return True
         if fault.kind == "malformed_json":
             await self._send_json(conn, stream, 200, b'{"choices": [{"message": {"content": "x"')
             return True

@@ -21,7 +21,11 @@ class TestProviders:
     def test_provider_prefix_is_split_off(self):
         """'openai/gpt-4.1-mini' is provider openai, model gpt-4.1-mini."""
         model = iModel("openai/gpt-4.1-mini")
-        assert (model.provider, model.model, model.api_format) == ("openai", "gpt-4.1-mini", "openai")
+        assert (model.provider, model.model, model.api_format) == (
+            "openai",
+            "gpt-4.1-mini",
+            "openai",
+        )
         assert model.base_url == "https://api.openai.com/v1"
         assert model.supports_native_tools and model.supports_structured_output
 

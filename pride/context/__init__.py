@@ -1,0 +1,40 @@
+"""Context for a branch's turns: ephemeral provider blocks and capability grants.
+
+* :class:`ContextProviderRegistry` (``branch.providers``) asks registered
+  :class:`ContextProvider` objects for text before a turn's first model call
+  and injects what fits the token budget into that turn's requests only; the
+  :class:`ProviderReport` becomes ``branch.last_context_report``.
+* :class:`CapabilityGrant` (``branch.grant_capabilities(operable)``) tells
+  the model which structured blocks it may emit and turns what it emits into
+  ``StructuredOutput``, ``CapabilityViolation`` or ``EmissionRejected``
+  signals.
+
+Neither is serialised with a branch or copied by ``clone`` (ADR-0016 D2, D5).
+This package imports nothing of pride but :mod:`pride.errors` and
+:mod:`pride.messages`.
+"""
+
+from ._tokens import CHARS_PER_TOKEN as CHARS_PER_TOKEN, count_tokens as count_tokens
+from .capabilities import (
+    CAP_BEGIN as CAP_BEGIN,
+    CAP_END as CAP_END,
+    CapabilityGrant as CapabilityGrant,
+)
+from .providers import (
+    DEFAULT_BUDGET as DEFAULT_BUDGET,
+    ContextProvider as ContextProvider,
+    ContextProviderRegistry as ContextProviderRegistry,
+    ProviderReport as ProviderReport,
+)
+
+__all__ = [
+    "CAP_BEGIN",
+    "CAP_END",
+    "CHARS_PER_TOKEN",
+    "DEFAULT_BUDGET",
+    "CapabilityGrant",
+    "ContextProvider",
+    "ContextProviderRegistry",
+    "ProviderReport",
+    "count_tokens",
+]

@@ -1,0 +1,31 @@
+"""Branch memory: the MemoryStore protocol, its query types, and an in-process store.
+
+::
+
+    from pride.memory import InMemoryStore, MemoryItem, MemoryQuery
+
+    item_id = await branch.memory.store(MemoryItem(content="likes tea", tags=("pref",)))
+    hits = await branch.memory.search(MemoryQuery(text="tea"))
+
+``branch.memory`` is the branch's explicit store (kept by identity), else a
+session's default adopted on attachment, else an :class:`InMemoryStore`
+created on first access (ADR-0016 D3/D4). Memory is never serialised with a
+branch and never copied by ``clone``.
+
+This package imports nothing of pride but :mod:`pride.errors` and
+:mod:`pride.messages`.
+"""
+
+from ._in_memory import InMemoryStore as InMemoryStore
+from ._types import (
+    DEFAULT_SEARCH_LIMIT as DEFAULT_SEARCH_LIMIT,
+    MemoryItem as MemoryItem,
+    MemoryQuery as MemoryQuery,
+    MemoryStore as MemoryStore,
+)
+
+__all__ = ["DEFAULT_SEARCH_LIMIT", "InMemoryStore", "MemoryItem", "MemoryQuery", "MemoryStore"]
+
+for _name in ("InMemoryStore", "MemoryItem", "MemoryQuery", "MemoryStore"):
+    globals()[_name].__module__ = __name__
+del _name

@@ -1,0 +1,113 @@
+"""What a memory holds and how it is asked: MemoryItem, MemoryQuery, and the MemoryStore protocol.
+
+A memory store is a branch-scoped live extension (ADR-0016 D3): it belongs to
+a branch (or is shared by a session as a default), it is never serialised
+with the branch and never copied by ``clone``. Anything with the three async
+methods of :class:`MemoryStore` can be one: an in-process dict
+(:class:`~pride.memory.InMemoryStore`), a database, a vector index.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+from uuid import UUID
+
+import attrs
+
+__all__ = ["DEFAULT_SEARCH_LIMIT", "MemoryItem", "MemoryQuery", "MemoryStore"]
+
+DEFAULT_SEARCH_LIMIT = 20
+"""Results a :class:`MemoryQuery` returns unless it says otherwise."""
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):  # a lone string is one tag, not a tuple of characters
+        return (value,)
+    tags = tuple(value)
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise TypeError(f"memory tags must be strings, got {type(tag).__name__}")
+    return tags
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def _positive_int(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{attribute.name} must be a positive int, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class MemoryItem:
+    """One remembered piece of text.
+
+    Attributes:
+        content: the text remembered.
+        tags: labels to find it by (order kept, a lone string is one tag).
+        metadata: free-form data; :class:`MemoryQuery` filters match its values.
+        id: the item's identity (a fresh uuid4 unless given).
+        created_at: POSIX timestamp of creation.
+
+    Raises:
+        TypeError: ``content`` is not a string, a tag is not a string, or
+            ``metadata`` is not a mapping.
+    """
+
+    content: str = attrs.field(validator=attrs.validators.instance_of(str))
+    tags: tuple[str, ...] = attrs.field(default=(), converter=_tags)
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    id: UUID = attrs.field(factory=uuid.uuid4, validator=attrs.validators.instance_of(UUID))
+    created_at: float = attrs.field(factory=time.time)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryQuery:
+    """What to look for in a memory store; every given criterion must hold.
+
+    Attributes:
+        text: a substring the item's content must contain (case-insensitive);
+            None or ``""`` matches every item.
+        tags: tags the item must all carry.
+        filters: ``metadata[key] == value`` for each entry.
+        limit: at most this many results (default :data:`DEFAULT_SEARCH_LIMIT`).
+
+    Raises:
+        ValueError: ``limit`` is not a positive int.
+        TypeError: ``text`` is not a string, a tag is not a string, or
+            ``filters`` is not a mapping.
+    """
+
+    text: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
+    )
+    tags: tuple[str, ...] = attrs.field(default=(), converter=_tags)
+    filters: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    limit: int = attrs.field(default=DEFAULT_SEARCH_LIMIT, validator=_positive_int)
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Where a branch keeps what it remembers.
+
+    Implementations decide persistence and matching; every method is async
+    (a store may do I/O) and must checkpoint.
+    """
+
+    async def store(self, item: MemoryItem) -> UUID:
+        """Keep ``item`` (replacing one with the same id) and return its id."""
+        ...
+
+    async def retrieve(self, id: UUID) -> MemoryItem | None:
+        """The item with this id, or None."""
+        ...
+
+    async def search(self, query: MemoryQuery) -> list[MemoryItem]:
+        """Items matching ``query``, at most ``query.limit`` of them."""
+        ...

@@ -1,0 +1,230 @@
+"""operate: a structured turn with optional reasoning and tool actions.
+
+One operate call:
+
+1. builds the structure to ask for (:class:`~pride.operations._operative.Operative`):
+   the response format, plus ``reason`` and, on the fenced-JSON path, the
+   action fields;
+2. calls the model over the history, offering the selected tools when
+   ``actions=True``: natively when the model supports tool calling (the
+   provider's tool calls keep their ids), otherwise described in the system
+   text of the request, the model listing ``action_requests`` in its JSON;
+3. records the Instruction and the AssistantResponse;
+4. with ``invoke_actions``, executes the requested calls inside the turn
+   (:func:`~pride.operations.act.run_actions`: concurrent by default,
+   ``max_concurrent`` capping, or sequential), recording each
+   ActionRequest/ActionResponse pair, then calls the model again so its
+   answer reflects the results. This repeats while the model asks for tools,
+   for at most ``max_rounds`` rounds of execution; the call after the last
+   round offers no tools (``tool_choice="none"`` natively, no action fields
+   in the fenced schema), so the turn ends with an answer. The reference
+   system returns after one round; pride's callers expect an answer that
+   has seen the tool results;
+5. calls the context providers' writeback when actions produced responses;
+6. parses the final reply into the structure (reformat retries as in
+   :func:`~pride.operations.parse.parse_text`, ``handle_validation`` applying).
+
+Returns: with ``reason`` or ``actions`` on, an
+:class:`~pride.operations.results.OperateResult`; otherwise the parsed
+response format, or the reply text when there is none (or with
+``skip_validation``).
+
+Loop control: the turn's directive is checked between rounds (BREAK fails
+the turn with LoopBreak; CANCEL ends it cleanly with StopStream).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..messages import ActionCall, ActionResponse, Operate
+from ._context import gather_context, writeback_context
+from ._model_call import call_model, resolve_model
+from ._operative import Operative, Parsed
+from ._request import build_request
+from .act import action_calls, run_actions, unexecuted_note
+from .chat import make_instruction, make_response
+from .parse import parse_text
+from .results import OperateResult
+
+if TYPE_CHECKING:
+    from ..actors.branch import Branch
+    from ..actors.turn import TurnScope
+    from ..llm import ModelResponse, iModel
+
+__all__ = ["PARSE_RETRIES", "operate", "tools_prompt"]
+
+log = logging.getLogger("pride.operations")
+
+PARSE_RETRIES = 3
+"""Reformat calls operate allows when the final reply does not parse."""
+
+
+def tools_prompt(schemas: Sequence[dict[str, Any]]) -> str:
+    """The system text describing tools on the fenced-JSON path."""
+    lines = [
+        "You can use these tools. To call them, list the calls in `action_requests` "
+        'as {"function": <tool name>, "arguments": {...}}; their results come back '
+        "in the next message. Leave `action_requests` empty when no tool is needed.",
+    ]
+    for schema in schemas:
+        parameters = json.dumps(schema.get("parameters") or {}, separators=(",", ":"))
+        description = schema.get("description") or ""
+        lines.append(f"- {schema['name']}: {description} Parameters (JSON schema): {parameters}")
+    return "\n".join(lines)
+
+
+async def operate(branch: Branch, command: Operate, scope: TurnScope | None) -> Any:
+    """Run a structured turn; see the module docstring for the algorithm.
+
+    Raises:
+        ValueError: ``max_rounds`` is negative, or the response format clashes
+            with the fields operate adds.
+        KeyError: ``tools`` names a tool that is not registered.
+        ParseFailed: the final reply did not parse and ``handle_validation="raise"``.
+        ProviderError: a model call failed.
+        LoopBreak: a BREAK directive arrived between rounds.
+    """
+    if command.max_rounds < 0:
+        raise ValueError(f"max_rounds must be >= 0, got {command.max_rounds}")
+    model = resolve_model(branch, command.chat_model, scope)
+    native = model.supports_native_tools
+    offered = branch.acts.schemas(command.tools) if command.actions else ()
+    fenced = bool(offered) and not native
+    operative = Operative(command.response_format, reason=command.reason, actions=fenced)
+    instruction = make_instruction(
+        branch, command, tool_schemas=offered, response_schema=operative.schema
+    )
+    await gather_context(branch, scope, instruction)
+    turn = _Rounds(branch, command, scope=scope, model=model, offered=offered, native=native)
+    response = await turn.call(instruction, operative, last=False)
+    branch.add_message(instruction)
+    current = operative
+    while True:
+        parsed: Any = None
+        if native:  # calls to tools that were not offered are never run
+            calls, errors = action_calls(response.tool_calls if offered else ())
+        else:
+            parsed = await turn.parse(current, response.text)
+            calls = list(parsed.calls) if isinstance(parsed, Parsed) else []
+            errors = {}
+        execute = bool(calls) and command.invoke_actions and turn.rounds < command.max_rounds
+        turn.record_reply(response, calls, executed=execute)
+        if not execute:
+            break
+        await turn.execute(calls, errors)
+        if scope is not None:
+            scope.check_control()
+        last = turn.rounds >= command.max_rounds
+        if fenced and last:
+            current = Operative(command.response_format, reason=command.reason, actions=False)
+        response = await turn.call(None, current, last=last)
+    if turn.responses:
+        await writeback_context(branch, list(turn.responses))
+    if native:
+        parsed = await turn.parse(operative, response.text)
+    if isinstance(parsed, Parsed):
+        output, reason = parsed.output, parsed.reason
+    else:  # no structure, skip_validation, or a parse failure under return_value/none
+        output, reason = parsed, None
+    if command.reason or command.actions:
+        return OperateResult(output, reason, tuple(turn.requested), tuple(turn.responses))
+    return output
+
+
+class _Rounds:
+    """The state of one operate call's rounds: calls requested, responses recorded."""
+
+    def __init__(
+        self,
+        branch: Branch,
+        command: Operate,
+        *,
+        scope: TurnScope | None,
+        model: iModel,
+        offered: Sequence[dict[str, Any]],
+        native: bool,
+    ) -> None:
+        self.branch = branch
+        self.command = command
+        self.scope = scope
+        self.model = model
+        self.offered = offered
+        self.native = native
+        self.rounds = 0
+        self.requested: list[ActionCall] = []
+        self.responses: list[ActionResponse] = []
+
+    async def call(self, instruction: Any, operative: Operative, *, last: bool) -> ModelResponse:
+        """One model call; ``instruction`` None continues from the recorded history."""
+        tools: Sequence[dict[str, Any]] = ()
+        tool_choice = None
+        extra = None
+        if self.offered and self.native:
+            tools = self.offered
+            tool_choice = "none" if last else None
+        elif self.offered and operative.actions:
+            extra = tools_prompt(self.offered)
+        request = build_request(
+            self.branch,
+            self.model,
+            self.scope,
+            instruction,
+            tools=tools,
+            tool_choice=tool_choice,
+            response_format=operative.schema,
+            options=self.command.request_options,
+            extra_system=extra,
+        )
+        return await call_model(self.branch, self.scope, self.model, request)
+
+    async def parse(self, operative: Operative, text: str) -> Any:
+        """The reply parsed into ``operative`` (a Parsed), or the fallback value."""
+        if not operative.structured or self.command.skip_validation:
+            return text
+        return await parse_text(
+            self.branch,
+            self.scope,
+            text,
+            operative,
+            max_retries=PARSE_RETRIES,
+            handle_validation=self.command.handle_validation,
+            parse_model=self.command.parse_model,
+        )
+
+    def record_reply(
+        self, response: ModelResponse, calls: Sequence[ActionCall], *, executed: bool
+    ) -> None:
+        """Record the reply; native calls that will not run are noted in its text."""
+        self.requested.extend(calls)
+        text = response.text
+        if self.native and calls and not executed:
+            if self.command.invoke_actions:
+                log.warning(
+                    "operate on branch %r: the model asked for tools after the last round "
+                    "(max_rounds=%d); the calls were not executed",
+                    self.branch.name,
+                    self.command.max_rounds,
+                )
+            note = unexecuted_note(calls)
+            text = f"{text}\n\n{note}" if text else note
+        elif self.native and calls and not text:
+            return  # the tool calls alone are the reply (an empty text block is invalid)
+        self.branch.add_message(make_response(self.branch, response, text))
+
+    async def execute(self, calls: Sequence[ActionCall], errors: dict[int, str]) -> None:
+        """Run one round of calls and record their pairs."""
+        self.responses.extend(
+            await run_actions(
+                self.branch,
+                self.scope,
+                calls,
+                strategy=self.command.action_strategy,
+                max_concurrent=self.command.max_concurrent,
+                argument_errors=errors,
+            )
+        )
+        self.rounds += 1

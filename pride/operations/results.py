@@ -1,0 +1,80 @@
+"""The structured types the verbs ask models for and return.
+
+* :class:`Reason`: the ``reason`` field ``operate(reason=True)`` adds.
+* :class:`OperateResult`: what ``operate`` returns when ``reason`` or
+  ``actions`` is on.
+* :class:`ReActAnalysis`: the format of each ReAct round.
+* :class:`Analysis`: ReAct's default final-answer format.
+
+They are attrs classes, so msgspec derives their JSON schemas and builds them
+from the model's JSON like any user response format.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from ..messages import ActionCall, ActionResponse
+
+__all__ = ["Analysis", "OperateResult", "ReActAnalysis", "Reason"]
+
+
+@attrs.frozen
+class Reason:
+    """Why the model answered as it did.
+
+    Attributes:
+        title: a few words naming the reasoning.
+        content: the reasoning itself.
+        confidence_score: the model's confidence, from 0 to 1.
+    """
+
+    title: str | None = None
+    content: str | None = None
+    confidence_score: float | None = None
+
+
+@attrs.frozen
+class OperateResult:
+    """The outcome of ``operate`` with ``reason`` or ``actions`` on.
+
+    Attributes:
+        output: the parsed response format; without a response format, the
+            model's answer text. When parsing failed it is the reply text
+            (``handle_validation="return_value"``) or None (``"return_none"``).
+        reason: the model's :class:`Reason`, when ``reason=True`` and it gave one.
+        action_requests: every tool call the model asked for, in order,
+            executed or not.
+        action_responses: the recorded responses of the calls that were
+            executed (empty when ``invoke_actions=False``).
+    """
+
+    output: Any
+    reason: Reason | None = None
+    action_requests: tuple[ActionCall, ...] = ()
+    action_responses: tuple[ActionResponse, ...] = ()
+
+
+@attrs.frozen
+class ReActAnalysis:
+    """One ReAct round: the model's analysis, and whether it wants another round.
+
+    Attributes:
+        analysis: what the model concluded from the request and results so far.
+        extension_needed: True to ask for another think-act-observe round.
+        action_strategy: how the next round's actions should run
+            (``"sequential"`` when their order matters).
+    """
+
+    analysis: str
+    extension_needed: bool = False
+    action_strategy: Literal["concurrent", "sequential"] | None = None
+
+
+@attrs.frozen
+class Analysis:
+    """ReAct's default final-answer format: the answer text."""
+
+    answer: str

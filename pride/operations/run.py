@@ -1,0 +1,115 @@
+"""run: stream a turn's messages as they are produced, tool loop included.
+
+Items, in order: the Instruction (recorded first), the reply's text chunks
+(``str``) while the model streams, the AssistantResponse, then for each
+round of tool calls the ActionRequests (before the calls run) and the
+ActionResponses. The model is offered the selected tools natively (a model
+without native tool calling is offered none); its calls are executed inside
+the turn and fed back until it answers without tool calls. At most
+``max_rounds`` rounds of calls run; the call after the last round is made
+with ``tool_choice="none"``, so the turn ends with an answer.
+
+Loop control is checked after every item (chunks included): BREAK fails the
+turn (:class:`~pride.LoopBreak`), CANCEL ends it cleanly. A consumer leaving
+early ends it cleanly too; whatever was recorded stays recorded, and a tool
+call cut short still gets an ActionResponse saying so.
+
+Through ``ask`` (no stream consumer) run returns the list of items it would
+have streamed, without chunks; on CANCEL, the items so far.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StopStream
+from ..messages import Run
+from ._context import gather_context
+from ._model_call import call_model, resolve_model
+from ._request import build_request
+from .act import action_calls, run_actions, unexecuted_note
+from .chat import make_instruction, make_response
+from .formats import format_schema
+
+if TYPE_CHECKING:
+    from ..actors.branch import Branch
+    from ..actors.turn import TurnScope
+
+__all__ = ["run"]
+
+log = logging.getLogger("pride.operations")
+
+
+async def run(branch: Branch, command: Run, scope: TurnScope | None) -> list[Any] | None:
+    """Stream the turn's messages; return them as a list when nobody streams.
+
+    Raises:
+        ValueError: ``max_rounds`` is negative.
+        KeyError: ``tools`` names a tool that is not registered.
+        ProviderError: a model call failed.
+        LoopBreak: a BREAK directive.
+    """
+    if command.max_rounds < 0:
+        raise ValueError(f"max_rounds must be >= 0, got {command.max_rounds}")
+    streaming = scope is not None and scope.streaming
+    items: list[Any] = []
+
+    async def put(item: Any) -> None:
+        if scope is None:
+            items.append(item)
+            return
+        if streaming:
+            await scope.emit(item)
+        else:
+            items.append(item)
+        scope.check_control()
+
+    model = resolve_model(branch, command.chat_model, scope)
+    tools = branch.acts.schemas(command.tools) if model.supports_native_tools else ()
+    schema = format_schema(command.response_format)
+    instruction = make_instruction(branch, command, tool_schemas=tools, response_schema=schema)
+    await gather_context(branch, scope, instruction)
+    try:
+        branch.add_message(instruction)
+        await put(instruction)
+        rounds = 0
+        while True:
+            last = rounds >= command.max_rounds
+            request = build_request(
+                branch,
+                model,
+                scope,
+                None,
+                tools=tools,
+                tool_choice="none" if tools and last else None,
+                response_format=schema,
+                options=command.request_options,
+            )
+            response = await call_model(branch, scope, model, request, control=True)
+            calls, errors = action_calls(response.tool_calls)
+            if calls and (last or not tools):
+                log.warning(
+                    "run on branch %r: the model asked for tools %s; the calls were not executed",
+                    branch.name,
+                    f"after the last round (max_rounds={command.max_rounds})"
+                    if tools
+                    else "it was not offered",
+                )
+                note = unexecuted_note(calls)
+                text = f"{response.text}\n\n{note}" if response.text else note
+                calls = []
+            else:
+                text = response.text
+            if text or not calls:
+                assistant = make_response(branch, response, text)
+                branch.add_message(assistant)
+                await put(assistant)
+            if not calls:
+                break
+            await run_actions(branch, scope, calls, argument_errors=errors, emit=put)
+            rounds += 1
+    except StopStream:
+        if streaming:
+            raise
+    return None if streaming else items

@@ -1,0 +1,77 @@
+"""A supervisor's records of its children: who each is, and each run of it.
+
+A child is started many times over its life (restarts); each start is a
+:class:`Run`, ended exactly once, and the child record points at the
+current one. Reports about an older run are stale and ignored.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import trio
+
+from ..actors import Branch
+from .strategy import RestartType
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["Child", "ChildState", "Run", "Status", "close"]
+
+ChildState = Literal["running", "stopping", "leaving", "stopped"]
+
+
+@attrs.define(eq=False)
+class Run:
+    """One incarnation of a child: started, then ended exactly once."""
+
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    started: bool = False
+    # The supervisor is ending this run itself and handles the end where it asked.
+    expected: bool = False
+    reason: str | None = None  # what serve returned; None if it crashed or was cancelled
+    crash: Exception | None = None
+
+
+@attrs.define(eq=False)
+class Child:
+    """A member of a session: a branch or a child session, with its restart type.
+
+    ``state`` is ``running`` (a run is live), ``stopping`` (the supervisor
+    is ending the run), ``leaving`` (``remove`` asked it to stop) or
+    ``stopped``. Children keep their start order in the session's list.
+    """
+
+    actor: Branch | Session
+    restart: RestartType
+    state: ChildState = "stopped"
+    run: Run | None = None
+    gone: trio.Event | None = None  # set once a remove has finished
+
+    @property
+    def name(self) -> str:
+        return self.actor.name
+
+
+@attrs.define
+class Status:
+    """Wraps a TaskStatus to note that the run started (a crash before it is a start failure)."""
+
+    inner: Any
+    run: Run
+
+    def started(self, value: Any = None) -> None:
+        self.run.started = True
+        self.inner.started(value)
+
+
+def close(child: Child, detail: str) -> int:
+    """Close a stopped branch child's mailbox (queued envelopes get BranchClosed)."""
+    actor = child.actor
+    if isinstance(actor, Branch) and actor.running:
+        actor._close_mailbox(detail)
+        return 1
+    return 0

@@ -1,0 +1,90 @@
+"""Sessions and the branch store: restore conversations on spawn, persist as they grow.
+
+A session given a :class:`~pride.store.BranchStore` wires each member that has
+a stable name (one given by code, so the same across process restarts):
+
+* on spawn, a stored conversation with that name is restored into the branch
+  (its id and messages; models, tools and providers are wired by code), or the
+  branch is saved as a new entry;
+* every recorded message is queued for the store as it is added;
+* every turn ends with one commit of what is queued (a turn barrier), before
+  its terminal signal and before its caller is answered, so a crash loses at
+  most the turn in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from uuid import UUID
+
+from ..actors import Branch
+from ..messages import RoledMessage
+from ..store import BranchStore
+
+__all__ = ["Persistence"]
+
+log = logging.getLogger("pride.session")
+
+
+class Persistence:
+    """The wiring between one store and the members of one session."""
+
+    def __init__(self, store: BranchStore) -> None:
+        self.store = store
+        self._wired: dict[Branch, Any] = {}
+
+    async def restore_or_register(self, branch: Branch) -> bool:
+        """Restore ``branch``'s conversation from the store, or save it as new.
+
+        Returns True if a stored conversation was restored. Branches without
+        a stable name are left alone (their names change between runs).
+        """
+        if not branch.stable_name or branch in self._wired:
+            return False
+        stored = await self.store.load(branch.name)
+        restored = stored is not None
+        if stored is not None:
+            messages = await self.store.load_messages(branch.name)
+            branch.id = UUID(stored["id"]) if "id" in stored else branch.id
+            branch.id_str = str(branch.id)
+            branch.messages.clear(keep_system=False)
+            for message in messages:
+                branch.messages.append(message)
+            await self.store.register(branch.name)
+            log.info("restored branch %r: %d messages", branch.name, len(messages))
+        else:
+            await self.store.save_branch(
+                branch.name, branch.id_str, _projection(branch), list(branch.messages)
+            )
+        self._wire(branch)
+        return restored
+
+    def _wire(self, branch: Branch) -> None:
+        store = self.store
+
+        def persist(branch: Branch, message: RoledMessage) -> None:
+            store.append(branch.name, message)
+
+        branch.add_message_listener(persist)
+        branch._turn_barriers.append(store.flush)
+        self._wired[branch] = persist
+
+    def unwire(self, branch: Branch) -> None:
+        """Stop persisting ``branch`` (it left the session)."""
+        persist = self._wired.pop(branch, None)
+        if persist is None:
+            return
+        branch.remove_message_listener(persist)
+        if self.store.flush in branch._turn_barriers:
+            branch._turn_barriers.remove(self.store.flush)
+
+
+def _projection(branch: Branch) -> dict[str, Any]:
+    """The branch's serialised projection without its messages (they are stored apart)."""
+    to_dict = getattr(branch, "to_dict", None)
+    if callable(to_dict):
+        data = dict(to_dict(mode="json"))
+        data.pop("messages", None)
+        return data
+    return {"id": branch.id_str, "name": branch.name}

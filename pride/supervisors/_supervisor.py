@@ -1,0 +1,398 @@
+"""The supervisor loop: children, their runs, crashes, restarts and ordered stops.
+
+One nursery per session owns every child's actor task. A child is a
+:class:`~pride.Branch` (its task runs ``branch.serve``) or a child session
+(its task runs that session's own supervisor). Each time a child is started
+it gets a fresh :class:`Run` (one incarnation: a task, a cancel scope, an
+outcome); restarting a child means starting a new run over the same branch
+object and the same mailbox, so the conversation and the queued envelopes
+survive.
+
+Every run that ends on its own (a crash, or a ``Stop`` somebody sent)
+is reported on a channel to the supervisor task, which handles reports one
+at a time under the session's lock. Ends the supervisor asked for itself (a
+restart's sibling stops, a shutdown) are handled where they were asked and
+their reports ignored, so there is exactly one place deciding about each
+run. Stop and suspend requests travel through the same channel, which means
+a ``session.stop()`` called from inside a member's own turn cannot strand
+the shutdown half-way when that turn is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..actors import Branch
+from ..actors.mailbox import Reply
+from ..errors import PrideError, SupervisorFailed
+from ..messages import BranchRestarted, BranchStarted, BranchStopped, SessionFailed, Signal, Stop
+from ._child import Child, Run, Status, close
+from .strategy import RestartIntensity, Strategy, restart_group, restarts_after_crash
+
+if TYPE_CHECKING:
+    from .hooks import HookBus
+    from .observer import Observer
+
+log = logging.getLogger("pride.session")
+
+
+class Supervisor:
+    """The supervision half of a Session (see the module docstring)."""
+
+    name: str
+    id: Any
+    hooks: HookBus
+    _observer: Observer
+
+    def __init__(self, strategy: Strategy, intensity: RestartIntensity) -> None:
+        self._strategy = strategy
+        self._intensity = intensity
+        self._children: list[Child] = []
+        self._lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self._events: trio.MemorySendChannel[tuple[Any, ...]] | None = None
+        self._finished = trio.Event()
+        self._failure: Exception | None = None
+        self._resume: list[Child] = []  # children to bring back when served again
+        self._deadline: float | None = None  # set while stopping; stop() may tighten it
+        self._suspended = False  # the last run ended in a suspend (a parent's restart)
+        self._grace_scope: trio.CancelScope | None = None
+
+    # ------------------------------------------------------------ running
+
+    @property
+    def running(self) -> bool:
+        """True while the session supervises (between start and the end of its stop)."""
+        return self._nursery is not None and not self._finished.is_set()
+
+    async def _supervise_run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> str:
+        """Serve as a supervisor until stopped, failed or suspended.
+
+        Returns ``"normal"`` after a stop and ``"suspend"`` after a suspend.
+
+        Raises:
+            SupervisorFailed: restart intensity was exceeded; ``__cause__``
+                is the last crash. The children were stopped first.
+        """
+        if self._nursery is not None:
+            raise RuntimeError(f"session {self.name!r} is already running")
+        self._failure = None
+        self._finished = trio.Event()
+        self._deadline = None
+        self._suspended = False
+        self._intensity.reset()
+        send, receive = trio.open_memory_channel[tuple[Any, ...]](math.inf)
+        resume, self._resume = self._resume, []
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery, self._events = nursery, send
+                nursery.start_soon(self._supervise, receive, name=f"supervisor {self.name}")
+                await self._hook("session_start", {"session": self})
+                async with self._lock:
+                    for child in resume:
+                        try:
+                            await self._start(child, restart=True)
+                        except Exception as exc:  # failing to start again is a crash too
+                            await self._on_crash(child, exc)
+                        if self._finished.is_set():
+                            break
+                task_status.started()
+                await self._finished.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._nursery = self._events = None
+            send.close()
+            self._abandon()
+            self._finished.set()  # whoever waits on a stop: it is over, one way or another
+        if self._failure is not None:
+            raise SupervisorFailed(
+                f"session {self.name!r} exceeded its restart intensity "
+                f"({self._intensity.max_restarts} per {self._intensity.period}s)"
+            ) from self._failure
+        return "suspend" if self._suspended else "normal"
+
+    def _post(self, *event: Any) -> bool:
+        events = self._events
+        if events is None:
+            return False
+        try:
+            events.send_nowait(event)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            return False
+        return True
+
+    async def _supervise(self, receive: trio.MemoryReceiveChannel[tuple[Any, ...]]) -> None:
+        async with receive:
+            async for event in receive:
+                async with self._lock:
+                    if self._finished.is_set():
+                        continue
+                    kind = event[0]
+                    if kind == "exit":
+                        await self._on_exit(event[1], event[2])
+                    elif kind == "stop":
+                        await self._shutdown()
+                    elif kind == "suspend":
+                        await self._suspend_all()
+
+    async def _run_child(self, child: Child, run: Run, *, task_status: Any) -> None:
+        status = Status(task_status, run)
+        try:
+            with run.scope:
+                try:
+                    actor = child.actor
+                    if isinstance(actor, Branch):
+                        # The session's nursery hosts the actor's turn-scoped tasks.
+                        run.reason = await actor.serve(self._nursery, task_status=status)
+                    else:
+                        run.reason = await actor._supervise_run(task_status=status)
+                except Exception as exc:
+                    if not run.started:
+                        raise  # out of nursery.start: the child failed to start
+                    run.crash = exc
+        finally:
+            run.ended.set()
+            if run.started and not run.expected:
+                self._post("exit", child, run)
+
+    async def _start(self, child: Child, *, restart: bool) -> None:
+        """Start a new run of ``child`` in the session's nursery and announce it."""
+        assert self._nursery is not None
+        run = Run()
+        child.run, child.state = run, "running"
+        try:
+            await self._nursery.start(self._run_child, child, run)
+        except BaseException:
+            child.state = "stopped"
+            raise
+        await self._announce(
+            BranchStarted(branch_id=child.actor.id, branch_name=child.name, restart=restart),
+            "branch_start",
+            {"session": self, "branch": child.actor, "restart": restart},
+        )
+
+    # ------------------------------------------------------------ crashes
+
+    async def _on_exit(self, child: Child, run: Run) -> None:
+        if child.run is not run or run.expected:
+            return  # stale: a later run exists, or the end was handled where it was asked
+        if child.state == "leaving":
+            await self._forget(child, run)
+        elif run.crash is not None:
+            await self._on_crash(child, run.crash)
+        else:
+            child.state = "stopped"
+            close(child, "its actor was stopped")
+            await self._announce_stop(child, "normal", None)
+
+    async def _on_crash(self, child: Child, crash: Exception) -> None:
+        """Apply the strategy to a crash of ``child`` (its run has ended)."""
+        log.warning("session %r: child %r crashed: %r", self.name, child.name, crash)
+        child.state = "stopped"
+        await self._announce_stop(child, "crash", crash)
+        if not restarts_after_crash(child.restart):
+            close(child, "it crashed and is temporary (never restarted)")
+            return
+        if not self._intensity.allow(trio.current_time()):
+            await self._fail(child, crash)
+            return
+        running = [c for c in self._children if c.state == "running" or c is child]
+        group = restart_group(self._strategy, running, child)
+        restartable: set[int] = {id(child)}
+        for sibling in reversed(group):
+            if sibling is not child and await self._halt(sibling):
+                restartable.add(id(sibling))
+        cause = f"{type(crash).__name__}: {crash}"
+        for member in group:
+            if id(member) not in restartable:
+                continue
+            if member is not child and not restarts_after_crash(member.restart):
+                close(member, "a sibling crashed and it is temporary (never restarted)")
+                continue
+            await self._announce(
+                BranchRestarted(branch_id=member.actor.id, branch_name=member.name, cause=cause),
+                "branch_restart",
+                {"session": self, "branch": member.actor, "cause": crash},
+            )
+            try:
+                await self._start(member, restart=True)
+            except Exception as again:  # it crashed while starting: a crash like any other
+                await self._on_crash(member, again)
+                if self._finished.is_set():  # that crash failed the session
+                    return
+
+    async def _halt(self, child: Child) -> bool:
+        """Stop a sibling for a restart: cancel its running turn, keep its mailbox.
+
+        Returns True if it may be started again (it was not stopped on purpose).
+        """
+        run = child.run
+        assert run is not None
+        run.expected = True
+        child.state = "stopping"
+        actor = child.actor
+        if not run.ended.is_set():
+            if isinstance(actor, Branch):
+                suspend: Reply | None = None
+                with contextlib.suppress(PrideError):  # closed: its run is ending by itself
+                    suspend = actor._suspend("restart")
+                await run.ended.wait()
+                if suspend is not None and not suspend.done:
+                    suspend.cancel("restart")  # never leave a stale Suspend queued
+            else:
+                actor._post("suspend")
+                await run.ended.wait()
+        child.state = "stopped"
+        await self._announce_stop(child, "crash" if run.crash else "shutdown", run.crash)
+        return run.reason not in ("normal", "shutdown")
+
+    async def _fail(self, crashed: Child, crash: Exception) -> None:
+        """Past the intensity limit: announce, stop every child at once, finish failed."""
+        log.error("session %r: restart intensity exceeded; last crash: %r", self.name, crash)
+        self._failure = crash
+        cause = f"{type(crash).__name__}: {crash}"
+        await self._announce(
+            SessionFailed(session_name=self.name, cause=cause),
+            "session_failed",
+            {"session": self, "cause": crash},
+        )
+        self._deadline = trio.current_time()
+        resume = [c for c in self._children if c.state == "running" or c is crashed]
+        await self._stop_children()
+        close(crashed, "its session failed")
+        # A parent that restarts this session brings these back.
+        self._resume = [c for c in resume if restarts_after_crash(c.restart)]
+        self._finished.set()
+
+    # ------------------------------------------------------------ stopping
+
+    def _request_stop(self, deadline: float) -> None:
+        """Ask the supervisor to stop every child by ``deadline`` (tightening an earlier ask)."""
+        if self._deadline is not None:
+            self._deadline = min(self._deadline, deadline)
+            if self._grace_scope is not None:
+                self._grace_scope.deadline = min(self._grace_scope.deadline, deadline)
+            return
+        self._deadline = deadline
+        self._post("stop")
+
+    async def _shutdown(self) -> None:
+        await self._stop_children()
+        await self._hook("session_stop", {"session": self})
+        self._resume = []
+        self._finished.set()
+
+    async def _suspend_all(self) -> None:
+        """For a parent's restart: halt every child, keeping mailboxes; finish 'suspended'."""
+        resume = []
+        for child in reversed(self._children):
+            if child.state == "running" and await self._halt(child):
+                if restarts_after_crash(child.restart):
+                    resume.append(child)
+                else:
+                    close(child, "its session restarted and it is temporary")
+        self._resume = resume[::-1]
+        self._suspended = True
+        self._finished.set()
+
+    async def _stop_children(self) -> None:
+        """Stop children one after another in reverse start order, by ``self._deadline``."""
+        for child in reversed(self._children):
+            if child.state in ("running", "leaving"):
+                await self._stop_child(child)
+
+    async def _stop_child(self, child: Child) -> None:
+        run = child.run
+        assert run is not None and self._deadline is not None
+        leaving = child.state == "leaving"
+        run.expected = True
+        child.state = "stopping"
+        actor = child.actor
+        if not run.ended.is_set():
+            if isinstance(actor, Branch):
+                try:
+                    mailbox = actor._require_mailbox()
+                    mailbox.put_priority(Reply(actor, Stop(reason="shutdown")))
+                except PrideError:
+                    pass  # closed already: the run is ending by itself
+                with trio.CancelScope(deadline=self._deadline) as grace:
+                    self._grace_scope = grace
+                    await run.ended.wait()
+                self._grace_scope = None
+                if not run.ended.is_set():  # grace is over: cancel the turn (TurnCancelled)
+                    run.scope.cancel()
+                    await run.ended.wait()
+            else:
+                actor._request_stop(self._deadline)
+                await run.ended.wait()
+        child.state = "stopped"
+        close(child, "its session shut down")
+        if leaving:
+            await self._forget(child, run)
+        else:
+            reason = "crash" if run.crash is not None else "shutdown"
+            await self._announce_stop(child, reason, run.crash)
+
+    async def _forget(self, child: Child, run: Run) -> None:
+        """Finish a ``remove``: detach, drop from the membership, announce, wake the caller."""
+        child.state = "stopped"
+        close(child, "it was removed from its session")
+        self._release(child)
+        if child in self._children:
+            self._children.remove(child)
+        await self._announce_stop(child, "crash" if run.crash else "normal", run.crash)
+        if child.gone is not None:
+            child.gone.set()
+
+    def _release(self, child: Child) -> None:
+        """Undo membership wiring (the actor is not running); overridden by Session."""
+
+    def _abandon(self) -> None:
+        """The nursery is gone: close the mailboxes of children not kept for a restart."""
+        kept = {id(child) for child in self._resume}
+        lost = 0
+        for child in self._children:
+            if child.state != "stopped" and id(child) not in kept:
+                child.state = "stopped"
+                lost += close(child, "its session was cancelled")
+                if child.gone is not None:
+                    child.gone.set()
+        if lost:
+            log.warning(
+                "session %r was cancelled; %d children stopped without a shutdown", self.name, lost
+            )
+
+    # ------------------------------------------------------------ announcing
+
+    async def _announce_stop(self, child: Child, reason: str, error: Exception | None) -> None:
+        await self._announce(
+            BranchStopped(
+                branch_id=child.actor.id,
+                branch_name=child.name,
+                reason=reason,  # type: ignore[arg-type]
+                error=f"{type(error).__name__}: {error}" if error is not None else None,
+            ),
+            "branch_stop",
+            {"session": self, "branch": child.actor, "reason": reason, "error": error},
+        )
+
+    async def _announce(self, signal: Signal, point: str, payload: Mapping[str, Any]) -> None:
+        """Deliver a lifecycle signal to the observer, then fire its hook point."""
+        pending = self._observer.dispatch(signal)
+        if pending is not None:
+            await pending
+        await self._hook(point, payload)
+
+    async def _hook(self, point: str, payload: Mapping[str, Any]) -> None:
+        try:
+            pending = self.hooks.emit(point, payload)
+            if pending is not None:
+                await pending
+        except Exception:  # Escalate too: a lifecycle hook has no turn to fail
+            log.exception("session %r: hook %s failed", self.name, point)

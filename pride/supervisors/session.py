@@ -1,0 +1,448 @@
+"""Session: a supervisor of branches (and of child sessions).
+
+::
+
+    async with pride.Session(name="team") as session:
+        planner = await session.spawn(Branch(name="planner", chat_model=...))
+        await session.spawn(Branch(name="researcher", chat_model=...))
+        answer = await session.ask("planner", Chat("plan a trip"))
+
+A session owns its members' actor tasks (one nursery), wires its shared
+references into them with priority-lane ``Attach`` messages (observer, hooks,
+operation registry, memory default, a name directory), restarts crashed
+actors by its strategy (:mod:`pride.supervisors.strategy`), and stops
+everything in reverse start order on the way out. Membership is exclusive:
+a branch belongs to at most one session at a time.
+
+The supervision mechanics live in :mod:`pride.supervisors._supervisor` and
+the membership wiring in :mod:`pride.supervisors._membership`; this module
+is the public surface: membership, exchange, observation, operations and the
+session's own lifecycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Self, TypeVar
+from uuid import UUID
+
+import attrs
+import trio
+
+from ..actors import Branch, Reply, ask, send
+from ..actors.actor import FINALIZE_GRACE
+from ..errors import UnknownBranch
+from ..memory import InMemoryStore, MemoryStore
+from ..messages import Call, Command, RunEnd, RunFailed, Signal
+from ..operations.registry import OperationManager
+from ..store import BranchStore
+from ._membership import Membership
+from ._persistence import Persistence
+from .hooks import HookBus
+from .observer import Filter, Handler, Observer
+from .strategy import (
+    RestartIntensity,
+    RestartType,
+    Strategy,
+    check_restart_type,
+    check_strategy,
+)
+
+__all__ = ["DEFAULT_GRACE", "Session", "SessionStatistics"]
+
+log = logging.getLogger("pride.session")
+
+DEFAULT_GRACE = 5.0
+"""Seconds running turns get to finish when a session stops (OTP's shutdown timeout)."""
+
+_Member = TypeVar("_Member", Branch, "Session")
+
+
+@attrs.frozen
+class SessionStatistics:
+    """A snapshot of a session and every session below it (see :meth:`Session.statistics`).
+
+    Attributes:
+        branches: member branches in the tree.
+        running: those whose actor is serving.
+        sessions: child sessions in the tree.
+        queued: work envelopes waiting in the members' mailboxes.
+        turns_done: turns that ended with ``RunEnd``.
+        turns_failed: turns that ended with ``RunFailed`` (cancellations included).
+        restarts: restart events performed (a one_for_all restart counts once).
+    """
+
+    branches: int
+    running: int
+    sessions: int
+    queued: int
+    turns_done: int
+    turns_failed: int
+    restarts: int
+
+
+class Session(Membership):
+    """A supervisor: membership, restarts, ordered shutdown, observer, hooks, operations.
+
+    Args:
+        name: a human name (default ``session-<8 hex>``); child sessions are
+            resolved and reported under it.
+        strategy: ``"one_for_one"``, ``"one_for_all"`` or ``"rest_for_one"``.
+        max_restarts: restart events allowed within ``period`` seconds; one
+            more fails the session (0: the first crash does).
+        period: the intensity window, in seconds.
+        grace: seconds running turns get to finish when the session stops.
+        memory: the default memory store offered to members (adopted only by
+            branches without one); default: an ``InMemoryStore`` made on first use.
+        store: a :class:`~pride.store.BranchStore` (or a path to open one at):
+            members with a stable name are restored from it when spawned and
+            every recorded message is persisted, one commit per turn.
+
+    Raises:
+        ValueError: a bad strategy, ``max_restarts``, ``period`` or ``grace``.
+        TypeError: ``memory`` is not a MemoryStore.
+
+    Use it as ``async with Session(...) as session:``; leaving the block stops
+    the members (gracefully; at once if the block raised) and raises
+    :class:`~pride.SupervisorFailed` if the session failed. A session runs
+    once; a child session is started with ``parent.spawn(child)`` or
+    ``parent.spawn_session(...)`` instead.
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        strategy: Strategy = "one_for_one",
+        max_restarts: int = 3,
+        period: float = 5.0,
+        grace: float = DEFAULT_GRACE,
+        memory: MemoryStore | None = None,
+        store: BranchStore | str | Path | None = None,
+    ) -> None:
+        super().__init__(check_strategy(strategy), RestartIntensity(max_restarts, period))
+        if memory is not None and not isinstance(memory, MemoryStore):
+            raise TypeError(
+                f"memory must be a MemoryStore (store/retrieve/search), got {type(memory).__name__}"
+            )
+        self.grace = _check_grace(grace)
+        self.id: UUID = uuid.uuid4()
+        self.name: str = name if name is not None else f"session-{self.id.hex[:8]}"
+        self.hooks: HookBus = HookBus()
+        """The session's hook bus, attached to every member (see :mod:`pride.supervisors.hooks`)."""
+        self._observer = Observer()
+        self._observer.observe((RunEnd, RunFailed), handler=self._count_turn)
+        self._operations = OperationManager()
+        self._memory = memory
+        self._parent: Membership | None = None
+        self._outer: Any = None  # the private nursery of `async with`
+        self._closed = False  # finished for good: members released
+        self._turns_done = 0
+        self._turns_failed = 0
+        self._restarts_below = 0  # restart events of child sessions already released
+        self._joining: set[Branch] = set()
+        self._store_path: Path | None = None
+        self._persistence: Persistence | None = None
+        if isinstance(store, BranchStore):
+            self._persistence = Persistence(store)
+        elif store is not None:
+            self._store_path = Path(store)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "closed" if self._closed else "idle"
+        return f"<Session {self.name!r} {state}, {len(self._children)} members>"
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def strategy(self) -> Strategy:
+        """The restart strategy."""
+        return self._strategy
+
+    @property
+    def store(self) -> BranchStore | None:
+        """The branch store members are persisted to, if any."""
+        return self._persistence.store if self._persistence is not None else None
+
+    async def __aenter__(self) -> Self:
+        self._check_startable()
+        if self._store_path is not None:  # a path: the session opens and closes the store
+            store = BranchStore(self._store_path)
+            await store.open()
+            self._persistence = Persistence(store)
+        cm = trio.open_nursery()
+        outer = await cm.__aenter__()
+        try:
+            await outer.start(self._supervise_run)
+        except BaseException as exc:
+            await cm.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._outer = cm
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool:
+        cm, self._outer = self._outer, None
+        error = exc_info[1]
+        try:
+            if not self.running or isinstance(error, trio.Cancelled):
+                pass  # cancelled from outside: the nursery's cancellation ends everything
+            elif error is None:
+                await self.stop()
+            else:  # the block failed: stop at once, but completely (and boundedly)
+                with trio.move_on_after(FINALIZE_GRACE) as bound:
+                    bound.shield = True
+                    await self.stop(grace=0)
+                if bound.cancelled_caught:
+                    log.error("session %r did not stop within %ss", self.name, FINALIZE_GRACE)
+        except BaseException as late:  # cancelled during the grace period
+            exc_info = (type(late), late, late.__traceback__)
+        try:
+            return await _exit_unwrapped(cm, exc_info)
+        finally:
+            self._close_for_good()
+            if self._store_path is not None and self._persistence is not None:
+                with trio.CancelScope(shield=True):
+                    await self._persistence.store.aclose()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop every member, one after another in reverse start order.
+
+        Running turns may finish within ``grace`` seconds (default: the
+        session's ``grace``), one deadline shared by all members; turns still
+        running then are cancelled (their terminal ``RunFailed`` is still
+        sent and their callers get ``TurnCancelled(reason="shutdown")``).
+        Queued envelopes are answered with :class:`~pride.BranchClosed`.
+        Child sessions stop their own members the same way, children first.
+        Returns once every member has stopped. Idempotent; a second call
+        with a shorter grace brings the deadline forward (a second Ctrl-C).
+
+        Raises:
+            ValueError: ``grace`` is negative or not a number.
+
+        Cancellation: the stop goes on in the session's own task; cancelling
+        the caller only stops the waiting. Called from inside a member's turn,
+        that turn is cancelled at the deadline like any other.
+        """
+        deadline = trio.current_time() + _check_grace(self.grace if grace is None else grace)
+        if not self.running:
+            await trio.lowlevel.checkpoint()
+            return
+        self._request_stop(deadline)
+        await self._finished.wait()
+
+    # ------------------------------------------------------------ membership
+
+    async def spawn(self, member: _Member, *, restart: RestartType = "permanent") -> _Member:
+        """Start ``member`` under this session and return it.
+
+        ``member`` is a :class:`~pride.Branch` (its actor starts, or a running
+        standalone one is taken over between turns) or a child ``Session``
+        (a supervisor tree). Returns after a branch has applied its
+        ``Attach``, or after a child session has started. Spawning a member
+        again repairs its wiring, or starts it again if it had stopped.
+
+        Args:
+            member: the branch or session.
+            restart: ``"permanent"``, ``"transient"`` or ``"temporary"``
+                (never restarted after a crash).
+
+        Raises:
+            MembershipError: it belongs to another session.
+            ValueError: a bad ``restart``, or another member has its name.
+            TypeError: ``member`` is neither a Branch nor a Session.
+            RuntimeError: this session is not running.
+        """
+        kind = check_restart_type(restart)
+        if isinstance(member, Session):
+            await self._adopt_session(member, kind)
+        else:
+            await self._adopt([member], kind)
+        return member
+
+    async def spawn_session(
+        self, name: str | None = None, *, restart: RestartType = "permanent", **options: Any
+    ) -> Session:
+        """Create a child session, start it under this one, and return it.
+
+        Args:
+            name: the child's name.
+            restart: the child's restart type in this session.
+            **options: the other :class:`Session` arguments (``strategy``,
+                ``max_restarts``, ``period``, ``grace``, ``memory``).
+
+        Raises:
+            ValueError: a bad option, or another member has that name.
+            RuntimeError: this session is not running.
+        """
+        child = Session(name, **options)
+        await self.spawn(child, restart=restart)
+        return child
+
+    async def include(self, *branches: Branch) -> None:
+        """Make ``branches`` members (restart type ``permanent``), like :meth:`spawn`.
+
+        The whole batch is checked first: if any branch belongs to another
+        session, :class:`~pride.MembershipError` is raised and nothing changes.
+        Running standalone branches are adopted between turns.
+        """
+        await self._adopt(list(branches), "permanent")
+
+    async def remove(self, member: Any) -> None:
+        """Stop a member and take it out of the session, keeping its conversation.
+
+        Sends ``Detach`` (owner, observer, hooks and directory cleared, a
+        fresh operation registry; messages, models, tools, logs, providers,
+        capabilities and adopted memory stay) and then ``Stop``. Returns after
+        both were applied and the actor has stopped; its running turn
+        finishes first, and queued envelopes get :class:`~pride.BranchClosed`.
+
+        Raises:
+            UnknownBranch: ``member`` (a branch, session, name or id) is not a member.
+            ReentrancyError: called from the member's own turn (it would wait on itself).
+        """
+        await self._remove(member)
+
+    # ------------------------------------------------------------ exchange
+
+    async def send(self, target: Any, command: Command) -> Reply:
+        """:func:`pride.send` with ``target`` (a Branch, BranchRef, name or id) resolved here."""
+        return await send(self._target(target), command)
+
+    async def ask(self, target: Any, command: Command, timeout: float | None = None) -> Any:
+        """:func:`pride.ask` with ``target`` resolved here (names and ids of this tree).
+
+        Raises:
+            UnknownBranch: no such branch; BranchClosed: it has stopped; and
+                whatever :func:`pride.ask` raises.
+        """
+        return await ask(self._target(target), command, timeout)
+
+    def register_operation(
+        self, name: str, operation: Callable[..., Any], *, update: bool = False
+    ) -> None:
+        """Register ``async def operation(branch, **kwargs)`` in the shared registry.
+
+        Every member sees it (``Attach`` passes the registry), as
+        ``pride.Call(name, ...)`` or ``branch.call(name, ...)``.
+
+        Raises:
+            ValueError: the name is taken (unless ``update``).
+            TypeError: ``operation`` is not an async function.
+        """
+        self._operations.register(name, operation, update=update)
+
+    @property
+    def operations(self) -> OperationManager:
+        """The shared operation registry."""
+        return self._operations
+
+    async def run_operation(self, name: str, *, branch: Any = None, **kwargs: Any) -> Any:
+        """Run the registered operation ``name`` as a turn of a member; return its result.
+
+        Args:
+            name: the operation (looked up attribute-first on the branch).
+            branch: the member (Branch, name or id); default: the first spawned one.
+            **kwargs: the operation's keyword arguments.
+
+        Raises:
+            UnknownBranch: no such member, or the session has no branches.
+            UnknownOperation: nothing has that name.
+        """
+        if branch is None:
+            members = self.branches
+            if not members:
+                raise UnknownBranch("<first member>", f"session {self.name!r} (no branches)")
+            target = members[0]
+        else:
+            target = self._target(branch)
+        return await ask(target, Call(name, **kwargs))
+
+    @property
+    def memory(self) -> MemoryStore:
+        """The default memory store offered to members (created on first use; no setter)."""
+        if self._memory is None:
+            self._memory = InMemoryStore()
+        return self._memory
+
+    # ------------------------------------------------------------ observation
+
+    def observe(self, *filters: Filter, handler: Handler | None = None) -> Any:
+        """Subscribe to members' signals; see :meth:`Observer.observe` (decorator too).
+
+        Filters are signal classes or predicates, all of which must match.
+        Child sessions' signals arrive here too, after their own subscribers.
+        """
+        return self._observer.observe(*filters, handler=handler)
+
+    def unobserve(self, handler: Handler) -> int:
+        """Remove ``handler``'s subscriptions; return how many there were."""
+        return self._observer.unobserve(handler)
+
+    @property
+    def observer(self) -> Observer:
+        """The observer attached to every member."""
+        return self._observer
+
+    def _count_turn(self, signal: Signal) -> None:
+        if isinstance(signal, RunEnd):
+            self._turns_done += 1
+        else:
+            self._turns_failed += 1
+
+    def statistics(self) -> SessionStatistics:
+        """Members, queued work, turns and restarts of this session and those below it."""
+        branches = running = sessions = queued = 0
+        restarts = self._intensity.total + self._restarts_below
+        for child in self._children:
+            actor = child.actor
+            if isinstance(actor, Session):
+                below = actor.statistics()
+                branches += below.branches
+                running += below.running
+                sessions += 1 + below.sessions
+                queued += below.queued
+                restarts += below.restarts
+            else:
+                branches += 1
+                running += actor.running
+                mailbox = actor.mailbox_statistics()
+                queued += mailbox.queued if mailbox is not None and not mailbox.closed else 0
+        return SessionStatistics(
+            branches, running, sessions, queued, self._turns_done, self._turns_failed, restarts
+        )
+
+
+def _check_grace(grace: Any) -> float:
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
+        raise ValueError(f"grace must be a non-negative number of seconds, got {grace!r}")
+    return float(grace)
+
+
+async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
+    """Leave the private nursery, re-raising one exception rather than a group.
+
+    A group holding several errors (say the block's own and SupervisorFailed)
+    is reduced to the first that is not ``Cancelled``; the others are logged.
+    """
+    try:
+        return bool(await cm.__aexit__(*exc_info))
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
+        for other in leaves:
+            if other is not chosen and not isinstance(other, trio.Cancelled):
+                log.error("session: another error while leaving: %r", other, exc_info=other)
+        raise chosen from chosen.__cause__
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found.extend(_leaves(exc))
+        else:
+            found.append(exc)
+    return found

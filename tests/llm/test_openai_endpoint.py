@@ -1,0 +1,219 @@
+"""Tests for the OpenAI chat-completions endpoint, against the loopback server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pride.errors import MalformedResponse
+from pride.llm import ModelRequest, RetryPolicy, ScriptedReply, ToolCall, Usage, iModel
+from pride.testing import Fault, openai_server
+
+KEY = "sk-test-openai-0123456789abcdef"
+FAST = RetryPolicy(base_delay=0.001, max_delay=0.01, jitter=0)
+TOOL = {
+    "name": "get_weather",
+    "description": "Weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+SCHEMA = {"name": "answer", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}
+
+
+def _request(**kwargs) -> ModelRequest:
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    return ModelRequest(messages=messages, **kwargs)
+
+
+def _model(server, spec: str = "openai/gpt-4.1-mini", **kwargs) -> iModel:
+    return iModel(spec, base_url=server.base_url, api_key=KEY, retry=FAST, **kwargs)
+
+
+async def test_plain_call_sends_the_wire_format_and_normalises_the_reply():
+    """A plain call posts model and messages with a bearer key and reads text and usage."""
+    usage = Usage(input_tokens=1000, output_tokens=500, cached_tokens=200)
+    async with openai_server([ScriptedReply("Hello!", usage=usage)]) as server:
+        async with _model(server) as model:
+            reply = await model.invoke(_request())
+    assert (reply.text, reply.tool_calls, reply.finish_reason) == ("Hello!", (), "stop")
+    assert (reply.provider, reply.model) == ("openai", "gpt-4.1-mini")
+    assert reply.usage.input_tokens == 1000 and reply.usage.cached_tokens == 200
+    # gpt-4.1-mini: 800 fresh at $0.40, 200 cached at $0.10, 500 out at $1.60 per million
+    assert reply.usage.cost_usd == pytest.approx((800 * 0.40 + 200 * 0.10 + 500 * 1.60) / 1e6)
+    [sent] = server.requests
+    assert (sent.method, sent.path) == ("POST", "/v1/chat/completions")
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.body["model"] == "gpt-4.1-mini"
+    assert sent.body["messages"] == _request().messages
+    assert "stream" not in sent.body and "tools" not in sent.body
+
+
+async def test_request_options_are_merged_over_the_model_options():
+    """A request's options override the model's request options in the body."""
+    async with openai_server(["ok"]) as server:
+        async with _model(server, temperature=0.5, top_p=0.9) as model:
+            await model.invoke(_request(options={"temperature": 0.1, "max_tokens": 5}))
+    body = server.requests[0].body
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.1, 0.9, 5)
+
+
+async def test_tools_go_out_as_functions_and_tool_calls_come_back():
+    """Neutral tool specs become OpenAI functions; tool_calls are decoded with their ids."""
+    calls = [ToolCall("get_weather", {"city": "Oslo"}, id="call_1"), ToolCall("noop", {})]
+    async with openai_server([calls, "x"]) as server:
+        async with _model(server) as model:
+            reply = await model.invoke(_request(tools=[TOOL], tool_choice="required"))
+            await model.invoke(_request(tools=[TOOL], tool_choice="get_weather"))
+    assert reply.tool_calls == tuple(calls)
+    assert reply.finish_reason == "tool_calls" and reply.text == ""
+    first, second = (r.body for r in server.requests)
+    assert first["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather for a city.",
+                "parameters": TOOL["parameters"],
+            },
+        }
+    ]
+    assert first["tool_choice"] == "required"
+    assert second["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+
+
+async def test_undecodable_tool_arguments_are_reported_not_dropped():
+    """Arguments that are not a JSON object give arguments={} and arguments_error."""
+    body = {
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{oops"},
+                        },
+                        {
+                            "id": "c2",
+                            "type": "function",
+                            "function": {"name": "g", "arguments": "[1]"},
+                        },
+                    ],
+                },
+            }
+        ],
+    }
+    async with openai_server([Fault.raw(body)]) as server:
+        async with _model(server) as model:
+            reply = await model.invoke(_request())
+    bad, wrong_type = reply.tool_calls
+    assert bad.arguments == {} and "not valid JSON" in (bad.arguments_error or "")
+    assert wrong_type.arguments == {} and "JSON object" in (wrong_type.arguments_error or "")
+
+
+async def test_structured_output_uses_json_schema_natively():
+    """response_format becomes OpenAI's json_schema response format (strict off)."""
+    async with openai_server(['{"n": 3}']) as server:
+        async with _model(server) as model:
+            reply = await model.invoke(_request(response_format=SCHEMA))
+    assert json.loads(reply.text) == {"n": 3}
+    assert server.requests[0].body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": SCHEMA["schema"], "strict": False},
+    }
+    assert server.requests[0].body["messages"] == _request().messages
+
+
+async def test_structured_output_falls_back_to_a_system_instruction():
+    """Without native support, the schema is appended to (or becomes) the system message."""
+    async with openai_server(["{}", "{}"]) as server:
+        async with _model(server, "acme/m1") as model:
+            await model.invoke(_request(response_format=SCHEMA))
+            bare = ModelRequest(
+                messages=[{"role": "user", "content": "hi"}], response_format=SCHEMA
+            )
+            await model.invoke(bare)
+    with_system, without_system = (r.body for r in server.requests)
+    assert "response_format" not in with_system
+    system = with_system["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("Be brief.\n\n")
+    assert '"n":{"type":"integer"}' in system["content"] and "```json" in system["content"]
+    assert without_system["messages"][0]["role"] == "system"
+    assert without_system["messages"][1] == {"role": "user", "content": "hi"}
+
+
+async def test_streaming_yields_deltas_and_assembles_the_response():
+    """Streaming asks for usage, yields text deltas in order and ends with the full reply."""
+    usage = Usage(input_tokens=12, output_tokens=7)
+    async with openai_server(
+        [ScriptedReply("The quick brown fox", usage=usage)], chunk_size=5
+    ) as server:
+        async with _model(server) as model:
+            async with model.stream(_request()) as stream:
+                deltas = [delta async for delta in stream]
+    assert deltas == ["The q", "uick ", "brown", " fox"]
+    assert stream.response.text == "The quick brown fox"
+    assert stream.response.finish_reason == "stop"
+    assert (stream.response.usage.input_tokens, stream.response.usage.output_tokens) == (12, 7)
+    body = server.requests[0].body
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert server.requests[0].headers["accept"] == "text/event-stream"
+
+
+async def test_streamed_tool_calls_are_assembled_from_deltas():
+    """Tool-call deltas (id and name first, arguments in pieces) become whole ToolCalls."""
+    calls = [ToolCall("get_weather", {"city": "Oslo", "days": 3}, id="call_a"), ToolCall("b", {})]
+    async with openai_server([ScriptedReply("checking", tool_calls=calls)]) as server:
+        async with _model(server) as model:
+            async with model.stream(_request(tools=[TOOL])) as stream:
+                text = "".join([delta async for delta in stream])
+    assert text == "checking"
+    assert stream.response.tool_calls == tuple(calls)
+    assert stream.response.finish_reason == "tool_calls"
+
+
+async def test_openrouter_cost_comes_from_the_provider():
+    """OpenRouter is asked for usage accounting and its reported cost is used."""
+    usage = Usage(input_tokens=10, output_tokens=5, cost_usd=0.0042)
+    async with openai_server([ScriptedReply("ok", usage=usage)]) as server:
+        async with _model(server, "openrouter/anthropic/claude-sonnet-4") as model:
+            reply = await model.invoke(_request())
+    assert reply.usage.cost_usd == 0.0042
+    assert server.requests[0].body["usage"] == {"include": True}
+    assert server.requests[0].body["model"] == "anthropic/claude-sonnet-4"
+
+
+async def test_unpriced_models_have_no_cost():
+    """A model missing from the price table reports cost_usd=None."""
+    async with openai_server(["ok"]) as server:
+        async with _model(server, "acme/m1") as model:
+            reply = await model.invoke(_request())
+    assert reply.usage.cost_usd is None and reply.usage.input_tokens > 0
+
+
+async def test_a_reply_without_choices_is_malformed():
+    """A 200 whose JSON lacks choices[0].message raises MalformedResponse."""
+    async with openai_server([Fault.raw({"id": "x"})]) as server:
+        async with _model(server) as model:
+            with pytest.raises(MalformedResponse, match=r"choices\[0\]"):
+                await model.invoke(_request())
+    assert server.request_count == 1
+
+
+async def test_statistics_sum_usage_over_calls():
+    """statistics() counts calls and sums usage across plain and streamed calls."""
+    replies = [ScriptedReply("a", usage=Usage(1, 2)), ScriptedReply("b", usage=Usage(3, 4))]
+    async with openai_server(replies) as server:
+        async with _model(server, "acme/m1") as model:
+            await model.invoke(_request())
+            async with model.stream(_request()) as stream:
+                async for _ in stream:
+                    pass
+    stats = model.statistics()
+    assert (stats.calls, stats.retries, stats.failures, stats.in_flight) == (2, 0, 0, 0)
+    assert stats.usage == Usage(4, 6)

@@ -1,0 +1,253 @@
+"""parse: JSON extraction, every kind of response format, fuzzy keys, reformat retries."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypedDict
+
+import attrs
+import msgspec
+import pytest
+
+import pride
+from pride import Branch, Parse, ParseFailed, ScriptedModel
+from pride.operations._fuzzy import jaro_winkler
+from tests.helpers import Recorder
+from tests.operations.support import Answer, user_texts
+
+
+@dataclasses.dataclass
+class DataAnswer:
+    value: int
+    note: str = ""
+
+
+class DictAnswer(TypedDict):
+    value: int
+
+
+class StructAnswer(msgspec.Struct):
+    value: int
+    note: str = ""
+
+
+SCHEMA = {
+    "title": "Plain",
+    "type": "object",
+    "properties": {"value": {"type": "integer"}, "note": {"type": "string"}},
+    "required": ["value"],
+}
+
+
+def _model(*replies: Any) -> ScriptedModel:
+    return ScriptedModel(list(replies))
+
+
+@pytest.mark.parametrize(
+    ("response_format", "expected"),
+    [
+        (Answer, Answer(3)),
+        (DataAnswer, DataAnswer(3)),
+        (DictAnswer, {"value": 3}),
+        (StructAnswer, StructAnswer(3)),
+        (SCHEMA, {"value": 3}),
+        ({"name": "Wrapped", "schema": SCHEMA}, {"value": 3}),
+    ],
+    ids=["attrs", "dataclass", "TypedDict", "Struct", "schema", "named-schema"],
+)
+async def test_parse_builds_every_kind_of_format(response_format: Any, expected: Any) -> None:
+    """attrs, dataclass, TypedDict, msgspec Struct and JSON-schema formats all parse."""
+    async with Branch(chat_model=_model()) as branch:
+        assert await branch.parse('{"value": 3}', response_format=response_format) == expected
+
+
+async def test_parse_builds_a_pydantic_model() -> None:
+    """A pydantic model parses through its own validation when pydantic is installed."""
+    pydantic = pytest.importorskip("pydantic")
+
+    class Model(pydantic.BaseModel):  # type: ignore[misc, name-defined]
+        value: int
+
+    async with Branch(chat_model=_model('{"value": 9}')) as branch:
+        assert await branch.parse('{"value": 5}', response_format=Model) == Model(value=5)
+        assert await branch.parse("{}", response_format=Model) == Model(value=9)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Sure! ```json\n{"value": 1}\n```',
+        '```\n{"value": 1}\n```',
+        'The answer is {"value": 1}. Hope that helps.',
+        '{"value": 1,}',
+        "{'value': 1, 'note': None}",
+        '  {"value": 1}  ',
+    ],
+    ids=["fenced", "bare-fence", "prose", "trailing-comma", "python-literal", "bare"],
+)
+async def test_parse_finds_json_in_model_text(text: str) -> None:
+    """Fenced, bare and prose-wrapped JSON (and near-JSON) is found without a model call."""
+    model = _model()
+    async with Branch(chat_model=model) as branch:
+        result = await branch.parse(text, response_format=DictAnswer)
+    assert result == {"value": 1}
+    assert model.calls == []
+
+
+async def test_fuzzy_key_matching_maps_near_miss_keys() -> None:
+    """Misspelt, re-cased and re-styled keys map onto the format's fields (threshold 0.85)."""
+    async with Branch(chat_model=_model()) as branch:
+        assert await branch.parse('{"Valeu": 2, "NOTE": "x"}', response_format=Answer) == Answer(
+            2, "x"
+        )
+        strict = await branch.parse(
+            '{"valeu": 2}', response_format=Answer, fuzzy_match=False, max_retries=0
+        )
+        assert strict == '{"valeu": 2}'  # handle_validation="return_value" gives the text back
+        distant = await branch.parse(
+            '{"amount": 2}', response_format=Answer, max_retries=0, handle_validation="return_none"
+        )
+        assert distant is None
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("ignore", {"value": 1, "extra": 2}),
+        ("remove", {"value": 1}),
+        ("fill", {"value": 1, "extra": 2, "note": "n/a"}),
+        ("force", {"value": 1, "note": "n/a"}),
+    ],
+)
+async def test_handle_unmatched_modes(mode: str, expected: dict[str, Any]) -> None:
+    """Unmatched keys are kept, removed or forced out; missing keys filled from fill_mapping."""
+    async with Branch(chat_model=_model()) as branch:
+        result = await branch.parse(
+            '{"value": 1, "extra": 2}',
+            response_format=SCHEMA,
+            handle_unmatched=mode,
+            fill_mapping={"note": "n/a"},
+            max_retries=0,
+        )
+    assert result == expected
+
+
+async def test_handle_unmatched_raise_names_the_keys() -> None:
+    """handle_unmatched="raise" fails the parse and names the unexpected key."""
+    async with Branch(chat_model=_model()) as branch:
+        with pytest.raises(ParseFailed, match="'extra'"):
+            await branch.parse(
+                '{"value": 1, "extra": 2}',
+                response_format=SCHEMA,
+                handle_unmatched="raise",
+                handle_validation="raise",
+                max_retries=0,
+            )
+
+
+async def test_missing_required_key_is_filled_with_fill_value() -> None:
+    """force fills a missing required key with fill_value, so a nullable field parses."""
+
+    @attrs.frozen
+    class Maybe:
+        value: int | None
+        note: str = "default kept"
+
+    async with Branch(chat_model=_model()) as branch:
+        assert await branch.parse("{}", response_format=Maybe, max_retries=0) == Maybe(None)
+
+
+async def test_parse_recovers_with_a_reformat_call() -> None:
+    """A malformed reply is fixed by one reformat call whose prompt names the error."""
+    model = _model('{"value": 7}')
+    recorder = Recorder()
+    async with Branch(chat_model=model, system="persona", observer=recorder) as branch:
+        result = await branch.parse("seven, I think", response_format=Answer)
+    assert result == Answer(7)
+    [request] = model.calls
+    [prompt] = user_texts(request)
+    assert "no JSON object found" in prompt and "seven, I think" in prompt
+    assert request.response_format is not None and request.response_format["name"] == "Answer"
+    assert request.messages[0]["role"] == "user"  # a utility call: no system prompt, no history
+    assert len(branch.messages) == 1  # the system message only: parse records nothing
+    assert recorder.kinds() == ["RunStart", "RunEnd"]
+
+
+async def test_each_reformat_prompt_names_the_previous_error() -> None:
+    """Retries differ: every reformat prompt carries the error of the attempt before it."""
+    model = _model('{"value": "many"}', '{"value": 3}')
+    async with Branch(chat_model=model) as branch:
+        assert await pride.ask(branch, Parse("nothing", response_format=Answer)) == Answer(3)
+    first, second = (user_texts(request)[0] for request in model.calls)
+    assert "no JSON object found" in first
+    assert "Expected `int`, got `str`" in second and "many" in second
+    assert first != second
+
+
+async def test_parse_fails_clearly_after_max_retries() -> None:
+    """After max_retries reformat calls, handle_validation="raise" raises a clear ParseFailed."""
+    model = _model("still no", "nope", "never")
+    async with Branch(chat_model=model) as branch:
+        with pytest.raises(ParseFailed) as info:
+            await branch.parse(
+                "junk", response_format=Answer, max_retries=2, handle_validation="raise"
+            )
+        assert await branch.chat("still serving") == "never"
+    message = str(info.value)
+    assert "Answer" in message and "2 reformat calls" in message and "no JSON" in message
+    assert len(model.calls) == 3
+
+
+async def test_handle_validation_return_value_and_return_none() -> None:
+    """Exhausted retries give the original text back, or None."""
+    async with Branch(chat_model=_model("x", "y")) as branch:
+        assert await branch.parse("junk", response_format=Answer, max_retries=1) == "junk"
+        assert (
+            await branch.parse(
+                "junk", response_format=Answer, max_retries=1, handle_validation="return_none"
+            )
+            is None
+        )
+
+
+async def test_reformat_calls_are_capped_at_five() -> None:
+    """max_retries above 5 makes at most 5 reformat calls."""
+    model = ScriptedModel(lambda request: "no json")
+    async with Branch(chat_model=model) as branch:
+        assert await branch.parse("junk", response_format=Answer, max_retries=50) == "junk"
+    assert len(model.calls) == 5
+
+
+async def test_parse_without_a_format_returns_the_json_value() -> None:
+    """With no response format, parse returns the decoded JSON."""
+    async with Branch(chat_model=_model()) as branch:
+        assert await branch.parse("text [1, 2] ```json\n[1, 2]\n```") == [1, 2]
+
+
+async def test_parse_uses_the_parse_model() -> None:
+    """Reformat calls go to the branch's parse model (or the command's parse_model)."""
+    chat, parse_model, override = _model(), _model('{"value": 1}'), _model('{"value": 2}')
+    async with Branch(chat_model=chat, parse_model=parse_model) as branch:
+        assert await branch.parse("?", response_format=Answer) == Answer(1)
+        assert await branch.parse("?", response_format=Answer, parse_model=override) == Answer(2)
+    assert chat.calls == []
+
+
+async def test_bad_arguments_fail_the_turn_and_the_actor_keeps_serving() -> None:
+    """A negative max_retries or an unknown handle_validation is a clear ValueError."""
+    async with Branch(chat_model=_model("fine")) as branch:
+        with pytest.raises(ValueError, match="max_retries"):
+            await branch.parse("{}", response_format=Answer, max_retries=-1)
+        with pytest.raises(TypeError, match="JSON schema"):
+            await branch.parse("{}", response_format=object)
+        assert await branch.chat("ok?") == "fine"
+
+
+def test_jaro_winkler_matches_the_published_values() -> None:
+    """The similarity agrees with the textbook examples (Winkler 1990)."""
+    assert jaro_winkler("MARTHA", "MARHTA") == pytest.approx(0.9611, abs=1e-4)
+    assert jaro_winkler("DWAYNE", "DUANE") == pytest.approx(0.84, abs=1e-4)
+    assert jaro_winkler("DIXON", "DICKSONX") == pytest.approx(0.8133, abs=1e-4)
+    assert jaro_winkler("same", "same") == 1.0
+    assert jaro_winkler("", "x") == 0.0
+    assert jaro_winkler("abc", "xyz") == 0.0

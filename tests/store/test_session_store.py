@@ -1,0 +1,92 @@
+"""A session with a store persists its members' conversations and restores them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pride import Branch, ChatAndRecord, ScriptedModel, Session, StoreError
+from pride.store import BranchStore
+from tests.helpers import echo_model, last_user_text
+
+
+def _rows(path: Path) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+    finally:
+        db.close()
+
+
+async def test_each_turn_is_committed_before_its_caller_is_answered(tmp_path: Path) -> None:
+    """When ask returns, the turn's messages are already in the file."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await session.ask("ada", ChatAndRecord("one"))
+        assert _rows(path) == 2
+        await branch.chat_and_record("two")
+        assert _rows(path) == 4
+
+
+async def test_a_new_process_continues_the_conversation(tmp_path: Path) -> None:
+    """A branch spawned with the same name in a new session resumes its history."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        first = await session.spawn(Branch(name="ada", system="be kind", chat_model=echo_model()))
+        await first.chat_and_record("remember me")
+        original_id = first.id
+    seen: list[list[str]] = []
+
+    def reply(request: object) -> str:
+        seen.append([m["content"] for m in request.messages])  # type: ignore[attr-defined]
+        return f"re: {last_user_text(request)}"  # type: ignore[arg-type]
+
+    async with Session(store=path) as session:
+        second = await session.spawn(Branch(name="ada", chat_model=ScriptedModel(reply)))
+        assert second.id == original_id
+        assert [m.text for m in second.messages][1:] == ["remember me", "re: remember me"]
+        await second.chat_and_record("and now?")
+    assert seen[0] == ["be kind", "remember me", "re: remember me", "and now?"]
+    async with BranchStore(path) as store:
+        assert len(await store.load_messages("ada")) == 5
+
+
+async def test_unnamed_branches_are_not_persisted(tmp_path: Path) -> None:
+    """Branches with generated names change every run, so they are not stored."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(chat_model=echo_model()))
+        await branch.chat_and_record("x")
+    async with BranchStore(path) as store:
+        assert await store.branches() == []
+
+
+async def test_store_write_failure_fails_the_turn(tmp_path: Path) -> None:
+    """If the commit at the end of a turn fails, the caller gets StoreError."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        saboteur = sqlite3.connect(path)
+        saboteur.execute("DROP TABLE messages")
+        saboteur.commit()
+        saboteur.close()
+        with pytest.raises(StoreError):
+            await branch.chat_and_record("lost")
+        assert session.store is not None
+        session.store._failure = None  # let the session close cleanly for the test
+        session.store._pending.clear()
+
+
+async def test_session_refuses_a_foreign_database(tmp_path: Path) -> None:
+    """A session pointed at another application's database fails at start."""
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="another application"):
+        async with Session(store=path):
+            pass

@@ -1,0 +1,154 @@
+"""BranchStore against a real SQLite file."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pride import AssistantResponse, Instruction, StoreError, System
+from pride.store import SCHEMA_VERSION, BranchStore
+
+
+def _conversation() -> list:
+    return [
+        System(system_message="be brief"),
+        Instruction(instruction="hi"),
+        AssistantResponse(assistant_response="hello"),
+    ]
+
+
+async def test_save_load_round_trip(tmp_path: Path) -> None:
+    """A saved branch loads back with its projection and messages in order."""
+    messages = _conversation()
+    async with BranchStore(tmp_path / "store.db") as store:
+        await store.save_branch("ada", "id-1", {"name": "ada", "chat_model": {"x": 1}}, messages)
+        loaded = await store.load("ada")
+        assert await store.load_messages("ada") == messages
+    assert loaded is not None
+    assert loaded["name"] == "ada"
+    assert loaded["chat_model"] == {"x": 1}
+    assert [item["id"] for item in loaded["messages"]["collections"]] == [
+        str(m.id) for m in messages
+    ]
+    assert loaded["messages"]["progression"]["order"] == [str(m.id) for m in messages]
+
+
+async def test_appended_messages_survive_reopening(tmp_path: Path) -> None:
+    """Messages appended and flushed are there after the file is reopened."""
+    path = tmp_path / "store.db"
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", "id-1", {}, [])
+        first, second = Instruction(instruction="a"), AssistantResponse(assistant_response="b")
+        store.append("ada", first)
+        store.append("ada", second)
+        await store.flush()
+        assert store.commits == 1  # both messages in one commit
+    async with BranchStore(path) as store:
+        assert await store.load_messages("ada") == [first, second]
+        await store.register("ada")
+        third = Instruction(instruction="c")
+        store.append("ada", third)
+    async with BranchStore(path) as store:
+        assert await store.load_messages("ada") == [first, second, third]
+        listed = await store.branches()
+    assert [(b.name, b.message_count) for b in listed] == [("ada", 3)]
+
+
+async def test_one_commit_covers_every_branch(tmp_path: Path) -> None:
+    """Writes queued by several branches are committed together."""
+    async with BranchStore(tmp_path / "store.db") as store:
+        for name in ("a", "b", "c"):
+            await store.save_branch(name, name, {}, [])
+        before = store.commits
+        for name in ("a", "b", "c"):
+            store.append(name, Instruction(instruction=name))
+        await store.flush()
+        assert store.commits == before + 1
+
+
+async def test_append_to_unknown_branch_is_refused(tmp_path: Path) -> None:
+    """Appending for a branch the store does not know raises StoreError."""
+    async with BranchStore(tmp_path / "store.db") as store:
+        with pytest.raises(StoreError, match="not registered"):
+            store.append("ghost", Instruction(instruction="x"))
+
+
+async def test_corrupt_file_is_refused_and_not_overwritten(tmp_path: Path) -> None:
+    """A file that is not SQLite is refused with a clear error and left as it was."""
+    path = tmp_path / "garbage.db"
+    content = b"this is not a database at all" * 100
+    path.write_bytes(content)
+    with pytest.raises(StoreError, match=r"not a SQLite database|not a usable"):
+        async with BranchStore(path):
+            pass
+    assert path.read_bytes() == content
+
+
+async def test_foreign_database_is_refused(tmp_path: Path) -> None:
+    """Another application's SQLite database is refused, never modified."""
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance REAL)")
+    db.execute("INSERT INTO accounts VALUES (1, 10.0)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="another application"):
+        async with BranchStore(path):
+            pass
+    db = sqlite3.connect(path)
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    db.close()
+    assert tables == {"accounts"}
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    """A store written by another schema version is refused."""
+    path = tmp_path / "store.db"
+    async with BranchStore(path):
+        pass
+    db = sqlite3.connect(path)
+    db.execute("UPDATE pride_meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION + 1),))
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="schema"):
+        async with BranchStore(path):
+            pass
+
+
+async def test_unopenable_path_fails_loudly(tmp_path: Path) -> None:
+    """A path that cannot be a database file raises StoreError at open."""
+    with pytest.raises(StoreError):
+        async with BranchStore(tmp_path):  # a directory
+            pass
+
+
+async def test_failed_write_raises_and_keeps_raising(tmp_path: Path) -> None:
+    """A write that fails raises StoreError at the flush and refuses later writes."""
+    path = tmp_path / "store.db"
+    store = BranchStore(path)
+    await store.open()
+    try:
+        await store.save_branch("ada", "id", {}, [])
+        saboteur = sqlite3.connect(path)
+        saboteur.execute("DROP TABLE messages")
+        saboteur.commit()
+        saboteur.close()
+        store.append("ada", Instruction(instruction="lost?"))
+        with pytest.raises(StoreError, match="writing"):
+            await store.flush()
+        with pytest.raises(StoreError):
+            store.append("ada", Instruction(instruction="again"))
+    finally:
+        store._failure = None
+        db, store._db = store._db, None
+        assert db is not None
+        db.close()
+
+
+async def test_using_a_closed_store_says_how_to_open_it(tmp_path: Path) -> None:
+    """Calls on a store that is not open raise StoreError with the fix."""
+    store = BranchStore(tmp_path / "x.db")
+    with pytest.raises(StoreError, match="async with BranchStore"):
+        await store.branches()

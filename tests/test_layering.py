@@ -1,0 +1,105 @@
+"""Imports point one way (DESIGN.md, "Layout"): a lower layer never imports a higher one.
+
+cli -> supervisors -> actors -> operations -> llm, tools, context, memory -> messages;
+store and testing sit beside them. Imports under ``if TYPE_CHECKING:`` are
+annotations only and do not count.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pride
+
+ROOT = Path(pride.__file__).parent
+
+BASE = {"errors", "messages", "_version"}
+ALLOWED: dict[str, set[str]] = {
+    "messages": set(),
+    "errors": {"messages"},
+    "llm": BASE,
+    "tools": BASE,
+    "memory": BASE,
+    "context": BASE | {"llm"},
+    "operations": BASE | {"llm", "tools", "context", "memory"},
+    "actors": BASE | {"llm", "tools", "context", "memory", "operations"},
+    "supervisors": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "store"},
+    "store": BASE,
+    "testing": BASE | {"llm"},
+    "cli": BASE
+    | {
+        "llm",
+        "tools",
+        "context",
+        "memory",
+        "operations",
+        "actors",
+        "supervisors",
+        "store",
+        "testing",
+    },
+}
+
+
+def _layer(path: Path) -> str:
+    relative = path.relative_to(ROOT)
+    return relative.parts[0].removesuffix(".py") if len(relative.parts) > 1 else path.stem
+
+
+def _runtime_imports(path: Path) -> list[str]:
+    """Pride packages imported by ``path`` outside TYPE_CHECKING blocks."""
+    tree = ast.parse(path.read_text())
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    package = path.relative_to(ROOT.parent).with_suffix("").parts
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level])
+                parts = base + (node.module.split(".") if node.module else [])
+                if not node.module:
+                    parts = [*base, node.names[0].name]
+            else:
+                parts = (node.module or "").split(".")
+        elif isinstance(node, ast.Import):
+            parts = node.names[0].name.split(".")
+        else:
+            continue
+        if parts and parts[0] == "pride" and len(parts) > 1:
+            found.append(parts[1])
+    return found
+
+
+def test_imports_point_one_way() -> None:
+    """Every runtime import of a pride package goes to an allowed (lower) layer."""
+    violations = []
+    for path in sorted(ROOT.rglob("*.py")):
+        layer = _layer(path)
+        if layer in {"__init__", "__main__", "_version"}:
+            continue
+        allowed = ALLOWED.get(layer)
+        assert allowed is not None, f"{path}: layer {layer!r} has no rule in this test"
+        for target in _runtime_imports(path):
+            if target != layer and target not in allowed:
+                violations.append(f"{path.relative_to(ROOT)} imports pride.{target}")
+    assert violations == []
+
+
+def test_no_asyncio_in_pride() -> None:
+    """pride is trio-only."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*.py")
+        if any(
+            isinstance(node, ast.Import | ast.ImportFrom)
+            and "asyncio" in ast.unparse(node).split()[1].split(".")
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    ]
+    assert offenders == []
