@@ -33,8 +33,19 @@ docs: $(STAMP)
 bench-smoke: $(STAMP)
 	$(BIN)/python -m benchmarks --smoke
 
-bench: $(STAMP)
-	$(BIN)/python -m benchmarks
+# The reference system (lionagi) lives in its own environment: never a dependency of pride.
+BENCH_VENV := .bench-venv
+REFERENCE := lionagi==0.36.0
+
+$(BENCH_VENV)/.installed:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet '$(REFERENCE)'
+	touch $(BENCH_VENV)/.installed
+
+bench: $(STAMP) $(BENCH_VENV)/.installed
+	PRIDE_REFERENCE_PYTHON=$(BENCH_VENV)/bin/python $(BIN)/python -m benchmarks \
+		--write-results benchmarks/RESULTS.md
 
 clean:
 	rm -rf $(VENV) build .mypy_cache .ruff_cache .hypothesis
