@@ -56,7 +56,6 @@ class Reply:
         "_consumed",
         "_done",
         "_error",
-        "_finished",
         "_result",
         "_stream",
         "branch",
@@ -64,6 +63,7 @@ class Reply:
         "state",
         "turn_id",
         "waiter",
+        "waiting_tasks",
     )
 
     def __init__(self, branch: Branch, command: Command) -> None:
@@ -72,8 +72,9 @@ class Reply:
         self.state: ReplyState = "queued"
         self.turn_id: UUID | None = None
         self._done = False
-        # Created only when someone waits: most replies are answered before anyone does.
-        self._finished: trio.Event | None = None
+        # Tasks parked until the outcome arrives (usually the one caller; None
+        # until someone waits, as most replies are answered before anyone does).
+        self.waiting_tasks: list[trio.lowlevel.Task] | None = None
         self._result: Any = None
         self._error: BaseException | None = None
         self._consumed = False
@@ -158,20 +159,39 @@ class Reply:
             cancel_scope.cancel()
 
     async def wait_done(self) -> None:
-        """Wait until the command has an outcome, without taking it."""
-        if not self._done:
-            if self._finished is None:
-                self._finished = trio.Event()
-            await self._finished.wait()
+        """Wait until the command has an outcome, without taking it.
+
+        Cancellation: a cancelled wait leaves the command as it was.
+        """
+        if self._done:
+            await trio.lowlevel.checkpoint()
+            return
+        # Parked directly on trio's scheduler (what trio.Event does underneath,
+        # without the event and parking-lot objects a reply would otherwise carry).
+        task = trio.lowlevel.current_task()
+        if self.waiting_tasks is None:
+            self.waiting_tasks = []
+        self.waiting_tasks.append(task)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            if self.waiting_tasks is not None and task in self.waiting_tasks:
+                self.waiting_tasks.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _finish(self) -> None:
+        self._done = True
+        tasks, self.waiting_tasks = self.waiting_tasks, None
+        for task in tasks or ():
+            trio.lowlevel.reschedule(task)
 
     def succeed(self, result: Any) -> None:
         """Deliver a result (called by the actor)."""
         if not self._done:
             self._result = result
             self.state = "done"
-            self._done = True
-            if self._finished is not None:
-                self._finished.set()
+            self._finish()
 
     def fail(self, error: BaseException) -> None:
         """Deliver an error (called by the actor, or by a dropping caller)."""
@@ -179,9 +199,7 @@ class Reply:
             self._error = error
             if self.state != "dropped":
                 self.state = "done"
-            self._done = True
-            if self._finished is not None:
-                self._finished.set()
+            self._finish()
 
 
 @attrs.frozen
