@@ -68,3 +68,8 @@ async def measure(
 def ratio_line(label: str, value: float, target: str, ok: bool) -> str:
     """One printed comparison: the ratio, the target and whether it holds."""
     return f"  {label:<60} {value:8.2f}x   target {target:<10} {'ok' if ok else 'MISSED'}"
+
+
+def figure_line(label: str, value: float, unit: str, target: str, ok: bool) -> str:
+    """One printed figure with its unit, the target and whether it holds."""
+    return f"  {label:<60} {value:8.2f} {unit:<4} target {target:<10} {'ok' if ok else 'MISSED'}"

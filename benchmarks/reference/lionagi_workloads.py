@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -106,6 +107,22 @@ async def _fan_out(branches: int, per_branch: int) -> float:
     return (time.perf_counter() - start) / (branches * per_branch)
 
 
+def _rss() -> int:
+    gc.collect()
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def _history_memory(messages: int) -> float:
+    """Resident bytes per 1,000 messages recorded by communicate turns."""
+    branch = _branch()
+    await branch.communicate("warm up")
+    before = _rss()
+    for index in range(messages // 2):
+        await branch.communicate(f"how are you, #{index}?")
+    return (_rss() - before) / messages * 1000
+
+
 async def _median(make: Any, repeats: int) -> float:
     samples = [await make() for _ in range(repeats)]
     return statistics.median(samples)
@@ -130,6 +147,7 @@ async def main(smoke: bool) -> dict[str, Any]:
         results["fan_out"][str(size)] = await _median(
             lambda size=size: _fan_out(size, 2 if smoke else 5), 2 if smoke else 3
         )
+    results["history_memory"] = await _history_memory(200 if smoke else 4000)
     return results
 
 
