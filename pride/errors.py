@@ -75,6 +75,21 @@ __all__ = [
 ]
 
 
+def exception_leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """Every non-group exception inside ``group``, depth first.
+
+    pride's public calls raise one exception, never a group the caller did not
+    open; the places that leave a nursery use this to pick that one.
+    """
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found.extend(exception_leaves(exc))
+        else:
+            found.append(exc)
+    return found
+
+
 class BranchNotRunning(PrideError, RuntimeError):
     """A verb was called on a branch whose actor is not running.
 

@@ -24,7 +24,7 @@ import trio
 
 from ..context import CapabilityGrant, ContextProviderRegistry
 from ..context.capabilities import apply_block, observe
-from ..errors import BranchClosed, BranchNotRunning, Escalate, UnknownOperation
+from ..errors import BranchClosed, BranchNotRunning, Escalate, UnknownOperation, exception_leaves
 from ..llm import iModel
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
@@ -999,17 +999,7 @@ async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> Any:
     try:
         return await cm.__aexit__(*exc_info)
     except BaseExceptionGroup as group:
-        leaves = _leaves(group)
+        leaves = exception_leaves(group)
         if len(leaves) == 1:
             raise leaves[0] from None
         raise
-
-
-def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            found.extend(_leaves(exc))
-        else:
-            found.append(exc)
-    return found

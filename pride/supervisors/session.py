@@ -34,7 +34,7 @@ import trio
 
 from ..actors import Branch, Reply, ask, send
 from ..actors.actor import FINALIZE_GRACE
-from ..errors import UnknownBranch
+from ..errors import UnknownBranch, exception_leaves
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import Call, Command, RunEnd, RunFailed, Signal
 from ..operations.registry import OperationManager
@@ -430,19 +430,9 @@ async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
     try:
         return bool(await cm.__aexit__(*exc_info))
     except BaseExceptionGroup as group:
-        leaves = _leaves(group)
+        leaves = exception_leaves(group)
         chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
         for other in leaves:
             if other is not chosen and not isinstance(other, trio.Cancelled):
                 log.error("session: another error while leaving: %r", other, exc_info=other)
         raise chosen from chosen.__cause__
-
-
-def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            found.extend(_leaves(exc))
-        else:
-            found.append(exc)
-    return found

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from pride.llm import ScriptedReply, ToolCall, Usage
+from pride.llm._script import echo_text, to_reply
 
 __all__ = [
     "anthropic_error",
@@ -31,40 +32,25 @@ _CHARS_PER_TOKEN = 4
 def as_reply(item: object) -> ScriptedReply:
     """Normalise a script item: str, ToolCall, list of ToolCall or ScriptedReply.
 
+    The same items a :class:`~pride.llm.ScriptedModel` takes (one definition
+    for both: ``pride.llm``'s ``to_reply``).
+
     Raises:
         TypeError: the item is none of those.
     """
-    if isinstance(item, ScriptedReply):
-        return item
-    if isinstance(item, str):
-        return ScriptedReply(text=item)
-    if isinstance(item, ToolCall):
-        return ScriptedReply(tool_calls=(item,))
-    if isinstance(item, list | tuple) and all(isinstance(c, ToolCall) for c in item):
-        return ScriptedReply(tool_calls=tuple(item))
-    raise TypeError(
-        "a loopback script item must be a str, a ToolCall, a list of ToolCall, a ScriptedReply, "
-        f"a Fault or a callable, not {type(item).__name__}"
-    )
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
-        )
-    return ""
+    try:
+        return to_reply(item)
+    except TypeError:
+        raise TypeError(
+            "a loopback script item must be a str, a ToolCall, a list of ToolCall, a "
+            f"ScriptedReply, a Fault or a callable, not {type(item).__name__}"
+        ) from None
 
 
 def echo(body: Any) -> str:
     """``"echo: <last user text>"`` for an OpenAI or Anthropic request body."""
     messages = body.get("messages") if isinstance(body, dict) else None
-    for message in reversed(messages or []):
-        if isinstance(message, dict) and message.get("role") == "user":
-            return f"echo: {_text(message.get('content'))}"
-    return "echo: "
+    return echo_text([m for m in messages or [] if isinstance(m, dict)])
 
 
 def _usage(reply: ScriptedReply, body: Any) -> Usage:

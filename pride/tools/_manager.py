@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeAlias
 
 import trio
 
-from ..errors import Escalate, ToolError
+from ..errors import Escalate, ToolError, exception_leaves
 from ..messages.commands import ActionCall
 from ._outcome import ActionOutcome
 from ._tool import Tool
@@ -356,14 +356,6 @@ def _escalates(exc: Exception) -> bool:
     return isinstance(exc, Escalate)
 
 
-def _leaves(group: BaseExceptionGroup[Any]) -> Iterator[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
-
-
 def _one_exception(group: BaseExceptionGroup[Any]) -> BaseException:
     """The one exception ``execute`` raises for a group from its nursery or a tool.
 
@@ -371,7 +363,7 @@ def _one_exception(group: BaseExceptionGroup[Any]) -> BaseException:
     :class:`trio.Cancelled` (which the cancel scope that caused it will catch).
     Exceptions not chosen are noted on the chosen one, so nothing is lost.
     """
-    leaves = list(_leaves(group))
+    leaves = exception_leaves(group)
     ranked = sorted(
         leaves,
         key=lambda exc: (
