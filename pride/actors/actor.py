@@ -35,6 +35,7 @@ from ..messages import Attach, Detach, PriorityCommand, RunEnd, RunFailed, RunSt
 from ..messages._ids import new_id
 from . import turn
 from .mailbox import Mailbox, Reply
+from .waits import serving_step
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -159,7 +160,8 @@ async def _run_step(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> N
     """Serve a work command that is not a model turn (``Act``): no context, no signals."""
     reply.start(None, cancel)
     try:
-        result = await branch._run_inline(reply.command, None)  # type: ignore[arg-type]
+        with serving_step(reply):  # its tools waiting on this branch would deadlock
+            result = await branch._run_inline(reply.command, None)  # type: ignore[arg-type]
     except trio.Cancelled:
         if reply.cancel_reason is None:
             reply.fail(TurnCancelled("shutdown"))

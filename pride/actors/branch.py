@@ -12,6 +12,7 @@ private supervisor), or hand it to a session with ``session.spawn(branch)``.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import uuid
@@ -126,8 +127,9 @@ class Branch:
         tools: callables or Tools to register.
         log_config: a LogConfig or a dict of its fields.
         system_datetime: True for the current UTC time, or a timestamp string.
-        system_template, system_template_context: accepted for compatibility;
-            they warn ``DeprecationWarning`` and have no effect.
+        system_template: accepted for compatibility; a non-None value warns
+            ``DeprecationWarning`` and has no effect.
+        system_template_context: the same.
         logs: log entries to start from.
         use_lion_system_message: prepend pride's built-in preamble.
         memory: an explicit memory store, kept by identity.
@@ -687,6 +689,7 @@ class Branch:
     # ---------------------------------------------------------- attachments
 
     def _attach(self, command: Attach) -> None:
+        _check_attachment(command)  # all or nothing: a bad Attach leaves the wiring as it was
         self._owner_id = command.owner_id
         self._owner_name = command.owner_name
         self._observer = command.observer
@@ -871,8 +874,10 @@ class Branch:
         """Run ``command``'s operation in the calling task (the driver or a nested call)."""
         if isinstance(command, Call):
             name = command.operation
+            if not isinstance(name, str):
+                raise TypeError(f"Call.operation must be a str, got {type(name).__name__}")
             if hasattr(self, name):  # attribute first: a bound verb takes no branch argument
-                return await getattr(self, name)(**command.kwargs)
+                return await _verb(self, name)(**command.kwargs)
             operation = self._operations.get(name)
             if operation is None:
                 raise UnknownOperation(name)
@@ -979,6 +984,52 @@ def _action_call(call: Any) -> ActionCall:
             name, dict(getattr(call, "arguments", {}) or {}), getattr(call, "id", None)
         )
     raise TypeError(f"cannot read an action request from {type(call).__name__}")
+
+
+# Public async methods that are no operation: the actor's own loop.
+_NOT_VERBS = frozenset({"serve"})
+
+
+def _verb(branch: Branch, name: str) -> Callable[..., Any]:
+    """The Branch attribute ``name`` as a Call may run it: a public async verb.
+
+    A Call can arrive as data from anywhere, so attribute-first lookup stops at
+    the verbs: never a private helper, the actor's own loop, or a sync method
+    with side effects (``dump_logs`` writes files).
+
+    Raises:
+        UnknownOperation: the attribute is not such a verb.
+    """
+    found = getattr(branch, name)
+    if name.startswith("_") or name in _NOT_VERBS or not inspect.iscoroutinefunction(found):
+        raise UnknownOperation(name)
+    return found  # type: ignore[no-any-return]
+
+
+def _check_attachment(command: Attach) -> None:
+    """Refuse an Attach whose references cannot do their job.
+
+    Raises:
+        TypeError: naming the field (an observer without ``dispatch``, hooks
+            without ``emit``, a directory without ``resolve``, an operation
+            registry or memory store of the wrong type, an owner id that is
+            not a UUID).
+    """
+    for field, method in (("observer", "dispatch"), ("hooks", "emit"), ("directory", "resolve")):
+        value = getattr(command, field)
+        if value is not None and not callable(getattr(value, method, None)):
+            raise TypeError(
+                f"Attach.{field} must have a {method}() method, got {type(value).__name__}"
+            )
+    wrong = (
+        ("operations", OperationManager, "an OperationManager"),
+        ("memory", MemoryStore, "a MemoryStore"),
+        ("owner_id", UUID, "a UUID"),
+    )
+    for field, expected, what in wrong:
+        value = getattr(command, field)
+        if value is not None and not isinstance(value, expected):
+            raise TypeError(f"Attach.{field} must be {what}, got {type(value).__name__}")
 
 
 def _make_reply(branch: Branch, command: Any) -> Any:

@@ -82,11 +82,15 @@ def connect(
 
     Args:
         branch: the branch whose action manager gets the tool.
-        provider, base_url, api_key: where the model is and how to reach it
-            (with ``model="provider/name"`` among ``kwargs``).
+        provider: the connected model's provider (with ``model="provider/name"``
+            among ``kwargs``).
+        base_url: where the provider is (OpenAI-compatible servers).
+        api_key: the key, when it is not in the provider's environment variable.
         endpoint: only ``"chat"`` is supported.
-        queue_capacity, capacity_refresh_time, limit_requests, limit_tokens:
-            the connected model's rate limits, forwarded to :class:`~pride.iModel`.
+        queue_capacity: forwarded to :class:`~pride.iModel` (default 100).
+        capacity_refresh_time: forwarded to the iModel (default 60 s).
+        limit_requests: the connected model's request limit per window.
+        limit_tokens: the connected model's token limit per window.
         imodel: an existing model to connect instead of configuring one.
         name: the tool's name; default ``<provider>_<model>`` (invalid
             characters replaced by ``_``).

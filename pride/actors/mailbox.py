@@ -25,7 +25,7 @@ import trio
 from ..errors import BranchClosed, MailboxFull, PrideError, TurnCancelled
 from ..messages import Command
 from .turn import binding
-from .waits import add_wait, check_wait_allowed, remove_wait
+from .waits import add_wait, check_wait_allowed, in_step, remove_wait
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -117,7 +117,7 @@ class Reply:
         if self._consumed:
             raise ReplyConsumedError(f"{self!r}: result() already delivered its outcome")
         if not self._done:
-            if binding() is None:  # not waiting from inside a turn: no deadlock to detect
+            if binding() is None and not in_step():  # not inside a turn or Act: no deadlock
                 await self.wait_done()
             else:
                 check_wait_allowed(self.branch)

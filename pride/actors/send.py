@@ -26,7 +26,7 @@ from ..errors import TurnFinalizingError, UnknownBranch
 from ..messages import Command, WorkCommand
 from . import turn
 from .mailbox import Mailbox, Reply
-from .waits import check_wait_allowed, waiting_edge
+from .waits import check_wait_allowed, in_step, waiting_edge
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -109,15 +109,18 @@ async def send(target: Any, command: Command) -> Reply:
         BranchClosed: the target has stopped.
         UnknownBranch: a name or id did not resolve.
 
-    Cancellation: if cancelled while waiting for room, nothing was queued.
+    Cancellation: if it raises ``Cancelled`` (waiting for room, or a priority
+    command's checkpoint), nothing was queued.
     """
     branch = resolve(target)
     _check_command(command)
     mailbox = branch._require_mailbox()
     reply = Reply(branch, command)
     if command.lane == "priority":
+        # Cancelled means "nothing happened": check before queueing, never after.
+        await trio.lowlevel.checkpoint_if_cancelled()
         mailbox.put_priority(reply)
-        await trio.lowlevel.checkpoint()
+        await trio.lowlevel.cancel_shielded_checkpoint()
     else:
         await mailbox.put(reply)
     return reply
@@ -168,6 +171,8 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
             scope = turn.live_scope_for(branch)
             if scope is not None:
                 return await _run_nested(branch, command, scope, timeout)  # type: ignore[arg-type]
+        check_wait_allowed(branch)
+    elif in_step():  # a tool of an Act the actor is serving: deadlock rules apply too
         check_wait_allowed(branch)
     mailbox = branch._require_mailbox()
     reply = Reply(branch, command)

@@ -6,13 +6,18 @@ nothing else. Each branch records the branches its live turn is waiting on
 follows those edges from T, and if they lead back to W the wait would never
 end, so it fails at once with :class:`~pride.ReentrancyError`. Whoever closes
 a cycle is the one refused, so every cycle is caught when it forms.
+
+An ``Act`` served from the mailbox is not a turn (no turn context), but it
+occupies its actor just the same: its tools run in the actor's task lineage,
+so :func:`serving_step` marks them as waiting on behalf of that branch too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ReentrancyError
 from . import turn
@@ -20,15 +25,36 @@ from . import turn
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["check_wait_allowed", "waiting_edge"]
+__all__ = ["check_wait_allowed", "in_step", "serving_step", "waiting_edge"]
+
+# The Reply of the Act step the calling task's actor is serving, if any.
+_step: contextvars.ContextVar[Any] = contextvars.ContextVar("pride_serving_step", default=None)
+
+
+@contextlib.contextmanager
+def serving_step(reply: Any) -> Iterator[None]:
+    """While the block runs, the calling task (and tasks it starts) serve ``reply``'s step."""
+    token = _step.set(reply)
+    try:
+        yield
+    finally:
+        _step.reset(token)
+
+
+def in_step() -> bool:
+    """True when the calling task belongs to an Act step its actor is serving."""
+    return _step.get() is not None
 
 
 def _waiting_branch() -> Branch | None:
-    """The branch whose live turn the calling task belongs to, if any."""
+    """The branch whose live turn (or Act step) the calling task belongs to, if any."""
     bound = turn.binding()
-    if bound is None or turn.live_scope_for(bound.branch) is None:
-        return None
-    return bound.branch
+    if bound is not None and turn.live_scope_for(bound.branch) is not None:
+        return bound.branch
+    step = _step.get()
+    if step is not None and not step.done:
+        return step.branch  # type: ignore[no-any-return]
+    return None
 
 
 def check_wait_allowed(target: Branch) -> None:

@@ -378,6 +378,10 @@ _converter = _make_converter()
 
 # ------------------------------------------------------------------- errors
 
+# Data nested beyond the interpreter's recursion limit cannot be walked (by
+# json or by the converter): it is refused like any other bad input.
+_TOO_DEEP = "nested too deeply (beyond the recursion limit)"
+
 
 def _problems(exc: BaseException, path: str) -> list[tuple[str, str]]:
     if isinstance(exc, ForbiddenExtraKeysError):
@@ -395,6 +399,8 @@ def _problems(exc: BaseException, path: str) -> list[tuple[str, str]]:
         return found
     if isinstance(exc, KeyError):
         return [(path, "required field missing")]
+    if isinstance(exc, RecursionError):
+        return [(path, _TOO_DEEP)]
     if isinstance(exc, _Problem):
         return [(path, str(exc))]
     return [(path, f"{type(exc).__name__}: {exc}")]
@@ -422,6 +428,8 @@ def unstructure(obj: Any) -> Any:
         return _converter.unstructure(obj)
     except _Problem as exc:
         raise InvalidMessage([(type(obj).__name__, str(exc))]) from None
+    except RecursionError:
+        raise InvalidMessage([(type(obj).__name__, _TOO_DEEP)]) from None
 
 
 def structure(data: Any, tp: type[T] | Any) -> T:
@@ -435,7 +443,14 @@ def structure(data: Any, tp: type[T] | Any) -> T:
     """
     try:
         return typing.cast(T, _converter.structure(data, tp))
-    except (_Problem, cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
+    except (
+        _Problem,
+        cattrs.BaseValidationError,
+        KeyError,
+        TypeError,
+        ValueError,
+        RecursionError,
+    ) as exc:
         problems = _problems(exc, _root_name(data, tp))
         raise InvalidMessage(problems) from None
 
@@ -455,4 +470,6 @@ def from_json(text: str | bytes, tp: type[T] | Any) -> T:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
         raise InvalidMessage([("$", f"invalid JSON: {exc}")]) from None
+    except RecursionError:
+        raise InvalidMessage([("$", _TOO_DEEP)]) from None
     return typing.cast(T, structure(data, tp))

@@ -35,7 +35,13 @@ def make_instruction(
     tool_schemas: tuple[dict[str, Any], ...] = (),
     response_schema: dict[str, Any] | None = None,
 ) -> Instruction:
-    """The Instruction message a prompt command records."""
+    """The Instruction message a prompt command records.
+
+    Raises:
+        TypeError: a text field of the command (instruction, guidance,
+            plain_content, sender, recipient, images) is not text.
+    """
+    _check_text(command)
     return Instruction(
         instruction=command.instruction,
         guidance=command.guidance,
@@ -48,6 +54,27 @@ def make_instruction(
         sender=command.sender or branch.user or "user",
         recipient=command.recipient or branch.id_str,
     )
+
+
+_TEXT_FIELDS = ("instruction", "guidance", "plain_content", "sender", "recipient")
+
+
+def _check_text(command: _Prompt) -> None:
+    # A recorded Instruction is rendered into every later request of its branch:
+    # one that cannot be rendered (or that providers refuse) would fail every turn
+    # after it. Commands built in process are not validated, so check here, before
+    # anything is recorded.
+    for name in _TEXT_FIELDS:
+        value = getattr(command, name)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(
+                f"{type(command).__name__}.{name} must be a str, got {type(value).__name__}"
+            )
+    for image in command.images:
+        if not isinstance(image, str):
+            raise TypeError(
+                f"{type(command).__name__}.images must be str URLs, got {type(image).__name__}"
+            )
 
 
 def make_response(

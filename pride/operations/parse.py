@@ -108,9 +108,12 @@ async def parse_text(
         max_retries: reformat calls after the direct attempt (capped at 5).
         handle_validation: ``"raise"``, ``"return_value"`` or ``"return_none"``.
         parse_model: a model spec overriding the branch's parse model.
-        fuzzy_match, similarity_threshold, handle_unmatched, fill_value,
-            fill_mapping: key matching (see
-            :func:`~pride.operations._fuzzy.match_keys`).
+        fuzzy_match: match near-miss keys (see ``match_keys`` in
+            ``pride.operations._fuzzy``).
+        similarity_threshold: the least similarity for a fuzzy key match.
+        handle_unmatched: what to do with keys that match no field.
+        fill_value: the value for missing required keys.
+        fill_mapping: values for specific missing keys.
 
     Returns:
         What ``target.build`` returned; after every attempt failed, the text

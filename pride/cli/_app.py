@@ -1,0 +1,126 @@
+"""The ``pride`` command line: ``chat``, ``run`` and ``inspect`` (typer parses, rich prints)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import trio
+import typer
+from rich.console import Console
+
+from .._version import __version__
+from ._chat import ChatOptions, run_chat
+from ._inspect import inspect_store
+from ._run import RunOptions, run_app
+
+__all__ = ["PIPE_WIDTH", "app", "main"]
+
+PIPE_WIDTH = 160
+"""Columns rich lays tables out in when standard output is not a terminal."""
+
+app = typer.Typer(
+    name="pride",
+    help="pride: an actor runtime for LLM-agent conversations, on trio.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,  # errors are reported by each command
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pride {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """pride: an actor runtime for LLM-agent conversations, on trio."""
+
+
+@app.command()
+def chat(
+    model: Annotated[
+        str | None,
+        typer.Option(help="provider/model, e.g. openai/gpt-4.1-mini (default: $PRIDE_CHAT_MODEL)."),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            help="API root of an OpenAI-compatible server (vLLM, a proxy, a test server)."
+        ),
+    ] = None,
+    system: Annotated[str | None, typer.Option(help="System prompt of a new conversation.")] = None,
+    store: Annotated[
+        Path | None, typer.Option(help="SQLite branch store: turns are saved as they end.")
+    ] = None,
+    name: Annotated[str, typer.Option(help="The conversation's name (its key in the store).")] = (
+        "chat"
+    ),
+) -> None:
+    """Talk to one branch; replies stream. /help lists the commands."""
+    options = ChatOptions(model=model, base_url=base_url, system=system, store=store, name=name)
+    raise typer.Exit(run_chat(options))
+
+
+@app.command()
+def run(
+    app: Annotated[
+        str,
+        typer.Argument(
+            help="module:function or path/to/file.py:function; it receives the root Session.",
+            show_default=False,
+        ),
+    ],
+    *,
+    store: Annotated[
+        Path | None, typer.Option(help="SQLite branch store for the tree's named branches.")
+    ] = None,
+    grace: Annotated[
+        float, typer.Option(min=0, help="Seconds running turns get to finish on shutdown.")
+    ] = 5.0,
+    status: Annotated[
+        bool, typer.Option(help="Show a live status line (only when stderr is a terminal).")
+    ] = True,
+    exit_on_eof: Annotated[
+        bool, typer.Option(help="Stop (gracefully) once stdin ends and every request is answered.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+) -> None:
+    """Run a supervisor tree as a long-running process; JSON-line requests on stdin."""
+    options = RunOptions(
+        app=app,
+        store=store,
+        grace=grace,
+        status=status,
+        exit_on_eof=exit_on_eof,
+        log_level=log_level,
+    )
+    raise typer.Exit(run_app(options))
+
+
+@app.command()
+def inspect(
+    store: Annotated[Path, typer.Argument(help="The SQLite branch store.")],
+    branch: Annotated[
+        str | None, typer.Argument(help="A branch name: print its conversation.")
+    ] = None,
+) -> None:
+    """List the branches of a store, or print one conversation."""
+    # Piped output has no terminal width to fit: give tables room rather than 80 columns.
+    width = None if sys.stdout.isatty() else PIPE_WIDTH
+    out = Console(highlight=False, emoji=False, width=width)
+    err = Console(stderr=True, highlight=False, emoji=False)
+    raise typer.Exit(trio.run(inspect_store, store, branch, out, err))
+
+
+def main() -> None:
+    """The console-script entry point (``pride``); exits with the command's status."""
+    app(prog_name="pride")

@@ -1,0 +1,90 @@
+"""``pride inspect STORE [BRANCH]``: read a branch store without changing its conversations."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import trio
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import StoreError
+from ..messages import ActionRequest, ActionResponse, RoledMessage
+from ..store import BranchStore, StoredBranch
+
+__all__ = ["EXIT_BAD_STORE", "inspect_store"]
+
+EXIT_BAD_STORE = 2
+"""Exit status for a missing, corrupt or foreign store, or an unknown branch."""
+
+_ROLE_STYLE = {"system": "magenta", "user": "cyan", "assistant": "green", "action": "yellow"}
+
+
+async def inspect_store(path: Path, branch: str | None, out: Console, err: Console) -> int:
+    """List the branches of the store at ``path``, or print one conversation.
+
+    Returns:
+        0, or :data:`EXIT_BAD_STORE` after printing why to ``err``.
+    """
+    if not await trio.Path(path).exists():
+        err.print(f"pride inspect: no store at {path}", style="red", markup=False, soft_wrap=True)
+        return EXIT_BAD_STORE
+    try:
+        async with BranchStore(path) as store:
+            if branch is None:
+                _print_branches(out, path, await store.branches())
+                return 0
+            if await store.load(branch) is None:
+                names = ", ".join(b.name for b in await store.branches()) or "none"
+                err.print(
+                    f"pride inspect: no branch {branch!r} in {path} (stored: {names})",
+                    style="red",
+                    markup=False,
+                    soft_wrap=True,
+                )
+                return EXIT_BAD_STORE
+            _print_conversation(out, branch, await store.load_messages(branch))
+            return 0
+    except StoreError as exc:
+        err.print(f"pride inspect: {exc}", style="red", markup=False, soft_wrap=True)
+        return EXIT_BAD_STORE
+
+
+def _print_branches(out: Console, path: Path, branches: list[StoredBranch]) -> None:
+    if not branches:
+        out.print(f"{path}: no stored branches", markup=False)
+        return
+    table = Table(title=str(path), title_justify="left")
+    table.add_column("name", style="bold", no_wrap=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("messages", justify="right")
+    table.add_column("last update", no_wrap=True)
+    for stored in branches:
+        table.add_row(
+            Text(stored.name),
+            stored.branch_id,
+            str(stored.message_count),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stored.updated_at)),
+        )
+    out.print(table)
+
+
+def _print_conversation(out: Console, name: str, messages: list[RoledMessage]) -> None:
+    out.print(Text(f"{name}: {len(messages)} messages", style="bold"))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column()
+    for message in messages:
+        if isinstance(message, ActionRequest):
+            label = "tool call"
+            text = f"{message.function}({json.dumps(dict(message.arguments), ensure_ascii=False)})"
+        elif isinstance(message, ActionResponse):
+            label = "tool result"
+            text = f"{message.function} -> {message.result_text}"
+        else:
+            label, text = message.role, message.text
+        grid.add_row(Text(label, style=_ROLE_STYLE.get(message.role, "")), Text(text))
+    out.print(grid)

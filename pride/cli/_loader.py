@@ -1,0 +1,106 @@
+"""Find the function ``pride run`` starts: ``module:function`` or ``file.py:function``."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..actors import Branch
+from ..supervisors import Session
+
+__all__ = ["AppError", "call_app", "load_app"]
+
+
+class AppError(Exception):
+    """The application could not be found or started; the message says why."""
+
+
+def load_app(spec: str) -> Callable[..., Any]:
+    """The function named by ``spec``.
+
+    ``spec`` is ``package.module:function`` (imported with the current
+    directory first on ``sys.path``, as ``python -m`` would) or
+    ``path/to/file.py:function`` (loaded from that file, whose directory is
+    put first on ``sys.path`` so its sibling imports work).
+
+    Raises:
+        AppError: a malformed spec, a module that cannot be imported (its
+            error chained), or no callable of that name.
+    """
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name.isidentifier():
+        raise AppError(f"APP must be module:function or path/to/file.py:function, got {spec!r}")
+    if target.endswith(".py") or os.sep in target or "/" in target:
+        module = _load_file(Path(target))
+    else:
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise AppError(f"cannot import {target!r}: {exc}") from exc
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise AppError(f"{target!r} has no function {name!r}")
+    return function  # type: ignore[no-any-return]
+
+
+def _load_file(path: Path) -> Any:
+    if not path.is_file():
+        raise AppError(f"no such file: {path}")
+    directory = str(path.resolve().parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    module_name = f"pride_app_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise AppError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise AppError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+async def call_app(function: Callable[..., Any], session: Session) -> None:
+    """Call ``function(session)`` and add what it returns to ``session``.
+
+    The function (sync or async) normally spawns its branches and child
+    sessions into ``session`` and returns None. A factory that instead
+    returns a :class:`~pride.Session` tree, a :class:`~pride.Branch`, or a
+    list of them has each spawned into ``session``.
+
+    Raises:
+        AppError: the function raised (its error chained), or returned
+            something else.
+    """
+    try:
+        result = function(session)
+        if inspect.isawaitable(result):
+            result = await result
+        members = result if isinstance(result, list | tuple) else [result]
+        for member in members:
+            if member is None or member is session:
+                continue
+            if isinstance(member, Branch):
+                await session.spawn(member)
+                continue
+            if not isinstance(member, Session):
+                raise AppError(
+                    f"the app returned {type(member).__name__}; return None (after spawning "
+                    "into the session it receives), a Session, a Branch, or a list of them"
+                )
+            await session.spawn(member)
+    except AppError:
+        raise
+    except Exception as exc:
+        raise AppError(f"the app failed to start: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,103 @@
+"""Structured logs for ``pride run``: one JSON object per line on standard error.
+
+Every record carries ``time`` (UTC, ISO 8601), ``level``, ``logger`` and
+``message``; records emitted from inside a turn also carry ``branch``,
+``branch_id`` and ``turn_id`` (read from the turn binding of the task that
+logged), and the CLI adds ``request_id`` where it knows one. An exception
+adds ``exception`` (the formatted traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from ..actors import turn
+
+__all__ = ["CONTEXT_FIELDS", "JsonFormatter", "StderrHandler", "TurnContext", "configure"]
+
+CONTEXT_FIELDS = ("branch", "branch_id", "turn_id", "request_id")
+"""Record attributes copied into the JSON object when present."""
+
+# Libraries that log every HTTP request at INFO; quiet unless DEBUG was asked for.
+_CHATTY = ("httpx", "httpcore")
+
+
+class TurnContext(logging.Filter):
+    """Adds the branch and turn of the logging task, when it is part of a turn."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Annotate ``record`` (never drops it)."""
+        bound = turn.binding()
+        if bound is not None and not hasattr(record, "branch"):
+            record.branch = bound.branch.name
+            record.branch_id = bound.branch.id_str
+            record.turn_id = str(bound.scope.turn_id)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as one line of JSON."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as a JSON object on one line."""
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for field in CONTEXT_FIELDS:
+            value = getattr(record, field, None)
+            if value is not None:
+                entry[field] = str(value)
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+class StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time of each record.
+
+    Looking the stream up per record lets a live status display (which
+    redirects ``sys.stderr`` while it is shown) print log lines above itself.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write one formatted record and flush."""
+        try:
+            stream = sys.stderr
+            stream.write(self.format(record) + "\n")
+            stream.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def configure(level: str | int, formatter: logging.Formatter | None = None) -> logging.Handler:
+    """Send every logger's records at ``level`` and above to standard error.
+
+    Args:
+        level: a level name (``"INFO"``) or number.
+        formatter: default :class:`JsonFormatter`.
+
+    Returns:
+        the installed handler (on the root logger, replacing none).
+
+    Raises:
+        ValueError: an unknown level name.
+    """
+    numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(numeric, int):
+        raise ValueError(f"unknown log level {level!r}: use DEBUG, INFO, WARNING or ERROR")
+    handler = StderrHandler()
+    handler.setFormatter(formatter or JsonFormatter())
+    handler.addFilter(TurnContext())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(max(numeric, logging.WARNING))
+    return handler

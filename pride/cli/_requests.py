@@ -1,0 +1,126 @@
+"""The JSON-lines protocol of ``pride run``: requests on stdin, answers on stdout.
+
+A request is one line::
+
+    {"id": "r1", "to": "planner", "command": {"type": "ChatAndRecord", "instruction": "hi"}}
+
+``id`` is a string or a number chosen by the client and echoed in the
+answer; ``to`` is a branch name or id in the running tree; ``command`` is a
+work command in pride's wire form (:mod:`pride.messages.codec`). Each
+request gets exactly one answer line::
+
+    {"id": "r1", "ok": true, "result": "..."}
+    {"id": "r1", "ok": false, "error": {"type": "BranchClosed", "message": "..."}}
+
+A line that is not a valid request is answered with an ``InvalidMessage``
+error naming what was wrong (``id`` is null when it could not be read).
+Results are plain data through the codec when possible, else their ``str``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from ..errors import InvalidMessage
+from ..messages import WorkCommand, structure, unstructure
+
+__all__ = ["Request", "RequestRejected", "error_line", "ok_line", "parse_request"]
+
+# Priority-lane commands: the process supervises its tree; clients only send work.
+_SUPERVISION = frozenset({"Attach", "Detach", "Stop"})
+
+
+@attrs.frozen
+class Request:
+    """One parsed request line."""
+
+    id: str | int | float
+    to: str
+    command: WorkCommand
+
+
+class RequestRejected(Exception):
+    """A line that is not a valid request; ``error`` says why, ``request_id`` if it was read."""
+
+    def __init__(self, request_id: Any, error: InvalidMessage) -> None:
+        super().__init__(str(error))
+        self.request_id = request_id
+        self.error = error
+
+
+def parse_request(line: str) -> Request:
+    """Parse one request line.
+
+    Raises:
+        RequestRejected: the line is not JSON, not an object, or its ``id``,
+            ``to`` or ``command`` is missing or invalid (priority commands
+            such as ``Stop`` are refused: supervision belongs to the process).
+    """
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise RequestRejected(None, InvalidMessage([("request", f"not JSON: {exc}")])) from None
+    if not isinstance(data, dict):
+        found = type(data).__name__
+        raise RequestRejected(
+            None, InvalidMessage([("request", f"expected an object, got {found}")])
+        )
+    request_id = data.get("id")
+    problems: list[tuple[str, str]] = []
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int | float):
+        problems.append(("request.id", "expected a string or a number"))
+        request_id = None
+    target = data.get("to")
+    if not isinstance(target, str) or not target:
+        problems.append(("request.to", "expected a branch name or id"))
+    unknown = sorted(set(data) - {"id", "to", "command"})
+    if unknown:
+        problems.append(("request", f"unknown keys: {', '.join(unknown)}"))
+    if "command" not in data:
+        problems.append(("request.command", "missing"))
+    if problems:
+        raise RequestRejected(request_id, InvalidMessage(problems))
+    command_data = data["command"]
+    tag = command_data.get("type") if isinstance(command_data, dict) else None
+    if isinstance(tag, str) and tag in _SUPERVISION:
+        reason = f"{tag} is for supervisors; send a work command (Chat, ChatAndRecord, ...)"
+        raise RequestRejected(request_id, InvalidMessage([("request.command", reason)]))
+    try:
+        command: WorkCommand = structure(command_data, WorkCommand)
+    except InvalidMessage as exc:
+        raise RequestRejected(request_id, exc) from None
+    assert request_id is not None and isinstance(target, str)
+    return Request(request_id, target, command)
+
+
+def ok_line(request_id: Any, result: Any) -> str:
+    """The answer line for a result."""
+    return _dump({"id": request_id, "ok": True, "result": plain(result)})
+
+
+def error_line(request_id: Any, error: BaseException) -> str:
+    """The answer line for an error: its class name and message."""
+    return _dump(
+        {
+            "id": request_id,
+            "ok": False,
+            "error": {"type": type(error).__name__, "message": str(error)},
+        }
+    )
+
+
+def plain(result: Any) -> Any:
+    """``result`` as JSON-ready data: the codec's plain form, else its ``str``."""
+    try:
+        data = unstructure(result)
+        json.dumps(data)
+    except (InvalidMessage, TypeError, ValueError, RecursionError):
+        return str(result)
+    return data
+
+
+def _dump(answer: dict[str, Any]) -> str:
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,326 @@
+"""``pride run APP``: a supervisor tree as a long-running process.
+
+The process owns the root :class:`~pride.Session` (and so the store and the
+shutdown); the application function spawns its branches and child sessions
+into it. Work arrives as JSON lines on standard input and each request is
+answered by one JSON line on standard output (:mod:`pride.cli._requests`).
+Requests are queued in the order they are read, so requests to one branch
+are served in that order (a full mailbox makes the reader wait:
+backpressure), and answered concurrently, each waited for in its own task.
+Structured logs go to standard error (:mod:`pride.cli._logs`), with a live
+status line above them when standard error is a terminal.
+
+Shutdown. The problem: a long-running agent process is stopped by its
+supervisor (systemd, Kubernetes, a terminal's Ctrl-C) while turns are
+running, and a turn is expensive to lose. Options: exit at once (loses the
+turns in flight), wait for everything (a stuck provider blocks the stop
+forever), or a bounded drain as OTP's shutdown timeout and hypercorn's
+``graceful_timeout`` do. The choice is the bounded drain, escalating:
+
+1. the first SIGINT or SIGTERM stops reading standard input and calls
+   ``session.stop(grace)``: running turns may finish within the grace
+   period, then are cancelled (terminal signals sent, callers answered
+   ``TurnCancelled``); queued requests are answered ``BranchClosed``. Every
+   request read gets its answer line, and the process exits 0;
+2. a second signal brings the deadline to now (grace 0) and the process
+   exits ``128 + signal number`` (130 for SIGINT, 143 for SIGTERM), the shell
+   convention for "killed by that signal";
+3. a third signal exits at once, without waiting for anything.
+
+End of standard input does not stop the process (its work may arrive from
+elsewhere, or not yet) unless ``--exit-on-eof`` is given: then it answers
+the requests it has, stops gracefully and exits 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from rich.console import Console
+
+from ..actors import Reply
+from ..errors import BranchClosed, StoreError, SupervisorFailed
+from ..messages import (
+    BranchRestarted,
+    BranchStarted,
+    BranchStopped,
+    RunEnd,
+    RunFailed,
+    SessionFailed,
+    Signal,
+)
+from ..supervisors import Session
+from ._lines import LineReader
+from ._loader import AppError, call_app, load_app
+from ._logs import configure
+from ._requests import Request, RequestRejected, error_line, ok_line, parse_request
+from ._status import StatusLine, TokenCounter
+
+__all__ = ["EXIT_APP_ERROR", "EXIT_FAILED", "RunOptions", "run_app"]
+
+log = logging.getLogger("pride.cli")
+
+EXIT_FAILED = 1
+"""Exit status when the root session failed (restart intensity exceeded)."""
+EXIT_APP_ERROR = 2
+"""Exit status when the app or the store could not be started."""
+
+_LIFECYCLE = (BranchStarted, BranchStopped, BranchRestarted, SessionFailed, RunFailed)
+
+
+@attrs.frozen
+class RunOptions:
+    """The options of ``pride run`` (see ``pride run --help``)."""
+
+    app: str
+    store: Path | None = None
+    grace: float = 5.0
+    status: bool = True
+    exit_on_eof: bool = False
+    log_level: str = "INFO"
+
+
+def run_app(options: RunOptions) -> int:
+    """Run the process to its end; return its exit status.
+
+    Returns:
+        0 after a clean drain; 1 if the root session failed; 2 if the app
+        or the store could not be started; ``128 + signum`` after a forced
+        shutdown.
+    """
+    configure(options.log_level)
+    try:
+        function = load_app(options.app)
+    except AppError as exc:
+        log.error("%s", exc)
+        return EXIT_APP_ERROR
+    try:
+        return trio.run(_main, options, function)
+    except KeyboardInterrupt:  # Ctrl-C before the signal watcher took over
+        log.warning("interrupted while starting")
+        return 128 + signal.SIGINT
+
+
+async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        session = Session("pride-run", store=options.store, grace=options.grace)
+        process = _Process(session, options)
+        try:
+            async with session:
+                session.observe(RunEnd, handler=process.tokens)
+                session.observe(lambda s: isinstance(s, _LIFECYCLE), handler=process.on_signal)
+                await call_app(function, session)
+                stats = session.statistics()
+                log.info(
+                    "app %s started (branches: %d, sessions: %d); reading requests on stdin",
+                    options.app,
+                    stats.branches,
+                    stats.sessions + 1,
+                )
+                code = await process.serve(signals)
+        except AppError as exc:
+            log.error("%s", exc, exc_info=exc.__cause__)
+            return EXIT_APP_ERROR
+        except StoreError as exc:
+            log.error("cannot use the store: %s", exc)
+            return EXIT_APP_ERROR
+        except SupervisorFailed as exc:
+            log.error("the root session failed: %s", exc)
+            return EXIT_FAILED
+        return code
+
+
+class _Process:
+    """The serving part: requests, signals, the status line, the drain."""
+
+    def __init__(self, session: Session, options: RunOptions) -> None:
+        self.session = session
+        self.options = options
+        self.tokens = TokenCounter()
+        self.exit_code = 0
+        self.stopping = False
+        self.in_flight = 0
+        self._stopped = trio.Event()
+        self._reading = trio.CancelScope()
+        self._outer: trio.Nursery | None = None
+        self.status: StatusLine | None = None
+        if options.status and sys.stderr.isatty():
+            self.status = StatusLine(session, self.tokens, Console(stderr=True))
+
+    async def serve(self, signals: Any) -> int:
+        """Serve until a signal (or end of input with ``--exit-on-eof``) and the drain."""
+        async with trio.open_nursery() as outer:
+            self._outer = outer
+            outer.start_soon(self._watch_signals, signals)
+            if self.status is not None:
+                outer.start_soon(self.status.run)
+            async with trio.open_nursery() as work:
+                with self._reading:
+                    await self._read_requests(work)
+                    if not self.options.exit_on_eof:
+                        log.info("stdin closed; serving until SIGINT or SIGTERM")
+                        await trio.sleep_forever()
+                    log.info("stdin closed (--exit-on-eof): answering %d requests", self.in_flight)
+            # Every request read has been answered.
+            self._begin_stop(self.options.grace)
+            await self._stopped.wait()
+            outer.cancel_scope.cancel()
+        log.info("stopped (exit status %d)", self.exit_code)
+        return self.exit_code
+
+    # ------------------------------------------------------------ requests
+
+    async def _read_requests(self, work: trio.Nursery) -> None:
+        reader = LineReader(sys.stdin.fileno())
+        number = 0
+        while True:
+            try:
+                line = await reader.readline()
+            except OSError as exc:
+                log.error("cannot read stdin: %s", exc)
+                return
+            if line is None:
+                return
+            number += 1
+            if not line.strip():
+                continue
+            try:
+                request = parse_request(line)
+            except RequestRejected as exc:
+                log.warning(
+                    "line %d is not a valid request: %s",
+                    number,
+                    exc.error,
+                    extra={"request_id": exc.request_id},
+                )
+                self._write(error_line(exc.request_id, exc.error))
+                continue
+            await self._dispatch(request, work)
+
+    async def _dispatch(self, request: Request, work: trio.Nursery) -> None:
+        """Queue the request's command, in reading order, and answer it from its own task."""
+        try:
+            reply = await self.session.send(request.to, request.command)
+        except trio.Cancelled:  # stopping while waiting for room in a full mailbox
+            self._refuse(request, BranchClosed(request.to, "the process is stopping; not queued"))
+            raise
+        except Exception as exc:  # no such branch, closed, a bad target
+            self._refuse(request, exc)
+            return
+        log.debug(
+            "request %s queued for %r: %s",
+            request.id,
+            reply.branch.name,
+            type(request.command).__name__,
+            extra={"request_id": request.id, "branch": reply.branch.name},
+        )
+        self.in_flight += 1
+        work.start_soon(self._answer, request, reply)
+
+    async def _answer(self, request: Request, reply: Reply) -> None:
+        try:
+            result = await reply.result()
+        except Exception as exc:  # a failed turn is an answer, not a crash
+            self._refuse(request, exc)
+            return
+        except BaseException:
+            if not reply.done:
+                reply.cancel("caller")
+            raise
+        finally:
+            self.in_flight -= 1
+        self._write(ok_line(request.id, result))
+        log.debug("request %s answered", request.id, extra={"request_id": request.id})
+
+    def _refuse(self, request: Request, error: Exception) -> None:
+        log.info(
+            "request %s failed: %s: %s",
+            request.id,
+            type(error).__name__,
+            error,
+            extra={"request_id": request.id},
+        )
+        self._write(error_line(request.id, error))
+
+    def _write(self, line: str) -> None:
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except OSError as exc:  # the reader went away: keep serving, but say so
+            log.error("cannot write an answer to stdout: %s", exc)
+
+    # ------------------------------------------------------------ stopping
+
+    async def _watch_signals(self, signals: Any) -> None:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not self.stopping:
+                log.warning(
+                    "%s: stopping; running turns have %ss to finish, queued requests are "
+                    "refused (send it again to force)",
+                    name,
+                    self.options.grace,
+                )
+                self._begin_stop(self.options.grace)
+            elif self.exit_code < 128:
+                self.exit_code = 128 + signum
+                log.warning("%s again: forcing; running turns are cancelled now", name)
+                if self.status is not None:
+                    self.status.state = "forcing"
+                assert self._outer is not None
+                self._outer.start_soon(self._stop, 0.0)
+            else:
+                log.error("%s a third time: exiting at once", name)
+                with contextlib.suppress(OSError):
+                    sys.stdout.flush()
+                os._exit(self.exit_code)
+
+    def _begin_stop(self, grace: float) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        self._reading.cancel()
+        if self.status is not None:
+            self.status.state = "stopping"
+        assert self._outer is not None
+        self._outer.start_soon(self._stop, grace)
+
+    async def _stop(self, grace: float) -> None:
+        await self.session.stop(grace)
+        self._stopped.set()
+
+    def on_signal(self, event: Signal) -> None:
+        """Log the tree's lifecycle signals and failed turns; a failed root stops the process."""
+        extra = {"branch": event.branch_name, "branch_id": event.branch_id}
+        if isinstance(event, RunFailed):
+            log.info(
+                "turn failed: %s: %s",
+                event.error_type,
+                event.error_message,
+                extra={**extra, "turn_id": event.turn_id},
+            )
+        elif isinstance(event, BranchStarted):  # a restart is logged by BranchRestarted
+            level = logging.DEBUG if event.restart else logging.INFO
+            log.log(level, "branch %s started", event.branch_name, extra=extra)
+        elif isinstance(event, BranchStopped):
+            level = logging.WARNING if event.reason == "crash" else logging.INFO
+            log.log(level, "branch %s stopped (%s)", event.branch_name, event.reason, extra=extra)
+        elif isinstance(event, BranchRestarted):
+            log.warning(
+                "branch %s restarted after: %s", event.branch_name, event.cause, extra=extra
+            )
+        elif isinstance(event, SessionFailed):
+            log.error("session %s failed: %s", event.session_name, event.cause)
+            if event.session_name == self.session.name and not self.stopping:
+                self.exit_code = EXIT_FAILED
+                if self._outer is not None:
+                    self._begin_stop(0.0)

@@ -1,0 +1,42 @@
+"""The application the CLI tests start with ``pride run``: two branches on the loopback server.
+
+The model's address comes from ``PRIDE_TEST_BASE_URL`` (the test's
+:func:`pride.testing.openai_server`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from pride import Branch, Escalate, ScriptedModel, Session, iModel
+from pride.llm import RetryPolicy
+
+
+def model() -> iModel:
+    """An OpenAI-compatible model on the test's loopback server, without retries."""
+    return iModel(
+        "openai/test-model",
+        base_url=os.environ["PRIDE_TEST_BASE_URL"],
+        api_key="test-key",
+        retry=RetryPolicy.never(),
+    )
+
+
+async def build(session: Session) -> None:
+    """Spawn ``bob`` then ``ada`` (so a shutdown stops ``ada`` first)."""
+    await session.spawn(Branch(name="bob", system="You are Bob.", chat_model=model()))
+    await session.spawn(Branch(name="ada", system="You are Ada.", chat_model=model()))
+
+
+def broken(session: Session) -> None:
+    """An app that fails while starting."""
+    raise RuntimeError("no configuration found")
+
+
+def crashing(session: Session) -> Branch:
+    """A factory returning one branch whose every turn escalates (the root soon fails)."""
+
+    def escalate(request: object) -> str:
+        raise Escalate("state corrupted")
+
+    return Branch(name="fragile", chat_model=ScriptedModel(escalate))

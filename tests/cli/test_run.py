@@ -1,0 +1,209 @@
+"""``pride run``: a long-running process serving JSON-line requests, durable across restarts.
+
+Every test starts the real CLI as a subprocess against a temporary store and
+a loopback model server running in the test's trio loop (real clock: the
+server does socket I/O).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import trio
+
+from pride.store import BranchStore
+from pride.testing import openai_server
+from tests.cli.driver import CLI, COMMAND, ROOT, TIMEOUT, HeldModel, cli_env, contents, request
+
+APP = "tests.cli.app:build"
+
+
+async def _stored(path: Path, name: str) -> list[str]:
+    async with BranchStore(path) as store:
+        return [message.text for message in await store.load_messages(name)]
+
+
+async def test_sigterm_mid_turn_finishes_it_and_a_second_run_continues(tmp_path: Path) -> None:
+    """SIGTERM lets the running turn finish, refuses the queued one, exits 0; nothing is lost."""
+    store = tmp_path / "agents.db"
+    model = HeldModel()
+    async with openai_server(model) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        args = ("run", APP, "--store", str(store), "--no-status", "--log-level", "DEBUG")
+        async with CLI.start(*args, "--grace", "30", env=env) as cli:
+            await cli.send(request("r1", "ada", "hello"))
+            assert await cli.answer("r1") == {"id": "r1", "ok": True, "result": "re: hello"}
+            await cli.send(request("r2", "ada", "slow question"))
+            await cli.send(request("r3", "ada", "queued behind it"))
+            await cli.wait_event(model.held, "the model request of r2")
+            await cli.logged("request r3 queued for 'ada'")
+            cli.process.send_signal(signal.SIGTERM)
+            await cli.logged("SIGTERM: stopping")
+            model.release.set()
+            assert await cli.exit_code() == 0
+        answers = cli.answers()
+        assert answers["r2"] == {"id": "r2", "ok": True, "result": "re: slow question"}
+        assert answers["r3"]["ok"] is False, cli.transcript()
+        assert answers["r3"]["error"]["type"] == "BranchClosed"
+        assert await _stored(store, "ada") == [
+            "You are Ada.",
+            "hello",
+            "re: hello",
+            "slow question",
+            "re: slow question",
+        ]
+
+        async with CLI.start(*args, "--exit-on-eof", env=env) as cli:
+            await cli.send(request("r4", "ada", "and now?"))
+            assert (await cli.answer("r4"))["result"] == "re: and now?"
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    assert contents(server.requests[-1].body) == [
+        "You are Ada.",
+        "hello",
+        "re: hello",
+        "slow question",
+        "re: slow question",
+        "and now?",
+    ]
+    assert len(await _stored(store, "ada")) == 7
+
+
+async def test_kill_9_loses_only_the_turn_in_flight(tmp_path: Path) -> None:
+    """After kill -9 mid-turn, every message of the finished turns is in the store."""
+    store = tmp_path / "agents.db"
+    model = HeldModel()
+    async with openai_server(model) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        async with CLI.start("run", APP, "--store", str(store), "--no-status", env=env) as cli:
+            await cli.send(request("r1", "ada", "one"))
+            await cli.send(request("r2", "bob", "two"))
+            await cli.answer("r1")
+            await cli.answer("r2")
+            await cli.send(request("r3", "ada", "slow three"))
+            await cli.wait_event(model.held, "the model request of r3")
+            cli.process.kill()
+            assert await cli.exit_code() == -signal.SIGKILL
+        assert "r3" not in cli.answers()
+    assert await _stored(store, "ada") == ["You are Ada.", "one", "re: one"]
+    assert await _stored(store, "bob") == ["You are Bob.", "two", "re: two"]
+
+
+async def test_a_second_signal_forces_the_shutdown(tmp_path: Path) -> None:
+    """A second SIGINT cancels the running turn at once and exits 130."""
+    model = HeldModel()
+    async with openai_server(model) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        async with CLI.start("run", APP, "--no-status", "--grace", "60", env=env) as cli:
+            await cli.send(request("r1", "ada", "slow and stuck"))
+            await cli.wait_event(model.held, "the model request")
+            cli.process.send_signal(signal.SIGINT)
+            await cli.logged("SIGINT: stopping")
+            cli.process.send_signal(signal.SIGINT)
+            assert await cli.exit_code() == 128 + signal.SIGINT
+        answer = cli.answers()["r1"]
+        assert answer["ok"] is False
+        assert answer["error"]["type"] == "TurnCancelled"
+        await cli.logged("SIGINT again: forcing")
+        model.release.set()
+
+
+async def test_bad_lines_get_error_answers_and_serving_goes_on(tmp_path: Path) -> None:
+    """Each invalid line is answered with an error naming the problem; valid ones are served."""
+    async with openai_server(HeldModel()) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        async with CLI.start("run", APP, "--no-status", "--exit-on-eof", env=env) as cli:
+            await cli.send("this is not json")
+            await cli.send({"id": "no-to", "command": {"type": "Chat", "instruction": "x"}})
+            bad = {"type": "Chat", "instruction": 5}
+            await cli.send({"id": "bad", "to": "ada", "command": bad})
+            await cli.send({"id": "stop", "to": "ada", "command": {"type": "Stop"}})
+            await cli.send(request("nobody", "zed", "hello?"))
+            await cli.send({"id": 7, "to": "bob", "command": {"type": "Chat", "instruction": "hi"}})
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    answers = cli.answers()
+    assert answers[None]["error"]["type"] == "InvalidMessage"
+    assert "not JSON" in answers[None]["error"]["message"]
+    assert "request.to" in answers["no-to"]["error"]["message"]
+    assert answers["bad"]["error"]["message"] == "Chat.instruction: expected str, got int"
+    assert "Stop is for supervisors" in answers["stop"]["error"]["message"]
+    assert answers["nobody"]["error"]["type"] == "UnknownBranch"
+    assert answers[7] == {"id": 7, "ok": True, "result": "re: hi"}
+    record = next(r for r in cli.logs() if r["message"] == "branch ada started")
+    assert record["level"] == "INFO" and record["logger"] == "pride.cli" and "time" in record
+
+
+async def test_an_app_that_fails_to_start_exits_2(tmp_path: Path) -> None:
+    """A failing app function (given as a file path) is reported and the exit status is 2."""
+    async with CLI.start("run", "tests/cli/app.py:broken", env=cli_env()) as cli:
+        await cli.close_stdin()
+        assert await cli.exit_code() == 2
+    record = await cli.logged("the app failed to start")
+    assert "no configuration found" in record["message"]
+    assert record["level"] == "ERROR"
+
+
+async def test_on_a_terminal_a_status_line_shows_the_tree(tmp_path: Path) -> None:
+    """With stderr on a terminal, a live line counts branches, queued work, turns and tokens."""
+    async with openai_server(HeldModel()) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url, COLUMNS="200", TERM="xterm")
+        controller, terminal = os.openpty()
+        try:
+            process = await trio.lowlevel.open_process(
+                [*COMMAND, "run", APP, "--exit-on-eof"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=terminal,
+                cwd=ROOT,
+                env=env,
+            )
+        finally:
+            os.close(terminal)
+        screen = b""
+        async with trio.lowlevel.FdStream(controller) as output:
+            assert process.stdin is not None
+            await process.stdin.send_all(json.dumps(request("r1", "ada", "hi")).encode() + b"\n")
+            with trio.fail_after(TIMEOUT):
+                while b"turns 1 done, 0 failed" not in screen:
+                    screen += await output.receive_some()
+                await process.stdin.aclose()
+                try:
+                    while data := await output.receive_some():
+                        screen += data
+                except (OSError, trio.BrokenResourceError):
+                    pass  # the terminal's other end closed: the process has exited
+                assert await process.wait() == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.decode(errors="replace"))
+    assert "pride run serving" in text
+    assert "branches 2/2" in text and "queued 0" in text
+    assert "tokens " in text
+    assert '"message": "branch ada started"' in text  # log lines print above the status line
+
+
+async def test_a_store_that_is_not_pride_s_is_refused_at_start(tmp_path: Path) -> None:
+    """A corrupt store file makes the process exit 2 at start, leaving the file alone."""
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"not a database" * 200)
+    async with CLI.start("run", APP, "--store", str(path), env=cli_env()) as cli:
+        assert await cli.exit_code() == 2
+    record = await cli.logged("cannot use the store")
+    assert "not a SQLite database" in record["message"]
+    assert path.read_bytes() == b"not a database" * 200
+
+
+async def test_when_the_root_session_fails_the_process_answers_everything_and_exits_1() -> None:
+    """Past the restart intensity the process stops by itself; each request it read is answered."""
+    lines = [json.dumps(request(f"r{number}", "fragile", "hi")) for number in range(6)]
+    async with CLI.start("run", "tests.cli.app:crashing", "--no-status", env=cli_env()) as cli:
+        await cli.send("\n".join(lines))
+        assert await cli.exit_code() == 1
+    answers = cli.answers()
+    assert {"r0", "r1", "r2", "r3"} <= answers.keys()  # four crashes exceed 3 restarts
+    assert {answer["error"]["type"] for answer in answers.values()} <= {"Escalate", "BranchClosed"}
+    await cli.logged("the root session failed")
