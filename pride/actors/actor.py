@@ -242,7 +242,12 @@ async def _finalise(
     branch: Branch, context: turn.TurnExecutionContext, outcome: _Outcome, observed: bool
 ) -> _Outcome:
     """End nested work, drain message signals, pass the turn's barriers (a store's
-    commit), emit the terminal: shielded and bounded. Returns the final outcome."""
+    commit), emit the terminal: shielded and bounded. Returns the final outcome.
+
+    Cut short by the bound, the turn's leftover signal deliveries are cancelled
+    and its terminal is still emitted (once: never a second attempt).
+    """
+    attempted = False
     with trio.move_on_after(FINALIZE_GRACE) as guard:
         # Cancellation from outside must not strand the turn half-finalised.
         guard.shield = True
@@ -259,6 +264,7 @@ async def _finalise(
                 if outcome.failure is None:
                     outcome = _Outcome(exc)
         if observed:
+            attempted = True
             await branch._emit_lifecycle(_terminal(branch, context, outcome))
     if guard.cancelled_caught:
         log.error(
@@ -267,6 +273,12 @@ async def _finalise(
             branch.name,
             FINALIZE_GRACE,
         )
+        with trio.move_on_after(FINALIZE_GRACE) as late:
+            late.shield = True
+            if context.signals is not None:  # stuck subscribers: cancel, never leave behind
+                await context.signals.cancel_and_wait()
+            if observed and not attempted:  # every turn gets its terminal
+                await branch._emit_lifecycle(_terminal(branch, context, outcome))
     return outcome
 
 

@@ -614,14 +614,26 @@ class Branch:
     # ------------------------------------------------------------ signals
 
     async def _emit_lifecycle(self, signal: Signal) -> None:
-        """Deliver a lifecycle signal and wait for its async subscribers."""
+        """Deliver a lifecycle signal and wait for its async subscribers.
+
+        The wait is bounded by ``FINALIZE_GRACE``: a subscriber that does not
+        finish by then is cancelled (and logged), so none can hold a turn.
+        """
         observer = self._observer
         if observer is None:
             return
         try:
             pending = observer.dispatch(signal)
             if pending is not None:
-                await pending
+                with trio.move_on_after(actor.FINALIZE_GRACE) as bound:
+                    await pending
+                if bound.cancelled_caught:
+                    log.error(
+                        "async observers of %s of branch %r took over %ss; cancelled",
+                        type(signal).__name__,
+                        self.name,
+                        actor.FINALIZE_GRACE,
+                    )
         except Exception:
             log.exception("observer failed on %s of branch %r", type(signal).__name__, self.name)
 

@@ -219,17 +219,27 @@ class StreamItems:
         self._receive = receive
         self.reply = reply
         self._error: BaseException | None = None
+        self._finished = False
 
     def __aiter__(self) -> StreamItems:
         return self
 
     async def __anext__(self) -> Any:
+        if self._finished:  # exhausted stays exhausted; the outcome was delivered once
+            raise StopAsyncIteration
         try:
             return await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             pass
         if self.reply is not None:
-            await self.reply.result()
+            try:
+                await self.reply.result()
+            except trio.Cancelled:
+                raise  # not delivered yet: the next call waits again
+            except BaseException:
+                self._finished = True
+                raise
+        self._finished = True
         if self._error is not None:
             raise self._error
         raise StopAsyncIteration

@@ -25,7 +25,7 @@ from . import turn
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["check_wait_allowed", "in_step", "serving_step", "waiting_edge"]
+__all__ = ["check_wait_allowed", "in_step", "serving_branch", "serving_step", "waiting_edge"]
 
 # The Reply of the Act step the calling task's actor is serving, if any.
 _step: contextvars.ContextVar[Any] = contextvars.ContextVar("pride_serving_step", default=None)
@@ -46,8 +46,12 @@ def in_step() -> bool:
     return _step.get() is not None
 
 
-def _waiting_branch() -> Branch | None:
-    """The branch whose live turn (or Act step) the calling task belongs to, if any."""
+def serving_branch() -> Branch | None:
+    """The branch whose live turn (or Act step) the calling task belongs to, if any.
+
+    While that is so, the branch's actor is busy with the caller's own work:
+    waiting for it to do anything else would never end.
+    """
     bound = turn.binding()
     if bound is not None and turn.live_scope_for(bound.branch) is not None:
         return bound.branch
@@ -59,7 +63,7 @@ def _waiting_branch() -> Branch | None:
 
 def check_wait_allowed(target: Branch) -> None:
     """Raise ReentrancyError if the calling turn waiting on ``target`` would deadlock."""
-    waiter = _waiting_branch()
+    waiter = serving_branch()
     if waiter is None:
         return
     if waiter is target:
@@ -90,7 +94,7 @@ def add_wait(target: Branch) -> Branch | None:
     Pair with :func:`remove_wait` (in a ``finally``). Returns None when the
     caller is not inside a live turn (nothing is recorded).
     """
-    waiter = _waiting_branch()
+    waiter = serving_branch()
     if waiter is not None:
         edges = waiter._waiting_on
         edges[target] = edges.get(target, 0) + 1

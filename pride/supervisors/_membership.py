@@ -18,8 +18,9 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Branch, BranchRef, Reply, send, turn
+from ..actors import Branch, BranchRef, Reply, send
 from ..actors.branch import live_branch
+from ..actors.waits import serving_branch
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
 from ..messages import Attach, Detach, Stop
 from ._child import Child
@@ -308,6 +309,5 @@ def _matches(actor: Any, ref: Any) -> bool:
 
 
 def _in_turn_of(actor: Any) -> bool:
-    """True when the calling task is part of a live turn of ``actor``."""
-    bound = turn.binding()
-    return bound is not None and bound.branch is actor and turn.current_turn() is not None
+    """True when the calling task is part of a live turn (or Act step) of ``actor``."""
+    return serving_branch() is actor

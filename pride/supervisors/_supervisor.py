@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..actors import Branch
+from ..actors.actor import FINALIZE_GRACE
 from ..actors.mailbox import Reply
 from ..errors import PrideError, SupervisorFailed
 from ..messages import BranchRestarted, BranchStarted, BranchStopped, SessionFailed, Signal, Stop
@@ -383,16 +384,32 @@ class Supervisor:
         )
 
     async def _announce(self, signal: Signal, point: str, payload: Mapping[str, Any]) -> None:
-        """Deliver a lifecycle signal to the observer, then fire its hook point."""
+        """Deliver a lifecycle signal to the observer, then fire its hook point.
+
+        The supervisor waits on async subscribers and handlers for at most
+        ``FINALIZE_GRACE`` each (then cancels them, logged): restarts and
+        shutdown must never hang on somebody watching them.
+        """
         pending = self._observer.dispatch(signal)
         if pending is not None:
-            await pending
+            await self._bounded(pending, type(signal).__name__)
         await self._hook(point, payload)
 
     async def _hook(self, point: str, payload: Mapping[str, Any]) -> None:
         try:
             pending = self.hooks.emit(point, payload)
             if pending is not None:
-                await pending
+                await self._bounded(pending, f"hook {point}")
         except Exception:  # Escalate too: a lifecycle hook has no turn to fail
             log.exception("session %r: hook %s failed", self.name, point)
+
+    async def _bounded(self, pending: Any, what: str) -> None:
+        with trio.move_on_after(FINALIZE_GRACE) as bound:
+            await pending
+        if bound.cancelled_caught:
+            log.error(
+                "session %r: subscribers of %s took over %ss; cancelled",
+                self.name,
+                what,
+                FINALIZE_GRACE,
+            )

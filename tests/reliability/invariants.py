@@ -15,17 +15,21 @@ created and of every answer it gets. Per branch it asserts:
    and its terminal. Messages recorded outside turns (``Act``) carry no
    turn id; one of those arriving while a turn is open is reported too
    (``allow_untracked`` lifts that).
-4. **One answer per envelope**: every Reply is answered (a result, an error,
-   ``BranchClosed`` or ``TurnCancelled``) exactly once, is never started
+4. **One answer per envelope**: every Reply queued is answered (a result, an
+   error, ``BranchClosed`` or ``TurnCancelled``) exactly once, is never started
    after it was answered, and a turn's answer agrees with its terminal
    (``RunEnd``: a result; ``RunFailed``: an error of the type it names).
 5. **History = signals**: a branch's recorded messages are, in order, its
    baseline followed by what its ``MessageAdded`` signals reported.
+6. **History stays sendable**: in both provider shapes, every native tool
+   call is answered (a tool result for each id) before the conversation
+   moves on, and no result answers a call that is not open; providers
+   reject anything else, so one broken pair would fail every later turn.
 
 Ordering properties (1-3) are checked as signals arrive; :meth:`check`
 raises ``AssertionError`` listing every violation so far and, with
 ``quiescent=True`` (nothing may be in flight any more), also checks 2's "no
-turn left open", 4 and 5. :meth:`prune` forgets what was verified, for long
+turn left open", 4, 5 and 6. :meth:`prune` forgets what was verified, for long
 runs (the soak benchmark).
 
 Envelope recording wraps ``Reply.__init__``, ``start``, ``succeed`` and
@@ -53,7 +57,7 @@ from pride import (
     Signal,
 )
 
-__all__ = ["InvariantChecker"]
+__all__ = ["InvariantChecker", "sendable_problems"]
 
 _TERMINALS = (RunEnd, RunFailed)
 
@@ -261,21 +265,29 @@ class InvariantChecker:
         for envelope in self._envelopes.values():
             problems += self._envelope_problems(envelope)
         for branch in branches:
-            log = self._branch_log(branch.id, branch.name)
-            expected = [*(log.baseline or ()), *log.reported]
-            actual = [m.id for m in branch.messages]
-            if actual != expected:
-                problems.append(
-                    f"{branch.name}: history ({len(actual)} messages) differs from baseline + "
-                    f"MessageAdded ({len(expected)}); first difference at "
-                    f"{_first_difference(actual, expected)}"
-                )
+            problems += self._history_problems(branch)
+        return problems
+
+    def _history_problems(self, branch: Branch) -> list[str]:
+        log = self._branch_log(branch.id, branch.name)
+        expected = [*(log.baseline or ()), *log.reported]
+        actual = [m.id for m in branch.messages]
+        problems = sendable_problems(branch)
+        if actual != expected:
+            problems.append(
+                f"{branch.name}: history ({len(actual)} messages) differs from baseline + "
+                f"MessageAdded ({len(expected)}); first difference at "
+                f"{_first_difference(actual, expected)}"
+            )
         return problems
 
     def _envelope_problems(self, envelope: _Envelope) -> list[str]:
         reply = envelope.reply
         problems = []
-        if not envelope.answers:
+        if not envelope.answers and (reply.state != "queued" or reply.branch.running):
+            # (A queued reply of a branch whose mailbox has closed was never in it: the
+            # mailbox answers everything it holds when it closes. That is a send
+            # cancelled before it could queue, which hands no reply to anyone.)
             problems.append(f"{reply!r} was never answered")
         if envelope.started_after_answer:
             problems.append(f"{reply!r} was started after it had been answered")
@@ -317,10 +329,14 @@ class InvariantChecker:
         self.signals.clear()
 
     def forget(self, branch: Branch) -> None:
-        """Drop a retired branch's record (its open turn, if any, is a violation)."""
-        log = self._branches.pop(branch.id, None)
-        if log is not None and log.open_turn is not None:
+        """Check a retired branch (no open turn, history = signals), then drop its record."""
+        log = self._branches.get(branch.id)
+        if log is None:
+            return
+        if log.open_turn is not None:
             self._violate(f"{log.name}: forgotten with turn {log.open_turn} open")
+        self.violations += self._history_problems(branch)
+        del self._branches[branch.id]
 
     def turn_ids(self, branch: Branch) -> list[UUID]:
         """The turns started on ``branch`` that the checker still remembers, in order."""
@@ -332,6 +348,39 @@ class InvariantChecker:
 
     def _violate(self, text: str) -> None:
         self.violations.append(text)
+
+
+def sendable_problems(branch: Branch) -> list[str]:
+    """Tool calls left unanswered (or answers without a call) in either provider shape."""
+    problems = []
+    open_calls: list[str] = []
+    for index, entry in enumerate(branch.messages.compile("openai")):
+        if entry["role"] == "tool":
+            if entry.get("tool_call_id") in open_calls:
+                open_calls.remove(entry["tool_call_id"])
+            else:
+                problems.append(f"{branch.name}: openai entry {index} answers no open call")
+            continue
+        if open_calls:
+            problems.append(f"{branch.name}: openai calls {open_calls} unanswered at {index}")
+        open_calls = [call["id"] for call in entry.get("tool_calls") or ()]
+    if open_calls:
+        problems.append(f"{branch.name}: openai calls {open_calls} unanswered at the end")
+    open_calls = []
+    for index, entry in enumerate(branch.messages.compile("anthropic")):
+        content = entry["content"] if isinstance(entry["content"], list) else []
+        kinds = [block.get("type") for block in content]
+        results = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
+        if sorted(results) != sorted(open_calls) or kinds[: len(results)] != ["tool_result"] * len(
+            results
+        ):
+            problems.append(
+                f"{branch.name}: anthropic entry {index} answers {results}, open: {open_calls}"
+            )
+        open_calls = [b["id"] for b in content if b.get("type") == "tool_use"]
+    if open_calls:
+        problems.append(f"{branch.name}: anthropic calls {open_calls} unanswered at the end")
+    return problems
 
 
 def _describe(kind: str, value: Any) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "ALLOWED_ERRORS",
     "TOOLS",
     "Leftovers",
+    "linked_tools",
     "register_operations",
     "tools",
     "world_model",
@@ -118,6 +119,25 @@ def tools(leftovers: Leftovers) -> list[Any]:
 
 
 TOOLS = ("slow", "hang", "spawn", "boom")
+
+
+def linked_tools(branch: Branch, peer: Branch) -> list[Any]:
+    """Tools calling back into branches: ``selfask`` (its own) and ``peerask`` (the other).
+
+    Inside a model turn ``selfask`` runs inline as nested work; inside an ``Act``
+    served from the mailbox it is refused with ReentrancyError (waiting on its
+    own busy actor would never end), which the tool records as its error.
+    """
+
+    async def selfask(n: int) -> str:
+        """Ask this tool's own branch."""
+        return str(await branch.chat("inner d=0"))
+
+    async def peerask(n: int) -> str:
+        """Ask the other branch."""
+        return str(await pride.ask(peer, ChatAndRecord("from a peer's tool d=0")))
+
+    return [selfask, peerask]
 
 
 async def _nested(branch: Branch, text: str = "nested") -> str:

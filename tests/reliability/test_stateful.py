@@ -10,9 +10,12 @@ one ``trio.run`` per example replays it on a ``MockClock`` with autojump, so
 model delays, timeouts and hanging tools cost no real time. After each
 action the program waits until every task is blocked
 (``wait_all_tasks_blocked``), then asserts the ordering invariants; at the
-end every branch must answer a final turn and the quiescent invariants
+end every branch must answer a final turn (or, in some examples, a shutdown
+with work still in flight must answer everything), the quiescent invariants
 (every envelope answered once, every turn terminated, histories equal to
-their signals) must hold.
+their signals and still sendable to a provider) must hold, no task a tool
+left behind may still run, and each conversation must survive a JSON round
+trip.
 
 Determinism: pytest-trio makes trio's scheduler deterministic under
 hypothesis and hands its random generator to hypothesis, and the profile is
@@ -23,6 +26,7 @@ deadlock shows up as "hung" rather than a stuck test.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -48,6 +52,7 @@ from tests.reliability.invariants import InvariantChecker
 from tests.reliability.support import (
     ALLOWED_ERRORS,
     Leftovers,
+    linked_tools,
     register_operations,
     tools,
     world_model,
@@ -57,7 +62,21 @@ NAMES = ("a", "b")
 HANG_LIMIT = 10_000.0  # virtual seconds: any action taking longer is a deadlock
 
 # Command kinds; those that may never finish on their own are asked with a timeout only.
-KINDS = ("chat", "record", "fail", "tool=slow", "tool=spawn", "tool=boom", "nested", "peer", "act")
+KINDS = (
+    "chat",
+    "record",
+    "fail",
+    "tool=slow",
+    "tool=spawn",
+    "tool=boom",
+    "tool=selfask",
+    "tool=peerask",
+    "nested",
+    "peer",
+    "act",
+    "act=selfask",
+    "act=peerask",
+)
 HANGING = ("tool=hang",)
 CRASH = ("crash",)
 
@@ -166,6 +185,8 @@ def command(kind: str, delay: int, me: int) -> Any:
         return Call("peer", to=NAMES[1 - me], text=text)
     if kind == "crash":
         return Call("crash")
+    if kind.startswith("act="):
+        return Act([ActionCall(kind.removeprefix("act="), {"n": delay})])
     assert kind == "act", kind
     return Act([ActionCall("slow", {"n": delay})])
 
@@ -271,7 +292,9 @@ class Program:
             assert await branch.chat_and_record("final") == "re: final"
 
 
-async def replay(program: list[Any]) -> None:
+async def replay(program: list[Any], shutdown: float | None) -> None:
+    """Run ``program``; then final turns, or (``shutdown`` seconds of grace) a shutdown
+    with everything still in flight."""
     checker = InvariantChecker()
     leftovers = Leftovers()
     with checker.envelopes():
@@ -281,6 +304,8 @@ async def replay(program: list[Any]) -> None:
         branches = [
             Branch(name=name, chat_model=world_model(), tools=tools(leftovers)) for name in NAMES
         ]
+        for branch, peer in zip(branches, branches[::-1], strict=True):
+            branch.register_tools(linked_tools(branch, peer))
         async with session:
             for branch in branches:
                 await session.spawn(branch)
@@ -292,17 +317,25 @@ async def replay(program: list[Any]) -> None:
                         await trio.testing.wait_all_tasks_blocked()
                     assert not limit.cancelled_caught, f"step {index} {action} hung"
                     checker.check()
+                if shutdown is not None:
+                    with trio.move_on_after(HANG_LIMIT) as limit:
+                        await session.stop(grace=shutdown)
+                    assert not limit.cancelled_caught, "the shutdown hung"
                 with trio.move_on_after(HANG_LIMIT) as limit:
                     await run.collect()
                 assert not limit.cancelled_caught, "a sent command was never answered"
                 callers.cancel_scope.deadline = trio.current_time() + HANG_LIMIT
             assert not callers.cancel_scope.cancelled_caught, "a caller hung"
-            with trio.move_on_after(HANG_LIMIT) as limit:
-                await run.finish()
-            assert not limit.cancelled_caught, "the final turns hung"
+            if shutdown is None:
+                with trio.move_on_after(HANG_LIMIT) as limit:
+                    await run.finish()
+                assert not limit.cancelled_caught, "the final turns hung"
         assert not run.unexpected, run.unexpected
         checker.check(*branches, quiescent=True)
     assert leftovers.running == 0, f"{leftovers.running} leftover tasks were never cancelled"
+    for branch in branches:  # whatever happened, the conversation survives a JSON round trip
+        restored = Branch.from_dict(json.loads(json.dumps(branch.to_dict("json"))))
+        assert list(restored.messages) == list(branch.messages)
 
 
 # Bounded and derandomized for `make test`. To hunt, RELIABILITY_EXAMPLES=5000
@@ -310,9 +343,14 @@ async def replay(program: list[Any]) -> None:
 EXAMPLES = int(os.environ.get("RELIABILITY_EXAMPLES", "0"))
 
 
-@settings(max_examples=EXAMPLES or 150, derandomize=not EXAMPLES)
-@given(st.lists(actions, max_size=40 if EXAMPLES else 25))
-def test_random_programs_keep_every_invariant(program: list[Any]) -> None:
+@settings(max_examples=EXAMPLES or 300, derandomize=not EXAMPLES)
+@given(
+    st.lists(actions, max_size=40 if EXAMPLES else 25),
+    st.one_of(st.none(), st.none(), st.sampled_from([0.0, 0.5, 3.0])),
+)
+def test_random_programs_keep_every_invariant(program: list[Any], shutdown: float | None) -> None:
     """Any interleaving of sends, asks, cancellations, streams, controls, crashes and
-    membership changes keeps the invariants, and every branch answers a final turn."""
-    trio.run(replay, program, clock=trio.testing.MockClock(autojump_threshold=0))
+    membership changes keeps the invariants; then every branch answers a final turn, or
+    a shutdown with work in flight answers everything."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    trio.run(replay, program, shutdown, clock=clock)
