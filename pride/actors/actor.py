@@ -255,6 +255,7 @@ async def _finalise(
             await context.nested.cancel_and_wait()
         if context.signals is not None:
             await context.signals.wait()
+        outcome = _escalated(context, outcome)
         for barrier in branch._turn_barriers:
             try:
                 await barrier()
@@ -279,6 +280,17 @@ async def _finalise(
                 await context.signals.cancel_and_wait()
             if observed and not attempted:  # every turn gets its terminal
                 await branch._emit_lifecycle(_terminal(branch, context, outcome))
+    return outcome
+
+
+def _escalated(context: turn.TurnExecutionContext, outcome: _Outcome) -> _Outcome:
+    """The outcome once the turn's own tasks had their say: an Escalate from a
+    nested task or an async hook escalates the turn (after it finalises)."""
+    if outcome.reraise is not None:
+        return outcome
+    for group in (context.nested, context.signals):
+        if group is not None and group.escalation is not None:
+            return _Outcome(group.escalation, reraise=group.escalation)
     return outcome
 
 

@@ -1053,6 +1053,8 @@ def _make_reply(branch: Branch, command: Any) -> Any:
 async def _isolated(pending: Any, what: str) -> None:
     try:
         await pending
+    except Escalate:
+        raise  # a hook escalating: the turn's task group hands it to the supervisor
     except Exception:
         log.exception("async subscriber of %s failed", what)
 

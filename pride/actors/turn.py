@@ -29,7 +29,7 @@ from uuid import UUID
 import attrs
 import trio
 
-from ..errors import LoopBreak, StopStream
+from ..errors import Escalate, LoopBreak, StopStream
 from ..messages import WorkCommand
 
 if TYPE_CHECKING:
@@ -228,10 +228,12 @@ class TaskGroup:
     cancel scope that this group owns. :meth:`cancel_and_wait` gives the same
     guarantee a per-turn nursery would: every task has ended before it
     returns. A task's failure is logged (it is never awaited by the turn, so
-    it cannot change the turn's result, ADR-0018 D2).
+    it cannot change the turn's result, ADR-0018 D2) — except
+    :class:`~pride.Escalate`, which is kept in :attr:`escalation`: a task of
+    the turn saying "this branch is not to be trusted" escalates the turn.
     """
 
-    __slots__ = ("_closed", "_host", "_idle", "_label", "_scopes")
+    __slots__ = ("_closed", "_host", "_idle", "_label", "_scopes", "escalation")
 
     def __init__(self, host: trio.Nursery, label: str) -> None:
         self._host = host
@@ -239,6 +241,7 @@ class TaskGroup:
         self._scopes: set[trio.CancelScope] = set()
         self._idle: trio.Event | None = None
         self._closed = False
+        self.escalation: Escalate | None = None
 
     def __len__(self) -> int:
         return len(self._scopes)
@@ -262,6 +265,10 @@ class TaskGroup:
         try:
             with scope:
                 await async_fn(*args)
+        except Escalate as exc:
+            log.error("%s: a task escalated: %s", self._label, exc)
+            if self.escalation is None:
+                self.escalation = exc
         except Exception:
             log.exception("%s: a task failed; the turn's result is unchanged", self._label)
         finally:

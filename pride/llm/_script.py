@@ -97,6 +97,11 @@ def reply_usage(request: ModelRequest, reply: ScriptedReply) -> Usage:
     return Usage(input_tokens=-(-chars // CHARS_PER_TOKEN), output_tokens=output)
 
 
+KEEP_CALLS = 1000
+"""A scripted model keeps at least the last this-many requests in ``calls``
+(and at most twice as many), so a long-running demo does not grow forever."""
+
+
 class ScriptedEndpoint(Endpoint):
     """Replies from a script.
 
@@ -136,10 +141,15 @@ class ScriptedEndpoint(Endpoint):
         self.delay = delay
         self.chunk_size = chunk_size
         self.calls = calls
+        self.received = 0
         self.used = 0
 
     async def _reply(self, request: ModelRequest) -> ScriptedReply:
-        self.calls.append(request)
+        self.received += 1
+        calls = self.calls
+        calls.append(request)
+        if len(calls) >= 2 * KEEP_CALLS:  # a long-running scripted process keeps the recent ones
+            del calls[:KEEP_CALLS]
         script = self.script
         item: Any
         if script is None:
@@ -152,7 +162,7 @@ class ScriptedEndpoint(Endpoint):
             if self.used >= len(script):
                 raise ScriptExhausted(
                     f"ScriptedModel {self.model!r} ran out of replies: it has {len(script)} and "
-                    f"this is call {len(self.calls)}; add replies or pass a function",
+                    f"this is call {self.received}; add replies or pass a function",
                     provider=self.provider,
                 )
             item = script[self.used]

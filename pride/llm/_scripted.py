@@ -35,7 +35,9 @@ class ScriptedModel(iModel):
         **kwargs: the :class:`iModel` options (limits, ``retry``, request options).
 
     Attributes:
-        calls: every :class:`ModelRequest` received, one per attempt.
+        calls: the :class:`ModelRequest` objects received, one per attempt, in
+            order (the most recent 1,000 at least, the rest dropped: a
+            long-running scripted process must not grow forever).
 
     A list that runs out raises :class:`~pride.errors.ScriptExhausted`, saying
     how many replies it had and which call this was. Usage is estimated at

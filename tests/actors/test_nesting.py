@@ -212,3 +212,29 @@ async def test_logging_of_nested_failure_names_the_turn(caplog: pytest.LogCaptur
         branch.register_operation("spawn", spawn)
         await branch.call("spawn")
     assert str(turn_ids[0]) in caplog.text
+
+
+async def test_escalate_from_a_nested_task_escalates_the_turn() -> None:
+    """An Escalate raised by a task started with start_soon reaches the caller and crashes."""
+    caught: list[BaseException] = []
+
+    async def spawn_escalation(branch: Branch) -> str:
+        scope = pride.current_turn()
+        assert scope is not None
+
+        async def corrupt() -> None:
+            raise pride.Escalate("nested task saw corrupt state")
+
+        scope.start_soon(corrupt)
+        await trio.testing.wait_all_tasks_blocked()
+        return "body done"
+
+    with pytest.raises(pride.Escalate):
+        async with Branch(chat_model=echo_model()) as branch:
+            branch.register_operation("spawn_escalation", spawn_escalation)
+            try:
+                await branch.call("spawn_escalation")
+            except pride.Escalate as exc:
+                caught.append(exc)
+            await trio.sleep_forever()
+    assert [str(exc) for exc in caught] == ["nested task saw corrupt state"]
