@@ -65,9 +65,6 @@ async def _pride(smoke: bool) -> dict[str, object]:
         )
         fans[str(size)] = stats.median
     figures["fan_out"] = fans
-    from benchmarks.bench_memory import _history
-
-    figures["history_memory"] = await _history(200 if smoke else 4000)
     return figures
 
 
@@ -90,14 +87,17 @@ def main(smoke: bool) -> None:
     for label, theirs, ours in rows:
         print(f"  {label:<32} lionagi {theirs * 1e6:10.1f} us   pride {ours * 1e6:8.1f} us")  # type: ignore[operator]
         print(ratio_line(f"lionagi / pride: {label}", theirs / ours, "(info)", True))  # type: ignore[operator]
-    theirs, ours = reference["history_memory"], pride_figures["history_memory"]
+    from benchmarks.bench_memory import probe
+
+    theirs = reference["history_memory"]
+    ours = probe("history", 200 if smoke else 4000)
     mib = 2**20
     print(
         f"  {'memory per 1,000 recorded msgs':<32} lionagi {theirs / mib:7.2f} MiB"  # type: ignore[operator]
         f"   pride {ours / mib:6.2f} MiB"  # type: ignore[operator]
     )
-    if smoke:
-        print("  (too few messages in a smoke run for a memory ratio)")
+    if smoke or ours <= 0:
+        print("  (too few messages, or no measurable growth, for a memory ratio)")
     else:
         print(ratio_line("lionagi / pride: history memory", theirs / ours, "(info)", True))  # type: ignore[operator]
     sys.stdout.flush()

@@ -35,7 +35,7 @@ from ..messages import Attach, Detach, PriorityCommand, RunEnd, RunFailed, RunSt
 from ..messages._ids import new_id
 from . import turn
 from .mailbox import Mailbox, Reply
-from .waits import serving_step
+from .waits import enter_step, leave_step
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -159,9 +159,9 @@ def _apply_priority(branch: Branch, reply: Reply) -> None:
 async def _run_step(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> None:
     """Serve a work command that is not a model turn (``Act``): no context, no signals."""
     reply.start(None, cancel)
+    step = enter_step(reply)  # its tools waiting on this branch would deadlock
     try:
-        with serving_step(reply):  # its tools waiting on this branch would deadlock
-            result = await branch._run_inline(reply.command, None)  # type: ignore[arg-type]
+        result = await branch._run_inline(reply.command, None)  # type: ignore[arg-type]
     except trio.Cancelled:
         if reply.cancel_reason is None:
             reply.fail(TurnCancelled("shutdown"))
@@ -174,6 +174,8 @@ async def _run_step(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> N
         reply.fail(exc)
     else:
         reply.succeed(result)
+    finally:
+        leave_step(step)
 
 
 async def _run_turn(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> None:

@@ -9,7 +9,7 @@ a cycle is the one refused, so every cycle is caught when it forms.
 
 An ``Act`` served from the mailbox is not a turn (no turn context), but it
 occupies its actor just the same: its tools run in the actor's task lineage,
-so :func:`serving_step` marks them as waiting on behalf of that branch too.
+so :func:`enter_step` marks them as waiting on behalf of that branch too.
 """
 
 from __future__ import annotations
@@ -25,20 +25,31 @@ from . import turn
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["check_wait_allowed", "in_step", "serving_branch", "serving_step", "waiting_edge"]
+__all__ = [
+    "check_wait_allowed",
+    "enter_step",
+    "in_step",
+    "leave_step",
+    "serving_branch",
+    "waiting_edge",
+]
 
 # The Reply of the Act step the calling task's actor is serving, if any.
 _step: contextvars.ContextVar[Any] = contextvars.ContextVar("pride_serving_step", default=None)
 
 
-@contextlib.contextmanager
-def serving_step(reply: Any) -> Iterator[None]:
-    """While the block runs, the calling task (and tasks it starts) serve ``reply``'s step."""
-    token = _step.set(reply)
-    try:
-        yield
-    finally:
-        _step.reset(token)
+def enter_step(reply: Any) -> contextvars.Token[Any]:
+    """From now on the calling task (and tasks it starts) serve ``reply``'s step.
+
+    Undo with :func:`leave_step` (a plain pair, not a context manager: it is on
+    the path of every ``Act``, which the mailbox benchmark measures).
+    """
+    return _step.set(reply)
+
+
+def leave_step(token: contextvars.Token[Any]) -> None:
+    """Undo :func:`enter_step`."""
+    _step.reset(token)
 
 
 def in_step() -> bool:

@@ -98,8 +98,9 @@ def reply_usage(request: ModelRequest, reply: ScriptedReply) -> Usage:
 
 
 KEEP_CALLS = 1000
-"""A scripted model keeps at least the last this-many requests in ``calls``
-(and at most twice as many), so a long-running demo does not grow forever."""
+"""By default a scripted model keeps at least the last this-many requests in
+``calls`` (and at most twice as many), so a long-running demo does not grow
+forever."""
 
 
 class ScriptedEndpoint(Endpoint):
@@ -113,6 +114,8 @@ class ScriptedEndpoint(Endpoint):
         delay: seconds (``trio.sleep``) before each reply.
         chunk_size: characters per streamed text delta.
         calls: where each received request is appended (one per attempt).
+        keep_calls: keep at least this many recent requests in ``calls``
+            (at most twice as many); 0 keeps none.
     """
 
     provider = "scripted"
@@ -125,7 +128,10 @@ class ScriptedEndpoint(Endpoint):
         delay: float,
         chunk_size: int,
         calls: list[ModelRequest],
+        keep_calls: int = KEEP_CALLS,
     ) -> None:
+        if keep_calls < 0:
+            raise ValueError(f"keep_calls must be >= 0, got {keep_calls!r}")
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
         if delay < 0:
@@ -141,15 +147,18 @@ class ScriptedEndpoint(Endpoint):
         self.delay = delay
         self.chunk_size = chunk_size
         self.calls = calls
+        self.keep_calls = keep_calls
         self.received = 0
         self.used = 0
 
     async def _reply(self, request: ModelRequest) -> ScriptedReply:
         self.received += 1
-        calls = self.calls
-        calls.append(request)
-        if len(calls) >= 2 * KEEP_CALLS:  # a long-running scripted process keeps the recent ones
-            del calls[:KEEP_CALLS]
+        keep = self.keep_calls
+        if keep:
+            calls = self.calls
+            calls.append(request)
+            if len(calls) >= 2 * keep:  # a long-running scripted process keeps the recent ones
+                del calls[:keep]
         script = self.script
         item: Any
         if script is None:

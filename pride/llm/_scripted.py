@@ -8,7 +8,7 @@ from ._endpoint import Endpoint
 from ._model import DEFAULT_TIMEOUT, iModel
 from ._providers import ProviderInfo
 from ._retry import RetryPolicy
-from ._script import DEFAULT_CHUNK_SIZE, Script, ScriptedEndpoint
+from ._script import DEFAULT_CHUNK_SIZE, KEEP_CALLS, Script, ScriptedEndpoint
 from ._types import ModelRequest
 
 __all__ = ["ScriptedModel"]
@@ -32,12 +32,14 @@ class ScriptedModel(iModel):
         delay: seconds (``trio.sleep``, so ``MockClock`` applies) before each reply.
         chunk_size: characters per text delta when streamed.
         model: the model name reported in responses.
+        keep_calls: how many recent requests ``calls`` keeps (0: none).
         **kwargs: the :class:`iModel` options (limits, ``retry``, request options).
 
     Attributes:
         calls: the :class:`ModelRequest` objects received, one per attempt, in
-            order (the most recent 1,000 at least, the rest dropped: a
-            long-running scripted process must not grow forever).
+            order: the most recent ``keep_calls`` (default 1,000) at least, the
+            rest dropped, so a long-running scripted process does not grow
+            forever; ``keep_calls=0`` records none.
 
     A list that runs out raises :class:`~pride.errors.ScriptExhausted`, saying
     how many replies it had and which call this was. Usage is estimated at
@@ -51,6 +53,7 @@ class ScriptedModel(iModel):
         delay: float = 0.0,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         model: str = "scripted",
+        keep_calls: int = KEEP_CALLS,
         timeout: float | None = DEFAULT_TIMEOUT,
         limit_requests: int | None = None,
         limit_tokens: int | None = None,
@@ -61,6 +64,7 @@ class ScriptedModel(iModel):
         **request_options: Any,
     ) -> None:
         self.calls: list[ModelRequest] = []
+        self._keep_calls = keep_calls
         self._script = replies
         self._delay = delay
         self._chunk_size = chunk_size
@@ -84,6 +88,7 @@ class ScriptedModel(iModel):
             delay=self._delay,
             chunk_size=self._chunk_size,
             calls=self.calls,
+            keep_calls=self._keep_calls,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,6 +105,7 @@ class ScriptedModel(iModel):
             delay=self._delay,
             chunk_size=self._chunk_size,
             model=self.model,
+            keep_calls=self._keep_calls,
             timeout=self.timeout,
             limit_requests=self.limit_requests,
             limit_tokens=self.limit_tokens,
