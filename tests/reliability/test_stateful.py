@@ -1,39 +1,42 @@
-"""Random programs against a session of two branches: the invariants hold after every step.
+"""A hypothesis state machine over a session of two branches: the invariants hold after
+every rule.
 
-How hypothesis drives trio here: a branch needs a running actor for the
-whole program, so rules that each call ``trio.run`` cannot share state, and
-running trio in a second thread would make the schedule depend on the OS.
-Instead hypothesis generates the *program*, a list of actions (send, ask
+How hypothesis drives trio here: ``RuleBasedStateMachine`` calls its rules
+synchronously, but the branches need their actors running across all of
+them, so the world lives in one trio run hosted by the test in guest mode
+(``tests/reliability/guest.py``). Each rule replays one action (send, ask
 with a timeout, a caller cancelled from outside, stream-and-abandon, loop
-control, nested and cross-branch calls, crashes, remove/include, stop), and
-one ``trio.run`` per example replays it on a ``MockClock`` with autojump, so
-model delays, timeouts and hanging tools cost no real time. After each
-action the program waits until every task is blocked
-(``wait_all_tasks_blocked``), then asserts the ordering invariants; at the
-end every branch must answer a final turn (or, in some examples, a shutdown
-with work still in flight must answer everything), the quiescent invariants
-(every envelope answered once, every turn terminated, histories equal to
-their signals and still sendable to a provider) must hold, no task a tool
-left behind may still run, and each conversation must survive a JSON round
-trip.
+control, nested and cross-branch calls, crashes, remove/include, stop)
+inside that run and returns once every task is blocked; trio is paused
+between rules, and the ordering invariants are checked after each. The
+run's ``MockClock`` autojumps, so model delays, timeouts and hanging tools
+cost no real time. The teardown ends the program: every branch must answer
+a final turn (or, in some examples, a shutdown with work still in flight
+must answer everything), the quiescent invariants (every envelope answered
+once, every turn terminated, histories equal to their signals and still
+sendable to a provider) must hold, no task a tool left behind may still
+run, and each conversation must survive a JSON round trip.
 
 Determinism: pytest-trio makes trio's scheduler deterministic under
 hypothesis and hands its random generator to hypothesis, and the profile is
-derandomized, so a failing program replays exactly and shrinks to a small
-list of actions. Each action is bounded by a virtual-time limit, so a
+derandomized, so a failing program replays exactly and shrinks to a short
+list of rules. Each action is bounded by a virtual-time limit, so a
 deadlock shows up as "hung" rather than a stuck test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 import trio
 import trio.testing
-from hypothesis import given, settings, strategies as st
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import pride
 from pride import (
@@ -48,6 +51,7 @@ from pride import (
     Session,
     Stop,
 )
+from tests.reliability.guest import GuestRun
 from tests.reliability.invariants import InvariantChecker
 from tests.reliability.support import (
     ALLOWED_ERRORS,
@@ -292,65 +296,122 @@ class Program:
             assert await branch.chat_and_record("final") == "re: final"
 
 
-async def replay(program: list[Any], shutdown: float | None) -> None:
-    """Run ``program``; then final turns, or (``shutdown`` seconds of grace) a shutdown
-    with everything still in flight."""
-    checker = InvariantChecker()
-    leftovers = Leftovers()
-    with checker.envelopes():
+class BranchWorld(RuleBasedStateMachine):
+    """A session of two branches, driven by hypothesis one action per rule.
+
+    The world lives in one trio run hosted by the test (``GuestRun``): each
+    rule replays one action and returns once every task is blocked, the
+    ordering invariants are checked after every rule, and the teardown ends
+    the program with final turns or with a shutdown that has work in flight.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checker = InvariantChecker()
+        self.leftovers = Leftovers()
+        self.exits = contextlib.ExitStack()
+        self.exits.enter_context(self.checker.envelopes())
+        self.shutdown: float | None = None
+        self.steps = 0
+        self.program_ended = trio.Event()
+        self.callers_done = trio.Event()
+        self.callers_hung = False
+        self.trio = GuestRun(self.world, clock=trio.testing.MockClock(autojump_threshold=0))
+
+    async def world(self, serve: Callable[[], Awaitable[None]]) -> None:
         session = Session(name="world", max_restarts=1_000, period=1.0)
         register_operations(session)
-        session.observe(handler=checker.dispatch)
-        branches = [
-            Branch(name=name, chat_model=world_model(), tools=tools(leftovers)) for name in NAMES
+        session.observe(handler=self.checker.dispatch)
+        self.branches = [
+            Branch(name=name, chat_model=world_model(), tools=tools(self.leftovers))
+            for name in NAMES
         ]
-        for branch, peer in zip(branches, branches[::-1], strict=True):
+        for branch, peer in zip(self.branches, self.branches[::-1], strict=True):
             branch.register_tools(linked_tools(branch, peer))
         async with session:
-            for branch in branches:
+            for branch in self.branches:
                 await session.spawn(branch)
-            run = Program(session, branches, checker)
-            async with trio.open_nursery() as callers:
-                for index, action in enumerate(program):
-                    with trio.move_on_after(HANG_LIMIT) as limit:
-                        await run.step(action, callers)
-                        await trio.testing.wait_all_tasks_blocked()
-                    assert not limit.cancelled_caught, f"step {index} {action} hung"
-                    checker.check()
-                if shutdown is not None:
-                    with trio.move_on_after(HANG_LIMIT) as limit:
-                        await session.stop(grace=shutdown)
-                    assert not limit.cancelled_caught, "the shutdown hung"
-                with trio.move_on_after(HANG_LIMIT) as limit:
-                    await run.collect()
-                assert not limit.cancelled_caught, "a sent command was never answered"
-                callers.cancel_scope.deadline = trio.current_time() + HANG_LIMIT
-            assert not callers.cancel_scope.cancelled_caught, "a caller hung"
-            if shutdown is None:
-                with trio.move_on_after(HANG_LIMIT) as limit:
-                    await run.finish()
-                assert not limit.cancelled_caught, "the final turns hung"
+            async with trio.open_nursery() as hosts:
+                self.callers = await hosts.start(self.host_callers)
+                self.program = Program(session, self.branches, self.checker)
+                await serve()
+
+    async def host_callers(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """The nursery of the program's caller tasks, kept open until the program ends;
+        then its callers get HANG_LIMIT virtual seconds to finish."""
+        async with trio.open_nursery() as callers:
+            task_status.started(callers)
+            await self.program_ended.wait()
+            callers.cancel_scope.deadline = trio.current_time() + HANG_LIMIT
+        self.callers_hung = callers.cancel_scope.cancelled_caught
+        self.callers_done.set()
+
+    def bounded(self, what: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Run ``job`` in the world; more than HANG_LIMIT virtual seconds is a deadlock."""
+
+        async def limited() -> None:
+            with trio.move_on_after(HANG_LIMIT) as limit:
+                await job()
+            assert not limit.cancelled_caught, f"{what} hung"
+
+        self.trio.call(limited)
+
+    @initialize(shutdown=st.one_of(st.none(), st.none(), st.sampled_from([0.0, 0.5, 3.0])))
+    def choose_ending(self, shutdown: float | None) -> None:
+        """``None``: the program ends with a final turn per branch; a number: with a
+        shutdown of that grace while work is still in flight."""
+        self.shutdown = shutdown
+
+    @rule(action=actions)
+    def act(self, action: Any) -> None:
+        self.steps += 1
+        self.bounded(f"step {self.steps} {action}", lambda: self.program.step(action, self.callers))
+
+    @invariant()
+    def ordering_invariants_hold(self) -> None:
+        self.checker.check()
+
+    def teardown(self) -> None:
+        try:
+            self.end_program()
+        finally:
+            self.trio.abandon()  # after a failure: cancel whatever is left
+            self.exits.close()
+
+    def end_program(self) -> None:
+        run = self.program
+        if self.shutdown is not None:
+            grace = self.shutdown
+            self.bounded("the shutdown", lambda: run.session.stop(grace=grace))
+        self.bounded("collecting the answers", run.collect)
+
+        async def callers_finish() -> None:
+            self.program_ended.set()
+            await self.callers_done.wait()
+
+        self.trio.call(callers_finish)
+        assert not self.callers_hung, "a caller hung"
+        if self.shutdown is None:
+            self.bounded("the final turns", run.finish)
+        self.trio.close()
         assert not run.unexpected, run.unexpected
-        checker.check(*branches, quiescent=True)
-    assert leftovers.running == 0, f"{leftovers.running} leftover tasks were never cancelled"
-    for branch in branches:  # whatever happened, the conversation survives a JSON round trip
-        restored = Branch.from_dict(json.loads(json.dumps(branch.to_dict("json"))))
-        assert list(restored.messages) == list(branch.messages)
+        self.checker.check(*self.branches, quiescent=True)
+        assert self.leftovers.running == 0, (
+            f"{self.leftovers.running} leftover tasks were never cancelled"
+        )
+        for branch in self.branches:  # whatever happened, the conversation survives JSON
+            restored = Branch.from_dict(json.loads(json.dumps(branch.to_dict("json"))))
+            assert list(restored.messages) == list(branch.messages)
 
 
 # Bounded and derandomized for `make test`. To hunt, RELIABILITY_EXAMPLES=5000
 # runs more examples, with fresh randomness (pick one with --hypothesis-seed=N).
 EXAMPLES = int(os.environ.get("RELIABILITY_EXAMPLES", "0"))
 
-
-@settings(max_examples=EXAMPLES or 300, derandomize=not EXAMPLES)
-@given(
-    st.lists(actions, max_size=40 if EXAMPLES else 25),
-    st.one_of(st.none(), st.none(), st.sampled_from([0.0, 0.5, 3.0])),
+TestRandomProgramsKeepEveryInvariant = BranchWorld.TestCase
+TestRandomProgramsKeepEveryInvariant.settings = settings(
+    max_examples=EXAMPLES or 300,
+    stateful_step_count=40 if EXAMPLES else 25,
+    derandomize=not EXAMPLES,
+    deadline=None,
 )
-def test_random_programs_keep_every_invariant(program: list[Any], shutdown: float | None) -> None:
-    """Any interleaving of sends, asks, cancellations, streams, controls, crashes and
-    membership changes keeps the invariants; then every branch answers a final turn, or
-    a shutdown with work in flight answers everything."""
-    clock = trio.testing.MockClock(autojump_threshold=0)
-    trio.run(replay, program, shutdown, clock=clock)
