@@ -27,8 +27,13 @@ from rich.text import Text
 
 from ..actors import Branch, stream
 from ..errors import AuthenticationFailed, PrideError, StoreError, UnknownBranch
-from ..llm import DEFAULT_CHAT_MODEL, ScriptedModel, default_chat_model, iModel
-from ..llm._providers import CHAT_MODEL_ENV, provider_info
+from ..llm import (
+    CHAT_MODEL_ENV,
+    DEFAULT_CHAT_MODEL,
+    ScriptedModel,
+    default_chat_model,
+    iModel,
+)
 from ..messages import ChatAndRecord
 from ..supervisors import Session
 from ._lines import LineReader
@@ -82,7 +87,7 @@ def choose_model(spec: str | None, base_url: str | None) -> tuple[iModel, str | 
     try:
         model.api_key()
     except AuthenticationFailed:
-        key = provider_info(model.provider, None).key_env
+        key = model.key_env
         notice = (
             f"No model configured (no --model, no {CHAT_MODEL_ENV}, no {key}): running on the "
             "scripted echo model, which repeats what you say. Give --model provider/name or "

@@ -23,7 +23,10 @@ from ._model import (
     default_chat_model as default_chat_model,
     iModel as iModel,
 )
-from ._providers import DEFAULT_CHAT_MODEL as DEFAULT_CHAT_MODEL
+from ._providers import (
+    CHAT_MODEL_ENV as CHAT_MODEL_ENV,
+    DEFAULT_CHAT_MODEL as DEFAULT_CHAT_MODEL,
+)
 from ._retry import RetryPolicy as RetryPolicy
 from ._scripted import ScriptedModel as ScriptedModel
 from ._stream import ModelStream as ModelStream
@@ -37,6 +40,7 @@ from ._types import (
 )
 
 __all__ = [
+    "CHAT_MODEL_ENV",
     "DEFAULT_CHAT_MODEL",
     "DEFAULT_HTTP_LIMITS",
     "DEFAULT_TIMEOUT",

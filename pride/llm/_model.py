@@ -168,6 +168,12 @@ class iModel:
 
     # -- credentials and the HTTP client ----------------------------------------------
 
+    @property
+    def key_env(self) -> str | None:
+        """The environment variable this model reads its API key from (``None``
+        for providers that take no key, such as the scripted model)."""
+        return self._key_env or None
+
     def api_key(self) -> str | None:
         """The API key for this call: the explicit one, else the environment's.
 

@@ -14,6 +14,7 @@ import os
 import attrs
 
 __all__ = [
+    "CHAT_MODEL_ENV",
     "DEFAULT_CHAT_MODEL",
     "PROVIDERS",
     "ProviderInfo",

@@ -191,6 +191,10 @@ class TestKeys:
             with pytest.raises(AuthenticationFailed, match=env):
                 await model.invoke(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
         assert model.statistics().failures == 1
+        assert model.key_env == env
+
+    def test_a_model_without_a_key_names_no_variable(self):
+        assert ScriptedModel(["x"]).key_env is None
 
     def test_local_servers_need_no_key(self, monkeypatch):
         """Ollama and unknown OpenAI-compatible servers work without a key."""
