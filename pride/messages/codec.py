@@ -17,6 +17,7 @@ returned and no raw cattrs or ``KeyError`` escapes.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import typing
@@ -373,7 +374,12 @@ def _structure_by_tag(converter: cattrs.Converter, base: type) -> Callable[[Any,
     return structure
 
 
-_converter = _make_converter()
+@functools.cache
+def _converter() -> cattrs.Converter:
+    # Built on first use: generating the hooks for every wire type takes about
+    # a tenth of a second, which a program that never serialises should not pay
+    # at import.
+    return _make_converter()
 
 
 # ------------------------------------------------------------------- errors
@@ -425,7 +431,7 @@ def unstructure(obj: Any) -> Any:
             ``response_format``, a non-JSON value).
     """
     try:
-        return _converter.unstructure(obj)
+        return _converter().unstructure(obj)
     except _Problem as exc:
         raise InvalidMessage([(type(obj).__name__, str(exc))]) from None
     except RecursionError:
@@ -442,7 +448,7 @@ def structure(data: Any, tp: type[T] | Any) -> T:
         InvalidMessage: naming every offending path.
     """
     try:
-        return typing.cast(T, _converter.structure(data, tp))
+        return typing.cast(T, _converter().structure(data, tp))
     except (
         _Problem,
         cattrs.BaseValidationError,
