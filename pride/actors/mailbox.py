@@ -6,6 +6,9 @@ full mailbox makes :func:`~pride.send` wait (backpressure) and
 commands (``Attach``, ``Detach``, ``Stop``) go to a separate queue that the
 actor drains before taking the next work item.
 
+The bound counts live work: an envelope dropped by its caller gives its
+room back at once (and is skipped when its turn would come).
+
 When a branch stops, every envelope still queued (and every sender still
 waiting for room) is answered with :class:`~pride.BranchClosed`: nothing is
 dropped silently.
@@ -56,6 +59,7 @@ class Reply:
         "_consumed",
         "_done",
         "_error",
+        "_queued_in",
         "_result",
         "_stream",
         "branch",
@@ -83,6 +87,8 @@ class Reply:
         self._stream: trio.MemorySendChannel[Any] | None = None
         # The branch whose turn waits on this reply (for deadlock detection).
         self.waiter: Branch | None = None
+        # The mailbox whose work lane holds this reply, until the actor takes it.
+        self._queued_in: Mailbox | None = None
 
     def __repr__(self) -> str:
         return (
@@ -142,6 +148,9 @@ class Reply:
         if self.state == "queued":
             self.state = "dropped"
             self._cancel_reason = reason
+            mailbox, self._queued_in = self._queued_in, None
+            if mailbox is not None:
+                mailbox.forget_dropped()
             self.fail(TurnCancelled(reason, "dropped before it started"))
         elif self.state == "running" and self._cancel_reason is None:
             self._cancel_reason = reason
@@ -223,7 +232,16 @@ class Mailbox:
     items in order, and a cancelled wait leaves the mailbox unchanged.
     """
 
-    __slots__ = ("_actor", "_priority", "_senders", "_work", "capacity", "closed", "name")
+    __slots__ = (
+        "_actor",
+        "_dropped",
+        "_priority",
+        "_senders",
+        "_work",
+        "capacity",
+        "closed",
+        "name",
+    )
 
     def __init__(self, name: str, capacity: int) -> None:
         if capacity < 1:
@@ -232,6 +250,9 @@ class Mailbox:
         self.capacity = capacity
         # Both queues are created on first use: an idle mailbox holds no deque.
         self._work: collections.deque[Reply] | None = None
+        # Replies in ``_work`` whose callers gave up: they hold no room, and
+        # the actor skips them (see forget_dropped).
+        self._dropped = 0
         self._priority: collections.deque[Reply] | None = None
         # Senders waiting for room, in arrival order: task -> its reply.
         self._senders: dict[trio.lowlevel.Task, Reply] | None = None
@@ -242,7 +263,7 @@ class Mailbox:
     def statistics(self) -> MailboxStatistics:
         """Queued work and priority items, capacity, and whether it is closed."""
         return MailboxStatistics(
-            queued=len(self._work or ()) + len(self._senders or ()),
+            queued=self._live_work() + len(self._senders or ()),
             priority_queued=len(self._priority or ()),
             capacity=self.capacity,
             closed=self.closed,
@@ -250,14 +271,45 @@ class Mailbox:
 
     # ---------------------------------------------------------- callers
 
+    def _live_work(self) -> int:
+        return len(self._work or ()) - self._dropped
+
     def _room(self) -> bool:
-        return len(self._work or ()) < self.capacity and not self._senders
+        return self._live_work() < self.capacity and not self._senders
 
     def _enqueue(self, reply: Reply) -> None:
         if self._work is None:
             self._work = collections.deque()
         self._work.append(reply)
+        reply._queued_in = self
         self._wake_actor()
+
+    def forget_dropped(self) -> None:
+        """A queued work item was dropped by its caller: give its room back.
+
+        The reply stays in the queue (removing it from the middle would cost
+        O(n) per drop) until the actor skips it or the queue is compacted; it
+        no longer counts against the capacity, so the longest-waiting sender,
+        if any, is let in at once.
+        """
+        self._dropped += 1
+        work = self._work
+        assert work is not None
+        if self._dropped > 32 and 2 * self._dropped > len(work):
+            # Mostly dead entries (callers giving up behind a long turn): compact,
+            # so the queue stays proportional to the live work.
+            self._work = collections.deque(reply for reply in work if reply.state != "dropped")
+            self._dropped = 0
+        self._admit_senders()
+
+    def _admit_senders(self) -> None:
+        senders = self._senders
+        while senders and self._live_work() < self.capacity:
+            task, waiting = next(iter(senders.items()))
+            del senders[task]
+            if waiting.state != "dropped":  # given up while waiting: nothing to queue
+                self._enqueue(waiting)
+            trio.lowlevel.reschedule(task)
 
     def _wake_actor(self) -> None:
         actor = self._actor
@@ -358,16 +410,16 @@ class Mailbox:
         if self._priority:
             return self._priority.popleft()
         work = self._work
-        if not work:
-            return None
-        item = work.popleft()
-        senders = self._senders
-        if senders:  # room for the longest-waiting sender
-            task, waiting = next(iter(senders.items()))
-            del senders[task]
-            work.append(waiting)
-            trio.lowlevel.reschedule(task)
-        return item
+        while work:
+            item = work.popleft()
+            if item.state == "dropped":  # its room was given back when it was dropped
+                self._dropped -= 1
+                continue
+            item._queued_in = None
+            if self._senders:  # room for the longest-waiting sender
+                self._admit_senders()
+            return item
+        return None
 
     def close(self) -> list[Reply]:
         """Refuse further sends and return every envelope still queued.
@@ -377,7 +429,10 @@ class Mailbox:
         """
         self.closed = True
         pending = [*(self._priority or ()), *(self._work or ())]
+        for reply in pending:
+            reply._queued_in = None
         self._priority = self._work = None
+        self._dropped = 0
         senders, self._senders = self._senders or {}, None
         for task, reply in senders.items():
             pending.append(reply)

@@ -169,3 +169,76 @@ async def test_mailbox_statistics() -> None:
         assert (stats.queued, stats.capacity, stats.closed) == (1, 4, False)
         gate.release("a")
         gate.release("b")
+
+
+async def test_a_dropped_envelope_frees_its_room_at_once() -> None:
+    """Cancelling a queued envelope gives its place back: the mailbox holds live work only."""
+    gate = Gate()
+    async with Branch(chat_model=gate.model, mailbox_size=2) as branch:
+        running = pride.send_nowait(branch, Chat("running"))
+        await gate.started.wait()
+        given_up = [pride.send_nowait(branch, Chat(f"gone{i}")) for i in range(2)]
+        for reply in given_up:
+            reply.cancel()
+        stats = branch.mailbox_statistics()
+        assert stats is not None and stats.queued == 0
+        kept = [pride.send_nowait(branch, Chat(f"kept{i}")) for i in range(2)]
+        with pytest.raises(MailboxFull):
+            pride.send_nowait(branch, Chat("overflow"))
+        for text in ("running", "kept0", "kept1"):
+            gate.release(text)
+        assert [await reply.result() for reply in (running, *kept)] == [
+            "reply to running",
+            "reply to kept0",
+            "reply to kept1",
+        ]
+        for reply in given_up:
+            with pytest.raises(pride.TurnCancelled):
+                await reply.result()
+
+
+async def test_a_dropped_envelope_lets_a_waiting_sender_in() -> None:
+    """A sender waiting for room is admitted as soon as a queued envelope is dropped."""
+    gate = Gate()
+    async with Branch(chat_model=gate.model, mailbox_size=1) as branch:
+        await pride.send(branch, Chat("running"))
+        await gate.started.wait()
+        queued = await pride.send(branch, Chat("queued"))
+        sent: list[pride.Reply] = []
+
+        async def waiting_sender() -> None:
+            sent.append(await pride.send(branch, Chat("waiting")))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiting_sender)
+            await trio.testing.wait_all_tasks_blocked()
+            assert sent == []
+            queued.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(sent) == 1  # admitted while the turn is still running
+            gate.release("running")
+            gate.release("waiting")
+        assert await sent[0].result() == "reply to waiting"
+
+
+async def test_callers_giving_up_on_a_busy_branch_do_not_pile_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Many asks timing out behind a long turn neither fill the mailbox nor stay queued."""
+    gate = Gate()
+    async with Branch(chat_model=gate.model, mailbox_size=4) as branch:
+        running = pride.send_nowait(branch, Chat("running"))
+        await gate.started.wait()
+        for i in range(1_000):
+            with pytest.raises(trio.TooSlowError):
+                await pride.ask(branch, Chat(f"impatient{i}"), timeout=1.0)
+        stats = branch.mailbox_statistics()
+        assert stats is not None and stats.queued == 0
+        answers = [pride.send_nowait(branch, Chat(f"later{i}")) for i in range(4)]
+        gate.release("running")
+        for i in range(4):
+            gate.release(f"later{i}")
+        assert await running.result() == "reply to running"
+        assert [await reply.result() for reply in answers] == [
+            f"reply to later{i}" for i in range(4)
+        ]
