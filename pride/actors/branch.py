@@ -165,6 +165,7 @@ class Branch:
         "_private_cm",
         "_private_supervisor",
         "_providers",
+        "_rewrite_listeners",
         "_serving",
         "_turn_barriers",
         "_waiting_on",
@@ -251,6 +252,7 @@ class Branch:
         self._providers: ContextProviderRegistry | None = None
         self._capabilities: CapabilityGrant | None = None
         self._message_listeners: list[Callable[[Branch, RoledMessage], None]] = []
+        self._rewrite_listeners: list[Callable[[Branch], None]] | None = None
         # Awaited at the end of every turn, before its terminal signal and reply
         # (a store's commit); a failure fails the turn.
         self._turn_barriers: list[Callable[[], Awaitable[None]]] = []
@@ -610,6 +612,34 @@ class Branch:
     def remove_message_listener(self, listener: Callable[[Branch, RoledMessage], None]) -> None:
         """Stop calling ``listener``."""
         self._message_listeners.remove(listener)
+
+    def add_rewrite_listener(self, listener: Callable[[Branch], None]) -> None:
+        """Call ``listener(branch)`` synchronously after the history changes other
+        than by a recorded message: cleared (``communicate(clear_messages=True)``,
+        ``branch.messages.clear()``) or its system message replaced or removed
+        (``branch.messages.set_system``). The listener reads ``branch.messages``
+        anew."""
+        if self._rewrite_listeners is None:
+            self._rewrite_listeners = []
+            self._messages.on_rewrite = self._history_rewritten
+        self._rewrite_listeners.append(listener)
+
+    def remove_rewrite_listener(self, listener: Callable[[Branch], None]) -> None:
+        """Stop calling ``listener``."""
+        listeners = self._rewrite_listeners
+        if listeners is None or listener not in listeners:
+            raise ValueError(f"{listener!r} is not a rewrite listener of branch {self.name!r}")
+        listeners.remove(listener)
+        if not listeners:
+            self._rewrite_listeners = None
+            self._messages.on_rewrite = None
+
+    def _history_rewritten(self) -> None:
+        for listener in list(self._rewrite_listeners or ()):
+            try:
+                listener(self)
+            except Exception:
+                log.exception("history listener of branch %r failed", self.name)
 
     # ------------------------------------------------------------ signals
 

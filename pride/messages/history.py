@@ -20,7 +20,7 @@ Compilation rules (both shapes):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal, overload
 
 from .conversation import RoledMessage, System
@@ -35,15 +35,20 @@ class History:
 
     Supports ``len()``, iteration, indexing and ``in``. Appending is O(1) and
     keeps every provider rendering already compiled up to date.
+
+    ``on_rewrite``, when set, is called after every change that is not an
+    append (:meth:`clear`, :meth:`set_system`), so whoever mirrors the
+    history (the branch store) can take it anew.
     """
 
-    __slots__ = ("_compiled", "_messages", "_system")
+    __slots__ = ("_compiled", "_messages", "_system", "on_rewrite")
 
     def __init__(self, messages: Iterable[RoledMessage] = ()) -> None:
         self._messages: list[RoledMessage] = []
         self._system: System | None = None
         # Per provider shape, the merged entries of every non-system message.
         self._compiled: dict[str, list[dict[str, Any]]] = {}
+        self.on_rewrite: Callable[[], None] | None = None
         for message in messages:
             self.append(message)
 
@@ -99,7 +104,7 @@ class History:
         if not isinstance(message, RoledMessage):
             raise TypeError(f"expected a RoledMessage, got {type(message).__name__}")
         if isinstance(message, System):
-            self.set_system(message)
+            self._put_system(message)
             return
         self._messages.append(message)
         for shape, entries in self._compiled.items():
@@ -107,6 +112,10 @@ class History:
 
     def set_system(self, system: System | None) -> None:
         """Replace (or with None remove) the system message; it is always first."""
+        self._put_system(system)
+        self._rewritten()
+
+    def _put_system(self, system: System | None) -> None:
         if self._system is not None:
             self._messages.remove(self._system)
         self._system = system
@@ -120,7 +129,12 @@ class History:
         self._compiled.clear()
         self._system = None
         if system is not None:
-            self.set_system(system)
+            self._put_system(system)
+        self._rewritten()
+
+    def _rewritten(self) -> None:
+        if self.on_rewrite is not None:
+            self.on_rewrite()
 
     # -------------------------------------------------------------- rendering
 

@@ -7,8 +7,10 @@ blocks on disk.
 
 Durability contract:
 
-* messages are appended as they are recorded; writes from every branch are
-  batched, so one commit (one fsync) covers whatever is queued;
+* messages are appended as they are recorded, and a history changed
+  otherwise (cleared, system message replaced) is queued as a rewrite; writes
+  from every branch are batched, in order, so one commit (one fsync) covers
+  whatever is queued;
 * :meth:`BranchStore.flush` waits until everything queued so far is
   committed; a turn awaits it once at its end, so a crash (even ``kill -9``)
   loses at most the turn in flight, never an earlier message;
@@ -48,6 +50,10 @@ log = logging.getLogger("pride.store")
 
 SCHEMA_VERSION = 1
 _APPLICATION = "pride-branch-store"
+
+# In a queued batch, a row with this sequence number stands for "delete the
+# branch's stored messages": the rows after it are its new conversation.
+_REWRITE = -1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pride_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -141,14 +147,29 @@ class BranchStore:
     def append(self, branch_name: str, message: RoledMessage) -> None:
         """Queue ``message`` for durable storage (never blocks); see :meth:`flush`."""
         self._require()
+        seq = self._registered_seq(branch_name)
+        self._next_seq[branch_name] = seq + 1
+        data = json.dumps(unstructure(message), ensure_ascii=False)
+        self._pending.append((branch_name, seq, str(message.id), data))
+
+    def rewrite(self, branch_name: str, messages: Iterable[RoledMessage]) -> None:
+        """Queue replacing the stored conversation of ``branch_name`` with
+        ``messages`` (never blocks). It is committed by the next :meth:`flush`,
+        in order with the appends queued before and after it."""
+        self._require()
+        self._registered_seq(branch_name)
+        self._pending.append((branch_name, _REWRITE, "", ""))
+        self._next_seq[branch_name] = 0
+        for message in messages:
+            self.append(branch_name, message)
+
+    def _registered_seq(self, branch_name: str) -> int:
         seq = self._next_seq.get(branch_name)
         if seq is None:
             raise StoreError(
                 f"branch {branch_name!r} is not registered in {self!r}: save_branch() it first"
             )
-        self._next_seq[branch_name] = seq + 1
-        data = json.dumps(unstructure(message), ensure_ascii=False)
-        self._pending.append((branch_name, seq, str(message.id), data))
+        return seq
 
     async def flush(self) -> None:
         """Commit everything queued so far (one transaction for all branches).
@@ -301,12 +322,18 @@ def _check_identity(db: sqlite3.Connection, path: Path) -> None:
 
 
 def _insert_messages(db: sqlite3.Connection, batch: list[tuple[str, int, str, str]]) -> None:
+    insert = "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)"
     with db:
         db.execute("BEGIN")
-        db.executemany(
-            "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)",
-            batch,
-        )
+        rows: list[tuple[str, int, str, str]] = []
+        for row in batch:
+            if row[1] == _REWRITE:
+                db.executemany(insert, rows)
+                rows = []
+                db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))
+            else:
+                rows.append(row)
+        db.executemany(insert, rows)
         names = {row[0] for row in batch}
         db.executemany(
             "UPDATE branches SET updated_at=? WHERE name=?", [(time.time(), n) for n in names]

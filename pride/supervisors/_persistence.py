@@ -6,7 +6,9 @@ a stable name (one given by code, so the same across process restarts):
 * on spawn, a stored conversation with that name is restored into the branch
   (its id and messages; models, tools and providers are wired by code), or the
   branch is saved as a new entry;
-* every recorded message is queued for the store as it is added;
+* every recorded message is queued for the store as it is added, and a
+  history changed otherwise (cleared, system message replaced) is queued as a
+  rewrite of the stored conversation;
 * every turn ends with one commit of what is queued (a turn barrier), before
   its terminal signal and before its caller is answered, so a crash loses at
   most the turn in flight.
@@ -32,7 +34,7 @@ class Persistence:
 
     def __init__(self, store: BranchStore) -> None:
         self.store = store
-        self._wired: dict[Branch, Any] = {}
+        self._wired: dict[Branch, tuple[Any, Any]] = {}
 
     async def restore_or_register(self, branch: Branch) -> bool:
         """Restore ``branch``'s conversation from the store, or save it as new.
@@ -66,16 +68,22 @@ class Persistence:
         def persist(branch: Branch, message: RoledMessage) -> None:
             store.append(branch.name, message)
 
+        def rewrite(branch: Branch) -> None:
+            store.rewrite(branch.name, list(branch.messages))
+
         branch.add_message_listener(persist)
+        branch.add_rewrite_listener(rewrite)
         branch._turn_barriers.append(store.flush)
-        self._wired[branch] = persist
+        self._wired[branch] = (persist, rewrite)
 
     def unwire(self, branch: Branch) -> None:
         """Stop persisting ``branch`` (it left the session)."""
-        persist = self._wired.pop(branch, None)
-        if persist is None:
+        listeners = self._wired.pop(branch, None)
+        if listeners is None:
             return
+        persist, rewrite = listeners
         branch.remove_message_listener(persist)
+        branch.remove_rewrite_listener(rewrite)
         if self.store.flush in branch._turn_barriers:
             branch._turn_barriers.remove(self.store.flush)
 

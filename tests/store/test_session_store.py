@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pride import Branch, ChatAndRecord, ScriptedModel, Session, StoreError
+from pride import Branch, ChatAndRecord, Communicate, ScriptedModel, Session, StoreError, System
 from pride.store import BranchStore
 from tests.helpers import echo_model, last_user_text
 
@@ -90,3 +90,37 @@ async def test_session_refuses_a_foreign_database(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="another application"):
         async with Session(store=path):
             pass
+
+
+async def _restored(path: Path, name: str) -> list[str]:
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(name=name, chat_model=echo_model()))
+        return [m.text for m in branch.messages]
+
+
+async def test_a_cleared_conversation_is_restored_cleared(tmp_path: Path) -> None:
+    """communicate(clear_messages=True) rewrites the stored conversation in the same commit."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(name="ada", system="be kind", chat_model=echo_model()))
+        await branch.communicate("one")
+        await session.ask("ada", Communicate("two", clear_messages=True))
+        live = [m.text for m in branch.messages]
+        assert live == ["be kind", "two", "re: two"]
+        await branch.communicate("three")
+        live = [m.text for m in branch.messages]
+    assert await _restored(path, "ada") == live
+
+
+async def test_history_edits_outside_turns_are_stored(tmp_path: Path) -> None:
+    """Clearing the history or replacing the system message directly is persisted too."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(name="ada", system="be kind", chat_model=echo_model()))
+        await branch.chat_and_record("one")
+        branch.messages.clear()
+        branch.messages.set_system(System(system_message="be brief"))
+        await branch.chat_and_record("two")
+        live = [m.text for m in branch.messages]
+        assert live == ["be brief", "two", "re: two"]
+    assert await _restored(path, "ada") == live
