@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 
@@ -63,6 +63,33 @@ async def measure(
             elapsed = time.perf_counter() - start
         samples.append(elapsed / ops)
     return Stats(name, tuple(samples))
+
+
+async def measure_interleaved(
+    batches: Mapping[str, tuple[Callable[[int], Awaitable[float | None]], int]],
+    *,
+    repeats: int,
+    warmup: int = 1,
+) -> dict[str, Stats]:
+    """Like :func:`measure` for several workloads compared with each other.
+
+    ``batches`` maps each name to ``(run_batch, ops)``. The repetitions
+    alternate (A B C, A B C, ...), so a change in machine speed during the run
+    (another tenant, frequency scaling) lands on every side alike instead of
+    on whichever block of samples it happened to hit.
+    """
+    for _ in range(warmup):
+        for run_batch, ops in batches.values():
+            await run_batch(ops)
+    samples: dict[str, list[float]] = {name: [] for name in batches}
+    for _ in range(repeats):
+        for name, (run_batch, ops) in batches.items():
+            start = time.perf_counter()
+            elapsed = await run_batch(ops)
+            if elapsed is None:
+                elapsed = time.perf_counter() - start
+            samples[name].append(elapsed / ops)
+    return {name: Stats(name, tuple(values)) for name, values in samples.items()}
 
 
 def ratio_line(label: str, value: float, target: str, ok: bool) -> str:

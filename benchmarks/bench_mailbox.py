@@ -10,7 +10,7 @@ from __future__ import annotations
 import trio
 
 from benchmarks._floor import channel_one_way
-from benchmarks._harness import measure, ratio_line
+from benchmarks._harness import measure_interleaved, ratio_line
 from pride import Act, Branch, send
 
 
@@ -27,8 +27,11 @@ async def _sends(n: int) -> None:
 async def _main(smoke: bool) -> None:
     ops = 500 if smoke else 20_000
     repeats = 2 if smoke else 7
-    floor = await measure("floor: one-way channel send", channel_one_way, ops=ops, repeats=repeats)
-    mailbox = await measure("pride: send(branch, Act(())) served", _sends, ops=ops, repeats=repeats)
+    floor_name, mailbox_name = "floor: one-way channel send", "pride: send(branch, Act(())) served"
+    stats = await measure_interleaved(
+        {floor_name: (channel_one_way, ops), mailbox_name: (_sends, ops)}, repeats=repeats
+    )
+    floor, mailbox = stats[floor_name], stats[mailbox_name]
     print(floor.line())
     print(mailbox.line())
     ratio = floor.median / mailbox.median
