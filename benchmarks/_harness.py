@@ -92,11 +92,21 @@ async def measure_interleaved(
     return {name: Stats(name, tuple(values)) for name, values in samples.items()}
 
 
+JUDGE_TARGETS = True
+"""False for smoke runs (``--smoke``): their sizes are too small for a verdict."""
+
+
+def _verdict(ok: bool) -> str:
+    if not JUDGE_TARGETS:
+        return "(smoke: not judged)"
+    return "ok" if ok else "MISSED"
+
+
 def ratio_line(label: str, value: float, target: str, ok: bool) -> str:
     """One printed comparison: the ratio, the target and whether it holds."""
-    return f"  {label:<60} {value:8.2f}x   target {target:<10} {'ok' if ok else 'MISSED'}"
+    return f"  {label:<60} {value:8.2f}x   target {target:<10} {_verdict(ok)}"
 
 
 def figure_line(label: str, value: float, unit: str, target: str, ok: bool) -> str:
     """One printed figure with its unit, the target and whether it holds."""
-    return f"  {label:<60} {value:8.2f} {unit:<4} target {target:<10} {'ok' if ok else 'MISSED'}"
+    return f"  {label:<60} {value:8.2f} {unit:<4} target {target:<10} {_verdict(ok)}"
