@@ -2,7 +2,8 @@
 
 Each module exposes ``main(smoke: bool) -> None``, which runs its own
 ``trio.run`` and prints its figures. ``--smoke`` uses tiny sizes so ``make
-test`` keeps the harness from rotting; it asserts nothing about speed, and its targets print as not judged.
+test`` keeps the harness from rotting; it asserts nothing about speed, and
+its targets print as not judged.
 """
 
 from __future__ import annotations
