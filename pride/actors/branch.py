@@ -56,7 +56,11 @@ from ..operations import execute as execute_operation
 from ..operations.registry import OperationManager
 from ..tools import ActionManager
 from . import actor, projection, turn
-from .connect import connect as _connect
+from .connect import (
+    DEFAULT_CAPACITY_REFRESH_TIME,
+    DEFAULT_QUEUE_CAPACITY,
+    connect as _connect,
+)
 from .logs import DataLogger, LogConfig
 from .mailbox import Mailbox, MailboxStatistics
 from .send import ask, stream
@@ -437,8 +441,8 @@ class Branch:
         endpoint: str = "chat",
         api_key: str | None = None,
         *,
-        queue_capacity: int = 100,
-        capacity_refresh_time: float = 60,
+        queue_capacity: int = DEFAULT_QUEUE_CAPACITY,
+        capacity_refresh_time: float = DEFAULT_CAPACITY_REFRESH_TIME,
         limit_requests: int | None = None,
         limit_tokens: int | None = None,
         imodel: iModel | None = None,
@@ -573,11 +577,8 @@ class Branch:
         Returns the message. A system message replaces the current one.
         """
         self._messages.append(message)
-        for listener in self._message_listeners:
-            try:
-                listener(self, message)
-            except Exception:
-                log.exception("message listener of branch %r failed", self.name)
+        if self._message_listeners:
+            self._notify(self._message_listeners, "message", message)
         if self._observer is not None:
             scope = turn.live_scope_for(self)
             self._schedule_signal(
@@ -635,11 +636,16 @@ class Branch:
             self._messages.on_rewrite = None
 
     def _history_rewritten(self) -> None:
-        for listener in list(self._rewrite_listeners or ()):
+        self._notify(self._rewrite_listeners or [], "history")
+
+    def _notify(self, listeners: list[Callable[..., None]], kind: str, *args: Any) -> None:
+        """Call each listener with the branch (and ``args``); a failing one is
+        logged and the others still run."""
+        for listener in list(listeners):
             try:
-                listener(self)
+                listener(self, *args)
             except Exception:
-                log.exception("history listener of branch %r failed", self.name)
+                log.exception("%s listener of branch %r failed", kind, self.name)
 
     # ------------------------------------------------------------ signals
 
