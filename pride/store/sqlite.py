@@ -181,8 +181,8 @@ class BranchStore:
             StoreError: the write failed (the store then refuses further writes).
         """
         db = self._require()
-        if not self._pending:
-            return
+        if not self._pending and not self._lock.locked():
+            return  # nothing queued, and no commit under way that may hold our messages
         async with self._lock:
             batch, self._pending = self._pending, []
             if not batch:

@@ -152,3 +152,45 @@ async def test_using_a_closed_store_says_how_to_open_it(tmp_path: Path) -> None:
     store = BranchStore(tmp_path / "x.db")
     with pytest.raises(StoreError, match="async with BranchStore"):
         await store.branches()
+
+
+async def test_flush_waits_for_a_commit_that_took_its_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush whose messages were taken by a commit under way returns only once that
+    commit is done: its caller must never be answered before its messages are on disk."""
+    import threading
+
+    import trio
+    import trio.testing
+
+    from pride.store import sqlite as store_module
+
+    release = threading.Event()
+    real_insert = store_module._insert_messages
+
+    def held_insert(db: sqlite3.Connection, batch: list) -> None:
+        release.wait(10)
+        real_insert(db, batch)
+
+    async with BranchStore(tmp_path / "store.db") as store:
+        for name in ("a", "b"):
+            await store.save_branch(name, name, {}, [])
+        monkeypatch.setattr(store_module, "_insert_messages", held_insert)
+        store.append("a", Instruction(instruction="from a"))
+        store.append("b", Instruction(instruction="from b"))
+        flushed: list[str] = []
+
+        async def flush(name: str) -> None:
+            await store.flush()
+            flushed.append(name)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flush, "a")  # takes both messages into its commit
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(flush, "b")
+            await trio.testing.wait_all_tasks_blocked()
+            assert flushed == []  # b's message is not committed yet
+            release.set()
+        assert sorted(flushed) == ["a", "b"]
+        assert store.commits == 1
