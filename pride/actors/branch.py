@@ -720,8 +720,9 @@ class Branch:
     def _spawn_signal_work(self, pending: Any, what: str) -> None:
         scope = turn.live_scope_for(self)
         if scope is not None and scope.context.host is not None:
-            group = scope.context.signal_group()
-            group.start_soon(_isolated, pending, f"{what} of branch {self.name!r}")
+            # The turn's task group logs a failure and records an Escalate,
+            # which then escalates the turn.
+            scope.context.signal_group().start_soon(_awaited, pending)
             return
         nursery = self._background
         if nursery is None:
@@ -1086,11 +1087,15 @@ def _make_reply(branch: Branch, command: Any) -> Any:
     return Reply(branch, command)
 
 
+async def _awaited(pending: Any) -> None:
+    await pending
+
+
 async def _isolated(pending: Any, what: str) -> None:
+    # Outside a turn there is nothing to escalate: an Escalate is a failure like
+    # any other, logged, so it cannot take the host nursery (the supervisor's) down.
     try:
         await pending
-    except Escalate:
-        raise  # a hook escalating: the turn's task group hands it to the supervisor
     except Exception:
         log.exception("async subscriber of %s failed", what)
 

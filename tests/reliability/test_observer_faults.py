@@ -127,3 +127,23 @@ async def test_issue10_a_failed_stream_raises_once_then_stays_finished() -> None
                 async for _ in items:
                     pass
             assert [item async for item in items] == []
+
+
+async def test_an_async_hook_escalating_outside_a_turn_is_logged_not_fatal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An async hook raising Escalate for a message recorded outside any turn has no
+    turn to escalate: it is logged, and the session and its branch keep serving."""
+    async with pride.Session(name="s") as session:
+        branch = await session.spawn(Branch(name="b", chat_model=echo_model()))
+
+        async def refuse(payload: Any) -> None:
+            await trio.sleep(0)
+            raise pride.Escalate("hook says no")
+
+        session.hooks.on("message_added", refuse)
+        branch.add_message(pride.Instruction(instruction="recorded from outside"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert "hook says no" in caplog.text
+        session.hooks.off("message_added", refuse)
+        assert await branch.chat_and_record("still there?") == "re: still there?"
