@@ -263,7 +263,9 @@ async def _finalise(
                 await barrier()
             except Exception as exc:
                 # The turn's messages may not be durable: say so to the caller.
-                log.error("turn %s of branch %r: %s", context.turn_id, branch.name, exc)
+                log.error(
+                    "turn %s of branch %r: %s", context.turn_id, branch.name, exc, exc_info=exc
+                )
                 if outcome.failure is None:
                     outcome = _Outcome(exc)
         if observed:

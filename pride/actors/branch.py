@@ -164,7 +164,6 @@ class Branch:
         "_observer",
         "_operations",
         "_owner_id",
-        "_owner_name",
         "_parse_model",
         "_private_cm",
         "_private_supervisor",
@@ -265,7 +264,6 @@ class Branch:
         self._observer: SignalSink | None = observer
         self._hooks: HookSink | None = None
         self._owner_id: UUID | None = None
-        self._owner_name: str | None = None
         self._directory: Any = None
 
         # Runtime state: never serialised.
@@ -740,7 +738,6 @@ class Branch:
     def _attach(self, command: Attach) -> None:
         _check_attachment(command)  # all or nothing: a bad Attach leaves the wiring as it was
         self._owner_id = command.owner_id
-        self._owner_name = command.owner_name
         self._observer = command.observer
         self._hooks = command.hooks
         self._directory = command.directory
@@ -751,7 +748,6 @@ class Branch:
 
     def _detach(self) -> None:
         self._owner_id = None
-        self._owner_name = None
         self._observer = None
         self._hooks = None
         self._directory = None

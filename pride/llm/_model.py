@@ -150,8 +150,14 @@ class iModel:
 
     def _make_endpoint(self, info: ProviderInfo) -> Endpoint:
         if info.name == "scripted":
+            # Nobody can read this endpoint's record of requests: keep none.
             return ScriptedEndpoint(
-                None, model=self.model, delay=0.0, chunk_size=DEFAULT_CHUNK_SIZE, calls=[]
+                None,
+                model=self.model,
+                delay=0.0,
+                chunk_size=DEFAULT_CHUNK_SIZE,
+                calls=[],
+                keep_calls=0,
             )
         assert self.base_url is not None
         if info.api_format == "anthropic":

@@ -51,10 +51,12 @@ def action_calls(tool_calls: Sequence[ToolCall]) -> tuple[list[ActionCall], dict
     return calls, errors
 
 
-def unexecuted_note(calls: Sequence[ActionCall]) -> str:
-    """Text recording tool calls the model asked for that were not run."""
+def unexecuted_note(calls: Sequence[ActionCall], text: str = "") -> str:
+    """``text`` followed by a note recording tool calls the model asked for that
+    were not run."""
     listed = "; ".join(f"{call.function}({dict(call.arguments)})" for call in calls)
-    return f"(requested actions, not executed: {listed})"
+    note = f"(requested actions, not executed: {listed})"
+    return f"{text}\n\n{note}" if text else note
 
 
 async def run_actions(

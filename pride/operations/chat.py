@@ -18,7 +18,7 @@ from ._context import gather_context
 from ._model_call import call_model, resolve_model
 from ._request import build_request
 from .formats import FormatTarget, format_schema
-from .parse import MAX_RETRIES_CAP, parse_text
+from .parse import parse_text
 
 if TYPE_CHECKING:
     from ..actors.branch import Branch
@@ -153,7 +153,7 @@ async def communicate(branch: Branch, command: Communicate, scope: TurnScope | N
         scope,
         assistant.assistant_response,
         FormatTarget(command.response_format),
-        max_retries=min(command.num_parse_retries, MAX_RETRIES_CAP),
+        max_retries=command.num_parse_retries,  # parse_text applies the cap
         handle_validation=command.handle_validation,
         parse_model=command.parse_model,
     )

@@ -209,8 +209,7 @@ class _Rounds:
                     self.branch.name,
                     self.command.max_rounds,
                 )
-            note = unexecuted_note(calls)
-            text = f"{text}\n\n{note}" if text else note
+            text = unexecuted_note(calls, text)
         elif self.native and calls and not text:
             return  # the tool calls alone are the reply (an empty text block is invalid)
         self.branch.add_message(make_response(self.branch, response, text))

@@ -96,8 +96,7 @@ async def run(branch: Branch, command: Run, scope: TurnScope | None) -> list[Any
                     if tools
                     else "it was not offered",
                 )
-                note = unexecuted_note(calls)
-                text = f"{response.text}\n\n{note}" if response.text else note
+                text = unexecuted_note(calls, response.text)
                 calls = []
             else:
                 text = response.text

@@ -194,7 +194,9 @@ class Supervisor:
 
     async def _on_crash(self, child: Child, crash: Exception) -> None:
         """Apply the strategy to a crash of ``child`` (its run has ended)."""
-        log.warning("session %r: child %r crashed: %r", self.name, child.name, crash)
+        log.warning(
+            "session %r: child %r crashed: %r", self.name, child.name, crash, exc_info=crash
+        )
         child.state = "stopped"
         await self._announce_stop(child, "crash", crash)
         if not restarts_after_crash(child.restart):

@@ -44,6 +44,8 @@ from ._persistence import Persistence
 from .hooks import HookBus
 from .observer import Filter, Handler, Observer
 from .strategy import (
+    DEFAULT_MAX_RESTARTS,
+    DEFAULT_PERIOD,
     RestartIntensity,
     RestartType,
     Strategy,
@@ -117,8 +119,8 @@ class Session(Membership):
         name: str | None = None,
         *,
         strategy: Strategy = "one_for_one",
-        max_restarts: int = 3,
-        period: float = 5.0,
+        max_restarts: int = DEFAULT_MAX_RESTARTS,
+        period: float = DEFAULT_PERIOD,
         grace: float = DEFAULT_GRACE,
         memory: MemoryStore | None = None,
         store: BranchStore | str | Path | None = None,
