@@ -255,10 +255,8 @@ class _Repl:
         if store is None:
             self.complain("no store: start pride chat with --store PATH to save conversations")
             return
-        projection = branch.to_dict(mode="json")
-        projection.pop("messages", None)
         try:
-            await store.save_branch(branch.name, branch.id_str, projection, list(branch.messages))
+            await store.save(branch)
         except StoreError as exc:
             self.complain(f"not saved: {exc}")
             return

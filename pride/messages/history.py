@@ -112,6 +112,8 @@ class History:
 
     def set_system(self, system: System | None) -> None:
         """Replace (or with None remove) the system message; it is always first."""
+        if system is self._system:
+            return  # unchanged (capability blocks hand back the same message): no rewrite
         self._put_system(system)
         self._rewritten()
 

@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import attrs
 import trio
@@ -81,6 +81,18 @@ class StoredBranch:
     branch_id: str
     message_count: int
     updated_at: float
+
+
+class SavableBranch(Protocol):
+    """What :meth:`BranchStore.save` needs of a branch (the store never imports actors)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def id_str(self) -> str: ...
+    @property
+    def messages(self) -> Iterable[RoledMessage]: ...
+    def to_dict(self, mode: Any = ...) -> Mapping[str, Any]: ...
 
 
 class BranchStore:
@@ -220,6 +232,13 @@ class BranchStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"saving branch {name!r} to {self.path} failed: {exc}") from exc
             self._next_seq[name] = len(rows)
+
+    async def save(self, branch: SavableBranch) -> None:
+        """Store ``branch`` whole: its projection (``to_dict(mode="json")``, messages
+        apart) and its messages, replacing any stored copy of that name."""
+        projection = dict(branch.to_dict(mode="json"))
+        projection.pop("messages", None)
+        await self.save_branch(branch.name, branch.id_str, projection, list(branch.messages))
 
     async def register(self, name: str) -> None:
         """Let :meth:`append` add to a branch already stored (continuing its numbering)."""

@@ -56,9 +56,7 @@ class Persistence:
             await self.store.register(branch.name)
             log.info("restored branch %r: %d messages", branch.name, len(messages))
         else:
-            await self.store.save_branch(
-                branch.name, branch.id_str, _projection(branch), list(branch.messages)
-            )
+            await self.store.save(branch)
         self._wire(branch)
         return restored
 
@@ -86,13 +84,3 @@ class Persistence:
         branch.remove_rewrite_listener(rewrite)
         if self.store.flush in branch._turn_barriers:
             branch._turn_barriers.remove(self.store.flush)
-
-
-def _projection(branch: Branch) -> dict[str, Any]:
-    """The branch's serialised projection without its messages (they are stored apart)."""
-    to_dict = getattr(branch, "to_dict", None)
-    if callable(to_dict):
-        data = dict(to_dict(mode="json"))
-        data.pop("messages", None)
-        return data
-    return {"id": branch.id_str, "name": branch.name}
