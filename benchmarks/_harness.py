@@ -53,16 +53,8 @@ async def measure(
     A batch that has setup to exclude (starting 1,000 actors, say) times its
     measured part itself and returns the elapsed seconds.
     """
-    for _ in range(warmup):
-        await run_batch(ops)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        elapsed = await run_batch(ops)
-        if elapsed is None:
-            elapsed = time.perf_counter() - start
-        samples.append(elapsed / ops)
-    return Stats(name, tuple(samples))
+    stats = await measure_interleaved({name: (run_batch, ops)}, repeats=repeats, warmup=warmup)
+    return stats[name]
 
 
 async def measure_interleaved(

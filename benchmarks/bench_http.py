@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from benchmarks._harness import Stats, measure, ratio_line
+from benchmarks._harness import Stats, measure_interleaved, ratio_line
 from pride.llm import ModelRequest, iModel
 from pride.testing import openai_server
 
@@ -81,15 +81,12 @@ async def _compare(
         while trio.current_time() < warm_until:
             await bare(ops)
             await pride(ops)
-        bare_samples: list[float] = []
-        pride_samples: list[float] = []
-        for _ in range(repeats):  # interleaved, so drift affects both alike
-            bare_samples += (await measure("b", bare, ops=ops, repeats=1, warmup=0)).samples
-            pride_samples += (await measure("p", pride, ops=ops, repeats=1, warmup=0)).samples
-    return (
-        Stats(f"bare httpx, {concurrency} concurrent (per request)", tuple(bare_samples)),
-        Stats(f"pride iModel, {concurrency} concurrent (per request)", tuple(pride_samples)),
-    )
+        bare_name = f"bare httpx, {concurrency} concurrent (per request)"
+        pride_name = f"pride iModel, {concurrency} concurrent (per request)"
+        stats = await measure_interleaved(
+            {bare_name: (bare, ops), pride_name: (pride, ops)}, repeats=repeats, warmup=0
+        )
+    return stats[bare_name], stats[pride_name]
 
 
 async def _main(smoke: bool) -> None:

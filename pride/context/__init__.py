@@ -10,8 +10,8 @@
   signals.
 
 Neither is serialised with a branch or copied by ``clone`` (ADR-0016 D2, D5).
-This package imports nothing of pride but :mod:`pride.errors` and
-:mod:`pride.messages`.
+This package imports nothing of pride but :mod:`pride.errors`,
+:mod:`pride.messages` and, for its token counter, :mod:`pride.llm`.
 """
 
 from ._tokens import CHARS_PER_TOKEN as CHARS_PER_TOKEN, count_tokens as count_tokens

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from ..llm._tokens import (
     CHARS_PER_TOKEN,
-    ENCODING_LOAD_TIMEOUT as LOAD_TIMEOUT,
     estimate_text_tokens as count_tokens,
     load_encoding as load_tokenizer,
 )
 
-__all__ = ["CHARS_PER_TOKEN", "LOAD_TIMEOUT", "count_tokens", "load_tokenizer"]
+__all__ = ["CHARS_PER_TOKEN", "count_tokens", "load_tokenizer"]
