@@ -34,6 +34,7 @@ from .formats import FormatTarget, extract_json, schema_keys
 if TYPE_CHECKING:
     from ..actors.branch import Branch
     from ..actors.turn import TurnScope
+    from ..llm import iModel
 
 __all__ = ["MAX_RETRIES_CAP", "ParseTarget", "parse", "parse_text"]
 
@@ -152,9 +153,13 @@ async def parse_text(
         return attempt(candidate)
     except ParseFailed as exc:
         error = exc
+    # Resolved once: a model given as a spec would otherwise be built anew
+    # (with its own HTTP client and limiter) for every reformat call.
+    model = resolve_model(branch, parse_model, scope, parse=True) if retries else None
     for _ in range(retries):
+        assert model is not None
         candidate = await _reformat(
-            branch, scope, candidate, body=body, target=target, error=error, parse_model=parse_model
+            branch, scope, candidate, body=body, target=target, error=error, model=model
         )
         try:
             return attempt(candidate)
@@ -176,10 +181,9 @@ async def _reformat(
     body: dict[str, Any] | None,
     target: ParseTarget,
     error: ParseFailed,
-    parse_model: Any,
+    model: iModel,
 ) -> str:
     """One reformat call: the failed text, the schema and the error it gave."""
-    model = resolve_model(branch, parse_model, scope, parse=True)
     prompt = Instruction(
         instruction=(
             f"Rewrite the text below as one JSON value matching the {target.name} schema. "
