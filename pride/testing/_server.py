@@ -240,8 +240,8 @@ class LoopbackServer:
                 item = item(request.body)
             if inspect.isawaitable(item):
                 item = await item
-            if not isinstance(item, Fault):
-                as_reply(echo(request.body) if item is None else item)  # fail early on bad items
+            if not isinstance(item, Fault):  # normalised here, so a bad item fails early
+                item = as_reply(echo(request.body) if item is None else item)
         except Exception as exc:
             logger.exception(
                 "loopback server: the script failed for request %d", self.request_count
