@@ -27,8 +27,7 @@ import trio
 
 from ..errors import BranchClosed, MailboxFull, PrideError, TurnCancelled
 from ..messages import Command
-from .turn import binding
-from .waits import add_wait, check_wait_allowed, in_step, remove_wait
+from .waits import check_wait_allowed, record_wait, remove_wait
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -123,11 +122,11 @@ class Reply:
         if self._consumed:
             raise ReplyConsumedError(f"{self!r}: result() already delivered its outcome")
         if not self._done:
-            if binding() is None and not in_step():  # not inside a turn or Act: no deadlock
+            waiter = check_wait_allowed(self.branch)
+            if waiter is None:  # the caller serves no branch: no deadlock possible
                 await self.wait_done()
             else:
-                check_wait_allowed(self.branch)
-                waiter = add_wait(self.branch)
+                record_wait(waiter, self.branch)
                 try:
                     await self.wait_done()
                 finally:

@@ -26,7 +26,7 @@ from ..errors import TurnFinalizingError, UnknownBranch
 from ..messages import Command, WorkCommand
 from . import turn
 from .mailbox import Mailbox, Reply
-from .waits import check_wait_allowed, in_step, waiting_edge
+from .waits import check_wait_allowed, waiting_edge
 
 if TYPE_CHECKING:
     from .branch import Branch
@@ -166,14 +166,11 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
     """
     branch = resolve(target)
     _check_command(command)
-    if turn.binding() is not None:  # called from some turn: nesting and deadlock rules apply
-        if command.lane == "work":
-            scope = turn.live_scope_for(branch)
-            if scope is not None:
-                return await _run_nested(branch, command, scope, timeout)  # type: ignore[arg-type]
-        check_wait_allowed(branch)
-    elif in_step():  # a tool of an Act the actor is serving: deadlock rules apply too
-        check_wait_allowed(branch)
+    if turn.binding() is not None and command.lane == "work":
+        scope = turn.live_scope_for(branch)
+        if scope is not None:  # called from the target's own live turn: run nested
+            return await _run_nested(branch, command, scope, timeout)  # type: ignore[arg-type]
+    check_wait_allowed(branch)  # from a turn or an Act step: the deadlock rules apply
     mailbox = branch._require_mailbox()
     reply = Reply(branch, command)
     try:

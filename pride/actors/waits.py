@@ -30,6 +30,7 @@ __all__ = [
     "enter_step",
     "in_step",
     "leave_step",
+    "record_wait",
     "serving_branch",
     "waiting_edge",
 ]
@@ -72,16 +73,21 @@ def serving_branch() -> Branch | None:
     return None
 
 
-def check_wait_allowed(target: Branch) -> None:
-    """Raise ReentrancyError if the calling turn waiting on ``target`` would deadlock."""
+def check_wait_allowed(target: Branch) -> Branch | None:
+    """Raise ReentrancyError if the calling turn waiting on ``target`` would deadlock.
+
+    Returns the waiting branch (:func:`serving_branch`), for :func:`record_wait`;
+    None when the caller serves no branch, so no wait of it can deadlock.
+    """
     waiter = serving_branch()
     if waiter is None:
-        return
+        return None
     if waiter is target:
         raise ReentrancyError([waiter.name, target.name])
     path = _wait_path(target, waiter)
     if path is not None:
         raise ReentrancyError([waiter.name, *(branch.name for branch in path)])
+    return waiter
 
 
 def _wait_path(start: Branch, goal: Branch) -> list[Branch] | None:
@@ -107,9 +113,14 @@ def add_wait(target: Branch) -> Branch | None:
     """
     waiter = serving_branch()
     if waiter is not None:
-        edges = waiter._waiting_on
-        edges[target] = edges.get(target, 0) + 1
+        record_wait(waiter, target)
     return waiter
+
+
+def record_wait(waiter: Branch, target: Branch) -> None:
+    """Record that ``waiter`` waits on ``target`` (undo with :func:`remove_wait`)."""
+    edges = waiter._waiting_on
+    edges[target] = edges.get(target, 0) + 1
 
 
 def remove_wait(waiter: Branch | None, target: Branch) -> None:
