@@ -53,6 +53,14 @@ FINALIZE_GRACE = 10.0
 StopReason = Literal["normal", "shutdown", "suspend"]
 
 
+async def await_bounded(pending: Any, what: str, logger: logging.Logger) -> None:
+    """Await subscriber work for at most FINALIZE_GRACE; past it, cancel and log."""
+    with trio.move_on_after(FINALIZE_GRACE) as bound:
+        await pending
+    if bound.cancelled_caught:
+        logger.error("%s took over %ss; cancelled", what, FINALIZE_GRACE)
+
+
 @attrs.frozen(kw_only=True)
 class Suspend(PriorityCommand):
     """Internal: leave the loop keeping the mailbox (a supervisor restart)."""

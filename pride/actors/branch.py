@@ -659,15 +659,8 @@ class Branch:
         try:
             pending = observer.dispatch(signal)
             if pending is not None:
-                with trio.move_on_after(actor.FINALIZE_GRACE) as bound:
-                    await pending
-                if bound.cancelled_caught:
-                    log.error(
-                        "async observers of %s of branch %r took over %ss; cancelled",
-                        type(signal).__name__,
-                        self.name,
-                        actor.FINALIZE_GRACE,
-                    )
+                what = f"async observers of {type(signal).__name__} of branch {self.name!r}"
+                await actor.await_bounded(pending, what, log)
         except Exception:
             log.exception("observer failed on %s of branch %r", type(signal).__name__, self.name)
 

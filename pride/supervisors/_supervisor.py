@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..actors import Branch
-from ..actors.actor import FINALIZE_GRACE
+from ..actors.actor import await_bounded
 from ..actors.mailbox import Reply
 from ..errors import PrideError, SupervisorFailed
 from ..messages import BranchRestarted, BranchStarted, BranchStopped, SessionFailed, Signal, Stop
@@ -406,12 +406,4 @@ class Supervisor:
             log.exception("session %r: hook %s failed", self.name, point)
 
     async def _bounded(self, pending: Any, what: str) -> None:
-        with trio.move_on_after(FINALIZE_GRACE) as bound:
-            await pending
-        if bound.cancelled_caught:
-            log.error(
-                "session %r: subscribers of %s took over %ss; cancelled",
-                self.name,
-                what,
-                FINALIZE_GRACE,
-            )
+        await await_bounded(pending, f"session {self.name!r}: subscribers of {what}", log)
