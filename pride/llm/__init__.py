@@ -20,6 +20,7 @@ from ._client import DEFAULT_HTTP_LIMITS as DEFAULT_HTTP_LIMITS
 from ._limiter import LimiterStatistics as LimiterStatistics, RateLimiter as RateLimiter
 from ._model import (
     DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
+    ScriptedModel as ScriptedModel,
     default_chat_model as default_chat_model,
     iModel as iModel,
 )
@@ -28,7 +29,7 @@ from ._providers import (
     DEFAULT_CHAT_MODEL as DEFAULT_CHAT_MODEL,
 )
 from ._retry import RetryPolicy as RetryPolicy
-from ._scripted import ScriptedModel as ScriptedModel
+from ._script import echo_text as echo_text
 from ._stream import ModelStream as ModelStream
 from ._types import (
     ModelRequest as ModelRequest,
@@ -56,6 +57,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "default_chat_model",
+    "echo_text",
     "iModel",
 ]
 

@@ -5,6 +5,11 @@ with retries → the endpoint (HTTP or scripted) → usage and statistics. The
 HTTP client is created lazily, one per trio run (a client must not cross
 event loops), and closed by :meth:`iModel.aclose` or, failing that, when the
 run ends.
+
+:class:`ScriptedModel` lives here too: ``iModel.from_spec("scripted")`` returns
+one, and a base class that builds its subclass must not import it from a
+module that imports the base (the same arrangement as ``pathlib.Path``, whose
+constructor returns a ``PosixPath`` defined beside it).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncGenerator
+from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
@@ -20,20 +26,20 @@ import httpx
 
 from pride.errors import AuthenticationFailed, ProviderError
 
-from . import _tokens
 from ._anthropic import AnthropicEndpoint
 from ._attempts import send_with_retries, stream_with_retries
 from ._client import RunClient
 from ._endpoint import Endpoint
+from ._ledger import CallLedger
 from ._limiter import RateLimiter
 from ._openai import OpenAIEndpoint
 from ._providers import ProviderInfo, default_model_spec, provider_info, split_model
 from ._retry import RetryPolicy
-from ._script import DEFAULT_CHUNK_SIZE, ScriptedEndpoint
+from ._script import DEFAULT_CHUNK_SIZE, KEEP_CALLS, Script, ScriptedEndpoint
 from ._stream import ModelStream
-from ._types import ModelRequest, ModelResponse, ModelStatistics, Usage
+from ._types import ModelRequest, ModelResponse, ModelStatistics
 
-__all__ = ["DEFAULT_TIMEOUT", "default_chat_model", "iModel"]
+__all__ = ["DEFAULT_TIMEOUT", "ScriptedModel", "default_chat_model", "iModel"]
 
 logger = logging.getLogger("pride.llm")
 
@@ -126,9 +132,9 @@ class iModel:
         self.capacity_refresh_time = capacity_refresh_time
         self.concurrency_limit = concurrency_limit
         limited = limit_requests is not None or limit_tokens is not None
-        self._limiter: RateLimiter | None = None
+        limiter: RateLimiter | None = None
         if limited or concurrency_limit is not None:
-            self._limiter = RateLimiter(
+            limiter = RateLimiter(
                 limit_requests=limit_requests,
                 limit_tokens=limit_tokens,
                 capacity_refresh_time=capacity_refresh_time,
@@ -139,13 +145,7 @@ class iModel:
         self._key_env = info.key_env
         self._key_required = info.key_required
         self._http = RunClient(timeout, f"{self.provider}/{self.model}")
-        self._calls = 0
-        self._retries = 0
-        self._failures = 0
-        self._in_flight = 0
-        # Running usage totals, kept as plain numbers (a Usage per call is garbage).
-        self._usage_totals = [0, 0, 0]
-        self._cost_total: float | None = None
+        self._ledger = CallLedger(limiter)
         self._endpoint = self._make_endpoint(info)
 
     def _make_endpoint(self, info: ProviderInfo) -> Endpoint:
@@ -229,51 +229,13 @@ class iModel:
 
     # -- the call pipeline ----------------------------------------------------------
 
-    async def _admit(self, request: ModelRequest) -> int:
-        """Count the call and wait for the limiter; returns the token estimate."""
-        self._calls += 1
-        limiter = self._limiter
-        estimate = 0
-        if limiter is not None:
-            if limiter.limit_tokens is not None:
-                estimate = _tokens.estimate_request_tokens(request)
-            await limiter.acquire(estimate)
-            if limiter.limit_tokens is not None and not _tokens.encoding_tried():
-                # After admission, so loading never reorders the FIFO queue.
-                try:
-                    await _tokens.load_encoding()
-                except BaseException:
-                    limiter.release()
-                    raise
-        self._in_flight += 1
-        return estimate
-
-    def _finish(self, estimate: int, response: ModelResponse | None, *, failed: bool) -> None:
-        """Account for the end of an admitted call and free its place."""
-        self._in_flight -= 1
-        if failed:
-            self._failures += 1
-        limiter = self._limiter
-        if response is not None:
-            usage = response.usage
-            totals = self._usage_totals
-            totals[0] += usage.input_tokens
-            totals[1] += usage.output_tokens
-            totals[2] += usage.cached_tokens
-            if usage.cost_usd is not None:
-                self._cost_total = (self._cost_total or 0.0) + usage.cost_usd
-            if limiter is not None:
-                limiter.settle(estimate, usage.total_tokens)
-        if limiter is not None:
-            limiter.release()
-
     def _options(self, request: ModelRequest) -> dict[str, Any]:
         if request.options:
             return {**self.request_options, **request.options}
         return self.request_options
 
     def _on_retry(self, error: ProviderError, retry: int, delay: float) -> None:
-        self._retries += 1
+        self._ledger.retries += 1
         logger.info(
             "%s/%s: %s: %s; retry %d of %d in %.2f s",
             self.provider,
@@ -304,7 +266,8 @@ class iModel:
         flight has its HTTP request aborted; a backoff sleep ends. Nothing is
         retried after cancellation.
         """
-        estimate = await self._admit(request)
+        ledger = self._ledger
+        estimate = await ledger.admit(request)
         response = None
         failed = False
         try:
@@ -315,7 +278,7 @@ class iModel:
             failed = True
             raise
         finally:
-            self._finish(estimate, response, failed=failed)
+            ledger.settle(estimate, response, failed=failed)
         return response
 
     def stream(self, request: ModelRequest) -> ModelStream:
@@ -323,10 +286,10 @@ class iModel:
 
         See :class:`ModelStream` for retries, cancellation and ``s.response``.
         """
-        return ModelStream(self, request)
+        return ModelStream(self._ledger, request, partial(self._attempts, request), self.provider)
 
-    def _stream_attempts(self, request: ModelRequest) -> AsyncGenerator[str | ModelResponse, None]:
-        """The deltas, then the reply, with retries until a delta went out (for ModelStream)."""
+    def _attempts(self, request: ModelRequest) -> AsyncGenerator[str | ModelResponse, None]:
+        """The deltas, then the reply, with retries until a delta went out."""
         return stream_with_retries(
             self._endpoint, request, self._options(request), self.retry, self._on_retry
         )
@@ -335,23 +298,7 @@ class iModel:
 
     def statistics(self) -> ModelStatistics:
         """A snapshot of this model's counters and summed usage."""
-        queued = 0
-        if self._limiter is not None:
-            stats = self._limiter.statistics()
-            queued = stats.queued + stats.waiting_for_place
-        return ModelStatistics(
-            calls=self._calls,
-            retries=self._retries,
-            failures=self._failures,
-            queued=queued,
-            in_flight=self._in_flight,
-            usage=Usage(
-                input_tokens=self._usage_totals[0],
-                output_tokens=self._usage_totals[1],
-                cached_tokens=self._usage_totals[2],
-                cost_usd=self._cost_total,
-            ),
-        )
+        return self._ledger.statistics()
 
     def __repr__(self) -> str:
         if self._api_key:
@@ -367,18 +314,21 @@ class iModel:
 
     def to_dict(self) -> dict[str, Any]:
         """The configuration as plain data; the API key is never included."""
+        settings = self._settings()
+        settings["retry"] = attrs.asdict(self.retry)
+        data = {"provider": self.provider, "model": self.model, "base_url": self.base_url}
+        return {**data, **settings, "request_options": dict(self.request_options)}
+
+    def _settings(self) -> dict[str, Any]:
+        """The keyword options shared by every model kind (without request options)."""
         return {
-            "provider": self.provider,
-            "model": self.model,
-            "base_url": self.base_url,
             "timeout": self.timeout,
             "limit_requests": self.limit_requests,
             "limit_tokens": self.limit_tokens,
             "queue_capacity": self.queue_capacity,
             "capacity_refresh_time": self.capacity_refresh_time,
             "concurrency_limit": self.concurrency_limit,
-            "retry": attrs.asdict(self.retry),
-            "request_options": dict(self.request_options),
+            "retry": self.retry,
         }
 
     @classmethod
@@ -402,8 +352,6 @@ class iModel:
             kwargs["retry"] = retry
         options = dict(data.get("request_options") or {})
         if data.get("provider") == "scripted":
-            from ._scripted import ScriptedModel
-
             return ScriptedModel(model=str(data.get("model") or "scripted"))
         return iModel(**kwargs, **options)
 
@@ -424,8 +372,6 @@ class iModel:
         if isinstance(spec, str):
             head, _, rest = spec.partition("/")
             if head == "scripted":
-                from ._scripted import ScriptedModel
-
                 return ScriptedModel(model=rest or "scripted")
             return iModel(spec)
         if isinstance(spec, dict):
@@ -437,6 +383,86 @@ class iModel:
         twin = iModel.from_dict(self.to_dict())
         twin._api_key = self._api_key
         return twin
+
+
+class ScriptedModel(iModel):
+    """A key-less model that replies from a script, through the real pipeline.
+
+    Calls go through the same rate limiter, retries, usage accounting and
+    statistics as HTTP models; only the reply is scripted. It is the embedded
+    default for demos (``ScriptedModel()`` echoes) and for tests.
+
+    Args:
+        replies: a list whose items are used one per call, in order: a ``str``
+            (text), a :class:`ToolCall` or a list of them, a
+            :class:`ScriptedReply`, or an exception instance (raised for that
+            call, so ``RateLimited(...)`` is retried like a real 429); items
+            appended to the list later are used too. Or a function, sync or
+            async, receiving the :class:`ModelRequest` and returning one of
+            those. ``None`` echoes the last user message (``"echo: ..."``).
+        delay: seconds (``trio.sleep``, so ``MockClock`` applies) before each reply.
+        chunk_size: characters per text delta when streamed.
+        model: the model name reported in responses.
+        keep_calls: how many recent requests ``calls`` keeps (0: none).
+        **options: the :class:`iModel` keyword options (``timeout``, the
+            limits, ``retry``) and request options, exactly as ``iModel`` takes them.
+
+    Attributes:
+        calls: the :class:`ModelRequest` objects received, one per attempt, in
+            order: the most recent ``keep_calls`` (default 1,000) at least, the
+            rest dropped, so a long-running scripted process does not grow
+            forever; ``keep_calls=0`` records none.
+
+    A list that runs out raises :class:`~pride.errors.ScriptExhausted`, saying
+    how many replies it had and which call this was. Usage is estimated at
+    about four characters per token when a reply does not carry its own.
+    """
+
+    def __init__(
+        self,
+        replies: Script = None,
+        *,
+        delay: float = 0.0,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        model: str = "scripted",
+        keep_calls: int = KEEP_CALLS,
+        **options: Any,
+    ) -> None:
+        self.calls: list[ModelRequest] = []
+        self._keep_calls = keep_calls
+        self._script = replies
+        self._delay = delay
+        self._chunk_size = chunk_size
+        super().__init__(model, provider="scripted", **options)
+
+    def _make_endpoint(self, info: ProviderInfo) -> Endpoint:
+        return ScriptedEndpoint(
+            self._script,
+            model=self.model,
+            delay=self._delay,
+            chunk_size=self._chunk_size,
+            calls=self.calls,
+            keep_calls=self._keep_calls,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"provider": "scripted", "model": ...}``; a script is code, not data."""
+        return {"provider": "scripted", "model": self.model}
+
+    def copy(self) -> ScriptedModel:
+        """A new model with the same script (from its start), options and limits."""
+        script = self._script
+        if isinstance(script, list):
+            script = list(script)
+        return ScriptedModel(
+            script,
+            delay=self._delay,
+            chunk_size=self._chunk_size,
+            model=self.model,
+            keep_calls=self._keep_calls,
+            **self._settings(),
+            **self.request_options,
+        )
 
 
 def default_chat_model() -> iModel:

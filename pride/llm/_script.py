@@ -26,7 +26,7 @@ from ._endpoint import Endpoint
 from ._tokens import CHARS_PER_TOKEN, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall, Usage
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "Reply", "Script", "ScriptedEndpoint", "echo_text", "to_reply"]
+__all__ = ["DEFAULT_CHUNK_SIZE", "KEEP_CALLS", "Reply", "Script", "ScriptedEndpoint", "echo_text"]
 
 #: Characters per streamed chunk of a scripted reply.
 DEFAULT_CHUNK_SIZE = 8
@@ -36,26 +36,6 @@ Reply: TypeAlias = str | ToolCall | Sequence[ToolCall] | ScriptedReply | Excepti
 
 #: A script: a list of replies, or a function (sync or async) of the request.
 Script: TypeAlias = Sequence[Reply] | Callable[[ModelRequest], Any] | None
-
-
-def to_reply(item: object) -> ScriptedReply:
-    """Normalise a scripted item (str, ToolCall, list of ToolCall, ScriptedReply).
-
-    Raises:
-        TypeError: the item is none of those.
-    """
-    if isinstance(item, ScriptedReply):
-        return item
-    if isinstance(item, str):
-        return ScriptedReply(text=item)
-    if isinstance(item, ToolCall):
-        return ScriptedReply(tool_calls=(item,))
-    if isinstance(item, list | tuple) and all(isinstance(c, ToolCall) for c in item):
-        return ScriptedReply(tool_calls=tuple(item))
-    raise TypeError(
-        "a scripted reply must be a str, a ToolCall, a list of ToolCall, a ScriptedReply "
-        f"or an exception instance, not {type(item).__name__}"
-    )
 
 
 def _text(content: Any) -> str:
@@ -71,7 +51,11 @@ def _text(content: Any) -> str:
 
 
 def echo_text(messages: Sequence[dict[str, Any]]) -> str:
-    """``"echo: <text of the last user message>"``, the echo model's reply."""
+    """``"echo: <text of the last user message>"``: what the echo model answers.
+
+    The scripted echo model (``ScriptedModel()``) and the loopback server of
+    :mod:`pride.testing` both answer this to a request without a script.
+    """
     for message in reversed(messages):
         if message.get("role") == "user":
             return f"echo: {_text(message.get('content'))}"
@@ -184,7 +168,13 @@ class ScriptedEndpoint(Endpoint):
             await trio.lowlevel.checkpoint_if_cancelled()
         if isinstance(item, Exception):
             raise item
-        return to_reply(item)
+        try:
+            return ScriptedReply.from_item(item)
+        except TypeError:
+            raise TypeError(
+                "a scripted reply must be a str, a ToolCall, a list of ToolCall, a "
+                f"ScriptedReply or an exception instance, not {type(item).__name__}"
+            ) from None
 
     def _response(self, request: ModelRequest, reply: ScriptedReply) -> ModelResponse:
         return ModelResponse(

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 import trio
 
 from ._errors import malformed
+from ._ledger import CallLedger
 from ._types import ModelRequest, ModelResponse
 
-if TYPE_CHECKING:
-    from ._model import iModel
+#: Starts a call's attempts once it is admitted: text deltas, then the reply last.
+StartAttempts = Callable[[], AsyncGenerator[str | ModelResponse, None]]
 
 logger = logging.getLogger("pride.llm")
 
-__all__ = ["STREAM_CLOSE_TIMEOUT", "ModelStream"]
+__all__ = ["STREAM_CLOSE_TIMEOUT", "ModelStream", "StartAttempts"]
 
 #: Seconds allowed for closing the HTTP stream when the block is left.
 STREAM_CLOSE_TIMEOUT = 5.0
@@ -47,9 +47,13 @@ class ModelStream:
     bounded by :data:`STREAM_CLOSE_TIMEOUT` seconds.
     """
 
-    def __init__(self, model: iModel, request: ModelRequest) -> None:
-        self._model = model
+    def __init__(
+        self, ledger: CallLedger, request: ModelRequest, start: StartAttempts, provider: str
+    ) -> None:
+        self._ledger = ledger
         self._request = request
+        self._start = start
+        self._provider = provider
         self._items: AsyncGenerator[str | ModelResponse, None] | None = None
         self._response: ModelResponse | None = None
         self._state = "new"
@@ -59,9 +63,13 @@ class ModelStream:
     async def __aenter__(self) -> ModelStream:
         if self._state != "new":
             raise RuntimeError("a ModelStream can be entered only once; call model.stream() again")
-        self._estimate = await self._model._admit(self._request)
+        self._estimate = await self._ledger.admit(self._request)
         self._state = "open"
-        self._items = self._model._stream_attempts(self._request)
+        try:
+            self._items = self._start()
+        except BaseException:
+            self._ledger.settle(self._estimate, None, failed=True)
+            raise
         return self
 
     async def __aexit__(
@@ -79,11 +87,11 @@ class ModelStream:
                 if scope.cancelled_caught:
                     logger.warning(
                         "%s: closing a model stream took over %.0f s; abandoned it",
-                        self._model.provider,
+                        self._provider,
                         STREAM_CLOSE_TIMEOUT,
                     )
         finally:
-            self._model._finish(self._estimate, self._response, failed=self._failed)
+            self._ledger.settle(self._estimate, self._response, failed=self._failed)
 
     def __aiter__(self) -> ModelStream:
         return self
@@ -98,7 +106,7 @@ class ModelStream:
             item = await items.__anext__()
         except StopAsyncIteration:
             self._failed = True
-            raise malformed(self._model.provider, "the stream ended without a reply") from None
+            raise malformed(self._provider, "the stream ended without a reply") from None
         except Exception:
             self._failed = True
             raise

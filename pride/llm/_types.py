@@ -143,6 +143,30 @@ class ScriptedReply:
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_to_tuple)
     usage: Usage | None = None
 
+    @classmethod
+    def from_item(cls, item: object) -> ScriptedReply:
+        """The reply a script item stands for: a ``str`` (text), a :class:`ToolCall`
+        or a list of them, or a ``ScriptedReply`` (returned as is).
+
+        The one definition of a script item, shared by :class:`~pride.llm.ScriptedModel`
+        and the loopback server of :mod:`pride.testing`.
+
+        Raises:
+            TypeError: the item is none of those.
+        """
+        if isinstance(item, ScriptedReply):
+            return item
+        if isinstance(item, str):
+            return cls(text=item)
+        if isinstance(item, ToolCall):
+            return cls(tool_calls=(item,))
+        if isinstance(item, list | tuple) and all(isinstance(c, ToolCall) for c in item):
+            return cls(tool_calls=tuple(item))
+        raise TypeError(
+            "a scripted reply must be a str, a ToolCall, a list of ToolCall or a "
+            f"ScriptedReply, not {type(item).__name__}"
+        )
+
 
 @attrs.frozen
 class ModelStatistics:

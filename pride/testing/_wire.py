@@ -12,8 +12,7 @@ import secrets
 import time
 from typing import Any
 
-from pride.llm import ScriptedReply, ToolCall, Usage
-from pride.llm._script import echo_text, to_reply
+from pride.llm import ScriptedReply, ToolCall, Usage, echo_text
 
 __all__ = [
     "anthropic_error",
@@ -33,13 +32,13 @@ def as_reply(item: object) -> ScriptedReply:
     """Normalise a script item: str, ToolCall, list of ToolCall or ScriptedReply.
 
     The same items a :class:`~pride.llm.ScriptedModel` takes (one definition
-    for both: ``pride.llm``'s ``to_reply``).
+    for both: :meth:`ScriptedReply.from_item <pride.llm.ScriptedReply.from_item>`).
 
     Raises:
         TypeError: the item is none of those.
     """
     try:
-        return to_reply(item)
+        return ScriptedReply.from_item(item)
     except TypeError:
         raise TypeError(
             "a loopback script item must be a str, a ToolCall, a list of ToolCall, a "

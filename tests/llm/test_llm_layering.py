@@ -26,6 +26,87 @@ def _imports(folder: Path) -> set[str]:
     return names
 
 
+def _package_graph(folder: Path, package: str) -> dict[str, set[str]]:
+    """Module -> modules of the same package it imports, counting every import:
+    module level, inside functions, and under ``if TYPE_CHECKING:``."""
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 1:
+                    module = node.module
+                elif node.level == 0 and node.module and node.module.startswith(package):
+                    module = node.module.removeprefix(package).lstrip(".")
+                else:
+                    continue
+                if module:
+                    targets.add(module.split(".")[0])
+                else:  # from . import _tokens
+                    targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == package or alias.name.startswith(package + "."):
+                        rest = alias.name.removeprefix(package).lstrip(".")
+                        targets.add(rest.split(".")[0] or "__init__")
+        graph[path.stem] = targets - {path.stem}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle found by a depth-first walk (each reported once, from its start)."""
+    found: list[list[str]] = []
+    state: dict[str, str] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == "open":
+                found.append([*trail[trail.index(target) :], target])
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    return found
+
+
+@pytest.mark.parametrize(("folder", "package"), [(LLM, "pride.llm"), (TESTING, "pride.testing")])
+def test_no_import_circle_inside_the_package(folder, package):
+    """No module of the package imports, even only for type checking, one that imports it back.
+
+    The package face (``__init__``) imports the private modules, so a private
+    module importing the face counts as a circle too.
+    """
+    assert _cycles(_package_graph(folder, package)) == []
+
+
+def test_the_circle_check_sees_type_only_and_local_imports(tmp_path):
+    """A circle closed only by a TYPE_CHECKING import and a function-local one is found."""
+    (tmp_path / "__init__.py").write_text("from ._a import A as A\n")
+    (tmp_path / "_a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._b import B\nA = 1\n"
+    )
+    (tmp_path / "_b.py").write_text("def make():\n    from pride.fake._a import A\n")
+    (tmp_path / "_c.py").write_text("import pride.fake\n")
+    graph = _package_graph(tmp_path, "pride.fake")
+    assert graph == {"__init__": {"_a"}, "_a": {"_b"}, "_b": {"_a"}, "_c": {"__init__"}}
+    assert _cycles(graph) == [["_a", "_b", "_a"]]
+
+
+def test_no_private_module_of_another_package_is_imported():
+    """pride.llm and pride.testing use other pride packages through their faces only."""
+    offenders = []
+    for folder in (LLM, TESTING):
+        for name in _imports(folder):
+            parts = name.split(".")
+            if parts[0] == "pride" and any(part.startswith("_") for part in parts[1:]):
+                offenders.append(f"{folder.name} imports {name}")
+    assert offenders == []
+
+
 def test_llm_imports_only_pride_errors_from_pride():
     """pride.llm depends on no pride package but pride.errors."""
     assert {n for n in _imports(LLM) if n.split(".")[0] == "pride"} == {"pride.errors"}

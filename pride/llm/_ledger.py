@@ -1,0 +1,98 @@
+"""CallLedger: admission and accounting of one model's calls.
+
+Every call of an :class:`~pride.llm.iModel`, plain or streamed, is admitted
+here first (the rate limiter, when the model has limits) and settled here
+last (counters, summed usage, the limiter's window correction). Keeping both
+ends in one object is what lets :class:`~pride.llm.ModelStream` run a call
+without knowing the model that made it.
+"""
+
+from __future__ import annotations
+
+from . import _tokens
+from ._limiter import RateLimiter
+from ._types import ModelRequest, ModelResponse, ModelStatistics, Usage
+
+__all__ = ["CallLedger"]
+
+
+class CallLedger:
+    """The counters and the limiter of one model.
+
+    Args:
+        limiter: the model's rate limiter, or ``None`` when it has no limits.
+    """
+
+    def __init__(self, limiter: RateLimiter | None) -> None:
+        self.limiter = limiter
+        self.calls = 0
+        self.retries = 0
+        self.failures = 0
+        self.in_flight = 0
+        # Running usage totals, kept as plain numbers (a Usage per call is garbage).
+        self._usage_totals = [0, 0, 0]
+        self._cost_total: float | None = None
+
+    async def admit(self, request: ModelRequest) -> int:
+        """Count the call and wait for the limiter; returns the token estimate.
+
+        Every admitted call must be settled with :meth:`settle`, exactly once.
+
+        Cancellation: a call waiting for admission leaves the queue and is not
+        admitted (nothing to settle).
+        """
+        self.calls += 1
+        limiter = self.limiter
+        estimate = 0
+        if limiter is not None:
+            if limiter.limit_tokens is not None:
+                estimate = _tokens.estimate_request_tokens(request)
+            await limiter.acquire(estimate)
+            if limiter.limit_tokens is not None and not _tokens.encoding_tried():
+                # After admission, so loading never reorders the FIFO queue.
+                try:
+                    await _tokens.load_encoding()
+                except BaseException:
+                    limiter.release()
+                    raise
+        self.in_flight += 1
+        return estimate
+
+    def settle(self, estimate: int, response: ModelResponse | None, *, failed: bool) -> None:
+        """Account for the end of an admitted call and free its place."""
+        self.in_flight -= 1
+        if failed:
+            self.failures += 1
+        limiter = self.limiter
+        if response is not None:
+            usage = response.usage
+            totals = self._usage_totals
+            totals[0] += usage.input_tokens
+            totals[1] += usage.output_tokens
+            totals[2] += usage.cached_tokens
+            if usage.cost_usd is not None:
+                self._cost_total = (self._cost_total or 0.0) + usage.cost_usd
+            if limiter is not None:
+                limiter.settle(estimate, usage.total_tokens)
+        if limiter is not None:
+            limiter.release()
+
+    def statistics(self) -> ModelStatistics:
+        """A snapshot of the counters and summed usage."""
+        queued = 0
+        if self.limiter is not None:
+            stats = self.limiter.statistics()
+            queued = stats.queued + stats.waiting_for_place
+        return ModelStatistics(
+            calls=self.calls,
+            retries=self.retries,
+            failures=self.failures,
+            queued=queued,
+            in_flight=self.in_flight,
+            usage=Usage(
+                input_tokens=self._usage_totals[0],
+                output_tokens=self._usage_totals[1],
+                cached_tokens=self._usage_totals[2],
+                cost_usd=self._cost_total,
+            ),
+        )
