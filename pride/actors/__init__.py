@@ -3,7 +3,8 @@
 from .branch import DEFAULT_MAILBOX_SIZE, Branch, HookSink, SignalSink
 from .logs import DataLogger, LogConfig, LogEntry
 from .mailbox import MailboxStatistics, Reply
-from .send import BranchRef, StreamItems, ask, send, send_nowait, stream
+from .send import StreamItems, ask, send, send_nowait, stream
+from .target import BranchRef, Target
 from .turn import (
     LoopControl,
     LoopDirective,
@@ -27,6 +28,7 @@ __all__ = [
     "Reply",
     "SignalSink",
     "StreamItems",
+    "Target",
     "TurnExecutionContext",
     "TurnScope",
     "ask",

@@ -16,7 +16,6 @@ import inspect
 import logging
 import time
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Self
 from uuid import UUID
@@ -55,21 +54,23 @@ from ..messages.history import History
 from ..operations import execute as execute_operation
 from ..operations.registry import OperationManager
 from ..tools import ActionManager
-from . import actor, projection, turn
+from . import actor, projection, turn, waits
 from .connect import (
     DEFAULT_CAPACITY_REFRESH_TIME,
     DEFAULT_QUEUE_CAPACITY,
     connect as _connect,
 )
 from .logs import DataLogger, LogConfig
-from .mailbox import Mailbox, MailboxStatistics
+from .mailbox import Mailbox, MailboxStatistics, Reply
 from .send import ask, stream
+from .target import announce_live, live_target, withdraw_live
 
 if TYPE_CHECKING:
     import contextlib
 
     from ..tools import Tool
     from .send import StreamItems
+    from .target import Target
 
 __all__ = ["DEFAULT_MAILBOX_SIZE", "Branch", "HookSink", "SignalSink", "live_branch"]
 
@@ -85,12 +86,11 @@ PRIDE_SYSTEM_MESSAGE = (
 )
 """pride's built-in preamble, prepended when ``use_lion_system_message=True``."""
 
-_live: weakref.WeakValueDictionary[UUID, Branch] = weakref.WeakValueDictionary()
-
 
 def live_branch(branch_id: UUID) -> Branch | None:
     """The branch with this id whose actor is running in this process, if any."""
-    return _live.get(branch_id)
+    found: Branch | None = live_target(branch_id)
+    return found
 
 
 class SignalSink(Protocol):
@@ -141,8 +141,6 @@ class Branch:
         observer: a signal sink for standalone observation (sessions attach theirs).
     """
 
-    _is_branch = True  # lets the send API recognise a branch without importing this module
-
     # Slots, not a __dict__: an idle branch should cost little (100,000 of
     # them is a benchmark target). Subclasses get a __dict__ unless they
     # declare slots too.
@@ -171,7 +169,6 @@ class Branch:
         "_rewrite_listeners",
         "_serving",
         "_turn_barriers",
-        "_waiting_on",
         "created_at",
         "id",
         "id_str",
@@ -271,7 +268,6 @@ class Branch:
         self._background: trio.Nursery | None = None
         self._active_turn: turn.TurnExecutionContext | None = None
         self._last_context_report: Any = None
-        self._waiting_on: dict[Branch, int] = {}
         self._private_supervisor: trio.Nursery | None = None
         self._private_cm: Any = None
         self._serving: Any = None  # the Reply the actor took last (a supervisor cancels it)
@@ -812,9 +808,46 @@ class Branch:
         """True while the branch's mailbox accepts commands."""
         return self._mailbox is not None and not self._mailbox.closed
 
+    @property
+    def _waiting_on(self) -> dict[Any, int]:
+        """The targets this branch's turn waits on now, with how many waits each."""
+        return waits.waiting_on(self)
+
     def mailbox_statistics(self) -> MailboxStatistics | None:
         """A snapshot of the mailbox, or None if the actor never started."""
         return self._mailbox.statistics() if self._mailbox is not None else None
+
+    async def deliver(self, envelope: Reply) -> None:
+        """Put ``envelope`` in the mailbox (the :class:`~pride.Target` protocol).
+
+        Work waits while the mailbox is full; priority commands never wait.
+        Returns without a checkpoint when there was room (the send API
+        checkpoints around it).
+
+        Raises:
+            BranchNotRunning: the actor was never started.
+            BranchClosed: the branch has stopped.
+
+        Cancellation: cancelled while waiting for room, nothing was queued.
+        """
+        mailbox = self._require_mailbox()
+        if envelope.command.lane == "priority":
+            mailbox.put_priority(envelope)
+        else:
+            await mailbox.put(envelope, checkpoint=False)
+
+    def deliver_nowait(self, envelope: Reply) -> None:
+        """Put ``envelope`` in the mailbox now (the :class:`~pride.Target` protocol).
+
+        Raises:
+            MailboxFull: the work lane is full.
+            BranchNotRunning, BranchClosed: as for :meth:`deliver`.
+        """
+        mailbox = self._require_mailbox()
+        if envelope.command.lane == "priority":
+            mailbox.put_priority(envelope)
+        else:
+            mailbox.put_nowait(envelope)
 
     def _require_mailbox(self) -> Mailbox:
         mailbox = self._mailbox
@@ -828,7 +861,7 @@ class Branch:
         """The mailbox to serve: the current one if still open, else a new one."""
         if self._mailbox is None or self._mailbox.closed:
             self._mailbox = Mailbox(self.name, self.mailbox_size)
-        _live[self.id] = self
+        announce_live(self)
         return self._mailbox
 
     def _close_mailbox(self, detail: str) -> None:
@@ -844,7 +877,7 @@ class Branch:
             log.info(
                 "branch %r: answered %d queued envelopes with BranchClosed", self.name, len(pending)
             )
-        _live.pop(self.id, None)
+        withdraw_live(self)
 
     async def serve(
         self, host: trio.Nursery | None = None, *, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -882,7 +915,7 @@ class Branch:
         adopted = self._owner_id is not None and private is not None and not private.child_tasks
         if mailbox is not None and not mailbox.closed and not adopted:
             # Stop after the current turn; queued envelopes are answered BranchClosed.
-            mailbox.put_priority(_make_reply(self, Stop()))
+            mailbox.put_priority(Reply(self, Stop()))
         try:
             return await _exit_unwrapped(cm, exc_info)  # type: ignore[no-any-return]
         finally:
@@ -899,7 +932,7 @@ class Branch:
         Raises:
             BranchNotRunning, BranchClosed: no mailbox to suspend.
         """
-        reply = _make_reply(self, actor.Suspend())
+        reply = Reply(self, actor.Suspend())
         self._require_mailbox().put_priority(reply, first=True)
         serving = self._serving
         if cancel_reason is not None and serving is not None and serving.state == "running":
@@ -1070,12 +1103,6 @@ def _check_attachment(command: Attach) -> None:
             raise TypeError(f"Attach.{field} must be {what}, got {type(value).__name__}")
 
 
-def _make_reply(branch: Branch, command: Any) -> Any:
-    from .mailbox import Reply
-
-    return Reply(branch, command)
-
-
 async def _awaited(pending: Any) -> None:
     await pending
 
@@ -1098,3 +1125,9 @@ async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> Any:
         if len(leaves) == 1:
             raise leaves[0] from None
         raise
+
+
+if TYPE_CHECKING:
+
+    def _implements_target(branch: Branch) -> Target:
+        return branch  # mypy checks here that Branch implements the Target protocol

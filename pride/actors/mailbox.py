@@ -30,7 +30,7 @@ from ..messages import Command
 from .waits import check_wait_allowed, record_wait, remove_wait
 
 if TYPE_CHECKING:
-    from .branch import Branch
+    from .target import Canceller, Target
 
 __all__ = ["Mailbox", "MailboxStatistics", "Reply", "ReplyConsumedError", "ReplyState"]
 
@@ -44,12 +44,21 @@ class ReplyConsumedError(PrideError, RuntimeError):
 
 
 class Reply:
-    """The handle on one sent command: its turn id, its result, its cancellation.
+    """The envelope of one sent command, and its caller's handle on it.
 
-    ``turn_id`` is None until the turn starts (and stays None for commands that
-    are not model turns). ``await reply.result()`` returns the command's result
-    or raises its exception; a reply delivers its outcome once, like trio's
-    ``outcome`` values, and a second ``result()`` raises ``RuntimeError``.
+    The caller's side: ``turn_id`` is None until the turn starts (and stays
+    None for commands that are not model turns). ``await reply.result()``
+    returns the command's result or raises its exception; a reply delivers
+    its outcome once, like trio's ``outcome`` values, and a second
+    ``result()`` raises :class:`~pride.ReplyConsumedError`. ``cancel()``
+    gives up on the command.
+
+    The serving side (a :class:`~pride.Target`): ``start``, ``stream``,
+    ``succeed`` and ``fail``; see :mod:`pride.actors.target`.
+
+    Attributes:
+        branch: the target the command was sent to.
+        command: the command.
     """
 
     __slots__ = (
@@ -65,12 +74,17 @@ class Reply:
         "command",
         "state",
         "turn_id",
-        "waiter",
         "waiting_tasks",
     )
 
-    def __init__(self, branch: Branch, command: Command) -> None:
-        self.branch = branch
+    def __init__(
+        self,
+        target: Target,
+        command: Command,
+        *,
+        stream: trio.MemorySendChannel[Any] | None = None,
+    ) -> None:
+        self.branch = target
         self.command = command
         self.state: ReplyState = "queued"
         self.turn_id: UUID | None = None
@@ -81,11 +95,9 @@ class Reply:
         self._result: Any = None
         self._error: BaseException | None = None
         self._consumed = False
-        self._cancel_scope: trio.CancelScope | None = None
+        self._cancel_scope: Canceller | None = None
         self._cancel_reason: str | None = None
-        self._stream: trio.MemorySendChannel[Any] | None = None
-        # The branch whose turn waits on this reply (for deadlock detection).
-        self.waiter: Branch | None = None
+        self._stream = stream
         # The mailbox whose work lane holds this reply, until the actor takes it.
         self._queued_in: Mailbox | None = None
 
@@ -99,6 +111,14 @@ class Reply:
     def done(self) -> bool:
         """True once the command has an outcome (result, error or cancellation)."""
         return self._done
+
+    @property
+    def stream(self) -> trio.MemorySendChannel[Any] | None:
+        """Where a streamed command's items go (None unless sent by :func:`~pride.stream`).
+
+        The serving side sends each item and closes it when the turn ends.
+        """
+        return self._stream
 
     @property
     def cancel_reason(self) -> str | None:
@@ -158,8 +178,12 @@ class Reply:
 
     # ------------------------------------------------------- actor side
 
-    def start(self, turn_id: UUID | None, cancel_scope: trio.CancelScope | None) -> None:
-        """Mark the command running (called by the actor)."""
+    def start(self, turn_id: UUID | None, cancel_scope: Canceller | None) -> None:
+        """Mark the command running (called by the target serving it).
+
+        ``cancel_scope.cancel()`` is called when the caller gives up from now
+        on (at once if it already has).
+        """
         self.state = "running"
         self.turn_id = turn_id
         self._cancel_scope = cancel_scope

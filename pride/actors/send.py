@@ -1,7 +1,9 @@
 """The send API: :func:`send`, :func:`send_nowait`, :func:`ask` and :func:`stream`.
 
-A target is a :class:`~pride.Branch`, a :class:`BranchRef`, or a branch name
-or id; names resolve in the session of the calling turn's branch.
+A target is anything implementing :class:`~pride.Target` (a
+:class:`~pride.Branch`, the cluster's ``RemoteBranchRef``), a
+:class:`~pride.BranchRef` (resolved to the live branch it names), or a
+branch name or id (resolved in the session of the calling turn's branch).
 
 Calls made from inside the target's own active turn do not go through the
 mailbox (which would deadlock behind the very turn that is waiting): ``ask``
@@ -19,19 +21,19 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-import attrs
 import trio
 
 from ..errors import TurnFinalizingError, UnknownBranch
 from ..messages import Command, WorkCommand
 from . import turn
-from .mailbox import Mailbox, Reply
+from .mailbox import Reply
+from .target import BranchRef, Target, is_target, live_target
 from .waits import check_wait_allowed, waiting_edge
 
 if TYPE_CHECKING:
     from .branch import Branch
 
-__all__ = ["BranchRef", "StreamItems", "ask", "send", "send_nowait", "stream"]
+__all__ = ["StreamItems", "ask", "resolve", "send", "send_nowait", "stream"]
 
 log = logging.getLogger("pride.send")
 
@@ -40,31 +42,22 @@ log = logging.getLogger("pride.send")
 STREAM_CLOSE_GRACE = 30.0
 
 
-@attrs.frozen
-class BranchRef:
-    """A serialisable address of a branch: its id, and its name for humans."""
+def resolve(target: Any) -> Target:
+    """The target ``target`` designates.
 
-    id: UUID
-    name: str | None = None
-
-
-def resolve(target: Any) -> Branch:
-    """The live branch ``target`` designates.
+    A :class:`~pride.Target` is itself; a :class:`~pride.BranchRef` is the
+    live branch with its id; a name or id is looked up in the session of the
+    calling turn's branch (an id also among the live branches).
 
     Raises:
         UnknownBranch: no such branch is known where it was looked up.
-        TypeError: ``target`` is not a branch, reference, name or id.
+        TypeError: ``target`` is none of those.
     """
-    # The common case first, without importing branch.py (which imports this module).
-    if getattr(target, "_is_branch", False):
-        return target  # type: ignore[no-any-return]
-    from .branch import live_branch
-
     if isinstance(target, BranchRef):
-        found = live_branch(target.id)
+        found = live_target(target.id)
         if found is None:
             raise UnknownBranch(target.name or target.id)
-        return found
+        return found  # type: ignore[no-any-return]
     if isinstance(target, str | UUID):
         bound = turn.binding()
         if bound is not None:
@@ -72,12 +65,15 @@ def resolve(target: Any) -> Branch:
             if directory is not None:
                 return directory.resolve(target)  # type: ignore[no-any-return]
         if isinstance(target, UUID):
-            found = live_branch(target)
+            found = live_target(target)
             if found is not None:
-                return found
+                return found  # type: ignore[no-any-return]
         raise UnknownBranch(target, "the current turn's session (no session to resolve names)")
+    if is_target(target):
+        return target  # type: ignore[no-any-return]
     raise TypeError(
-        f"send target must be a Branch, BranchRef, name or id, got {type(target).__name__}"
+        "send target must be a Branch (or another pride.Target), a BranchRef, a name or an id, "
+        f"got {type(target).__name__}"
     )
 
 
@@ -112,30 +108,20 @@ async def send(target: Any, command: Command) -> Reply:
     Cancellation: if it raises ``Cancelled`` (waiting for room, or a priority
     command's checkpoint), nothing was queued.
     """
-    branch = resolve(target)
-    _check_command(command)
-    mailbox = branch._require_mailbox()
-    reply = Reply(branch, command)
-    if command.lane == "priority":
-        # Cancelled means "nothing happened": check before queueing, never after.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        mailbox.put_priority(reply)
-        await trio.lowlevel.cancel_shielded_checkpoint()
-    else:
-        await mailbox.put(reply)
+    destination = resolve(target)
+    reply = Reply(destination, _check_command(command))
+    # Cancelled means "nothing happened": check before delivering, never after.
+    await trio.lowlevel.checkpoint_if_cancelled()
+    await destination.deliver(reply)
+    await trio.lowlevel.cancel_shielded_checkpoint()
     return reply
 
 
 def send_nowait(target: Any, command: Command) -> Reply:
     """Like :func:`send`, but raise :class:`~pride.MailboxFull` instead of waiting."""
-    branch = resolve(target)
-    _check_command(command)
-    mailbox = branch._require_mailbox()
-    reply = Reply(branch, command)
-    if command.lane == "priority":
-        mailbox.put_priority(reply)
-    else:
-        mailbox.put_nowait(reply)
+    destination = resolve(target)
+    reply = Reply(destination, _check_command(command))
+    destination.deliver_nowait(reply)
     return reply
 
 
@@ -164,31 +150,28 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
     is dropped (it never starts) and a running turn is cancelled and
     finalised (terminal ``RunFailed``).
     """
-    branch = resolve(target)
+    destination = resolve(target)
     _check_command(command)
     if turn.binding() is not None and command.lane == "work":
-        scope = turn.live_scope_for(branch)
+        scope = turn.live_scope_for(destination)
         if scope is not None:  # called from the target's own live turn: run nested
-            return await _run_nested(branch, command, scope, timeout)  # type: ignore[arg-type]
-    check_wait_allowed(branch)  # from a turn or an Act step: the deadlock rules apply
-    mailbox = branch._require_mailbox()
-    reply = Reply(branch, command)
+            # Only a branch of this process has a live turn here.
+            return await _run_nested(destination, command, scope, timeout)  # type: ignore[arg-type]
+    check_wait_allowed(destination)  # from a turn or an Act step: the deadlock rules apply
+    reply = Reply(destination, command)
     try:
         if timeout is None:
-            return await _deliver_and_wait(mailbox, reply)
+            return await _deliver_and_wait(destination, reply)
         with _deadline(timeout):
-            return await _deliver_and_wait(mailbox, reply)
+            return await _deliver_and_wait(destination, reply)
     except BaseException:
         if not reply.done:
             reply.cancel("caller")
         raise
 
 
-async def _deliver_and_wait(mailbox: Mailbox, reply: Reply) -> Any:
-    if reply.command.lane == "priority":
-        mailbox.put_priority(reply)
-    else:
-        await mailbox.put(reply, checkpoint=False)
+async def _deliver_and_wait(target: Target, reply: Reply) -> Any:
+    await target.deliver(reply)  # no checkpoint needed here: result() is one
     return await reply.result()
 
 
@@ -258,25 +241,26 @@ async def stream(target: Any, command: WorkCommand) -> AsyncIterator[StreamItems
         TypeError: ``command`` is not a work command.
         Exception: the turn's error, from the ``async for`` after the last item.
     """
-    branch = resolve(target)
+    destination = resolve(target)
     _check_command(command)
     if command.lane != "work":
         raise TypeError(f"only work commands stream, got {type(command).__name__}")
     send_channel, receive_channel = trio.open_memory_channel[Any](0)
-    scope = turn.live_scope_for(branch)
+    scope = turn.live_scope_for(destination)
     if scope is not None:
+        branch: Branch = destination  # type: ignore[assignment]
         async with _nested_stream(branch, command, scope, send_channel, receive_channel) as items:
             yield items
         return
-    check_wait_allowed(branch)
-    mailbox = branch._require_mailbox()
-    reply = Reply(branch, command)
-    reply._stream = send_channel
-    await mailbox.put(reply)
+    check_wait_allowed(destination)
+    reply = Reply(destination, command, stream=send_channel)
+    await trio.lowlevel.checkpoint_if_cancelled()
+    await destination.deliver(reply)
+    await trio.lowlevel.cancel_shielded_checkpoint()
     items = StreamItems(receive_channel, reply)
     clean_exit = False
     try:
-        with waiting_edge(branch):
+        with waiting_edge(destination):
             yield items
         clean_exit = True
     finally:

@@ -326,7 +326,7 @@ def binding() -> _Binding | None:
     return _active_turn.get()
 
 
-def live_scope_for(branch: Branch) -> TurnScope | None:
+def live_scope_for(branch: object) -> TurnScope | None:
     """The scope the current task holds on ``branch``'s active turn, if live.
 
     Live means: the binding names this branch, the branch's active pointer
@@ -337,7 +337,7 @@ def live_scope_for(branch: Branch) -> TurnScope | None:
     if bound is None or bound.branch is not branch:
         return None
     context = bound.scope.context
-    if branch._active_turn is not context or context.phase == "closed":
+    if bound.branch._active_turn is not context or context.phase == "closed":
         return None
     return bound.scope
 

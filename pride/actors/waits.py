@@ -1,8 +1,8 @@
 """Deadlock detection for branches waiting on branches.
 
-While a turn of branch W waits on a reply from branch T, W's actor can serve
-nothing else. Each branch records the branches its live turn is waiting on
-(``Branch._waiting_on``); before a turn waits on T, :func:`check_wait_allowed`
+While a turn of branch W waits on a reply from target T, W's actor can serve
+nothing else. This module records, per waiting branch, the targets its live
+turn is waiting on; before a turn waits on T, :func:`check_wait_allowed`
 follows those edges from T, and if they lead back to W the wait would never
 end, so it fails at once with :class:`~pride.ReentrancyError`. Whoever closes
 a cycle is the one refused, so every cycle is caught when it forms.
@@ -24,6 +24,7 @@ from . import turn
 
 if TYPE_CHECKING:
     from .branch import Branch
+    from .target import Target
 
 __all__ = [
     "check_wait_allowed",
@@ -33,7 +34,14 @@ __all__ = [
     "record_wait",
     "serving_branch",
     "waiting_edge",
+    "waiting_on",
 ]
+
+# Wait edges: waiting branch -> {target: number of waits}. An entry exists only
+# while a wait is under way (every record_wait is undone in a finally), so the
+# graph holds no stopped branch. Only local branches wait; a target of another
+# process has no edges here (a cycle through another process is not seen).
+_edges: dict[Any, dict[Any, int]] = {}
 
 # The Reply of the Act step the calling task's actor is serving, if any.
 _step: contextvars.ContextVar[Any] = contextvars.ContextVar("pride_serving_step", default=None)
@@ -73,7 +81,7 @@ def serving_branch() -> Branch | None:
     return None
 
 
-def check_wait_allowed(target: Branch) -> Branch | None:
+def check_wait_allowed(target: Target) -> Branch | None:
     """Raise ReentrancyError if the calling turn waiting on ``target`` would deadlock.
 
     Returns the waiting branch (:func:`serving_branch`), for :func:`record_wait`;
@@ -90,13 +98,13 @@ def check_wait_allowed(target: Branch) -> Branch | None:
     return waiter
 
 
-def _wait_path(start: Branch, goal: Branch) -> list[Branch] | None:
-    """The branches from ``start`` following wait edges to ``goal``, if reachable."""
-    stack: list[list[Branch]] = [[start]]
+def _wait_path(start: Target, goal: Branch) -> list[Target] | None:
+    """The targets from ``start`` following wait edges to ``goal``, if reachable."""
+    stack: list[list[Target]] = [[start]]
     seen = {id(start)}
     while stack:
         path = stack.pop()
-        for following in path[-1]._waiting_on:
+        for following in _edges.get(path[-1], ()):
             if following is goal:
                 return [*path, following]
             if id(following) not in seen:
@@ -105,7 +113,7 @@ def _wait_path(start: Branch, goal: Branch) -> list[Branch] | None:
     return None
 
 
-def add_wait(target: Branch) -> Branch | None:
+def add_wait(target: Target) -> Branch | None:
     """Record that the calling turn's branch waits on ``target``; returns that branch.
 
     Pair with :func:`remove_wait` (in a ``finally``). Returns None when the
@@ -117,24 +125,33 @@ def add_wait(target: Branch) -> Branch | None:
     return waiter
 
 
-def record_wait(waiter: Branch, target: Branch) -> None:
+def waiting_on(waiter: Branch) -> dict[Any, int]:
+    """A copy of the targets ``waiter``'s turn waits on now, with how many waits each."""
+    return dict(_edges.get(waiter, ()))
+
+
+def record_wait(waiter: Branch, target: Target) -> None:
     """Record that ``waiter`` waits on ``target`` (undo with :func:`remove_wait`)."""
-    edges = waiter._waiting_on
+    edges = _edges.get(waiter)
+    if edges is None:
+        edges = _edges[waiter] = {}
     edges[target] = edges.get(target, 0) + 1
 
 
-def remove_wait(waiter: Branch | None, target: Branch) -> None:
+def remove_wait(waiter: Branch | None, target: Target) -> None:
     """Undo :func:`add_wait`."""
     if waiter is None:
         return
-    edges = waiter._waiting_on
+    edges = _edges[waiter]
     edges[target] -= 1
     if not edges[target]:
         del edges[target]
+        if not edges:
+            del _edges[waiter]
 
 
 @contextlib.contextmanager
-def waiting_edge(target: Branch) -> Iterator[None]:
+def waiting_edge(target: Target) -> Iterator[None]:
     """While the block runs, record that the calling turn's branch waits on ``target``."""
     waiter = add_wait(target)
     try:

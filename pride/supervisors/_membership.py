@@ -20,6 +20,7 @@ import trio
 
 from ..actors import Branch, BranchRef, Reply, send
 from ..actors.branch import live_branch
+from ..actors.target import Target, is_target
 from ..actors.waits import serving_branch
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
 from ..messages import Attach, Detach, Stop
@@ -261,7 +262,7 @@ class Membership(Supervisor):
                 found = session._find_in_tree(ref, None)
         return found
 
-    def _target(self, target: Any) -> Branch:
+    def _target(self, target: Any) -> Target:
         if isinstance(target, Branch):
             return target
         if isinstance(target, BranchRef):
@@ -271,8 +272,11 @@ class Membership(Supervisor):
             return found
         if isinstance(target, str | UUID):
             return self.resolve(target)
+        if is_target(target):  # a target of its own (a branch on another process)
+            return target  # type: ignore[no-any-return]
         raise TypeError(
-            f"target must be a Branch, BranchRef, name or id, got {type(target).__name__}"
+            "target must be a Branch (or another pride.Target), a BranchRef, a name or an id, "
+            f"got {type(target).__name__}"
         )
 
     def _release(self, child: Child) -> None:

@@ -32,7 +32,7 @@ from uuid import UUID
 import attrs
 import trio
 
-from ..actors import Branch, Reply, ask, send
+from ..actors import Branch, Reply, Target, ask, send
 from ..actors.actor import FINALIZE_GRACE
 from ..errors import UnknownBranch, exception_leaves
 from ..memory import InMemoryStore, MemoryStore
@@ -357,7 +357,7 @@ class Session(Membership):
             members = self.branches
             if not members:
                 raise UnknownBranch("<first member>", f"session {self.name!r} (no branches)")
-            target = members[0]
+            target: Target = members[0]
         else:
             target = self._target(branch)
         return await ask(target, Call(name, **kwargs))
