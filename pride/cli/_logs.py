@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..actors import turn
+from ..messages.codec import dump_json
 
 __all__ = ["CONTEXT_FIELDS", "JsonFormatter", "StderrHandler", "TurnContext", "configure"]
 
@@ -56,7 +57,12 @@ class JsonFormatter(logging.Formatter):
                 entry[field] = str(value)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        line = json.dumps(entry, ensure_ascii=False, default=str)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (quoted from a tool?): keep the record
+            line = dump_json(entry, replace=True)
+        return line
 
 
 class StderrHandler(logging.Handler):

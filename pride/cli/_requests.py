@@ -4,8 +4,9 @@ A request is one line::
 
     {"id": "r1", "to": "planner", "command": {"type": "ChatAndRecord", "instruction": "hi"}}
 
-``id`` is a string or a number chosen by the client and echoed in the
-answer; ``to`` is a branch name or id in the running tree; ``command`` is a
+``id`` is chosen by the client and echoed in the answer: a string, an
+integer a JSON client holds exactly (at most 2**53 - 1 either way, as I-JSON
+says), or null; ``to`` is a branch name or id in the running tree; ``command`` is a
 work command in pride's wire form (:mod:`pride.messages.codec`). Each
 request gets exactly one answer line::
 
@@ -14,20 +15,27 @@ request gets exactly one answer line::
 
 A line that is not a valid request is answered with an ``InvalidMessage``
 error naming what was wrong (``id`` is null when it could not be read).
-Results are plain data through the codec when possible, else their ``str``.
+Request lines are read as strict JSON (:func:`pride.messages.codec.parse_json`:
+no ``NaN``, no integer past 64 bits, no lone surrogate). Results are plain
+data through the codec when possible, else their ``str``; every answer line
+is strict JSON, what it cannot carry replaced (a lone surrogate by U+FFFD, a
+non-finite float by null).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
 
 from ..errors import InvalidMessage
 from ..messages import WorkCommand, structure, unstructure
+from ..messages.codec import dump_json, parse_json
 
-__all__ = ["Request", "RequestRejected", "error_line", "ok_line", "parse_request"]
+__all__ = ["MAX_ID", "Request", "RequestRejected", "error_line", "ok_line", "parse_request"]
+
+MAX_ID = 2**53 - 1
+"""The largest request id magnitude: beyond it a JavaScript client cannot hold the id exactly."""
 
 # Priority-lane commands: the process supervises its tree; clients only send work.
 _SUPERVISION = frozenset({"Attach", "Detach", "Stop"})
@@ -37,7 +45,7 @@ _SUPERVISION = frozenset({"Attach", "Detach", "Stop"})
 class Request:
     """One parsed request line."""
 
-    id: str | int | float
+    id: str | int | None
     to: str
     command: WorkCommand
 
@@ -60,9 +68,11 @@ def parse_request(line: str) -> Request:
             such as ``Stop`` are refused: supervision belongs to the process).
     """
     try:
-        data = json.loads(line)
-    except ValueError as exc:
-        raise RequestRejected(None, InvalidMessage([("request", f"not JSON: {exc}")])) from None
+        data = parse_json(line)
+    except InvalidMessage as exc:
+        where = "request" + exc.path.removeprefix("$")
+        reason = exc.reason.replace("invalid JSON", "not JSON", 1)
+        raise RequestRejected(None, InvalidMessage([(where, reason)])) from None
     if not isinstance(data, dict):
         found = type(data).__name__
         raise RequestRejected(
@@ -70,8 +80,8 @@ def parse_request(line: str) -> Request:
         )
     request_id = data.get("id")
     problems: list[tuple[str, str]] = []
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int | float):
-        problems.append(("request.id", "expected a string or a number"))
+    if not _valid_id(request_id):
+        problems.append(("request.id", f"expected a string, an integer within ±{MAX_ID} or null"))
         request_id = None
     target = data.get("to")
     if not isinstance(target, str) or not target:
@@ -92,13 +102,22 @@ def parse_request(line: str) -> Request:
         command: WorkCommand = structure(command_data, WorkCommand)
     except InvalidMessage as exc:
         raise RequestRejected(request_id, exc) from None
-    assert request_id is not None and isinstance(target, str)
+    assert isinstance(target, str)
     return Request(request_id, target, command)
+
+
+def _valid_id(value: Any) -> bool:
+    if value is None or isinstance(value, str):
+        return True
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID
 
 
 def ok_line(request_id: Any, result: Any) -> str:
     """The answer line for a result."""
-    return _dump({"id": request_id, "ok": True, "result": plain(result)})
+    try:
+        return _dump({"id": request_id, "ok": True, "result": unstructure(result)})
+    except (InvalidMessage, TypeError, ValueError, RecursionError):
+        return _dump({"id": request_id, "ok": True, "result": str(result)})
 
 
 def error_line(request_id: Any, error: BaseException) -> str:
@@ -112,15 +131,5 @@ def error_line(request_id: Any, error: BaseException) -> str:
     )
 
 
-def plain(result: Any) -> Any:
-    """``result`` as JSON-ready data: the codec's plain form, else its ``str``."""
-    try:
-        data = unstructure(result)
-        json.dumps(data)
-    except (InvalidMessage, TypeError, ValueError, RecursionError):
-        return str(result)
-    return data
-
-
 def _dump(answer: dict[str, Any]) -> str:
-    return json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+    return dump_json(answer, replace=True)

@@ -9,7 +9,9 @@ followed by the class's fields. Structuring as a base class (``RoledMessage``,
 class checks it when present. UUIDs are strings; tuples are lists.
 
 Validation is strict: a string field does not accept ``5``, an int field does
-not accept ``True`` or ``"5"``. Any problem raises one
+not accept ``True`` or ``"5"``; numbers are finite and integers fit in 64
+bits, and text is read and written as strict JSON (:mod:`._json`). Any problem
+raises one
 :class:`~pride.InvalidMessage` naming every offending path, e.g.
 ``Chat.instruction: expected str, got int``; a half-built object is never
 returned and no raw cattrs or ``KeyError`` escapes.
@@ -18,8 +20,6 @@ returned and no raw cattrs or ``KeyError`` escapes.
 from __future__ import annotations
 
 import functools
-import json
-import math
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -38,8 +38,18 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
 from . import commands, conversation, signals
 from ._errors import InvalidMessage
+from ._json import TOO_DEEP, dump_json, number_problem, parse_json
 
-__all__ = ["TAG", "from_json", "registered_types", "structure", "to_json", "unstructure"]
+__all__ = [
+    "TAG",
+    "dump_json",
+    "from_json",
+    "parse_json",
+    "registered_types",
+    "structure",
+    "to_json",
+    "unstructure",
+]
 
 T = TypeVar("T")
 
@@ -118,12 +128,16 @@ def _structure_str(value: Any, _: Any) -> str:
 def _structure_int(value: Any, _: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Problem(f"expected int, got {_type_name(value)}")
+    if (problem := number_problem(value)) is not None:
+        raise _Problem(problem)
     return value
 
 
 def _structure_float(value: Any, _: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _Problem(f"expected float, got {_type_name(value)}")
+    if (problem := number_problem(value)) is not None:
+        raise _Problem(problem)
     return float(value)
 
 
@@ -146,11 +160,11 @@ def _structure_uuid(value: Any, _: Any) -> UUID:
 
 def _check_json(value: Any, path: str = "") -> Any:
     """Return ``value`` if it is plain JSON data; raise naming where it is not."""
-    if value is None or isinstance(value, str | bool | int):
+    if value is None or isinstance(value, str | bool):
         return value
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            raise _Problem(f"{path or 'value'} is {value!r}, which JSON cannot carry")
+    if isinstance(value, int | float):
+        if (problem := number_problem(value)) is not None:
+            raise _Problem(f"{path}: {problem}" if path else problem)
         return value
     if isinstance(value, list | tuple):
         return [_check_json(item, f"{path}[{index}]") for index, item in enumerate(value)]
@@ -386,7 +400,7 @@ def _converter() -> cattrs.Converter:
 
 # Data nested beyond the interpreter's recursion limit cannot be walked (by
 # json or by the converter): it is refused like any other bad input.
-_TOO_DEEP = "nested too deeply (beyond the recursion limit)"
+_TOO_DEEP = TOO_DEEP
 
 
 def _problems(exc: BaseException, path: str) -> list[tuple[str, str]]:
@@ -462,20 +476,26 @@ def structure(data: Any, tp: type[T] | Any) -> T:
 
 
 def to_json(obj: Any) -> str:
-    """Serialise to a compact JSON string (see :func:`unstructure`)."""
-    return json.dumps(unstructure(obj), ensure_ascii=False, separators=(",", ":"))
+    """Serialise to compact strict JSON text (see :func:`unstructure`).
+
+    Raises:
+        InvalidMessage: as :func:`unstructure`, or a value strict JSON cannot
+            carry (a non-finite float, an integer outside 64 bits, a lone
+            surrogate), named by its path (``Chat.context.k``).
+    """
+    data = unstructure(obj)
+    try:
+        return dump_json(data)
+    except InvalidMessage as exc:
+        raise InvalidMessage(
+            [(type(obj).__name__ + path.removeprefix("$"), reason) for path, reason in exc.problems]
+        ) from None
 
 
 def from_json(text: str | bytes, tp: type[T] | Any) -> T:
-    """Parse JSON text and :func:`structure` it as ``tp``.
+    """Parse strict JSON text (:func:`parse_json`) and :func:`structure` it as ``tp``.
 
     Raises:
-        InvalidMessage: the text is not JSON (path ``$``) or the data is invalid.
+        InvalidMessage: the text is not strict JSON (path ``$``) or the data is invalid.
     """
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
-        raise InvalidMessage([("$", f"invalid JSON: {exc}")]) from None
-    except RecursionError:
-        raise InvalidMessage([("$", _TOO_DEEP)]) from None
-    return typing.cast(T, structure(data, tp))
+    return typing.cast(T, structure(parse_json(text), tp))

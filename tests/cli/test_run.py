@@ -16,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from pride.messages import codec
 from pride.store import BranchStore
 from pride.testing import openai_server
 from tests.cli.driver import CLI, COMMAND, ROOT, TIMEOUT, HeldModel, cli_env, contents, request
@@ -207,3 +208,30 @@ async def test_when_the_root_session_fails_the_process_answers_everything_and_ex
     assert {"r0", "r1", "r2", "r3"} <= answers.keys()  # four crashes exceed 3 restarts
     assert {answer["error"]["type"] for answer in answers.values()} <= {"Escalate", "BranchClosed"}
     await cli.logged("the root session failed")
+
+
+async def test_issue14_request_ids_are_strings_bounded_integers_or_null() -> None:
+    """An id a JSON client could not match (NaN, 1e999, 2**53 + 1, 1.5) is refused; every
+    answer line is strict JSON."""
+    chat = '{"type": "Chat", "instruction": "hi"}'
+    bad_ids = ["NaN", "1e999", "-Infinity", str(2**53 + 1), "1.5", "true", "[1]"]
+    async with openai_server(HeldModel()) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        async with CLI.start("run", APP, "--no-status", "--exit-on-eof", env=env) as cli:
+            for bad in bad_ids:
+                await cli.send(f'{{"id": {bad}, "to": "bob", "command": {chat}}}')
+            await cli.send(f'{{"id": null, "to": "bob", "command": {chat}}}')
+            await cli.send(f'{{"id": {2**53 - 1}, "to": "bob", "command": {chat}}}')
+            await cli.send(f'{{"id": "", "to": "bob", "command": {chat}}}')
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    answers = [codec.parse_json(line) for line in cli.stdout]  # strict: no NaN, no huge ints
+    refused = [answer for answer in answers if not answer["ok"]]
+    assert len(refused) == len(bad_ids), cli.transcript()
+    for answer in refused:
+        assert answer["id"] is None
+        assert answer["error"]["type"] == "InvalidMessage"
+        message = answer["error"]["message"]
+        assert "request.id" in message or "not a finite number" in message, message
+    served = {answer["id"]: answer["result"] for answer in answers if answer["ok"]}
+    assert served == {None: "re: hi", 2**53 - 1: "re: hi", "": "re: hi"}

@@ -24,6 +24,7 @@ from pride.messages import (
     RunStart,
     Signal,
     codec,
+    commands,
     from_json,
     structure,
     to_json,
@@ -231,3 +232,66 @@ def test_message_added_embeds_tagged_message() -> None:
     back = from_json(to_json(signal), Signal)
     assert back == signal
     assert type(back.message) is Instruction
+
+
+# ------------------------------------------------------- issue 14: strict JSON
+
+
+@pytest.mark.parametrize(
+    "number", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"], ids=lambda text: text
+)
+@pytest.mark.parametrize(
+    "template",
+    [
+        '{{"type": "Parse", "text": "x", "similarity_threshold": {}}}',
+        '{{"type": "Chat", "context": {{"k": [{}]}}}}',
+        '{{"type": "Call", "operation": "op", "kwargs": {{"n": {}}}}}',
+    ],
+    ids=["float field", "json field", "call kwargs"],
+)
+def test_issue14_non_finite_numbers_are_invalid_message(template: str, number: str) -> None:
+    """NaN, Infinity and floats that overflow to infinity are refused, never decoded."""
+    with pytest.raises(InvalidMessage, match="finite"):
+        from_json(template.format(number), Command)
+
+
+@pytest.mark.parametrize("digits", [20, 5000], ids=["past 64 bits", "past Python's limit"])
+def test_issue14_oversize_integers_are_invalid_message(digits: int) -> None:
+    """An integer beyond 64 bits is refused with InvalidMessage, never a raw ValueError."""
+    big = "9" * digits
+    for text in (
+        f'{{"type": "Parse", "text": "x", "max_retries": {big}}}',
+        f'{{"type": "Chat", "context": [-{big}]}}',
+    ):
+        with pytest.raises(InvalidMessage, match="64-bit"):
+            from_json(text, Command)
+    assert from_json(f'{{"type": "Chat", "context": {2**63 - 1}}}', Command) == Chat(
+        context=2**63 - 1
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        commands.Parse("x", similarity_threshold=float("nan")),
+        Chat("x", context={"k": float("inf")}),
+        Call("op", n=[float("-inf")]),
+        commands.Parse("x", max_retries=2**64),
+        Chat("x", context=[-(2**70)]),
+    ],
+    ids=["float field", "json field", "call kwargs", "int field", "json int"],
+)
+def test_issue14_what_cannot_be_read_back_is_never_written(command: Command) -> None:
+    """to_json refuses a value strict JSON cannot carry (pride would refuse to read it)."""
+    with pytest.raises(InvalidMessage):
+        to_json(command)
+
+
+def test_issue14_parse_json_is_strict_and_typed() -> None:
+    """codec.parse_json is the one strict JSON reader: every refusal is an InvalidMessage."""
+    assert codec.parse_json('{"a": [1, 2.5, "\\ud83d\\ude00", null]}') == {
+        "a": [1, 2.5, "\U0001f600", None]
+    }
+    for text in ("NaN", "[1e999]", "9" * 30, '"\\ud800"', '{"\\udfff": 1}', "[" * 100_000, b"\xff"):
+        with pytest.raises(InvalidMessage):
+            codec.parse_json(text)

@@ -1,0 +1,282 @@
+"""Strict JSON: how pride reads and writes the JSON text it exchanges with anything else.
+
+Python's :mod:`json` is lenient both ways, and each leniency is a way in for
+bytes from outside (request lines, stored rows, provider replies):
+
+* ``NaN``, ``Infinity`` and ``-Infinity`` are read and written, though no JSON
+  grammar has them; ``1e400`` is read as infinity;
+* an integer of any length is read, and past 4,300 digits the read fails with
+  a raw ``ValueError`` (CPython's guard against quadratic conversion);
+* ``"\\ud800"`` (a lone UTF-16 surrogate) is valid JSON syntax, but the string
+  it makes has no UTF-8 encoding: writing it to a file, a pipe or SQLite
+  raises ``UnicodeEncodeError`` far from where it came in.
+
+The choice here follows I-JSON (RFC 7493) where it is cheap to: numbers are
+finite, integers fit in a signed 64-bit word (what SQLite's ``INTEGER`` and
+most JSON libraries hold), strings are Unicode scalar values. Text that
+breaks a rule is refused with :class:`~pride.InvalidMessage` naming the JSON
+path (``$.context.k[0]``). Where pride writes data it did not choose (a
+model's or a tool's output to the store, a result to ``pride run``'s
+stdout), :func:`dump_json` can instead *replace* what strict JSON cannot
+carry, the documented way: a lone surrogate becomes U+FFFD, a non-finite
+float ``null``, an oversize integer its decimal string.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import InvalidMessage
+
+__all__ = [
+    "INT_MAX",
+    "INT_MIN",
+    "dump_json",
+    "is_scalar_text",
+    "number_problem",
+    "parse_json",
+    "scrub",
+    "scrub_text",
+]
+
+INT_MIN = -(2**63)
+INT_MAX = 2**63 - 1
+"""The integers strict JSON carries: a signed 64-bit word."""
+
+TOO_DEEP = "nested too deeply (beyond the recursion limit)"
+
+# "-9223372036854775808" is the longest in-range integer: 20 characters.
+_LONGEST_INT = 20
+# A surrogate escape (either half). Pairs are legal and decode to one code
+# point; only a walk over the decoded data can tell a lone one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# 19 digits in a row: the only way an out-of-range integer can appear in text.
+_LONG_DIGITS = re.compile(r"\d{19}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Refused(Exception):
+    """A strictness rule broken while decoding; its text is the reason."""
+
+
+def number_problem(value: Any) -> str | None:
+    """Why strict JSON cannot carry the number ``value``, or None if it can."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if INT_MIN <= value <= INT_MAX:
+            return None
+        return f"an integer of {value.bit_length()} bits is outside the signed 64-bit range"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} is not a finite number (strict JSON has no NaN or Infinity)"
+    return None
+
+
+def is_scalar_text(text: str) -> bool:
+    """True if ``text`` has a UTF-8 encoding (holds no lone surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (one for each)."""
+    if is_scalar_text(text):
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def scrub(value: Any) -> Any:
+    """``value`` (JSON-like data) with lone surrogates in its strings and keys replaced.
+
+    Containers without one are returned as they are (same object), so the
+    common case allocates nothing.
+    """
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, Mapping):
+        items = [(scrub(key), scrub(item)) for key, item in value.items()]
+        if all(
+            new_key is key and new is item
+            for (new_key, new), (key, item) in zip(items, value.items(), strict=True)
+        ):
+            return value
+        return dict(items)
+    if isinstance(value, list | tuple):
+        scrubbed = [scrub(item) for item in value]
+        if all(new is item for new, item in zip(scrubbed, value, strict=True)):
+            return value
+        return type(value)(scrubbed) if isinstance(value, tuple) else scrubbed
+    return value
+
+
+# ------------------------------------------------------------------- reading
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a finite number (strict JSON has no NaN or Infinity)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused(f"{text} is not a finite number (it overflows a 64-bit float)")
+    return value
+
+
+def _int(text: str) -> int:
+    if len(text) > _LONGEST_INT:  # refuse before converting: long conversions are slow
+        raise _Refused(
+            f"integer {text[:8]}... ({len(text.lstrip('-'))} digits) "
+            "is outside the signed 64-bit range"
+        )
+    value = int(text)
+    if not INT_MIN <= value <= INT_MAX:
+        raise _Refused(f"integer {text} is outside the signed 64-bit range")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_float=_float, parse_int=_int, parse_constant=_constant)
+
+
+def parse_json(text: str | bytes) -> Any:
+    """Parse strict JSON text (bytes must be UTF-8) into plain data.
+
+    Raises:
+        InvalidMessage: the text is not JSON, has a non-finite number, an
+            integer outside 64 bits, a lone surrogate, or nests beyond the
+            recursion limit. The path is ``$`` or the place in the document
+            (``$.a[2]``).
+    """
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidMessage([("$", f"invalid JSON: not UTF-8: {exc}")]) from None
+    elif not isinstance(text, str):
+        raise InvalidMessage([("$", f"invalid JSON: expected text, got {type(text).__name__}")])
+    try:
+        data = _DECODER.decode(text)
+    except _Refused as exc:
+        raise InvalidMessage([("$", str(exc))]) from None
+    except json.JSONDecodeError as exc:
+        raise InvalidMessage([("$", f"invalid JSON: {exc}")]) from None
+    except RecursionError:
+        raise InvalidMessage([("$", TOO_DEEP)]) from None
+    if not text.isascii() or _SURROGATE_ESCAPE.search(text):
+        try:
+            where = _lone_surrogate(data, "$")
+        except RecursionError:
+            raise InvalidMessage([("$", TOO_DEEP)]) from None
+        if where is not None:
+            raise InvalidMessage([(where, _SURROGATE)])
+    return data
+
+
+_SURROGATE = "text holds a lone UTF-16 surrogate, which no UTF-8 text can carry"
+
+
+def _lone_surrogate(value: Any, path: str) -> str | None:
+    """The path of the first string (or key) in ``value`` with a lone surrogate."""
+    if isinstance(value, str):
+        return None if is_scalar_text(value) else path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not is_scalar_text(key):
+                return path
+            found = _lone_surrogate(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _lone_surrogate(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+# ------------------------------------------------------------------- writing
+
+
+def dump_json(data: Any, *, replace: bool = False) -> str:
+    """Compact strict JSON text for plain ``data`` (non-ASCII kept as is).
+
+    Args:
+        replace: instead of refusing, replace what strict JSON cannot carry:
+            a lone surrogate by U+FFFD, a non-finite float by ``null``, an
+            integer outside 64 bits by its decimal string.
+
+    Raises:
+        InvalidMessage: (without ``replace``) naming the first value strict
+            JSON cannot carry; also for data that is not JSON-like at all or
+            nests beyond the recursion limit (with or without ``replace``).
+    """
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # a non-finite float
+        text = None
+    except TypeError as exc:
+        raise InvalidMessage([("$", f"not JSON data: {exc}")]) from None
+    except RecursionError:
+        raise InvalidMessage([("$", TOO_DEEP)]) from None
+    if text is not None and is_scalar_text(text) and not _LONG_DIGITS.search(text):
+        return text  # the common case: one pass in C, one regex scan
+    try:
+        problem = _unwritable(data, "$")
+        if problem is None:
+            assert text is not None
+            return text
+        if not replace:
+            raise InvalidMessage([problem])
+        return json.dumps(_replaced(data), ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise InvalidMessage([("$", TOO_DEEP)]) from None
+
+
+def _unwritable(value: Any, path: str) -> tuple[str, str] | None:
+    """``(path, reason)`` of the first value strict JSON cannot carry, or None."""
+    if isinstance(value, str):
+        return None if is_scalar_text(value) else (path, _SURROGATE)
+    if isinstance(value, int | float):
+        problem = number_problem(value)
+        return None if problem is None else (path, problem)
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and not is_scalar_text(key):
+                return (path, f"a key: {_SURROGATE}")
+            found = _unwritable(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _unwritable(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _replaced(value: Any) -> Any:
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if INT_MIN <= value <= INT_MAX else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {
+            (scrub_text(key) if isinstance(key, str) else key): _replaced(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_replaced(item) for item in value]
+    return value
