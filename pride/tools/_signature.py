@@ -60,6 +60,8 @@ class Parameters:
     _defaults: Mapping[str, Any]
     _var_keyword: Any
     """The value type of ``**kwargs``, or None when the callable takes no ``**kwargs``."""
+    _bound: frozenset[str] = frozenset()
+    """Names the application bound (:func:`functools.partial`): never the model's to give."""
 
     @classmethod
     def from_callable(
@@ -69,7 +71,8 @@ class Parameters:
 
         Parameters bound by :func:`functools.partial` and ``*args`` are not
         exposed (a JSON argument object cannot fill ``*args``); ``**kwargs``
-        lets the model pass extra named arguments of its value type.
+        lets the model pass extra named arguments of its value type, never
+        one named like a bound argument (the application's choice stands).
 
         Raises:
             TypeError: the signature cannot be read, an annotation does not
@@ -86,6 +89,7 @@ class Parameters:
             raise TypeError(f"tool {tool_name!r}: cannot read the signature of {fn!r}") from exc
 
         bound = fn.keywords if isinstance(fn, functools.partial) else {}
+        reserved = _bound_names(fn, signature)
         fields: list[tuple[Any, ...]] = []
         names: list[str] = []
         positional_only: list[str] = []
@@ -138,6 +142,7 @@ class Parameters:
             tuple(positional_only),
             defaults,
             var_keyword,
+            reserved,
         )
 
     def convert(self, arguments: object) -> dict[str, Any]:
@@ -166,6 +171,12 @@ class Parameters:
             if not isinstance(key, str):
                 raise ToolArgumentError(
                     f"tool {self.tool_name!r}: argument names must be strings, got {key!r}"
+                )
+            if key in self._bound:
+                # Passed on through **kwargs, it would replace the partial's value.
+                raise ToolArgumentError(
+                    f"tool {self.tool_name!r}: argument {key!r} is bound by the application "
+                    "and cannot be given"
                 )
         extra = {}
         if self._var_keyword is not None:
@@ -233,6 +244,28 @@ class Parameters:
         if located is None or top is None:
             return ToolArgumentError(f"{tool}: invalid arguments: {message}")
         return self._value_error(top["name"], located["message"], top["rest"])
+
+
+def _bound_names(fn: Callable[..., Any], signature: inspect.Signature) -> frozenset[str]:
+    """The names a :func:`functools.partial` fixed: its keywords, and the parameters
+    its positional arguments filled (gone from ``signature``, the partial's own).
+
+    Nested partials are flattened by :mod:`functools` itself, so one level is all.
+    """
+    if not isinstance(fn, functools.partial):
+        return frozenset()
+    names = set(fn.keywords)
+    try:
+        inner = inspect.signature(fn.func)
+    except (TypeError, ValueError):
+        return frozenset(names)
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    names.update(
+        name
+        for name, param in inner.parameters.items()
+        if param.kind not in variadic and name not in signature.parameters
+    )
+    return frozenset(names)
 
 
 def _annotation(annotation: Any) -> Any:

@@ -245,6 +245,38 @@ class TestInvoke:
         tool = Tool(functools.partial(Scale(3).apply, offset=1))
         assert await tool.invoke({"x": 2}) == 7
 
+    @pytest.mark.parametrize("depth", [1, 2], ids=["partial", "partial of a partial"])
+    async def test_issue14_bound_arguments_are_never_overridden_by_the_model(
+        self, depth: int
+    ) -> None:
+        """A keyword bound with functools.partial stays bound even when the tool takes
+        ``**kwargs``: a model argument of that name is refused, not passed on."""
+
+        def transfer(amount: int, account: str, **notes: str) -> str:
+            return f"{amount} to {account} {notes}"
+
+        bound: Any = functools.partial(transfer, account="savings")
+        if depth == 2:
+            bound = functools.partial(bound, amount=5)
+        tool = Tool(bound, name="transfer")
+        assert "account" not in tool.parameters["properties"]
+        given: dict[str, Any] = {"amount": 5} if depth == 1 else {}
+        with pytest.raises(ToolArgumentError, match="'account' is bound by the application"):
+            await tool.invoke({**given, "account": "attacker", "memo": "x"})
+        result = await tool.invoke({**given, "memo": "x"})
+        assert result == "5 to savings {'memo': 'x'}"
+
+    async def test_issue14_positionally_bound_arguments_are_refused_by_name(self) -> None:
+        """A parameter bound by position can't be named by the model through ``**kwargs``."""
+
+        def send(to: str, body: str, **extra: str) -> str:
+            return f"{to}: {body}"
+
+        tool = Tool(functools.partial(send, "ops@example.org"), name="send")
+        with pytest.raises(ToolArgumentError, match="'to' is bound by the application"):
+            await tool.invoke({"body": "hi", "to": "attacker@example.org"})
+        assert await tool.invoke({"body": "hi"}) == "ops@example.org: hi"
+
 
 class TestDecorator:
     """@tool makes a Tool, with or without options."""
