@@ -869,14 +869,12 @@ class Branch:
         mailbox = self._mailbox
         if mailbox is None or mailbox.closed:
             return
-        pending = mailbox.close()
-        for reply in pending:
-            if reply.state != "dropped":
-                reply.fail(BranchClosed(self.name, detail))
-        if pending:
-            log.info(
-                "branch %r: answered %d queued envelopes with BranchClosed", self.name, len(pending)
-            )
+        answered = [reply for reply in mailbox.close() if reply.state != "dropped"]
+        for reply in answered:  # a dropped one's caller has gone: nobody to answer
+            reply.fail(BranchClosed(self.name, detail))
+        if answered:
+            count = len(answered)
+            log.info("branch %r: answered %d queued envelopes with BranchClosed", self.name, count)
         withdraw_live(self)
 
     async def serve(

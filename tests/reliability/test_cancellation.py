@@ -107,3 +107,29 @@ async def test_a_cancelled_stream_consumer(
     started = [text for kind, text in gate.events if kind == "start"]
     assert "streamed" not in started if when == "queued" else "streamed" in started
     assert len(branch.messages) == 0
+
+
+async def test_issue14_the_shutdown_log_counts_only_the_envelopes_it_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Queued envelopes whose callers already gave up are not counted as answered
+    with BranchClosed at shutdown; the ones still waiting are, and get it."""
+    gate = Gate()
+    async with Session() as session:
+        branch = await session.spawn(Branch(name="busy", chat_model=gate.model))
+        running = await pride.send(branch, Chat("running"))
+        await gate.started.wait()
+        queued = [await pride.send(branch, Chat(f"queued {n}")) for n in range(5)]
+        for reply in queued[:3]:
+            reply.cancel()
+        with caplog.at_level("INFO", logger="pride"):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.stop)
+                await trio.testing.wait_all_tasks_blocked()
+                gate.release("running")  # the turn ends, the actor takes the Stop
+    assert await running.result() == "reply to running"
+    counts = [r.getMessage() for r in caplog.records if "queued envelopes" in r.getMessage()]
+    assert counts == ["branch 'busy': answered 2 queued envelopes with BranchClosed"]
+    for reply in queued[3:]:
+        with pytest.raises(pride.BranchClosed):
+            await reply.result()
