@@ -28,7 +28,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -n 2
 
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --site-dir build/site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/site
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m benchmarks --smoke
