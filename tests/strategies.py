@@ -27,6 +27,25 @@ json_values = st.recursive(
     max_leaves=12,
 )
 json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
+# A decoded Call refuses model configurations in its arguments (keys such as
+# base_url); arbitrary argument names stay clear of them.
+_MODEL_KEYS = {"base_url", "api_key", "provider", "key_env", *commands.MODEL_FIELDS}
+call_kwargs = st.dictionaries(
+    st.text(max_size=8).filter(lambda key: key not in _MODEL_KEYS),
+    st.recursive(
+        json_scalars,
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(
+                st.text(max_size=8).filter(lambda key: key not in _MODEL_KEYS),
+                children,
+                max_size=4,
+            )
+        ),
+        max_leaves=12,
+    ),
+    max_size=4,
+)
 
 
 def for_type(tp: Any) -> st.SearchStrategy[Any]:
@@ -36,7 +55,8 @@ def for_type(tp: Any) -> st.SearchStrategy[Any]:
         marker = tp.__metadata__[0]
         return {
             "pride:json": json_values,
-            "pride:model": st.none() | st.text(max_size=20) | json_objects,
+            # On the wire a model is only ever named (a configuration is refused).
+            "pride:model": st.none() | st.text(max_size=20),
             "pride:response_format": st.none() | json_objects,
             "pride:live": st.none(),
         }[marker]
@@ -77,6 +97,6 @@ def instances(cls: type) -> st.SearchStrategy[Any]:
     """Instances of an attrs class with every init field drawn from its type."""
     hints = typing.get_type_hints(cls, include_extras=True)
     if cls is commands.Call:
-        return st.builds(lambda op, kw: commands.Call(op, **kw), st.text(max_size=10), json_objects)
+        return st.builds(lambda op, kw: commands.Call(op, **kw), st.text(max_size=10), call_kwargs)
     kwargs = {field.alias: for_type(hints[field.name]) for field in attrs.fields(cls) if field.init}
     return st.fixed_dictionaries(kwargs).map(lambda kw: cls(**kw))

@@ -1055,8 +1055,9 @@ def _action_call(call: Any) -> ActionCall:
     raise TypeError(f"cannot read an action request from {type(call).__name__}")
 
 
-# Public async methods that are no operation: the actor's own loop.
-_NOT_VERBS = frozenset({"serve"})
+# Public async methods that are no operation: the actor's own loop, firing hook
+# points (a request would forge their payloads), copying the branch.
+_NOT_VERBS = frozenset({"serve", "run_hook", "aclone"})
 
 
 def _verb(branch: Branch, name: str) -> Callable[..., Any]:

@@ -109,7 +109,12 @@ def registered_types() -> tuple[type, ...]:
 
 
 class _Problem(Exception):
-    """A validation failure at the current path; its text is the reason."""
+    """A validation failure at the current path (or at ``where`` below it); its
+    text is the reason."""
+
+    def __init__(self, reason: str, where: str = "") -> None:
+        super().__init__(reason)
+        self.where = where
 
 
 def _type_name(value: Any) -> str:
@@ -186,12 +191,48 @@ def _is_marker(marker: str) -> Callable[[Any], bool]:
     return predicate
 
 
+_NOT_OFFERED = (
+    "a model configuration cannot come from outside (it could name its own base_url, "
+    "provider or key); give the name of a model the application made available"
+)
+# Keys of a model configuration: an object holding one, anywhere in a decoded
+# Call's arguments, is a model configuration in disguise.
+_CONFIG_KEYS = frozenset({"base_url", "api_key", "provider", "key_env"})
+
+
 def _structure_model_spec(value: Any, _: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
+    # Decoded data is never trusted with a model configuration: a name only
+    # (commands.ModelName), which the branch resolves among its own models.
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return commands.ModelName(value)
     if isinstance(value, Mapping):
-        return dict(_check_json(value))
-    raise _Problem(f"expected a model spec (str, dict or null), got {_type_name(value)}")
+        raise _Problem(_NOT_OFFERED)
+    raise _Problem(f"expected a model name (str) or null, got {_type_name(value)}")
+
+
+def _call_kwargs(value: Any, path: str) -> Any:
+    """A decoded Call's arguments, checked as JSON and stripped of model power:
+    a model argument (``chat_model``, ...) at any depth becomes a
+    :class:`~pride.messages.commands.ModelName`, and a model configuration
+    anywhere is refused (an operation may pass its arguments on to a verb)."""
+    if isinstance(value, Mapping):
+        if _CONFIG_KEYS.intersection(value):
+            raise _Problem(_NOT_OFFERED, path)
+        out = {}
+        for key, item in value.items():
+            where = f"{path}.{key}"
+            if key in commands.MODEL_FIELDS and item is not None:
+                if not isinstance(item, str):
+                    raise _Problem(_NOT_OFFERED, where)
+                out[key] = commands.ModelName(item, f"Call.{where}")
+            else:
+                out[key] = _call_kwargs(item, where)
+        return out
+    if isinstance(value, list | tuple):
+        return [_call_kwargs(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    return value
 
 
 def _unstructure_model_spec(value: Any) -> Any:
@@ -345,7 +386,7 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
 
         def build(data: Mapping[str, Any], _: Any) -> commands.Call:
             raw = converter.structure(data, _CallWire)
-            return commands.Call(raw.operation, **raw.kwargs)
+            return commands.Call(raw.operation, **_call_kwargs(raw.kwargs, "kwargs"))
 
         base_structure: Callable[[Any, Any], Any] = build
     else:
@@ -354,6 +395,13 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
     def unstructure_tagged(obj: Any) -> dict[str, Any]:
         return {TAG: name, **base_unstructure(obj)}
 
+    hints = typing.get_type_hints(cls, include_extras=True) if attrs.has(cls) else {}
+    model_fields = tuple(
+        field.name
+        for field in attrs.fields(cls)
+        if _is_marker("pride:model")(hints.get(field.name))
+    )
+
     def structure_tagged(data: Any, _: Any) -> Any:
         if not isinstance(data, Mapping):
             raise _Problem(f"expected an object, got {_type_name(data)}")
@@ -361,7 +409,12 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
         if tag != name:
             raise _Problem(f"type tag {tag!r} does not match {name}")
         fields = {key: value for key, value in data.items() if key != TAG}
-        return base_structure(fields, cls)
+        obj = base_structure(fields, cls)
+        for field in model_fields:  # say where a model name came from, for its errors
+            value = getattr(obj, field)
+            if isinstance(value, commands.ModelName):
+                value.field = f"{name}.{field}"
+        return obj
 
     converter.register_unstructure_hook(cls, unstructure_tagged)
     converter.register_structure_hook(cls, structure_tagged)
@@ -422,7 +475,7 @@ def _problems(exc: BaseException, path: str) -> list[tuple[str, str]]:
     if isinstance(exc, RecursionError):
         return [(path, _TOO_DEEP)]
     if isinstance(exc, _Problem):
-        return [(path, str(exc))]
+        return [(f"{path}.{exc.where}" if exc.where else path, str(exc))]
     return [(path, f"{type(exc).__name__}: {exc}")]
 
 

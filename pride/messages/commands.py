@@ -13,8 +13,10 @@ first and positional::
 
 Some fields accept live objects in process but only data on the wire:
 
-* ``chat_model``/``parse_model``: ``"provider/model"``, a config dict, or an
-  ``iModel`` (in process only);
+* ``chat_model``/``parse_model``/``interpret_model``: ``"provider/model"``, a
+  config dict, or an ``iModel`` in process; on the wire only a name, decoded
+  as a :class:`ModelName`: the branch then uses the model of that name it
+  already has, never a new endpoint or key (see :class:`ModelName`);
 * ``response_format``: a JSON schema dict, or a class (attrs, dataclass,
   TypedDict, pydantic; in process only);
 * ``Attach``'s observer, hooks, operation registry and memory are references
@@ -46,6 +48,7 @@ __all__ = [
     "Interpret",
     "JsonValue",
     "LiveRef",
+    "ModelName",
     "ModelSpec",
     "Operate",
     "Parse",
@@ -63,11 +66,45 @@ __all__ = [
 JsonValue = Annotated[Any, "pride:json"]
 """Any JSON value: None, bool, int, float, str, lists and str-keyed dicts of them."""
 ModelSpec = Annotated[Any, "pride:model"]
-"""None, ``"provider/model"``, a model config dict, or (in process) an ``iModel``."""
+"""None, ``"provider/model"``, a model config dict, or (in process) an ``iModel``.
+
+Decoded from the wire: None or a :class:`ModelName` only."""
 ResponseFormatSpec = Annotated[Any, "pride:response_format"]
 """None, a JSON schema dict, or (in process) a class to parse into."""
 LiveRef = Annotated[Any, "pride:live"]
 """A reference to a live object; never serialised."""
+
+MODEL_FIELDS = frozenset({"chat_model", "parse_model", "interpret_model", "imodel"})
+"""Argument names that pick a model; in a decoded ``Call`` they may only hold a name."""
+
+
+class ModelName(str):
+    """A model picked by name in a command that came from outside (decoded from JSON).
+
+    A command decoded from the wire may choose among the models the
+    application made available, never configure a new one: a configuration
+    carries a ``base_url``, a provider or a key, and a request line choosing
+    those could send the process's API key to a host of its choice. So the
+    codec turns every model field of a decoded command into a ``ModelName``
+    (and refuses a configuration dict), and the operation that resolves it
+    accepts only a model the branch already holds (its chat or parse model),
+    matched by ``"provider/model"`` or by model name alone.
+
+    A plain ``str`` (built in process by the application's own code) keeps
+    its full meaning: ``"openai/gpt-4.1"`` makes that model. A ``ModelName``
+    equals the plain string of the same text, so a command survives a JSON
+    round trip unchanged. ``field`` names where it came from
+    (``"Chat.chat_model"``), for error messages.
+    """
+
+    __slots__ = ("field",)
+    field: str
+
+    def __new__(cls, name: str, field: str = "") -> ModelName:
+        self = super().__new__(cls, name)
+        self.field = field
+        return self
+
 
 ToolSelection = bool | tuple[str, ...]
 """``True``: every registered tool; ``False``: none; a tuple: those tool names."""

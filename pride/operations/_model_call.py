@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import StopStream
+from ..errors import InvalidMessage, StopStream
 from ..llm import ModelRequest, ModelResponse, iModel
+from ..messages.commands import ModelName
 
 if TYPE_CHECKING:
     from ..actors.branch import Branch
@@ -30,7 +31,17 @@ def resolve_model(
 
     A top-level override becomes the turn's model snapshot; it never changes
     ``branch.chat_model`` (ADR-0018 D3). ``parse`` picks the parse model.
+
+    Raises:
+        InvalidMessage: ``spec`` is a :class:`~pride.messages.commands.ModelName`
+            (a model named by a command decoded from outside) that names none of
+            the models the branch holds.
     """
+    if isinstance(spec, ModelName):
+        model = _offered(branch, spec, scope)
+        if scope is not None and scope.owns_lifecycle and not parse:
+            scope.context.model = model
+        return model
     if spec is not None:
         model = iModel.from_spec(spec)
         if scope is not None and scope.owns_lifecycle and not parse:
@@ -42,6 +53,28 @@ def resolve_model(
         snapshot: iModel = scope.context.model
         return snapshot
     return branch.chat_model
+
+
+def _offered(branch: Branch, name: ModelName, scope: TurnScope | None) -> iModel:
+    """The model called ``name`` among those the application gave the branch: its
+    chat model (the turn's snapshot too) and its parse model. Never a new one:
+    a name from outside must not pick an endpoint or a key (what pride trusts)."""
+    models = [branch.chat_model, branch.parse_model]
+    if scope is not None:
+        models.insert(0, scope.context.model)
+    for model in models:
+        if name in (f"{model.provider}/{model.model}", model.model):
+            return model
+    offered = ", ".join(sorted({f"{model.provider}/{model.model}" for model in models}))
+    raise InvalidMessage(
+        [
+            (
+                name.field or "model",
+                f"no model named {str(name)!r} is made available by branch {branch.name!r} "
+                f"(it offers: {offered})",
+            )
+        ]
+    )
 
 
 async def call_model(

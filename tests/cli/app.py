@@ -40,3 +40,20 @@ def crashing(session: Session) -> Branch:
         raise Escalate("state corrupted")
 
     return Branch(name="fragile", chat_model=ScriptedModel(escalate))
+
+
+async def keyed(session: Session) -> None:
+    """One branch whose models read ``OPENAI_API_KEY`` from the environment, and an
+    operation that passes its keyword arguments on to ``chat``, as apps do."""
+
+    def offered(name: str) -> iModel:
+        return iModel(
+            f"openai/{name}", base_url=os.environ["PRIDE_TEST_BASE_URL"], retry=RetryPolicy.never()
+        )
+
+    async def relay(branch: Branch, **options: object) -> object:
+        return await branch.chat("relayed", **options)
+
+    vault = Branch(name="vault", chat_model=offered("chat-model"), parse_model=offered("parser"))
+    vault.register_operation("relay", relay)
+    await session.spawn(vault)

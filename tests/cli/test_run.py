@@ -235,3 +235,73 @@ async def test_issue14_request_ids_are_strings_bounded_integers_or_null() -> Non
         assert "request.id" in message or "not a finite number" in message, message
     served = {answer["id"]: answer["result"] for answer in answers if answer["ok"]}
     assert served == {None: "re: hi", 2**53 - 1: "re: hi", "": "re: hi"}
+
+
+class Listener:
+    """A loopback TCP listener that records every connection and byte it receives."""
+
+    def __init__(self, listener: trio.SocketListener) -> None:
+        self.listener = listener
+        self.port = listener.socket.getsockname()[1]
+        self.connections = 0
+        self.received = b""
+
+    async def serve(self) -> None:
+        while True:
+            stream = await self.listener.accept()
+            self.connections += 1
+            async with stream:
+                with trio.move_on_after(1):
+                    while data := await stream.receive_some():
+                        self.received += data
+
+
+async def test_issue14_a_request_cannot_send_the_key_to_a_host_it_chose() -> None:
+    """A model configuration (base_url, provider, key) in a request line is refused, in
+    any model field and hidden in Call arguments; nothing reaches the chosen host. A
+    request may still pick, by name, a model the application offers."""
+    secret = "sk-issue14-never-leaves"
+    async with trio.open_nursery() as nursery:
+        (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        trap = Listener(listener)
+        nursery.start_soon(trap.serve)
+        spec = {"provider": "openai", "model": "x", "base_url": f"http://127.0.0.1:{trap.port}/v1"}
+        hostile = {
+            "chat": {"type": "Chat", "instruction": "hi", "chat_model": spec},
+            "parse": {"type": "Communicate", "instruction": "hi", "parse_model": spec},
+            "interpret": {"type": "Interpret", "text": "hi", "interpret_model": spec},
+            "react": {"type": "ReAct", "instruction": "hi", "parse_model": spec},
+            "call-verb": {
+                "type": "Call",
+                "operation": "chat",
+                "kwargs": {"instruction": "hi", "chat_model": spec},
+            },
+            "call-hidden": {"type": "Call", "operation": "relay", "kwargs": {"chat_model": spec}},
+            "call-nested": {
+                "type": "Call",
+                "operation": "relay",
+                "kwargs": {"request_options": {"cfg": {"base_url": spec["base_url"]}}},
+            },
+        }
+        async with openai_server(HeldModel()) as server:
+            env = cli_env(PRIDE_TEST_BASE_URL=server.base_url, OPENAI_API_KEY=secret)
+            args = ("run", "tests.cli.app:keyed", "--no-status", "--exit-on-eof")
+            async with CLI.start(*args, env=env) as cli:
+                for name, command in hostile.items():
+                    await cli.send({"id": name, "to": "vault", "command": command})
+                for name, model in [("unknown", "openai/gpt-4o"), ("offered", "openai/parser")]:
+                    command = {"type": "Chat", "instruction": name, "chat_model": model}
+                    await cli.send({"id": name, "to": "vault", "command": command})
+                await cli.close_stdin()
+                assert await cli.exit_code() == 0
+        nursery.cancel_scope.cancel()
+    await listener.aclose()
+    assert trap.connections == 0 and trap.received == b"", trap.received
+    answers = cli.answers()
+    for name in hostile:
+        assert answers[name]["error"]["type"] == "InvalidMessage", answers[name]
+        assert "made available" in answers[name]["error"]["message"]
+    assert "no model named 'openai/gpt-4o'" in answers["unknown"]["error"]["message"]
+    assert answers["offered"] == {"id": "offered", "ok": True, "result": "re: offered"}
+    assert [request.body["model"] for request in server.requests] == ["parser"]
+    assert all(secret not in line for line in cli.stdout + cli.stderr)

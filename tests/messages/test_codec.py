@@ -295,3 +295,54 @@ def test_issue14_parse_json_is_strict_and_typed() -> None:
     for text in ("NaN", "[1e999]", "9" * 30, '"\\ud800"', '{"\\udfff": 1}', "[" * 100_000, b"\xff"):
         with pytest.raises(InvalidMessage):
             codec.parse_json(text)
+
+
+# ------------------------------------------- issue 14: models are named, not configured
+
+CONFIG = {"provider": "openai", "model": "x", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        ({"type": "Chat", "chat_model": CONFIG}, "Chat.chat_model"),
+        ({"type": "Communicate", "parse_model": {"model": "x"}}, "Communicate.parse_model"),
+        (
+            {"type": "Interpret", "text": "t", "interpret_model": CONFIG},
+            "Interpret.interpret_model",
+        ),
+        ({"type": "ReAct", "chat_model": {}}, "ReAct.chat_model"),
+        (
+            {"type": "Call", "operation": "chat", "kwargs": {"chat_model": CONFIG}},
+            "Call.kwargs.chat_model",
+        ),
+        ({"type": "Call", "operation": "op", "kwargs": {"imodel": ["x"]}}, "Call.kwargs.imodel"),
+        (
+            {"type": "Call", "operation": "op", "kwargs": {"o": [{"cfg": {"base_url": "h"}}]}},
+            "Call.kwargs.o[0].cfg",
+        ),
+        ({"type": "Call", "operation": "op", "kwargs": {"provider": "openai"}}, "Call.kwargs"),
+    ],
+)
+def test_issue14_a_decoded_model_configuration_is_refused(data: object, path: str) -> None:
+    """A model configuration (a dict, or keys such as base_url hidden in Call arguments)
+    is refused on decode with InvalidMessage naming the field."""
+    with pytest.raises(InvalidMessage, match="made available") as info:
+        structure(data, Command)
+    assert info.value.path == path
+
+
+def test_issue14_a_decoded_model_is_a_name_that_says_where_it_came_from() -> None:
+    """Decoded model strings become ModelName (equal to the plain string, so round trips
+    hold); in process a plain string or a dict keeps its full meaning."""
+    chat = from_json('{"type": "Chat", "chat_model": "openai/a"}', Command)
+    assert isinstance(chat.chat_model, commands.ModelName)
+    assert chat.chat_model.field == "Chat.chat_model"
+    assert chat == Chat(chat_model="openai/a")
+    call = from_json(
+        '{"type": "Call", "operation": "op", "kwargs": {"x": {"parse_model": "p"}}}', Command
+    )
+    assert isinstance(call.kwargs["x"]["parse_model"], commands.ModelName)
+    assert call.kwargs["x"]["parse_model"].field == "Call.kwargs.x.parse_model"
+    assert type(Chat(chat_model="openai/a").chat_model) is str
+    assert Chat(chat_model=CONFIG).chat_model == CONFIG

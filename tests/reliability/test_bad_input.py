@@ -289,6 +289,8 @@ async def test_issue10_a_malformed_attach_is_refused_and_the_branch_keeps_workin
         {"type": "Call", "operation": "__init__", "kwargs": {}},
         {"type": "Call", "operation": "serve", "kwargs": {}},
         {"type": "Call", "operation": "to_dict", "kwargs": {}},
+        {"type": "Call", "operation": "run_hook", "kwargs": {"point": "p", "payload": {}}},
+        {"type": "Call", "operation": "aclone", "kwargs": {}},
     ],
 )
 async def test_issue10_a_call_reaches_only_operations(data: dict[str, Any], tmp_path: Any) -> None:

@@ -122,3 +122,40 @@ async def test_the_key_appears_nowhere(
     dumped = branch.dump_logs(tmp_path / "logs.jsonl", clear=False)
     assert_no_key("the dumped call log", dumped.read_text())
     assert_no_key("a clone", json.dumps(branch.clone().to_dict("json")))
+
+
+async def test_issue14_a_decoded_command_picks_only_among_the_branch_s_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Decoded from JSON, a model field names one of the branch's models or fails with
+    InvalidMessage; the same command built in process still makes the model it names
+    (the application's own code is trusted), key and all."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    async with openai_server(lambda body: f"from {body['model']}") as server:
+
+        def at_server(name: str) -> iModel:
+            return iModel(f"openai/{name}", base_url=server.base_url, retry=RETRY)
+
+        elsewhere = {"provider": "openai", "model": "elsewhere", "base_url": server.base_url}
+        async with Branch(chat_model=at_server("main"), parse_model=at_server("aux")) as branch:
+            for name in ("openai/aux", "aux", "openai/main"):
+                decoded = codec.from_json(
+                    json.dumps({"type": "Chat", "instruction": "hi", "chat_model": name}),
+                    pride.Command,
+                )
+                assert await pride.ask(branch, decoded) == f"from {name.split('/')[-1]}"
+            decoded = codec.from_json(
+                '{"type": "Chat", "chat_model": "openai/other"}', pride.Command
+            )
+            with pytest.raises(pride.InvalidMessage) as info:
+                await pride.ask(branch, decoded)
+            assert info.value.path == "Chat.chat_model"
+            assert "offers: openai/aux, openai/main" in str(info.value)
+            assert await branch.chat("hi", chat_model=elsewhere) == "from elsewhere"
+    assert [request.body["model"] for request in server.requests] == [
+        "aux",
+        "aux",
+        "main",
+        "elsewhere",
+    ]
+    assert KEY in server.requests[-1].headers["authorization"]
