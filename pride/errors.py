@@ -1,40 +1,40 @@
 """The exception hierarchy.
 
-Every exception pride raises on purpose derives from :class:`PrideError`. Names
+Every exception pride raises on purpose derives from [`PrideError`][pride.PrideError]. Names
 say who is at fault: a closed branch, a full mailbox, a provider failure.
 Where a builtin means the same thing, the class also derives from it so generic
 handlers keep working (``UnknownBranch`` is a ``LookupError``).
 
-::
-
-    PrideError
-    ├── InvalidMessage (ValueError)        bad wire data; names the path
-    ├── BranchNotRunning (RuntimeError)    the branch's actor was never started
-    ├── BranchClosed                       the branch's actor has stopped
-    ├── MailboxFull                        send_nowait on a full mailbox
-    ├── ReentrancyError (RuntimeError)     A asks B asks A: would deadlock
-    ├── TurnFinalizingError (RuntimeError) re-entry while the turn finalises
-    ├── TurnCancelled                      the turn was cancelled (restart/shutdown/caller)
-    ├── UnknownBranch (LookupError)        no such member / name
-    ├── UnknownOperation (LookupError)     no such registered operation
-    ├── MembershipError (ValueError)       the branch belongs to another session
-    ├── SupervisorFailed                   restart intensity exceeded
-    ├── Escalate                           raised inside a turn: let the supervisor decide
-    ├── LoopBreak                          a BREAK directive stopped a loop
-    ├── StopStream                         a CANCEL directive ended a stream cleanly
-    ├── ToolError                          a tool call failed (recorded, not raised, in turns)
-    │   └── ToolArgumentError (ValueError) arguments did not match the tool's schema
-    ├── ParseFailed (ValueError)           text could not be parsed into the response format
-    ├── StoreError                         the branch store cannot be opened or written
-    └── ProviderError                      a model provider call failed
-        ├── ProviderConnectionError        transport failure (connect, reset, cut stream)
-        ├── ProviderTimeout                no answer within the timeout
-        ├── RateLimited                    429; ``retry_after`` when the provider said
-        ├── AuthenticationFailed           401/403
-        ├── BadRequest                     other 4xx
-        ├── ServerError                    5xx
-        ├── MalformedResponse              the provider's reply could not be read
-        └── ScriptExhausted                a ScriptedModel ran out of replies
+```text
+PrideError
+├── InvalidMessage (ValueError)        bad wire data; names the path
+├── BranchNotRunning (RuntimeError)    the branch's actor was never started
+├── BranchClosed                       the branch's actor has stopped
+├── MailboxFull                        send_nowait on a full mailbox
+├── ReentrancyError (RuntimeError)     A asks B asks A: would deadlock
+├── TurnFinalizingError (RuntimeError) re-entry while the turn finalises
+├── TurnCancelled                      the turn was cancelled (restart/shutdown/caller)
+├── UnknownBranch (LookupError)        no such member / name
+├── UnknownOperation (LookupError)     no such registered operation
+├── MembershipError (ValueError)       the branch belongs to another session
+├── SupervisorFailed                   restart intensity exceeded
+├── Escalate                           raised inside a turn: let the supervisor decide
+├── LoopBreak                          a BREAK directive stopped a loop
+├── StopStream                         a CANCEL directive ended a stream cleanly
+├── ToolError                          a tool call failed (recorded, not raised, in turns)
+│   └── ToolArgumentError (ValueError) arguments did not match the tool's schema
+├── ParseFailed (ValueError)           text could not be parsed into the response format
+├── StoreError                         the branch store cannot be opened or written
+└── ProviderError                      a model provider call failed
+    ├── ProviderConnectionError        transport failure (connect, reset, cut stream)
+    ├── ProviderTimeout                no answer within the timeout
+    ├── RateLimited                    429; ``retry_after`` when the provider said
+    ├── AuthenticationFailed           401/403
+    ├── BadRequest                     other 4xx
+    ├── ServerError                    5xx
+    ├── MalformedResponse              the provider's reply could not be read
+    └── ScriptExhausted                a ScriptedModel ran out of replies
+```
 """
 
 from __future__ import annotations

@@ -4,19 +4,21 @@ One actor task per branch takes one mailbox item at a time, so turns of a
 branch serialise by mailbox order (ADR-0018 D2's lock *is* the mailbox).
 Priority items are applied between turns, never during one.
 
-The turn driver is the single owner of a turn's lifecycle (ADR-0018 D4)::
+The turn driver is the single owner of a turn's lifecycle (ADR-0018 D4):
 
-    RunStart
-    body (the operation), with nested work in the turn nursery
-    phase -> "finalizing"               (shielded and bounded from here on)
-    cancel and await nested tasks
-    drain the turn's message-signal tasks
-    exactly one terminal: RunEnd or RunFailed
-    publish last_context_report, phase -> "closed", clear pointer and binding
-    answer the reply
+```text
+RunStart
+body (the operation), with nested work in the turn nursery
+phase -> "finalizing"               (shielded and bounded from here on)
+cancel and await nested tasks
+drain the turn's message-signal tasks
+exactly one terminal: RunEnd or RunFailed
+publish last_context_report, phase -> "closed", clear pointer and binding
+answer the reply
+```
 
 A failed turn is a result, not a crash: the caller gets the exception and
-the actor goes on. A crash is :class:`~pride.Escalate` from a turn or an
+the actor goes on. A crash is [`Escalate`][pride.Escalate] from a turn or an
 error of the runtime itself: the reply is answered with it, then it
 escapes the loop for the supervisor to handle.
 """

@@ -4,7 +4,7 @@ The Branch object owns one conversation's state (ADR-0016 D1): its messages,
 tools, models, logs and named operations, plus identity. Its verbs
 (``chat``, ``operate``, ``ReAct``, ...) are thin adapters: each builds a
 command and asks the branch's actor, which runs the algorithm from
-:mod:`pride.operations` as one turn.
+`pride.operations` as one turn.
 
 Run a standalone branch with ``async with Branch(...) as branch:`` (a
 private supervisor), or hand it to a session with ``session.spawn(branch)``.
@@ -121,7 +121,7 @@ class Branch:
         user: who the conversation is with (an id or name).
         name: a stable, human name (sessions resolve names; stores key on it).
         messages: an initial history.
-        system: the system prompt (str or :class:`~pride.System`). A system
+        system: the system prompt (str or [`System`][pride.System]). A system
             message exists only when ``system``, ``system_datetime`` or
             ``use_lion_system_message`` is truthy.
         system_sender: sender recorded on the system message.
@@ -285,7 +285,8 @@ class Branch:
 
     @property
     def msgs(self) -> History:
-        """Alias of :attr:`messages` (the reference system's name)."""
+        """Alias of [`messages`][pride.actors.branch.Branch.messages] (the reference system's
+        name)."""
         return self._messages
 
     @property
@@ -335,7 +336,8 @@ class Branch:
         return self._logs
 
     def dump_logs(self, path: Any = None, *, clear: bool = True) -> Any:
-        """Write the logs as JSON lines to ``path`` (see :meth:`DataLogger.dump`)."""
+        """Write the logs as JSON lines to ``path`` (see
+        [`DataLogger.dump`][pride.actors.logs.DataLogger.dump])."""
         return self._logs.dump(path, clear=clear)
 
     @property
@@ -375,7 +377,7 @@ class Branch:
         """The branch's memory store (ADR-0016 D3); no setter.
 
         The store given to the constructor (kept by identity), else a session's
-        default adopted on attachment, else a private :class:`~pride.memory.InMemoryStore`
+        default adopted on attachment, else a private [`InMemoryStore`][pride.InMemoryStore]
         created on first access. Reading it claims it: a session attached
         later does not replace it. Never serialised, never cloned.
         """
@@ -392,7 +394,8 @@ class Branch:
 
     @property
     def capabilities(self) -> CapabilityGrant | None:
-        """The current capability grant, if any (see :meth:`grant_capabilities`)."""
+        """The current capability grant, if any (see
+        [`grant_capabilities`][pride.actors.branch.Branch.grant_capabilities])."""
         return self._capabilities
 
     def grant_capabilities(self, operable: type, *, prompt: bool = True) -> CapabilityGrant:
@@ -451,8 +454,8 @@ class Branch:
         The tool takes ``instruction`` (text), asks the connected model once
         and returns its reply. Give ``imodel=`` or the model's configuration
         (``model="provider/name"``, limits, request options), forwarded to
-        :class:`~pride.iModel` (queue capacity 100, refresh 60 s by default).
-        Returns the registered Tool; see :func:`pride.actors.connect.connect`
+        [`iModel`][pride.iModel] (queue capacity 100, refresh 60 s by default).
+        Returns the registered Tool; see `pride.actors.connect.connect`
         for every argument and error.
         """
         return _connect(
@@ -485,7 +488,8 @@ class Branch:
         include_log_config: bool = False,
         include_processor_config: bool = False,
     ) -> dict[str, Any]:
-        """The branch's serialised projection (ADR-0016 D2; see :mod:`pride.actors.projection`).
+        """The branch's serialised projection (ADR-0016 D2; see
+        [`pride.actors.projection`][pride.actors.projection]).
 
         Identity (``id``, ``created_at``, ``metadata``, ``user``, ``name``),
         then ``messages`` (always), ``logs`` (when included and not empty),
@@ -525,7 +529,8 @@ class Branch:
         parse_model: iModel | None = None,
         db_meta_key: str | None = None,
     ) -> Self:
-        """A standalone branch from :meth:`to_dict` output; ``data`` is left unchanged.
+        """A standalone branch from [`to_dict`][pride.actors.branch.Branch.to_dict] output; ``data``
+        is left unchanged.
 
         ``chat_model``/``parse_model`` replace the serialised models (which
         never carry a key: give one here, or set it in the environment). A
@@ -555,7 +560,7 @@ class Branch:
         return projection.clone(self, sender)
 
     async def aclone(self, sender: str | UUID | None = None) -> Branch:
-        """:meth:`clone`, after a checkpoint.
+        """[`clone`][pride.actors.branch.Branch.clone], after a checkpoint.
 
         Messages are recorded synchronously by the actor, so the copy is
         taken between two recordings, never in the middle of one.
@@ -818,7 +823,7 @@ class Branch:
         return self._mailbox.statistics() if self._mailbox is not None else None
 
     async def deliver(self, envelope: Reply) -> None:
-        """Put ``envelope`` in the mailbox (the :class:`~pride.Target` protocol).
+        """Put ``envelope`` in the mailbox (the [`Target`][pride.Target] protocol).
 
         Work waits while the mailbox is full; priority commands never wait.
         Returns without a checkpoint when there was room (the send API
@@ -837,11 +842,11 @@ class Branch:
             await mailbox.put(envelope, checkpoint=False)
 
     def deliver_nowait(self, envelope: Reply) -> None:
-        """Put ``envelope`` in the mailbox now (the :class:`~pride.Target` protocol).
+        """Put ``envelope`` in the mailbox now (the [`Target`][pride.Target] protocol).
 
         Raises:
             MailboxFull: the work lane is full.
-            BranchNotRunning, BranchClosed: as for :meth:`deliver`.
+            BranchNotRunning, BranchClosed: as for [`deliver`][pride.actors.branch.Branch.deliver].
         """
         mailbox = self._require_mailbox()
         if envelope.command.lane == "priority":
@@ -954,40 +959,41 @@ class Branch:
         return await execute_operation(self, command, scope)
 
     async def chat(self, instruction: str = "", *, timeout: float | None = None, **kw: Any) -> Any:
-        """One model call over the history; records nothing. See :class:`~pride.Chat`."""
+        """One model call over the history; records nothing. See [`Chat`][pride.Chat]."""
         return await ask(self, Chat(instruction, **kw), timeout)
 
     async def chat_and_record(
         self, instruction: str = "", *, timeout: float | None = None, **kw: Any
     ) -> Any:
-        """Chat, then record the instruction and response. See :class:`~pride.ChatAndRecord`."""
+        """Chat, then record the instruction and response. See
+        [`ChatAndRecord`][pride.ChatAndRecord]."""
         return await ask(self, ChatAndRecord(instruction, **kw), timeout)
 
     async def communicate(
         self, instruction: str = "", *, timeout: float | None = None, **kw: Any
     ) -> Any:
-        """Chat, record both messages, optionally parse. See :class:`~pride.Communicate`."""
+        """Chat, record both messages, optionally parse. See [`Communicate`][pride.Communicate]."""
         return await ask(self, Communicate(instruction, **kw), timeout)
 
     async def operate(
         self, instruction: str = "", *, timeout: float | None = None, **kw: Any
     ) -> Any:
-        """A structured turn with optional tool actions. See :class:`~pride.Operate`."""
+        """A structured turn with optional tool actions. See [`Operate`][pride.Operate]."""
         return await ask(self, Operate(instruction, **kw), timeout)
 
     async def parse(self, text: str, *, timeout: float | None = None, **kw: Any) -> Any:
-        """Parse text into a response format. See :class:`~pride.Parse`."""
+        """Parse text into a response format. See [`Parse`][pride.Parse]."""
         return await ask(self, Parse(text, **kw), timeout)
 
     async def interpret(self, text: str, *, timeout: float | None = None, **kw: Any) -> Any:
-        """Rewrite raw input into a clearer prompt. See :class:`~pride.Interpret`."""
+        """Rewrite raw input into a clearer prompt. See [`Interpret`][pride.Interpret]."""
         return await ask(self, Interpret(text, **kw), timeout)
 
     async def act(self, action_request: Any, *, timeout: float | None = None, **kw: Any) -> Any:
-        """Execute tool calls and record them. See :class:`~pride.Act`.
+        """Execute tool calls and record them. See [`Act`][pride.Act].
 
         ``action_request`` is one call or a list of calls, each an
-        :class:`~pride.ActionCall`, a ``{"function", "arguments"}`` dict, or a
+        [`ActionCall`][pride.ActionCall], a ``{"function", "arguments"}`` dict, or a
         tool-call object with ``name``/``arguments``.
         """
         calls = action_request if isinstance(action_request, list | tuple) else [action_request]
@@ -995,23 +1001,24 @@ class Branch:
         return await ask(self, Act(requests, **kw), timeout)
 
     async def ReAct(self, instruction: str = "", *, timeout: float | None = None, **kw: Any) -> Any:
-        """Think-act-observe, then answer. See :class:`~pride.ReAct`."""
+        """Think-act-observe, then answer. See [`ReAct`][pride.ReAct]."""
         return await ask(self, ReAct(instruction, **kw), timeout)
 
     def ReActStream(
         self, instruction: str = "", **kw: Any
     ) -> contextlib.AbstractAsyncContextManager[StreamItems]:
-        """``async with branch.ReActStream(...) as rounds:`` — see :class:`~pride.ReActStream`."""
+        """``async with branch.ReActStream(...) as rounds:`` — see
+        [`ReActStream`][pride.ReActStream]."""
         return stream(self, ReActStream(instruction, **kw))
 
     def run(
         self, instruction: str = "", **kw: Any
     ) -> contextlib.AbstractAsyncContextManager[StreamItems]:
-        """``async with branch.run(...) as items:`` — see :class:`~pride.Run`."""
+        """``async with branch.run(...) as items:`` — see [`Run`][pride.Run]."""
         return stream(self, Run(instruction, **kw))
 
     async def call(self, operation: str, /, *, timeout: float | None = None, **kw: Any) -> Any:
-        """Run a registered operation as a turn. See :class:`~pride.Call`."""
+        """Run a registered operation as a turn. See [`Call`][pride.Call]."""
         return await ask(self, Call(operation, **kw), timeout)
 
 

@@ -87,7 +87,7 @@ def connect(
         base_url: where the provider is (OpenAI-compatible servers).
         api_key: the key, when it is not in the provider's environment variable.
         endpoint: only ``"chat"`` is supported.
-        queue_capacity: forwarded to :class:`~pride.iModel` (default 100).
+        queue_capacity: forwarded to [`iModel`][pride.iModel] (default 100).
         capacity_refresh_time: forwarded to the iModel (default 60 s).
         limit_requests: the connected model's request limit per window.
         limit_tokens: the connected model's token limit per window.
@@ -100,8 +100,9 @@ def connect(
         **kwargs: further iModel arguments (``model``, ``timeout``, ``retry``, ...).
 
     Returns:
-        the registered :class:`~pride.tools.Tool`; its ``function`` is a
-        :class:`ConnectedModel` whose ``imodel`` is the connected model.
+        the registered [`Tool`][pride.tools.Tool]; its ``function`` is a
+        [`ConnectedModel`][pride.actors.connect.ConnectedModel] whose ``imodel`` is the connected
+        model.
 
     Raises:
         ValueError: another endpoint, ``imodel`` together with configuration,

@@ -31,7 +31,7 @@ class LogConfig:
     Attributes:
         capacity: records kept in memory; older ones are dropped first.
         include_content: also record prompts and outputs (off by default).
-        persist_dir: default directory for :meth:`DataLogger.dump`.
+        persist_dir: default directory for [`DataLogger.dump`][pride.actors.logs.DataLogger.dump].
     """
 
     capacity: int = attrs.field(default=DEFAULT_LOG_CAPACITY)
@@ -89,14 +89,14 @@ class LogEntry:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LogEntry:
-        """Rebuild an entry from :meth:`to_dict` output."""
+        """Rebuild an entry from [`to_dict`][pride.actors.logs.LogEntry.to_dict] output."""
         return cls(**dict(data))
 
 
 class DataLogger:
     """The bounded, in-memory log of one branch.
 
-    Records are kept as plain tuples and turned into :class:`LogEntry`
+    Records are kept as plain tuples and turned into [`LogEntry`][pride.actors.LogEntry]
     values only when read: every model and tool call is recorded, and most
     records are never looked at.
     """

@@ -1,8 +1,8 @@
 """The two-lane mailbox and the handles callers hold on what they sent.
 
 Work commands travel through a bounded FIFO with a channel's contract, so a
-full mailbox makes :func:`~pride.send` wait (backpressure) and
-:func:`~pride.send_nowait` raise :class:`~pride.MailboxFull`. Priority
+full mailbox makes [`send`][pride.send] wait (backpressure) and
+[`send_nowait`][pride.send_nowait] raise [`MailboxFull`][pride.MailboxFull]. Priority
 commands (``Attach``, ``Detach``, ``Stop``) go to a separate queue that the
 actor drains before taking the next work item.
 
@@ -10,7 +10,7 @@ The bound counts live work: an envelope dropped by its caller gives its
 room back at once (and is skipped when its turn would come).
 
 When a branch stops, every envelope still queued (and every sender still
-waiting for room) is answered with :class:`~pride.BranchClosed`: nothing is
+waiting for room) is answered with [`BranchClosed`][pride.BranchClosed]: nothing is
 dropped silently.
 """
 
@@ -50,11 +50,12 @@ class Reply:
     None for commands that are not model turns). ``await reply.result()``
     returns the command's result or raises its exception; a reply delivers
     its outcome once, like trio's ``outcome`` values, and a second
-    ``result()`` raises :class:`~pride.ReplyConsumedError`. ``cancel()``
+    ``result()`` raises [`ReplyConsumedError`][pride.actors.mailbox.ReplyConsumedError].
+    ``cancel()``
     gives up on the command.
 
-    The serving side (a :class:`~pride.Target`): ``start``, ``stream``,
-    ``succeed`` and ``fail``; see :mod:`pride.actors.target`.
+    The serving side (a [`Target`][pride.Target]): ``start``, ``stream``,
+    ``succeed`` and ``fail``; see [`pride.actors.target`][pride.actors.target].
 
     Attributes:
         branch: the target the command was sent to.
@@ -114,7 +115,7 @@ class Reply:
 
     @property
     def stream(self) -> trio.MemorySendChannel[Any] | None:
-        """Where a streamed command's items go (None unless sent by :func:`~pride.stream`).
+        """Where a streamed command's items go (None unless sent by [`stream`][pride.stream]).
 
         The serving side sends each item and closes it when the turn ends.
         """
@@ -137,7 +138,8 @@ class Reply:
             RuntimeError: the outcome was already delivered by an earlier call.
             Exception: whatever the command itself raised.
 
-        Cancelling the wait does not cancel the command; use :meth:`cancel`.
+        Cancelling the wait does not cancel the command; use
+        [`cancel`][pride.actors.mailbox.Reply.cancel].
         """
         if self._consumed:
             raise ReplyConsumedError(f"{self!r}: result() already delivered its outcome")
@@ -160,7 +162,7 @@ class Reply:
         """Give up on the command. Idempotent; never blocks.
 
         A queued command is dropped: it never starts (no RunStart, no
-        messages) and ``result()`` raises :class:`~pride.TurnCancelled`. A
+        messages) and ``result()`` raises [`TurnCancelled`][pride.TurnCancelled]. A
         running turn is cancelled and finalised by its actor (terminal
         ``RunFailed``). A finished command is unaffected.
         """
@@ -236,7 +238,8 @@ class Reply:
 
 @attrs.frozen
 class MailboxStatistics:
-    """A snapshot of a mailbox (see :meth:`Mailbox.statistics`)."""
+    """A snapshot of a mailbox (see
+    [`Mailbox.statistics`][pride.actors.mailbox.Mailbox.statistics])."""
 
     queued: int
     priority_queued: int

@@ -23,7 +23,7 @@ are live objects, re-wired by code after a restore.
 
 Modes:
 
-* ``"python"``: plain data; ``id`` is a :class:`uuid.UUID` and ``metadata``
+* ``"python"``: plain data; ``id`` is a `uuid.UUID` and ``metadata``
   a deep copy of whatever it holds;
 * ``"json"``: JSON-safe throughout (``id`` a string; ``metadata`` checked);
 * ``"db"``: ``"json"`` with ``metadata`` stored under ``db_meta_key``
@@ -190,7 +190,8 @@ def from_dict(
     parse_model: iModel | None = None,
     db_meta_key: str | None = None,
 ) -> B:
-    """A standalone branch rebuilt from a :func:`to_dict` projection; ``data`` is not modified.
+    """A standalone branch rebuilt from a [`to_dict`][pride.actors.projection.to_dict] projection;
+    ``data`` is not modified.
 
     Raises:
         InvalidMessage: naming every offending path (``Branch.messages.collections[2]

@@ -1,15 +1,16 @@
-"""The send API: :func:`send`, :func:`send_nowait`, :func:`ask` and :func:`stream`.
+"""The send API: [`send`][pride.send], [`send_nowait`][pride.send_nowait], [`ask`][pride.ask] and
+[`stream`][pride.stream].
 
-A target is anything implementing :class:`~pride.Target` (a
-:class:`~pride.Branch`, the cluster's ``RemoteBranchRef``), a
-:class:`~pride.BranchRef` (resolved to the live branch it names), or a
+A target is anything implementing [`Target`][pride.Target] (a
+[`Branch`][pride.Branch], the cluster's ``RemoteBranchRef``), a
+[`BranchRef`][pride.BranchRef] (resolved to the live branch it names), or a
 branch name or id (resolved in the session of the calling turn's branch).
 
 Calls made from inside the target's own active turn do not go through the
 mailbox (which would deadlock behind the very turn that is waiting): ``ask``
 and ``stream`` run the command inline as nested work of that turn. A call
 chain that would wait on a branch already waiting up the chain (A asks B
-asks A) fails at once with :class:`~pride.ReentrancyError`.
+asks A) fails at once with [`ReentrancyError`][pride.ReentrancyError].
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ STREAM_CLOSE_GRACE = 30.0
 def resolve(target: Any) -> Target:
     """The target ``target`` designates.
 
-    A :class:`~pride.Target` is itself; a :class:`~pride.BranchRef` is the
+    A [`Target`][pride.Target] is itself; a [`BranchRef`][pride.BranchRef] is the
     live branch with its id; a name or id is looked up in the session of the
     calling turn's branch (an id also among the live branches).
 
@@ -94,7 +95,7 @@ def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
 
 
 async def send(target: Any, command: Command) -> Reply:
-    """Put ``command`` in the target's mailbox and return its :class:`Reply` at once.
+    """Put ``command`` in the target's mailbox and return its [`Reply`][pride.Reply] at once.
 
     Waits while the mailbox is full (backpressure). Priority commands
     (``Attach``, ``Detach``, ``Stop``) never wait.
@@ -118,7 +119,8 @@ async def send(target: Any, command: Command) -> Reply:
 
 
 def send_nowait(target: Any, command: Command) -> Reply:
-    """Like :func:`send`, but raise :class:`~pride.MailboxFull` instead of waiting."""
+    """Like [`send`][pride.send], but raise [`MailboxFull`][pride.MailboxFull] instead of
+    waiting."""
     destination = resolve(target)
     reply = Reply(destination, _check_command(command))
     destination.deliver_nowait(reply)
@@ -189,10 +191,10 @@ async def _run_nested(
 
 
 class StreamItems:
-    """The async iterator :func:`stream` yields: the command's items in order.
+    """The async iterator [`stream`][pride.stream] yields: the command's items in order.
 
     After the last item, a failed turn raises its exception from the loop.
-    ``reply`` is the underlying :class:`Reply` (for ``turn_id``).
+    ``reply`` is the underlying [`Reply`][pride.Reply] (for ``turn_id``).
     """
 
     def __init__(self, receive: trio.MemoryReceiveChannel[Any], reply: Reply | None) -> None:

@@ -1,9 +1,9 @@
-"""The target protocol: what :func:`~pride.send`, ``send_nowait``, ``ask`` and ``stream`` accept.
+"""The target protocol: what [`send`][pride.send], ``send_nowait``, ``ask`` and ``stream`` accept.
 
-A **target** is anything that takes an envelope (a :class:`~pride.Reply`:
+A **target** is anything that takes an envelope (a [`Reply`][pride.Reply]:
 the command plus the handle its caller holds) and serves it. The send API
-knows nothing else about it: a local :class:`~pride.Branch` implements
-:class:`Target` by putting the envelope in its mailbox, and a branch on
+knows nothing else about it: a local [`Branch`][pride.Branch] implements
+[`Target`][pride.Target] by putting the envelope in its mailbox, and a branch on
 another process (the cluster's ``RemoteBranchRef``) implements it by
 carrying the envelope there. Identity (``id``, ``name``) is what errors,
 deadlock reports and sessions use to name it.
@@ -11,19 +11,19 @@ deadlock reports and sessions use to name it.
 What an implementation does with the envelope it was given:
 
 * **refuse it at once** by raising, with nothing queued:
-  :class:`~pride.BranchClosed` (it has stopped, or its host is gone),
-  :class:`~pride.BranchNotRunning` (it never started),
-  :class:`~pride.MailboxFull` (``deliver_nowait`` only: no room);
+  [`BranchClosed`][pride.BranchClosed] (it has stopped, or its host is gone),
+  [`BranchNotRunning`][pride.BranchNotRunning] (it never started),
+  [`MailboxFull`][pride.MailboxFull] (``deliver_nowait`` only: no room);
 * or **accept it**, and then answer it exactly once: ``reply.start(turn_id,
   canceller)`` when it starts serving it (``canceller.cancel()`` is how a
-  caller's :meth:`~pride.Reply.cancel` reaches the running command),
+  caller's [`cancel`][pride.actors.mailbox.Reply.cancel] reaches the running command),
   ``reply.turn_id`` set as soon as the turn id is known, items of a
   streaming command sent to ``reply.stream`` (closed when the turn ends),
   and finally ``reply.succeed(result)`` or ``reply.fail(error)``.
   An accepted envelope is never dropped silently: if the target stops
   first it answers ``reply.fail(BranchClosed(...))``.
 
-:class:`BranchRef` is the serialisable address of a branch of this process
+[`BranchRef`][pride.BranchRef] is the serialisable address of a branch of this process
 (its id and name): the send API resolves it to that live branch.
 """
 
@@ -42,7 +42,7 @@ __all__ = ["BranchRef", "Canceller", "Target", "is_target", "live_target"]
 
 
 class Canceller(Protocol):
-    """What cancels a command once it runs (a :class:`trio.CancelScope` is one)."""
+    """What cancels a command once it runs (a `trio.CancelScope` is one)."""
 
     def cancel(self) -> None: ...
 
@@ -50,7 +50,7 @@ class Canceller(Protocol):
 class Target(Protocol):
     """Anything the send API can deliver a command to (see the module docstring).
 
-    Implemented by :class:`~pride.Branch` and :class:`BranchRef` here, and by
+    Implemented by [`Branch`][pride.Branch] and [`BranchRef`][pride.BranchRef] here, and by
     the cluster's ``RemoteBranchRef``.
     """
 
@@ -83,13 +83,13 @@ class Target(Protocol):
 
         Raises:
             MailboxFull: no room for work right now.
-            BranchClosed, BranchNotRunning: as for :meth:`deliver`.
+            BranchClosed, BranchNotRunning: as for [`deliver`][pride.actors.target.Target.deliver].
         """
         ...
 
 
 def is_target(value: object) -> bool:
-    """True when ``value`` implements :class:`Target` (it has both delivery methods)."""
+    """True when ``value`` implements [`Target`][pride.Target] (it has both delivery methods)."""
     return callable(getattr(value, "deliver", None)) and callable(
         getattr(value, "deliver_nowait", None)
     )
@@ -110,7 +110,7 @@ def announce_live(branch: Any) -> None:
 
 
 def withdraw_live(branch: Any) -> None:
-    """Undo :func:`announce_live` (the branch stopped)."""
+    """Undo [`announce_live`][pride.actors.branch.announce_live] (the branch stopped)."""
     key: UUID = branch.id
     if _live.get(key) is branch:
         del _live[key]
@@ -121,7 +121,7 @@ class BranchRef:
     """A serialisable address of a branch in this process: its id, and its name for humans.
 
     The send API resolves it to the live branch with that id (raising
-    :class:`~pride.UnknownBranch` when none runs here), so a call from that
+    [`UnknownBranch`][pride.UnknownBranch] when none runs here), so a call from that
     branch's own turn runs nested, as with the branch itself. A branch on
     another process is reached through a target of its own (the cluster's
     ``RemoteBranchRef``), not through this address.

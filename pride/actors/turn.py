@@ -2,15 +2,16 @@
 
 A **turn** is the execution of one model-invoking command, from ``RunStart``
 to its single terminal signal. Everything a turn owns lives in its
-:class:`TurnExecutionContext`: the model snapshot, provider blocks and
+[`TurnExecutionContext`][pride.TurnExecutionContext]: the model snapshot, provider blocks and
 report, the pending loop control, usage, and the turn's nursery. The branch
 holds only a pointer to the one active context, so out-of-band callers
-(observers, controllers) can address it with :meth:`Branch.control`.
+(observers, controllers) can address it with [`Branch.control`][pride.actors.branch.Branch.control].
 
-Work running inside a turn sees it through a :class:`contextvars.ContextVar`
+Work running inside a turn sees it through a `contextvars.ContextVar`
 binding; trio copies the context into tasks started from the turn, so a
 nested verb call from the operation, a tool or a task spawned with
-:meth:`TurnScope.start_soon` joins the turn instead of queueing behind it.
+[`TurnScope.start_soon`][pride.actors.turn.TurnScope.start_soon] joins the turn instead of queueing
+behind it.
 A binding is live only while the branch's pointer still refers to its
 context and the phase is ``"active"``; a stale binding (closed, or another
 turn's) makes the caller a new top-level contender.
@@ -55,11 +56,11 @@ class LoopDirective(enum.Enum):
     """What an out-of-band controller asks a running loop to do."""
 
     CONTINUE = "continue"
-    """Carry on (a no-op for :func:`check_control`)."""
+    """Carry on (a no-op for [`check_control`][pride.check_control])."""
     BREAK = "break"
-    """Stop the loop; the turn fails with :class:`~pride.LoopBreak`."""
+    """Stop the loop; the turn fails with [`LoopBreak`][pride.LoopBreak]."""
     CANCEL = "cancel"
-    """End the stream cleanly (:class:`~pride.StopStream`); the turn ends normally."""
+    """End the stream cleanly ([`StopStream`][pride.StopStream]); the turn ends normally."""
 
 
 @attrs.frozen
@@ -164,7 +165,7 @@ class TurnScope:
 
     @property
     def streaming(self) -> bool:
-        """True when a :func:`pride.stream` consumer receives this scope's items."""
+        """True when a [`pride.stream`][pride.stream] consumer receives this scope's items."""
         return self.stream is not None
 
     def start_soon(
@@ -189,7 +190,7 @@ class TurnScope:
         """Hand ``item`` to the turn's stream consumer; waits until it is taken.
 
         Without a consumer (the command was sent with ``ask``) this is only a
-        checkpoint. If the consumer has gone, raises :class:`~pride.StopStream`
+        checkpoint. If the consumer has gone, raises [`StopStream`][pride.StopStream]
         so the producing loop ends cleanly.
         """
         stream = self.stream
@@ -205,7 +206,7 @@ class TurnScope:
         """Consume this turn's pending directive and act on it.
 
         No directive or CONTINUE: nothing. BREAK: raises
-        :class:`~pride.LoopBreak`. CANCEL: raises :class:`~pride.StopStream`.
+        [`LoopBreak`][pride.LoopBreak]. CANCEL: raises [`StopStream`][pride.StopStream].
         """
         control = self.context.control
         if control is None:
@@ -225,11 +226,12 @@ class TaskGroup:
 
     Opening a trio nursery per turn costs more than the rest of a short turn,
     so a turn's nested tasks run in the actor's nursery, each inside its own
-    cancel scope that this group owns. :meth:`cancel_and_wait` gives the same
+    cancel scope that this group owns.
+    [`cancel_and_wait`][pride.actors.turn.TaskGroup.cancel_and_wait] gives the same
     guarantee a per-turn nursery would: every task has ended before it
     returns. A task's failure is logged (it is never awaited by the turn, so
     it cannot change the turn's result, ADR-0018 D2) — except
-    :class:`~pride.Escalate`, which is kept in :attr:`escalation`: a task of
+    [`Escalate`][pride.Escalate], which is kept in `escalation`: a task of
     the turn saying "this branch is not to be trusted" escalates the turn.
     """
 
@@ -317,7 +319,7 @@ def bind(branch: Branch, scope: TurnScope) -> contextvars.Token[_Binding | None]
 
 
 def unbind(token: contextvars.Token[_Binding | None]) -> None:
-    """Restore the binding that was current before :func:`bind`."""
+    """Restore the binding that was current before [`bind`][pride.actors.turn.bind]."""
     _active_turn.reset(token)
 
 
@@ -357,8 +359,8 @@ def current_turn() -> TurnScope | None:
 def check_control(branch: Branch) -> None:
     """Poll ``branch``'s active turn for a directive and act on it.
 
-    No directive or CONTINUE: nothing. BREAK raises :class:`~pride.LoopBreak`
-    (the turn fails); CANCEL raises :class:`~pride.StopStream` (the stream
+    No directive or CONTINUE: nothing. BREAK raises [`LoopBreak`][pride.LoopBreak]
+    (the turn fails); CANCEL raises [`StopStream`][pride.StopStream] (the stream
     ends cleanly).
     """
     control = branch.poll_control()

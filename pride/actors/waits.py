@@ -2,14 +2,14 @@
 
 While a turn of branch W waits on a reply from target T, W's actor can serve
 nothing else. This module records, per waiting branch, the targets its live
-turn is waiting on; before a turn waits on T, :func:`check_wait_allowed`
+turn is waiting on; before a turn waits on T, `check_wait_allowed`
 follows those edges from T, and if they lead back to W the wait would never
-end, so it fails at once with :class:`~pride.ReentrancyError`. Whoever closes
+end, so it fails at once with [`ReentrancyError`][pride.ReentrancyError]. Whoever closes
 a cycle is the one refused, so every cycle is caught when it forms.
 
 An ``Act`` served from the mailbox is not a turn (no turn context), but it
 occupies its actor just the same: its tools run in the actor's task lineage,
-so :func:`enter_step` marks them as waiting on behalf of that branch too.
+so `enter_step` marks them as waiting on behalf of that branch too.
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ _step: contextvars.ContextVar[Any] = contextvars.ContextVar("pride_serving_step"
 def enter_step(reply: Any) -> contextvars.Token[Any]:
     """From now on the calling task (and tasks it starts) serve ``reply``'s step.
 
-    Undo with :func:`leave_step` (a plain pair, not a context manager: it is on
+    Undo with `leave_step` (a plain pair, not a context manager: it is on
     the path of every ``Act``, which the mailbox benchmark measures).
     """
     return _step.set(reply)
 
 
 def leave_step(token: contextvars.Token[Any]) -> None:
-    """Undo :func:`enter_step`."""
+    """Undo `enter_step`."""
     _step.reset(token)
 
 
@@ -84,7 +84,7 @@ def serving_branch() -> Branch | None:
 def check_wait_allowed(target: Target) -> Branch | None:
     """Raise ReentrancyError if the calling turn waiting on ``target`` would deadlock.
 
-    Returns the waiting branch (:func:`serving_branch`), for :func:`record_wait`;
+    Returns the waiting branch (`serving_branch`), for `record_wait`;
     None when the caller serves no branch, so no wait of it can deadlock.
     """
     waiter = serving_branch()
@@ -116,7 +116,7 @@ def _wait_path(start: Target, goal: Branch) -> list[Target] | None:
 def add_wait(target: Target) -> Branch | None:
     """Record that the calling turn's branch waits on ``target``; returns that branch.
 
-    Pair with :func:`remove_wait` (in a ``finally``). Returns None when the
+    Pair with `remove_wait` (in a ``finally``). Returns None when the
     caller is not inside a live turn (nothing is recorded).
     """
     waiter = serving_branch()
@@ -131,7 +131,7 @@ def waiting_on(waiter: Branch) -> dict[Any, int]:
 
 
 def record_wait(waiter: Branch, target: Target) -> None:
-    """Record that ``waiter`` waits on ``target`` (undo with :func:`remove_wait`)."""
+    """Record that ``waiter`` waits on ``target`` (undo with `remove_wait`)."""
     edges = _edges.get(waiter)
     if edges is None:
         edges = _edges[waiter] = {}
@@ -139,7 +139,7 @@ def record_wait(waiter: Branch, target: Target) -> None:
 
 
 def remove_wait(waiter: Branch | None, target: Target) -> None:
-    """Undo :func:`add_wait`."""
+    """Undo `add_wait`."""
     if waiter is None:
         return
     edges = _edges[waiter]

@@ -27,7 +27,7 @@ async def inspect_store(path: Path, branch: str | None, out: Console, err: Conso
     """List the branches of the store at ``path``, or print one conversation.
 
     Returns:
-        0, or :data:`EXIT_BAD_STORE` after printing why to ``err``.
+        0, or `EXIT_BAD_STORE` after printing why to ``err``.
     """
     if not await trio.Path(path).exists():
         err.print(f"pride inspect: no store at {path}", style="red", markup=False, soft_wrap=True)

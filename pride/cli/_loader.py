@@ -76,7 +76,7 @@ async def call_app(function: Callable[..., Any], session: Session) -> None:
 
     The function (sync or async) normally spawns its branches and child
     sessions into ``session`` and returns None. A factory that instead
-    returns a :class:`~pride.Session` tree, a :class:`~pride.Branch`, or a
+    returns a [`Session`][pride.Session] tree, a [`Branch`][pride.Branch], or a
     list of them has each spawned into ``session``.
 
     Raises:

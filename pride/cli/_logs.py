@@ -87,7 +87,7 @@ def configure(level: str | int, formatter: logging.Formatter | None = None) -> l
 
     Args:
         level: a level name (``"INFO"``) or number.
-        formatter: default :class:`JsonFormatter`.
+        formatter: default `JsonFormatter`.
 
     Returns:
         the installed handler (on the root logger, replacing none).

@@ -1,21 +1,25 @@
 """The JSON-lines protocol of ``pride run``: requests on stdin, answers on stdout.
 
-A request is one line::
+A request is one line:
 
-    {"id": "r1", "to": "planner", "command": {"type": "ChatAndRecord", "instruction": "hi"}}
+```json
+{"id": "r1", "to": "planner", "command": {"type": "ChatAndRecord", "instruction": "hi"}}
+```
 
 ``id`` is chosen by the client and echoed in the answer: a string, an
 integer a JSON client holds exactly (at most 2**53 - 1 either way, as I-JSON
 says), or null; ``to`` is a branch name or id in the running tree; ``command`` is a
-work command in pride's wire form (:mod:`pride.messages.codec`). Each
-request gets exactly one answer line::
+work command in pride's wire form ([`pride.messages.codec`][pride.messages.codec]). Each
+request gets exactly one answer line:
 
-    {"id": "r1", "ok": true, "result": "..."}
-    {"id": "r1", "ok": false, "error": {"type": "BranchClosed", "message": "..."}}
+```json
+{"id": "r1", "ok": true, "result": "..."}
+{"id": "r1", "ok": false, "error": {"type": "BranchClosed", "message": "..."}}
+```
 
 A line that is not a valid request is answered with an ``InvalidMessage``
 error naming what was wrong (``id`` is null when it could not be read).
-Request lines are read as strict JSON (:func:`pride.messages.codec.parse_json`:
+Request lines are read as strict JSON (`pride.messages.codec.parse_json`:
 no ``NaN``, no integer past 64 bits, no lone surrogate). Results are plain
 data through the codec when possible, else their ``str``; every answer line
 is strict JSON, what it cannot carry replaced (a lone surrogate by U+FFFD, a

@@ -1,13 +1,13 @@
 """``pride run APP``: a supervisor tree as a long-running process.
 
-The process owns the root :class:`~pride.Session` (and so the store and the
+The process owns the root [`Session`][pride.Session] (and so the store and the
 shutdown); the application function spawns its branches and child sessions
 into it. Work arrives as JSON lines on standard input and each request is
-answered by one JSON line on standard output (:mod:`pride.cli._requests`).
+answered by one JSON line on standard output (`pride.cli._requests`).
 Requests are queued in the order they are read, so requests to one branch
 are served in that order (a full mailbox makes the reader wait:
 backpressure), and answered concurrently, each waited for in its own task.
-Structured logs go to standard error (:mod:`pride.cli._logs`), with a live
+Structured logs go to standard error (`pride.cli._logs`), with a live
 status line above them when standard error is a terminal.
 
 Shutdown. The problem: a long-running agent process is stopped by its

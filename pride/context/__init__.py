@@ -1,17 +1,18 @@
 """Context for a branch's turns: ephemeral provider blocks and capability grants.
 
-* :class:`ContextProviderRegistry` (``branch.providers``) asks registered
-  :class:`ContextProvider` objects for text before a turn's first model call
+* [`ContextProviderRegistry`][pride.ContextProviderRegistry] (``branch.providers``) asks registered
+  [`ContextProvider`][pride.ContextProvider] objects for text before a turn's first model call
   and injects what fits the token budget into that turn's requests only; the
-  :class:`ProviderReport` becomes ``branch.last_context_report``.
-* :class:`CapabilityGrant` (``branch.grant_capabilities(operable)``) tells
+  [`ProviderReport`][pride.ProviderReport] becomes ``branch.last_context_report``.
+* [`CapabilityGrant`][pride.CapabilityGrant] (``branch.grant_capabilities(operable)``) tells
   the model which structured blocks it may emit and turns what it emits into
   ``StructuredOutput``, ``CapabilityViolation`` or ``EmissionRejected``
   signals.
 
 Neither is serialised with a branch or copied by ``clone`` (ADR-0016 D2, D5).
-This package imports nothing of pride but :mod:`pride.errors`,
-:mod:`pride.messages` and, for its token counter, :mod:`pride.llm`.
+This package imports nothing of pride but [`pride.errors`][pride.errors],
+[`pride.messages`][pride.actors.branch.Branch.messages] and, for its token counter,
+[`pride.llm`][pride.llm].
 """
 
 from ._tokens import CHARS_PER_TOKEN as CHARS_PER_TOKEN, count_tokens as count_tokens

@@ -2,8 +2,8 @@
 
 tiktoken's count when it is installed and its encoding loads (it needs a
 download the first time, so offline machines fall back), else an estimate of
-one token per :data:`CHARS_PER_TOKEN` characters. One definition lives in
-:mod:`pride.llm`; this module names it for the context registry.
+one token per `CHARS_PER_TOKEN` characters. One definition lives in
+[`pride.llm`][pride.llm]; this module names it for the context registry.
 """
 
 from __future__ import annotations

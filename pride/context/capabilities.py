@@ -4,7 +4,8 @@ A grant is a class (attrs, dataclass or pydantic model) whose field names are
 the granted keys. Granting does two things (ADR-0016 D3):
 
 * with ``prompt=True`` the system prompt gets a block, between
-  :data:`CAP_BEGIN` and :data:`CAP_END`, telling the model it may emit a
+  [`CAP_BEGIN`][pride.context.capabilities.CAP_BEGIN] and
+  [`CAP_END`][pride.context.capabilities.CAP_END], telling the model it may emit a
   fenced ```json block whose top-level keys are granted keys, with the JSON
   schema of their values. Re-granting replaces a balanced block instead of
   stacking another; a prompt whose markers are unbalanced (a truncated block,
@@ -12,10 +13,10 @@ the granted keys. Granting does two things (ADR-0016 D3):
 * every assistant message recorded afterwards is observed: each JSON object
   block in it (fenced blocks, or the whole reply when it is one object) with
   no granted key is ignored; one mixing granted and other keys gives a
-  :class:`~pride.CapabilityViolation`; a wholly granted one is validated key
+  [`CapabilityViolation`][pride.CapabilityViolation]; a wholly granted one is validated key
   by key against the grant's field types and gives a
-  :class:`~pride.StructuredOutput` (the validated values as JSON data) or an
-  :class:`~pride.EmissionRejected` (with the validation error).
+  [`StructuredOutput`][pride.StructuredOutput] (the validated values as JSON data) or an
+  [`EmissionRejected`][pride.EmissionRejected] (with the validation error).
 
 Observation only: nothing is executed or authorised here; a session policy
 decides what, if anything, follows a signal.
@@ -60,7 +61,8 @@ Validator = Callable[[Any], Any]
 class CapabilityGrant:
     """A runtime grant: the operable class, its granted keys and their validators.
 
-    Build one with :meth:`from_operable` (``branch.grant_capabilities`` does).
+    Build one with [`from_operable`][pride.context.capabilities.CapabilityGrant.from_operable]
+    (``branch.grant_capabilities`` does).
 
     Attributes:
         operable: the class the grant was made from.
@@ -234,7 +236,7 @@ def strip_block(text: str) -> str:
 def apply_block(system: System | None, block: str | None) -> System | None:
     """The system message with its balanced block removed and ``block`` (if any) appended.
 
-    Returns a new :class:`~pride.System` (fresh id, other fields kept), the
+    Returns a new [`System`][pride.System] (fresh id, other fields kept), the
     same object when nothing changes, a new system holding only the block
     when there was none, or None when removing the block leaves nothing.
     """

@@ -1,11 +1,12 @@
 """Context providers: ephemeral text injected into one turn's request (ADR-0016 D3, ADR-0008).
 
 A provider is anything with ``async provide(branch, instruction) -> str | None``.
-Before a turn's first model call, the branch's :class:`ContextProviderRegistry`
+Before a turn's first model call, the branch's
+[`ContextProviderRegistry`][pride.ContextProviderRegistry]
 asks every provider, keeps what fits the token budget, and the turn appends
 the kept blocks to the system prompt of that turn's requests only. Blocks
 are never recorded in the conversation; the turn publishes the registry's
-:class:`ProviderReport` as ``branch.last_context_report``.
+[`ProviderReport`][pride.ProviderReport] as ``branch.last_context_report``.
 
 The rules, exactly:
 
@@ -22,7 +23,7 @@ The rules, exactly:
 * kept blocks are rendered in registration order, whatever their priority.
 
 A provider may also have ``async writeback(branch, action_responses)``;
-after an ``operate`` turn executed tool calls, :meth:`gather_writeback`
+after an ``operate`` turn executed tool calls, `gather_writeback`
 calls it (in registration order, failures logged and contained).
 """
 
@@ -61,7 +62,7 @@ class ContextProvider(Protocol):
     """Supplies text for one turn's request.
 
     ``provide`` receives the branch and the turn's new
-    :class:`~pride.Instruction` (not yet recorded) and returns text to
+    [`Instruction`][pride.Instruction] (not yet recorded) and returns text to
     inject, or None for nothing. A provider may also define
     ``async writeback(branch, action_responses) -> None``, called after an
     ``operate`` turn executed tool calls, to persist what it learned.
@@ -134,7 +135,7 @@ class ContextProviderRegistry:
             A non-positive budget admits no text.
         tokenizer: counts a text's tokens; default: tiktoken when installed
             and loadable offline, else ``ceil(len(text) / 4)`` (see
-            :func:`~pride.context.count_tokens`).
+            `count_tokens`).
 
     Raises:
         TypeError: ``budget`` is not an int or ``tokenizer`` not callable.

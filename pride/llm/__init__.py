@@ -1,17 +1,17 @@
 """Model access: iModel, its endpoints, streaming, rate limits, retries, the scripted model.
 
-::
+```python
+from pride.llm import iModel, ModelRequest
 
-    from pride.llm import iModel, ModelRequest
+async with iModel("openai/gpt-4.1-mini", temperature=0) as model:
+    reply = await model.invoke(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
+    async with model.stream(ModelRequest(messages=[...])) as stream:
+        async for delta in stream:
+            ...
+    usage = stream.response.usage
+```
 
-    async with iModel("openai/gpt-4.1-mini", temperature=0) as model:
-        reply = await model.invoke(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
-        async with model.stream(ModelRequest(messages=[...])) as stream:
-            async for delta in stream:
-                ...
-        usage = stream.response.usage
-
-This package imports nothing of pride but :mod:`pride.errors`.
+This package imports nothing of pride but [`pride.errors`][pride.errors].
 """
 
 import inspect as _inspect

@@ -2,7 +2,7 @@
 
 Wire format: ``POST {base_url}/messages`` with ``x-api-key`` and
 ``anthropic-version`` headers; the system text is a top-level ``system`` field
-and ``max_tokens`` is required (:data:`DEFAULT_MAX_TOKENS` unless given).
+and ``max_tokens`` is required (`DEFAULT_MAX_TOKENS` unless given).
 Tools go out as ``{"name", "description", "input_schema"}`` and come back as
 ``tool_use`` content blocks (streamed as ``input_json_delta`` pieces).
 

@@ -1,6 +1,6 @@
 """Attempts with retries: the loop around one endpoint call, plain or streamed.
 
-The policy (what is retried, how long to wait) is :class:`RetryPolicy`; this
+The policy (what is retried, how long to wait) is [`RetryPolicy`][pride.llm.RetryPolicy]; this
 module only runs it. Sleeping is ``trio.sleep``, so cancellation ends a
 backoff at once and ``MockClock`` drives it in tests.
 """
@@ -65,7 +65,7 @@ async def stream_with_retries(
 ) -> AsyncGenerator[str | ModelResponse, None]:
     """``endpoint.stream``, restarted per ``policy`` until its first text delta went out.
 
-    Yields the text deltas, then the complete :class:`ModelResponse`. Once a
+    Yields the text deltas, then the complete [`ModelResponse`][pride.llm.ModelResponse]. Once a
     delta has been yielded, a failure is raised as is: the caller has seen
     part of this reply, and a new attempt would produce a different one.
     """

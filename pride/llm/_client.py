@@ -4,7 +4,7 @@ An ``httpx.AsyncClient`` holds connections bound to the event loop that opened
 them, and tests (and some programs) call ``trio.run`` more than once in a
 process, so a model keeps one client per run: it is created on first use in a
 run, looked up by ``trio.lowlevel.current_trio_token()`` (an identity check on
-the hot path), and closed by :meth:`RunClient.aclose` or, if nobody calls it,
+the hot path), and closed by `RunClient.aclose` or, if nobody calls it,
 by a system task when that run ends, so no socket is left to the garbage
 collector.
 """
@@ -88,7 +88,7 @@ class RunClient:
         return client
 
     async def aclose(self) -> None:
-        """Close this run's client, if any; a later :meth:`get` makes a new one.
+        """Close this run's client, if any; a later `get` makes a new one.
 
         Cancellation: closing is shielded; it does not wait on the network.
         """

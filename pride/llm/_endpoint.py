@@ -1,9 +1,9 @@
 """The endpoint seam, and the HTTP plumbing the provider endpoints share.
 
-An :class:`Endpoint` turns a :class:`~pride.llm.ModelRequest` into a
-:class:`~pride.llm.ModelResponse`, once (``send``) or as a stream of text
+An `Endpoint` turns a [`ModelRequest`][pride.llm.ModelRequest] into a
+[`ModelResponse`][pride.llm.ModelResponse], once (``send``) or as a stream of text
 deltas closed by the complete response (``stream``). It knows its wire format
-and nothing about rate limits, retries or statistics: :class:`~pride.llm.iModel`
+and nothing about rate limits, retries or statistics: [`iModel`][pride.iModel]
 wraps every endpoint in the same pipeline, the scripted one included.
 """
 
@@ -60,7 +60,7 @@ class Endpoint(abc.ABC):
         response; it yields nothing inside a cancel scope.
 
         Raises:
-            ProviderError: as :meth:`send`; a stream cut before its end is a
+            ProviderError: as `send`; a stream cut before its end is a
                 ``ProviderConnectionError``, an unreadable event a
                 ``MalformedResponse``.
         """

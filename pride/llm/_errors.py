@@ -1,7 +1,7 @@
 """The one place where HTTP and provider failures become pride exceptions.
 
-Every endpoint goes through :func:`translating` (transport failures) and
-:func:`error_for_status` / :func:`error_for_payload` (the provider said no), so
+Every endpoint goes through `translating` (transport failures) and
+`error_for_status` / `error_for_payload` (the provider said no), so
 the mapping below is the whole story:
 
 ======================================  ==================================
@@ -210,7 +210,7 @@ def error_for_status(
         secret: the API key in use, removed from the provider's text.
 
     Returns:
-        the matching :class:`~pride.errors.ProviderError` subclass, to be raised
+        the matching [`ProviderError`][pride.ProviderError] subclass, to be raised
         by the caller.
     """
     provider_message = redact(_message_from_body(body), secret)
@@ -249,7 +249,7 @@ def error_for_payload(error: Any, *, provider: str, secret: str | None = None) -
     """Build the exception for an error reported inside a 200 stream.
 
     ``error`` is the provider's error object (``{"type", "message", ...}``);
-    unknown types become :class:`~pride.errors.ServerError`, which is retried
+    unknown types become [`ServerError`][pride.ServerError], which is retried
     only if no text had been delivered yet.
     """
     if isinstance(error, dict):
@@ -267,6 +267,6 @@ def error_for_payload(error: Any, *, provider: str, secret: str | None = None) -
 
 
 def malformed(provider: str, what: str, exc: Exception | None = None) -> MalformedResponse:
-    """A :class:`~pride.errors.MalformedResponse` naming what could not be read."""
+    """A [`MalformedResponse`][pride.MalformedResponse] naming what could not be read."""
     detail = f": {exc}" if exc is not None else ""
     return MalformedResponse(f"{provider}: {what}{detail}", provider=provider)

@@ -1,9 +1,9 @@
 """CallLedger: admission and accounting of one model's calls.
 
-Every call of an :class:`~pride.llm.iModel`, plain or streamed, is admitted
+Every call of an [`iModel`][pride.iModel], plain or streamed, is admitted
 here first (the rate limiter, when the model has limits) and settled here
 last (counters, summed usage, the limiter's window correction). Keeping both
-ends in one object is what lets :class:`~pride.llm.ModelStream` run a call
+ends in one object is what lets [`ModelStream`][pride.llm.ModelStream] run a call
 without knowing the model that made it.
 """
 
@@ -36,7 +36,7 @@ class CallLedger:
     async def admit(self, request: ModelRequest) -> int:
         """Count the call and wait for the limiter; returns the token estimate.
 
-        Every admitted call must be settled with :meth:`settle`, exactly once.
+        Every admitted call must be settled with `settle`, exactly once.
 
         Cancellation: a call waiting for admission leaves the queue and is not
         admitted (nothing to settle).

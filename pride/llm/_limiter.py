@@ -42,7 +42,7 @@ logger = logging.getLogger("pride.llm")
 
 @attrs.frozen
 class LimiterStatistics:
-    """A snapshot of a :class:`RateLimiter`.
+    """A snapshot of a [`RateLimiter`][pride.llm.RateLimiter].
 
     Attributes:
         queued: callers waiting for admission, up to ``queue_capacity``.
@@ -186,7 +186,7 @@ class RateLimiter:
 
         Cancellation: a cancelled waiter leaves the queue and the callers
         behind it move up; nothing is charged for it. Once this returns, the
-        caller must call :meth:`release` exactly once.
+        caller must call [`release`][pride.llm.RateLimiter.release] exactly once.
         """
         self._check_run()
         self._roll_window()

@@ -3,10 +3,10 @@
 A call runs: admission by the rate limiter (when limits are set) → attempts
 with retries → the endpoint (HTTP or scripted) → usage and statistics. The
 HTTP client is created lazily, one per trio run (a client must not cross
-event loops), and closed by :meth:`iModel.aclose` or, failing that, when the
+event loops), and closed by [`iModel.aclose`][pride.llm.iModel.aclose] or, failing that, when the
 run ends.
 
-:class:`ScriptedModel` lives here too: ``iModel.from_spec("scripted")`` returns
+[`ScriptedModel`][pride.ScriptedModel] lives here too: ``iModel.from_spec("scripted")`` returns
 one, and a base class that builds its subclass must not import it from a
 module that imports the base (the same arrangement as ``pathlib.Path``, whose
 constructor returns a ``PosixPath`` defined beside it).
@@ -86,7 +86,7 @@ class iModel:
             for a place. Nothing is ever failed for being over the rate.
         capacity_refresh_time: window length in seconds.
         concurrency_limit: calls in flight at once (``None``: no limit).
-        retry: the :class:`RetryPolicy` (``None``: the default policy).
+        retry: the [`RetryPolicy`][pride.llm.RetryPolicy] (``None``: the default policy).
         **request_options: sent with every request (``temperature``,
             ``max_tokens``, ...); a request's own ``options`` override them.
 
@@ -284,7 +284,7 @@ class iModel:
     def stream(self, request: ModelRequest) -> ModelStream:
         """Stream the reply: ``async with model.stream(request) as s: async for delta in s``.
 
-        See :class:`ModelStream` for retries, cancellation and ``s.response``.
+        See [`ModelStream`][pride.llm.ModelStream] for retries, cancellation and ``s.response``.
         """
         return ModelStream(self._ledger, request, partial(self._attempts, request), self.provider)
 
@@ -333,9 +333,10 @@ class iModel:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> iModel:
-        """Build a model from :meth:`to_dict` output (``data`` is not modified).
+        """Build a model from [`to_dict`][pride.llm.iModel.to_dict] output (``data`` is not
+        modified).
 
-        A ``"scripted"`` provider gives an echo :class:`ScriptedModel`. An
+        A ``"scripted"`` provider gives an echo [`ScriptedModel`][pride.ScriptedModel]. An
         ``api_key`` entry is accepted (``to_dict`` never writes one).
 
         Raises:
@@ -359,8 +360,8 @@ class iModel:
     def from_spec(cls, spec: iModel | str | dict[str, Any] | None) -> iModel:
         """A model from an instance (returned as is), a model string, a dict, or ``None``.
 
-        ``None`` gives :func:`default_chat_model`; ``"scripted"`` (or
-        ``"scripted/<name>"``) an echo :class:`ScriptedModel`.
+        ``None`` gives [`default_chat_model`][pride.llm.default_chat_model]; ``"scripted"`` (or
+        ``"scripted/<name>"``) an echo [`ScriptedModel`][pride.ScriptedModel].
 
         Raises:
             TypeError: ``spec`` is of another type.
@@ -394,26 +395,26 @@ class ScriptedModel(iModel):
 
     Args:
         replies: a list whose items are used one per call, in order: a ``str``
-            (text), a :class:`ToolCall` or a list of them, a
-            :class:`ScriptedReply`, or an exception instance (raised for that
+            (text), a [`ToolCall`][pride.llm.ToolCall] or a list of them, a
+            [`ScriptedReply`][pride.llm.ScriptedReply], or an exception instance (raised for that
             call, so ``RateLimited(...)`` is retried like a real 429); items
             appended to the list later are used too. Or a function, sync or
-            async, receiving the :class:`ModelRequest` and returning one of
+            async, receiving the [`ModelRequest`][pride.llm.ModelRequest] and returning one of
             those. ``None`` echoes the last user message (``"echo: ..."``).
         delay: seconds (``trio.sleep``, so ``MockClock`` applies) before each reply.
         chunk_size: characters per text delta when streamed.
         model: the model name reported in responses.
         keep_calls: how many recent requests ``calls`` keeps (0: none).
-        **options: the :class:`iModel` keyword options (``timeout``, the
+        **options: the [`iModel`][pride.iModel] keyword options (``timeout``, the
             limits, ``retry``) and request options, exactly as ``iModel`` takes them.
 
     Attributes:
-        calls: the :class:`ModelRequest` objects received, one per attempt, in
+        calls: the [`ModelRequest`][pride.llm.ModelRequest] objects received, one per attempt, in
             order: the most recent ``keep_calls`` (default 1,000) at least, the
             rest dropped, so a long-running scripted process does not grow
             forever; ``keep_calls=0`` records none.
 
-    A list that runs out raises :class:`~pride.errors.ScriptExhausted`, saying
+    A list that runs out raises [`ScriptExhausted`][pride.ScriptExhausted], saying
     how many replies it had and which call this was. Usage is estimated at
     about four characters per token when a reply does not carry its own.
     """

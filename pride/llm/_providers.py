@@ -89,7 +89,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
 
 
 def provider_info(name: str, base_url: str | None) -> ProviderInfo:
-    """The :class:`ProviderInfo` for ``name``; an unknown name needs a ``base_url``.
+    """The `ProviderInfo` for ``name``; an unknown name needs a ``base_url``.
 
     Raises:
         ValueError: the provider is unknown and no ``base_url`` was given, or a
@@ -140,5 +140,5 @@ def split_model(model: str | None, provider: str | None, base_url: str | None) -
 
 
 def default_model_spec() -> str:
-    """``$PRIDE_CHAT_MODEL`` when set and non-empty, else :data:`DEFAULT_CHAT_MODEL`."""
+    """``$PRIDE_CHAT_MODEL`` when set and non-empty, else `DEFAULT_CHAT_MODEL`."""
     return os.environ.get(CHAT_MODEL_ENV, "").strip() or DEFAULT_CHAT_MODEL

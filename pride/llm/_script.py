@@ -1,13 +1,13 @@
 """The scripted endpoint: replies from a list or a function, no network.
 
-This is a real endpoint kind, not a test double: :class:`~pride.llm.ScriptedModel`
+This is a real endpoint kind, not a test double: [`ScriptedModel`][pride.ScriptedModel]
 (and any iModel whose provider is ``"scripted"``) sends every call through the
 same pipeline as the HTTP models (rate limiter, retries, usage, statistics)
 and only the last step, producing the reply, is scripted.
 
 Usage is estimated when the script does not give it: input tokens from the
 request text, output tokens from the reply text and tool-call arguments, both
-by :func:`~pride.llm._tokens.estimate_text_tokens` (about four characters per
+by `estimate_text_tokens` (about four characters per
 token); cost is ``None``.
 """
 
@@ -54,7 +54,7 @@ def echo_text(messages: Sequence[dict[str, Any]]) -> str:
     """``"echo: <text of the last user message>"``: what the echo model answers.
 
     The scripted echo model (``ScriptedModel()``) and the loopback server of
-    :mod:`pride.testing` both answer this to a request without a script.
+    [`pride.testing`][pride.testing] both answer this to a request without a script.
     """
     for message in reversed(messages):
         if message.get("role") == "user":
@@ -92,7 +92,7 @@ class ScriptedEndpoint(Endpoint):
 
     Args:
         script: a sequence of replies used in order, a function (sync or
-            async) of the :class:`~pride.llm.ModelRequest` returning a reply,
+            async) of the [`ModelRequest`][pride.llm.ModelRequest] returning a reply,
             or ``None`` to echo the last user message.
         model: the model name reported in responses.
         delay: seconds (``trio.sleep``) before each reply.

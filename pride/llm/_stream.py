@@ -24,19 +24,22 @@ STREAM_CLOSE_TIMEOUT = 5.0
 
 
 class ModelStream:
-    """A streamed reply; get one from :meth:`iModel.stream`.
+    """A streamed reply; get one from [`iModel.stream`][pride.llm.iModel.stream].
 
-    Usage::
+    Usage:
 
-        async with model.stream(request) as stream:
-            async for delta in stream:
-                print(delta, end="")
-        response = stream.response
+    ```python
+    async with model.stream(request) as stream:
+        async for delta in stream:
+            print(delta, end="")
+    response = stream.response
+    ```
 
     Entering the block waits for admission by the model's rate limiter (the
     call holds its concurrency slot until the block is left). Iterating yields
-    the text deltas (``str``); after the last one, :attr:`response` is the
-    complete :class:`~pride.llm.ModelResponse`, tool calls and usage included.
+    the text deltas (``str``); after the last one, [`response`][pride.llm.ModelStream.response] is
+    the
+    complete [`ModelResponse`][pride.llm.ModelResponse], tool calls and usage included.
 
     A failed attempt is retried (per the model's ``RetryPolicy``) only while no
     delta has been delivered; after that a cut stream raises
@@ -44,7 +47,7 @@ class ModelStream:
 
     Cancellation and early exit: leaving the block for any reason (``break``,
     an exception, cancellation) closes the HTTP response at once, shielded and
-    bounded by :data:`STREAM_CLOSE_TIMEOUT` seconds.
+    bounded by `STREAM_CLOSE_TIMEOUT` seconds.
     """
 
     def __init__(

@@ -4,8 +4,8 @@ The estimate uses tiktoken's ``o200k_base`` encoding when the optional
 ``tiktoken`` package is installed (``pip install 'pride[tokens]'``) *and* its
 encoding file loads; tiktoken downloads that file on first use, which fails or
 hangs without network, so loading happens once per process in a worker thread
-with a short bound (:func:`load_encoding`). Otherwise, and until then, the
-estimate is one token per :data:`CHARS_PER_TOKEN` characters of text, rounded
+with a short bound (`load_encoding`). Otherwise, and until then, the
+estimate is one token per `CHARS_PER_TOKEN` characters of text, rounded
 up: close enough for English prose with GPT- and Claude-family tokenizers, and
 cheap. Only message text, tool arguments, the system text and tool schemas are
 counted; per-message framing overhead is ignored.
@@ -48,7 +48,7 @@ def _load_tiktoken() -> Any:
 
 
 def encoding_tried() -> bool:
-    """Whether :func:`load_encoding` has run in this process."""
+    """Whether `load_encoding` has run in this process."""
     return _encoding_tried
 
 
@@ -56,7 +56,7 @@ async def load_encoding() -> None:
     """Try once per process to load tiktoken's encoding; fall back quietly if not.
 
     Cancellation: the attempt runs in a worker thread that is abandoned on
-    cancellation or after :data:`ENCODING_LOAD_TIMEOUT` seconds.
+    cancellation or after `ENCODING_LOAD_TIMEOUT` seconds.
     """
     global _encoding, _encoding_tried
     if _encoding_tried:

@@ -135,8 +135,8 @@ class ModelResponse:
 class ScriptedReply:
     """One scripted reply: text, tool calls, and optionally the usage to report.
 
-    Used by :class:`~pride.llm.ScriptedModel` and by the loopback server in
-    :mod:`pride.testing`. When ``usage`` is ``None`` it is estimated.
+    Used by [`ScriptedModel`][pride.ScriptedModel] and by the loopback server in
+    [`pride.testing`][pride.testing]. When ``usage`` is ``None`` it is estimated.
     """
 
     text: str = ""
@@ -145,11 +145,11 @@ class ScriptedReply:
 
     @classmethod
     def from_item(cls, item: object) -> ScriptedReply:
-        """The reply a script item stands for: a ``str`` (text), a :class:`ToolCall`
+        """The reply a script item stands for: a ``str`` (text), a [`ToolCall`][pride.llm.ToolCall]
         or a list of them, or a ``ScriptedReply`` (returned as is).
 
-        The one definition of a script item, shared by :class:`~pride.llm.ScriptedModel`
-        and the loopback server of :mod:`pride.testing`.
+        The one definition of a script item, shared by [`ScriptedModel`][pride.ScriptedModel]
+        and the loopback server of [`pride.testing`][pride.testing].
 
         Raises:
             TypeError: the item is none of those.
@@ -170,7 +170,7 @@ class ScriptedReply:
 
 @attrs.frozen
 class ModelStatistics:
-    """A snapshot of one model's counters (see :meth:`iModel.statistics`).
+    """A snapshot of one model's counters (see [`iModel.statistics`][pride.llm.iModel.statistics]).
 
     Attributes:
         calls: invoke/stream calls started.

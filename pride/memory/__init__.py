@@ -1,19 +1,19 @@
 """Branch memory: the MemoryStore protocol, its query types, and an in-process store.
 
-::
+```python
+from pride.memory import InMemoryStore, MemoryItem, MemoryQuery
 
-    from pride.memory import InMemoryStore, MemoryItem, MemoryQuery
-
-    item_id = await branch.memory.store(MemoryItem(content="likes tea", tags=("pref",)))
-    hits = await branch.memory.search(MemoryQuery(text="tea"))
+item_id = await branch.memory.store(MemoryItem(content="likes tea", tags=("pref",)))
+hits = await branch.memory.search(MemoryQuery(text="tea"))
+```
 
 ``branch.memory`` is the branch's explicit store (kept by identity), else a
-session's default adopted on attachment, else an :class:`InMemoryStore`
+session's default adopted on attachment, else an [`InMemoryStore`][pride.InMemoryStore]
 created on first access (ADR-0016 D3/D4). Memory is never serialised with a
 branch and never copied by ``clone``.
 
-This package imports nothing of pride but :mod:`pride.errors` and
-:mod:`pride.messages`.
+This package imports nothing of pride but [`pride.errors`][pride.errors] and
+[`pride.messages`][pride.actors.branch.Branch.messages].
 """
 
 from ._in_memory import InMemoryStore as InMemoryStore

@@ -22,14 +22,16 @@ _MISSING = object()
 
 
 class InMemoryStore:
-    """A :class:`~pride.memory.MemoryStore` in process memory.
+    """A [`MemoryStore`][pride.MemoryStore] in process memory.
 
-    Usage::
+    Usage:
 
-        store = InMemoryStore()
-        item_id = await store.store(MemoryItem(content="the user prefers tea", tags=("pref",)))
-        await store.retrieve(item_id)
-        await store.search(MemoryQuery(text="tea", tags=("pref",)))
+    ```python
+    store = InMemoryStore()
+    item_id = await store.store(MemoryItem(content="the user prefers tea", tags=("pref",)))
+    await store.retrieve(item_id)
+    await store.search(MemoryQuery(text="tea", tags=("pref",)))
+    ```
 
     ``len(store)`` counts the items; iterating yields them in storage order.
     Nothing is persisted: the items live as long as the store object.
@@ -53,7 +55,7 @@ class InMemoryStore:
         """Keep ``item`` and return its id; an item with the same id is replaced in place.
 
         Raises:
-            TypeError: ``item`` is not a :class:`MemoryItem`.
+            TypeError: ``item`` is not a [`MemoryItem`][pride.MemoryItem].
         """
         if not isinstance(item, MemoryItem):
             raise TypeError(f"expected a MemoryItem, got {type(item).__name__}")
@@ -76,7 +78,7 @@ class InMemoryStore:
         """The items matching every criterion of ``query``, oldest stored first.
 
         Raises:
-            TypeError: ``query`` is not a :class:`MemoryQuery`.
+            TypeError: ``query`` is not a [`MemoryQuery`][pride.MemoryQuery].
         """
         if not isinstance(query, MemoryQuery):
             raise TypeError(f"expected a MemoryQuery, got {type(query).__name__}")

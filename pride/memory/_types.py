@@ -3,8 +3,8 @@
 A memory store is a branch-scoped live extension (ADR-0016 D3): it belongs to
 a branch (or is shared by a session as a default), it is never serialised
 with the branch and never copied by ``clone``. Anything with the three async
-methods of :class:`MemoryStore` can be one: an in-process dict
-(:class:`~pride.memory.InMemoryStore`), a database, a vector index.
+methods of [`MemoryStore`][pride.MemoryStore] can be one: an in-process dict
+([`InMemoryStore`][pride.InMemoryStore]), a database, a vector index.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import attrs
 __all__ = ["DEFAULT_SEARCH_LIMIT", "MemoryItem", "MemoryQuery", "MemoryStore"]
 
 DEFAULT_SEARCH_LIMIT = 20
-"""Results a :class:`MemoryQuery` returns unless it says otherwise."""
+"""Results a [`MemoryQuery`][pride.MemoryQuery] returns unless it says otherwise."""
 
 
 def _tags(value: Any) -> tuple[str, ...]:
@@ -51,7 +51,7 @@ class MemoryItem:
     Attributes:
         content: the text remembered.
         tags: labels to find it by (order kept, a lone string is one tag).
-        metadata: free-form data; :class:`MemoryQuery` filters match its values.
+        metadata: free-form data; [`MemoryQuery`][pride.MemoryQuery] filters match its values.
         id: the item's identity (a fresh uuid4 unless given).
         created_at: POSIX timestamp of creation.
 
@@ -76,7 +76,7 @@ class MemoryQuery:
             None or ``""`` matches every item.
         tags: tags the item must all carry.
         filters: ``metadata[key] == value`` for each entry.
-        limit: at most this many results (default :data:`DEFAULT_SEARCH_LIMIT`).
+        limit: at most this many results (default `DEFAULT_SEARCH_LIMIT`).
 
     Raises:
         ValueError: ``limit`` is not a positive int.

@@ -1,8 +1,8 @@
 """The root of pride's exception tree and the codec's error.
 
-They live here, not in :mod:`pride.errors`, because ``pride.messages`` imports
-nothing else of pride (it is the bottom layer); :mod:`pride.errors` re-exports
-both and builds the rest of the hierarchy on :class:`PrideError`.
+They live here, not in [`pride.errors`][pride.errors], because ``pride.messages`` imports
+nothing else of pride (it is the bottom layer); [`pride.errors`][pride.errors] re-exports
+both and builds the rest of the hierarchy on [`PrideError`][pride.PrideError].
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Strict JSON: how pride reads and writes the JSON text it exchanges with anything else.
 
-Python's :mod:`json` is lenient both ways, and each leniency is a way in for
+Python's `json` is lenient both ways, and each leniency is a way in for
 bytes from outside (request lines, stored rows, provider replies):
 
 * ``NaN``, ``Infinity`` and ``-Infinity`` are read and written, though no JSON
@@ -14,10 +14,10 @@ bytes from outside (request lines, stored rows, provider replies):
 The choice here follows I-JSON (RFC 7493) where it is cheap to: numbers are
 finite, integers fit in a signed 64-bit word (what SQLite's ``INTEGER`` and
 most JSON libraries hold), strings are Unicode scalar values. Text that
-breaks a rule is refused with :class:`~pride.InvalidMessage` naming the JSON
+breaks a rule is refused with [`InvalidMessage`][pride.InvalidMessage] naming the JSON
 path (``$.context.k[0]``). Where pride writes data it did not choose (a
 model's or a tool's output to the store, a result to ``pride run``'s
-stdout), :func:`dump_json` can instead *replace* what strict JSON cannot
+stdout), `dump_json` can instead *replace* what strict JSON cannot
 carry, the documented way: a lone surrogate becomes U+FFFD, a non-finite
 float ``null``, an oversize integer its decimal string.
 """

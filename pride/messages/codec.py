@@ -1,7 +1,9 @@
 """One cattrs converter for everything that travels: messages, commands, signals.
 
-Public functions: :func:`unstructure` (object to plain data), :func:`structure`
-(plain data to object), :func:`to_json` and :func:`from_json`.
+Public functions: [`unstructure`][pride.messages.unstructure] (object to plain data),
+[`structure`][pride.messages.structure]
+(plain data to object), [`to_json`][pride.messages.to_json] and
+[`from_json`][pride.messages.from_json].
 
 Wire form: a JSON object whose ``"type"`` key names the class (``"Chat"``)
 followed by the class's fields. Structuring as a base class (``RoledMessage``,
@@ -10,9 +12,9 @@ class checks it when present. UUIDs are strings; tuples are lists.
 
 Validation is strict: a string field does not accept ``5``, an int field does
 not accept ``True`` or ``"5"``; numbers are finite and integers fit in 64
-bits, and text is read and written as strict JSON (:mod:`._json`). Any problem
+bits, and text is read and written as strict JSON (`_json`). Any problem
 raises one
-:class:`~pride.InvalidMessage` naming every offending path, e.g.
+[`InvalidMessage`][pride.InvalidMessage] naming every offending path, e.g.
 ``Chat.instruction: expected str, got int``; a half-built object is never
 returned and no raw cattrs or ``KeyError`` escapes.
 """
@@ -529,10 +531,11 @@ def structure(data: Any, tp: type[T] | Any) -> T:
 
 
 def to_json(obj: Any) -> str:
-    """Serialise to compact strict JSON text (see :func:`unstructure`).
+    """Serialise to compact strict JSON text (see [`unstructure`][pride.messages.unstructure]).
 
     Raises:
-        InvalidMessage: as :func:`unstructure`, or a value strict JSON cannot
+        InvalidMessage: as [`unstructure`][pride.messages.unstructure], or a value strict JSON
+            cannot
             carry (a non-finite float, an integer outside 64 bits, a lone
             surrogate), named by its path (``Chat.context.k``).
     """
@@ -546,7 +549,8 @@ def to_json(obj: Any) -> str:
 
 
 def from_json(text: str | bytes, tp: type[T] | Any) -> T:
-    """Parse strict JSON text (:func:`parse_json`) and :func:`structure` it as ``tp``.
+    """Parse strict JSON text (`parse_json`) and [`structure`][pride.messages.structure] it as
+    ``tp``.
 
     Raises:
         InvalidMessage: the text is not strict JSON (path ``$``) or the data is invalid.

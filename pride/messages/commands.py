@@ -1,15 +1,17 @@
 """The mailbox protocol: what callers put in a branch's mailbox.
 
-Two lanes. **Work commands** (:class:`Chat`, :class:`Operate`, ...) queue in
+Two lanes. **Work commands** ([`Chat`][pride.Chat], [`Operate`][pride.Operate], ...) queue in
 order and each is served as one turn (``Act`` is served in order but is not a
-model turn). **Priority commands** (:class:`Attach`, :class:`Detach`,
-:class:`Stop`) are system messages from a supervisor; the actor takes them
+model turn). **Priority commands** ([`Attach`][pride.Attach], [`Detach`][pride.Detach],
+[`Stop`][pride.Stop]) are system messages from a supervisor; the actor takes them
 before the next work item, never in the middle of a turn.
 
 Every work command carries its verb's parameters, the instruction (or text)
-first and positional::
+first and positional:
 
-    await pride.ask(branch, Chat("hi", guidance="be brief"))
+```python
+await pride.ask(branch, Chat("hi", guidance="be brief"))
+```
 
 Some fields accept live objects in process but only data on the wire:
 
@@ -22,8 +24,8 @@ Some fields accept live objects in process but only data on the wire:
 * ``Attach``'s observer, hooks, operation registry and memory are references
   to live objects and do not survive serialisation (they come back as None).
 
-The codec (:mod:`pride.messages.codec`) refuses to serialise a live object
-with an :class:`~pride.InvalidMessage` naming the field.
+The codec ([`pride.messages.codec`][pride.messages.codec]) refuses to serialise a live object
+with an [`InvalidMessage`][pride.InvalidMessage] naming the field.
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ class Command:
 class WorkCommand(Command):
     """A command served in mailbox order, normally as one turn.
 
-    ``model_turn`` is False only for :class:`Act`, which runs in order but has
+    ``model_turn`` is False only for [`Act`][pride.Act], which runs in order but has
     no turn context and no RunStart/RunEnd of its own.
     """
 

@@ -10,7 +10,7 @@ Two provider shapes are rendered:
   ``tool_calls`` on assistant entries, ``role="tool"`` for tool results);
 * ``to_anthropic()``: an Anthropic Messages entry (content blocks; ``tool_use``
   on assistant entries, ``tool_result`` blocks in user entries; the system
-  prompt travels separately, so :class:`System` renders to plain text).
+  prompt travels separately, so [`System`][pride.System] renders to plain text).
 
 The returned dicts are shared by every later request: treat them as read-only.
 Merging adjacent entries of the same role is the request compiler's job.

@@ -2,13 +2,13 @@
 
 A model request needs the whole history in the provider's shape. Rendering it
 anew each turn would make a turn's cost grow with the conversation, so
-:class:`History` keeps, per provider shape, the already-rendered entries and
+[`History`][pride.actors.branch.History] keeps, per provider shape, the already-rendered entries and
 extends them as messages are appended: a turn copies a list of references and
 renders only its new instruction.
 
 Compilation rules (both shapes):
 
-* the :class:`~pride.messages.System` message is returned separately (the
+* the [`System`][pride.System] message is returned separately (the
   caller places it: first entry for OpenAI, the ``system`` parameter for
   Anthropic);
 * OpenAI: consecutive assistant entries merge (text joined with a blank line,
@@ -37,7 +37,8 @@ class History:
     keeps every provider rendering already compiled up to date.
 
     ``on_rewrite``, when set, is called after every change that is not an
-    append (:meth:`clear`, :meth:`set_system`), so whoever mirrors the
+    append ([`clear`][pride.messages.history.History.clear],
+    [`set_system`][pride.messages.history.History.set_system]), so whoever mirrors the
     history (the branch store) can take it anew.
     """
 
@@ -95,7 +96,7 @@ class History:
     def append(self, message: RoledMessage) -> None:
         """Record ``message`` at the end.
 
-        A :class:`System` message replaces the current one in place (keeping
+        A [`System`][pride.System] message replaces the current one in place (keeping
         its position at the start); it is never appended twice.
 
         Raises:

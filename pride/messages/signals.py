@@ -1,6 +1,6 @@
 """Signals: what observers see of a branch and its supervisors.
 
-Every signal carries ``schema_version`` (:data:`SIGNAL_SCHEMA_VERSION`), the
+Every signal carries ``schema_version`` (`SIGNAL_SCHEMA_VERSION`), the
 emitting branch's id and name, and its creation time. The version is bumped
 only when a field is removed or renamed; additive fields keep it.
 

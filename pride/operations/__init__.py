@@ -1,6 +1,6 @@
 """The verbs' algorithms. Each runs inside a turn and receives the branch and the turn scope.
 
-:func:`execute` dispatches a work command to its operation. Branch methods
+`execute` dispatches a work command to its operation. Branch methods
 and commands only adapt and delegate here (ADR-0016 D5).
 """
 

@@ -1,6 +1,6 @@
 """Context providers at the start of a turn (ADR-0016 D3, ADR-0018 D3).
 
-Every model-calling operation calls :func:`gather_context` before compiling
+Every model-calling operation calls `gather_context` before compiling
 its first request. Providers run once per top-level turn; their blocks are
 held by the turn context (``provider_blocks``) and injected into that turn's
 requests only, and their report becomes ``branch.last_context_report`` when

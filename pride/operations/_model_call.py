@@ -1,6 +1,6 @@
 """One model call inside a turn: hooks, token streaming, usage and logs in one place.
 
-Every operation that calls a model goes through :func:`call_model`, so
+Every operation that calls a model goes through `call_model`, so
 hooks (``before_model_call``, ``model_stream_chunk``, ``after_model_call``),
 usage accounting on the turn (reported on ``RunEnd``) and the branch's call
 log behave the same for every verb.

@@ -12,8 +12,8 @@ JSON-schema level: the response format's top-level properties, then
   be JSON anyway (so the answer has somewhere to go).
 
 The model's object is split back: the extra fields become a
-:class:`~pride.operations.results.Reason` and
-:class:`~pride.messages.ActionCall` s, the rest is built into the response
+[`Reason`][pride.Reason] and
+[`ActionCall`][pride.ActionCall] s, the rest is built into the response
 format as a parse would.
 """
 

@@ -2,7 +2,7 @@
 
 One operate call:
 
-1. builds the structure to ask for (:class:`~pride.operations._operative.Operative`):
+1. builds the structure to ask for (`Operative`):
    the response format, plus ``reason`` and, on the fenced-JSON path, the
    action fields;
 2. calls the model over the history, offering the selected tools when
@@ -11,7 +11,7 @@ One operate call:
    text of the request, the model listing ``action_requests`` in its JSON;
 3. records the Instruction and the AssistantResponse;
 4. with ``invoke_actions``, executes the requested calls inside the turn
-   (:func:`~pride.operations.act.run_actions`: concurrent by default,
+   ([`run_actions`][pride.operations.act.run_actions]: concurrent by default,
    ``max_concurrent`` capping, or sequential), recording each
    ActionRequest/ActionResponse pair, then calls the model again so its
    answer reflects the results. This repeats while the model asks for tools,
@@ -22,10 +22,10 @@ One operate call:
    has seen the tool results;
 5. calls the context providers' writeback when actions produced responses;
 6. parses the final reply into the structure (reformat retries as in
-   :func:`~pride.operations.parse.parse_text`, ``handle_validation`` applying).
+   [`parse_text`][pride.operations.chat.parse_text], ``handle_validation`` applying).
 
 Returns: with ``reason`` or ``actions`` on, an
-:class:`~pride.operations.results.OperateResult`; otherwise the parsed
+[`OperateResult`][pride.OperateResult]; otherwise the parsed
 response format, or the reply text when there is none (or with
 ``skip_validation``).
 

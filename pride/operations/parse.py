@@ -2,19 +2,19 @@
 
 The algorithm (the reference system's, PR #2511 included):
 
-1. one direct attempt: find the JSON (:func:`~pride.operations.formats.extract_json`),
-   map its keys onto the format's (:func:`~pride.operations._fuzzy.match_keys`),
+1. one direct attempt: find the JSON ([`extract_json`][pride.operations.parse.extract_json]),
+   map its keys onto the format's (`match_keys`),
    build the format;
 2. on failure, up to ``max_retries`` *reformat* calls to the parse model, each
    attempt parsed the same way. Every reformat prompt names the previous
    error, so a retry is never the same request twice;
 3. when all fail, ``handle_validation`` decides: ``"raise"`` raises
-   :class:`~pride.ParseFailed` naming the format, the attempts and the last
+   [`ParseFailed`][pride.ParseFailed] naming the format, the attempts and the last
    error; ``"return_value"`` returns the original text; ``"return_none"``
    returns None.
 
 Parsing records nothing in the conversation. Reformat calls go through
-:func:`~pride.operations._model_call.call_model` (hooks, usage on the turn,
+`call_model` (hooks, usage on the turn,
 logs) but never stream tokens, and are sent without the conversation's
 history or system prompt: they are a utility, not a conversation turn.
 """
@@ -105,7 +105,7 @@ async def parse_text(
         branch: the branch whose parse model (or ``parse_model``) reformats.
         scope: the turn the reformat calls belong to (usage, hooks), if any.
         text: the model text to parse.
-        target: what to build (a :class:`~pride.operations.formats.FormatTarget`).
+        target: what to build (a [`FormatTarget`][pride.operations.chat.FormatTarget]).
         max_retries: reformat calls after the direct attempt (capped at 5).
         handle_validation: ``"raise"``, ``"return_value"`` or ``"return_none"``.
         parse_model: a model spec overriding the branch's parse model.

@@ -3,7 +3,7 @@
 The algorithm (the reference system's, plus loop control):
 
 1. optionally ``interpret`` the instruction into a clearer prompt;
-2. round 1: ``operate`` with the :class:`~pride.operations.results.ReActAnalysis`
+2. round 1: ``operate`` with the [`ReActAnalysis`][pride.ReActAnalysis]
    format, ``reason=True``, the selected tools offered (``actions``) and
    executed inside the turn; the guidance tells the model how many extra
    rounds it may ask for;
@@ -13,7 +13,7 @@ The algorithm (the reference system's, plus loop control):
    The caller's context is shown in round 1 only. A round whose reply did
    not parse into an analysis ends the rounds (it cannot ask for more);
 4. check loop control, then the final answer: ``operate`` with the caller's
-   ``response_format`` (default :class:`~pride.operations.results.Analysis`)
+   ``response_format`` (default [`Analysis`][pride.Analysis])
    and no tools.
 
 Every nested ``operate``/``interpret`` runs inline in the same turn (one
@@ -23,14 +23,14 @@ Returns (``ReAct``): the answer, which is the ``Analysis.answer`` text with
 the default format, else the caller's format instance (or the reply text if
 the final reply did not parse). With ``return_analysis``: ``(answer,
 rounds)``, ``rounds`` being each round's
-:class:`~pride.operations.results.OperateResult` (``.output`` is its
+[`OperateResult`][pride.OperateResult] (``.output`` is its
 ReActAnalysis; ``.action_requests``/``.action_responses`` its tool work).
 
 ``ReActStream`` emits each round's OperateResult as it completes, then the
 answer, to its ``pride.stream`` consumer (no token chunks: the items are the
 rounds). Through ``ask`` it returns the list of those items.
 
-Loop control: BREAK fails the turn (:class:`~pride.LoopBreak`). CANCEL stops
+Loop control: BREAK fails the turn ([`LoopBreak`][pride.LoopBreak]). CANCEL stops
 at once, without the final-answer call, and ends the turn cleanly: ``ReAct``
 returns None (``(None, rounds so far)`` with ``return_analysis``);
 ``ReActStream`` ends its stream (through ``ask``: the items so far).

@@ -1,7 +1,8 @@
 """Named operations: ``async def op(branch, **kwargs)`` registered under a name.
 
 A branch owns one registry; a session shares one among its members. Lookup
-through :meth:`Branch.get_operation` is attribute-first, so a registered name
+through [`Branch.get_operation`][pride.actors.branch.Branch.get_operation] is attribute-first, so a
+registered name
 can never shadow a built-in verb (ADR-0016 D5).
 """
 

@@ -1,10 +1,10 @@
 """The structured types the verbs ask models for and return.
 
-* :class:`Reason`: the ``reason`` field ``operate(reason=True)`` adds.
-* :class:`OperateResult`: what ``operate`` returns when ``reason`` or
+* [`Reason`][pride.Reason]: the ``reason`` field ``operate(reason=True)`` adds.
+* [`OperateResult`][pride.OperateResult]: what ``operate`` returns when ``reason`` or
   ``actions`` is on.
-* :class:`ReActAnalysis`: the format of each ReAct round.
-* :class:`Analysis`: ReAct's default final-answer format.
+* [`ReActAnalysis`][pride.ReActAnalysis]: the format of each ReAct round.
+* [`Analysis`][pride.Analysis]: ReAct's default final-answer format.
 
 They are attrs classes, so msgspec derives their JSON schemas and builds them
 from the model's JSON like any user response format.
@@ -44,7 +44,7 @@ class OperateResult:
         output: the parsed response format; without a response format, the
             model's answer text. When parsing failed it is the reply text
             (``handle_validation="return_value"``) or None (``"return_none"``).
-        reason: the model's :class:`Reason`, when ``reason=True`` and it gave one.
+        reason: the model's [`Reason`][pride.Reason], when ``reason=True`` and it gave one.
         action_requests: every tool call the model asked for, in order,
             executed or not.
         action_responses: the recorded responses of the calls that were

@@ -10,7 +10,7 @@ the turn and fed back until it answers without tool calls. At most
 with ``tool_choice="none"``, so the turn ends with an answer.
 
 Loop control is checked after every item (chunks included): BREAK fails the
-turn (:class:`~pride.LoopBreak`), CANCEL ends it cleanly. A consumer leaving
+turn ([`LoopBreak`][pride.LoopBreak]), CANCEL ends it cleanly. A consumer leaving
 early ends it cleanly too; whatever was recorded stays recorded, and a tool
 call cut short still gets an ActionResponse saying so.
 

@@ -11,20 +11,22 @@ Durability contract:
   otherwise (cleared, system message replaced) is queued as a rewrite; writes
   from every branch are batched, in order, so one commit (one fsync) covers
   whatever is queued;
-* :meth:`BranchStore.flush` waits until everything queued so far is
+* [`BranchStore.flush`][pride.store.BranchStore.flush] waits until everything queued so far is
   committed; a turn awaits it once at its end, so a crash (even ``kill -9``)
   loses at most the turn in flight, never an earlier message;
 * a file that is not a pride store (corrupt, or another application's
-  database) is refused with :class:`~pride.StoreError`, never overwritten;
+  database) is refused with [`StoreError`][pride.StoreError], never overwritten;
 * a write that fails raises at the write (and every later flush), never
   silently.
 
-Schema (version :data:`SCHEMA_VERSION`, in ``PRAGMA user_version`` and the
-``pride_meta`` table)::
+Schema (version `SCHEMA_VERSION`, in ``PRAGMA user_version`` and the
+``pride_meta`` table):
 
-    pride_meta(key PRIMARY KEY, value)
-    branches(name PRIMARY KEY, branch_id, projection JSON, updated_at)
-    messages(branch_name, seq, message_id, data JSON, PRIMARY KEY (branch_name, seq))
+```text
+pride_meta(key PRIMARY KEY, value)
+branches(name PRIMARY KEY, branch_id, projection JSON, updated_at)
+messages(branch_name, seq, message_id, data JSON, PRIMARY KEY (branch_name, seq))
+```
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ class StoredBranch:
 
 
 class SavableBranch(Protocol):
-    """What :meth:`BranchStore.save` needs of a branch (the store never imports actors)."""
+    """What [`BranchStore.save`][pride.store.BranchStore.save] needs of a branch (the store never
+    imports actors)."""
 
     @property
     def name(self) -> str: ...
@@ -157,7 +160,8 @@ class BranchStore:
     # -------------------------------------------------------------- writing
 
     def append(self, branch_name: str, message: RoledMessage) -> None:
-        """Queue ``message`` for durable storage (never blocks); see :meth:`flush`."""
+        """Queue ``message`` for durable storage (never blocks); see
+        [`flush`][pride.store.BranchStore.flush]."""
         self._require()
         seq = self._registered_seq(branch_name)
         self._next_seq[branch_name] = seq + 1
@@ -166,7 +170,8 @@ class BranchStore:
 
     def rewrite(self, branch_name: str, messages: Iterable[RoledMessage]) -> None:
         """Queue replacing the stored conversation of ``branch_name`` with
-        ``messages`` (never blocks). It is committed by the next :meth:`flush`,
+        ``messages`` (never blocks). It is committed by the next
+        [`flush`][pride.store.BranchStore.flush],
         in order with the appends queued before and after it."""
         self._require()
         self._registered_seq(branch_name)
@@ -217,7 +222,7 @@ class BranchStore:
         """Store a branch's projection and replace its stored messages with ``messages``.
 
         ``projection`` is the branch's ``to_dict(mode="json")`` without its
-        messages. Afterwards :meth:`append` adds to this branch.
+        messages. Afterwards [`append`][pride.store.BranchStore.append] adds to this branch.
         """
         db = self._require()
         await self.flush()
@@ -241,7 +246,8 @@ class BranchStore:
         await self.save_branch(branch.name, branch.id_str, projection, list(branch.messages))
 
     async def register(self, name: str) -> None:
-        """Let :meth:`append` add to a branch already stored (continuing its numbering)."""
+        """Let [`append`][pride.store.BranchStore.append] add to a branch already stored (continuing
+        its numbering)."""
         db = self._require()
         count = await trio.to_thread.run_sync(_message_count, db, name)
         self._next_seq[name] = count

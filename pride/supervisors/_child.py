@@ -1,7 +1,7 @@
 """A supervisor's records of its children: who each is, and each run of it.
 
 A child is started many times over its life (restarts); each start is a
-:class:`Run`, ended exactly once, and the child record points at the
+`Run`, ended exactly once, and the child record points at the
 current one. Reports about an older run are stale and ignored.
 """
 

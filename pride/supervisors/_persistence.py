@@ -1,6 +1,6 @@
 """Sessions and the branch store: restore conversations on spawn, persist as they grow.
 
-A session given a :class:`~pride.store.BranchStore` wires each member that has
+A session given a [`BranchStore`][pride.store.BranchStore] wires each member that has
 a stable name (one given by code, so the same across process restarts):
 
 * on spawn, a stored conversation with that name is restored into the branch

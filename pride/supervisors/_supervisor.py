@@ -1,9 +1,9 @@
 """The supervisor loop: children, their runs, crashes, restarts and ordered stops.
 
 One nursery per session owns every child's actor task. A child is a
-:class:`~pride.Branch` (its task runs ``branch.serve``) or a child session
+[`Branch`][pride.Branch] (its task runs ``branch.serve``) or a child session
 (its task runs that session's own supervisor). Each time a child is started
-it gets a fresh :class:`Run` (one incarnation: a task, a cancel scope, an
+it gets a fresh `Run` (one incarnation: a task, a cancel scope, an
 outcome); restarting a child means starting a new run over the same branch
 object and the same mailbox, so the conversation and the queued envelopes
 survive.

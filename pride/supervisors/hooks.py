@@ -2,8 +2,9 @@
 
 The observer *watches* (signals, after the fact); hooks *take part*: they run
 at fixed points of a turn and of the supervision lifecycle, with a payload
-mapping naming what is happening. A session owns one :class:`HookBus` and
-attaches it to its branches; the branch calls :meth:`HookBus.emit`.
+mapping naming what is happening. A session owns one [`HookBus`][pride.HookBus] and
+attaches it to its branches; the branch calls
+[`HookBus.emit`][pride.supervisors.hooks.HookBus.emit].
 
 ==================== ======================================================
 point                payload keys; when
@@ -27,7 +28,7 @@ session_failed       session, cause; restart intensity was exceeded
 the first one that raises denies the call (the tool is not run; the turn
 records an error ``ActionResponse`` the model can read). At every other
 point a raising handler is logged to ``pride.hooks`` and the remaining
-handlers still run. :class:`~pride.Escalate` is never swallowed: raised by a
+handlers still run. [`Escalate`][pride.Escalate] is never swallowed: raised by a
 synchronous handler (or an awaited point's async one) it propagates, so a
 hook can hand a branch to its supervisor like an operation or a tool can.
 """
@@ -62,7 +63,7 @@ HOOK_POINTS: frozenset[str] = frozenset(
         "session_failed",
     }
 )
-"""Every hook point a :class:`HookBus` knows."""
+"""Every hook point a [`HookBus`][pride.HookBus] knows."""
 
 BLOCKING_POINTS: frozenset[str] = frozenset({"before_tool_call"})
 """Points whose handler exceptions propagate (and so deny the action)."""
@@ -83,14 +84,16 @@ def _check_point(point: str) -> None:
 class HookBus:
     """Handlers per named hook point, run in registration order.
 
-    Usage::
+    Usage:
 
-        hooks = session.hooks
+    ```python
+    hooks = session.hooks
 
-        @hooks.on("before_tool_call")
-        def guard(payload):
-            if payload["call"].function == "rm":
-                raise PermissionError("no deleting")
+    @hooks.on("before_tool_call")
+    def guard(payload):
+        if payload["call"].function == "rm":
+            raise PermissionError("no deleting")
+    ```
     """
 
     __slots__ = ("_handlers",)

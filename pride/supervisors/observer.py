@@ -1,8 +1,9 @@
 """The observer: signal dispatch to subscribers.
 
-A session owns one :class:`Observer` and attaches it to every member branch;
+A session owns one [`Observer`][pride.Observer] and attaches it to every member branch;
 a standalone branch can take one too (``Branch(observer=Observer())``). It
-implements the branch's ``SignalSink`` protocol: :meth:`Observer.dispatch`
+implements the branch's ``SignalSink`` protocol:
+[`Observer.dispatch`][pride.supervisors.observer.Observer.dispatch]
 runs synchronous handlers at once and hands back one awaitable for the
 asynchronous ones, which the branch's turn driver drains before the turn's
 terminal signal (ADR-0018), so a subscriber sees each turn's ``RunStart``,
@@ -64,13 +65,15 @@ class _Subscription:
 class Observer:
     """Subscribers per signal type or predicate, dispatched in subscription order.
 
-    Usage::
+    Usage:
 
-        observer = Observer()
-        observer.observe(RunEnd, handler=print)
+    ```python
+    observer = Observer()
+    observer.observe(RunEnd, handler=print)
 
-        @observer.observe(MessageAdded, lambda s: s.message.role == "assistant")
-        async def store(signal): ...
+    @observer.observe(MessageAdded, lambda s: s.message.role == "assistant")
+    async def store(signal): ...
+    ```
 
     A session's ``observe``/``unobserve`` are this class's.
     """

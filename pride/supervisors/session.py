@@ -1,21 +1,21 @@
 """Session: a supervisor of branches (and of child sessions).
 
-::
-
-    async with pride.Session(name="team") as session:
-        planner = await session.spawn(Branch(name="planner", chat_model=...))
-        await session.spawn(Branch(name="researcher", chat_model=...))
-        answer = await session.ask("planner", Chat("plan a trip"))
+```python
+async with pride.Session(name="team") as session:
+    planner = await session.spawn(Branch(name="planner", chat_model=...))
+    await session.spawn(Branch(name="researcher", chat_model=...))
+    answer = await session.ask("planner", Chat("plan a trip"))
+```
 
 A session owns its members' actor tasks (one nursery), wires its shared
 references into them with priority-lane ``Attach`` messages (observer, hooks,
 operation registry, memory default, a name directory), restarts crashed
-actors by its strategy (:mod:`pride.supervisors.strategy`), and stops
+actors by its strategy ([`pride.supervisors.strategy`][pride.supervisors.strategy]), and stops
 everything in reverse start order on the way out. Membership is exclusive:
 a branch belongs to at most one session at a time.
 
-The supervision mechanics live in :mod:`pride.supervisors._supervisor` and
-the membership wiring in :mod:`pride.supervisors._membership`; this module
+The supervision mechanics live in `pride.supervisors._supervisor` and
+the membership wiring in `pride.supervisors._membership`; this module
 is the public surface: membership, exchange, observation, operations and the
 session's own lifecycle.
 """
@@ -65,7 +65,8 @@ _Member = TypeVar("_Member", Branch, "Session")
 
 @attrs.frozen
 class SessionStatistics:
-    """A snapshot of a session and every session below it (see :meth:`Session.statistics`).
+    """A snapshot of a session and every session below it (see
+    [`Session.statistics`][pride.supervisors.session.Session.statistics]).
 
     Attributes:
         branches: member branches in the tree.
@@ -99,7 +100,7 @@ class Session(Membership):
         grace: seconds running turns get to finish when the session stops.
         memory: the default memory store offered to members (adopted only by
             branches without one); default: an ``InMemoryStore`` made on first use.
-        store: a :class:`~pride.store.BranchStore` (or a path to open one at):
+        store: a [`BranchStore`][pride.store.BranchStore] (or a path to open one at):
             members with a stable name are restored from it when spawned and
             every recorded message is persisted, one commit per turn.
 
@@ -109,7 +110,7 @@ class Session(Membership):
 
     Use it as ``async with Session(...) as session:``; leaving the block stops
     the members (gracefully; at once if the block raised) and raises
-    :class:`~pride.SupervisorFailed` if the session failed. A session runs
+    [`SupervisorFailed`][pride.SupervisorFailed] if the session failed. A session runs
     once; a child session is started with ``parent.spawn(child)`` or
     ``parent.spawn_session(...)`` instead.
     """
@@ -134,7 +135,8 @@ class Session(Membership):
         self.id: UUID = uuid.uuid4()
         self.name: str = name if name is not None else f"session-{self.id.hex[:8]}"
         self.hooks: HookBus = HookBus()
-        """The session's hook bus, attached to every member (see :mod:`pride.supervisors.hooks`)."""
+        """The session's hook bus, attached to every member (see
+        [`pride.supervisors.hooks`][pride.supervisors.hooks])."""
         self._observer = Observer()
         self._observer.observe((RunEnd, RunFailed), handler=self._count_turn)
         self._operations = OperationManager()
@@ -216,7 +218,7 @@ class Session(Membership):
         session's ``grace``), one deadline shared by all members; turns still
         running then are cancelled (their terminal ``RunFailed`` is still
         sent and their callers get ``TurnCancelled(reason="shutdown")``).
-        Queued envelopes are answered with :class:`~pride.BranchClosed`.
+        Queued envelopes are answered with [`BranchClosed`][pride.BranchClosed].
         Child sessions stop their own members the same way, children first.
         Returns once every member has stopped. Idempotent; a second call
         with a shorter grace brings the deadline forward (a second Ctrl-C).
@@ -240,7 +242,7 @@ class Session(Membership):
     async def spawn(self, member: _Member, *, restart: RestartType = "permanent") -> _Member:
         """Start ``member`` under this session and return it.
 
-        ``member`` is a :class:`~pride.Branch` (its actor starts, or a running
+        ``member`` is a [`Branch`][pride.Branch] (its actor starts, or a running
         standalone one is taken over between turns) or a child ``Session``
         (a supervisor tree). Returns after a branch has applied its
         ``Attach``, or after a child session has started. Spawning a member
@@ -272,7 +274,7 @@ class Session(Membership):
         Args:
             name: the child's name.
             restart: the child's restart type in this session.
-            **options: the other :class:`Session` arguments (``strategy``,
+            **options: the other [`Session`][pride.Session] arguments (``strategy``,
                 ``max_restarts``, ``period``, ``grace``, ``memory``).
 
         Raises:
@@ -284,10 +286,11 @@ class Session(Membership):
         return child
 
     async def include(self, *branches: Branch) -> None:
-        """Make ``branches`` members (restart type ``permanent``), like :meth:`spawn`.
+        """Make ``branches`` members (restart type ``permanent``), like
+        [`spawn`][pride.supervisors.session.Session.spawn].
 
         The whole batch is checked first: if any branch belongs to another
-        session, :class:`~pride.MembershipError` is raised and nothing changes.
+        session, [`MembershipError`][pride.MembershipError] is raised and nothing changes.
         Running standalone branches are adopted between turns.
         """
         await self._adopt(list(branches), "permanent")
@@ -299,7 +302,7 @@ class Session(Membership):
         fresh operation registry; messages, models, tools, logs, providers,
         capabilities and adopted memory stay) and then ``Stop``. Returns after
         both were applied and the actor has stopped; its running turn
-        finishes first, and queued envelopes get :class:`~pride.BranchClosed`.
+        finishes first, and queued envelopes get [`BranchClosed`][pride.BranchClosed].
 
         Raises:
             UnknownBranch: ``member`` (a branch, session, name or id) is not a member.
@@ -310,15 +313,16 @@ class Session(Membership):
     # ------------------------------------------------------------ exchange
 
     async def send(self, target: Any, command: Command) -> Reply:
-        """:func:`pride.send` with ``target`` (a Branch, BranchRef, name or id) resolved here."""
+        """[`pride.send`][pride.send] with ``target`` (a Branch, BranchRef, name or id) resolved
+        here."""
         return await send(self._target(target), command)
 
     async def ask(self, target: Any, command: Command, timeout: float | None = None) -> Any:
-        """:func:`pride.ask` with ``target`` resolved here (names and ids of this tree).
+        """[`pride.ask`][pride.ask] with ``target`` resolved here (names and ids of this tree).
 
         Raises:
             UnknownBranch: no such branch; BranchClosed: it has stopped; and
-                whatever :func:`pride.ask` raises.
+                whatever [`pride.ask`][pride.ask] raises.
         """
         return await ask(self._target(target), command, timeout)
 
@@ -372,7 +376,8 @@ class Session(Membership):
     # ------------------------------------------------------------ observation
 
     def observe(self, *filters: Filter, handler: Handler | None = None) -> Any:
-        """Subscribe to members' signals; see :meth:`Observer.observe` (decorator too).
+        """Subscribe to members' signals; see
+        [`Observer.observe`][pride.supervisors.observer.Observer.observe] (decorator too).
 
         Filters are signal classes or predicates, all of which must match.
         Child sessions' signals arrive here too, after their own subscribers.

@@ -65,7 +65,8 @@ RestartType = Literal["permanent", "transient", "temporary"]
 """Whether a child is restarted after a crash (``temporary``: never)."""
 
 DEFAULT_MAX_RESTARTS = 3
-"""Restart events allowed within :data:`DEFAULT_PERIOD` (OTP's default is 1 per 5 s)."""
+"""Restart events allowed within [`DEFAULT_PERIOD`][pride.supervisors.strategy.DEFAULT_PERIOD]
+(OTP's default is 1 per 5 s)."""
 
 DEFAULT_PERIOD = 5.0
 """The sliding window, in seconds, over which restart events are counted."""

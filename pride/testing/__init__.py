@@ -1,21 +1,22 @@
 """What users need to test their own agents without a network.
 
-- :func:`openai_server`: a real HTTP server on 127.0.0.1 speaking the OpenAI
+- [`openai_server`][pride.testing.openai_server]: a real HTTP server on 127.0.0.1 speaking the
+  OpenAI
   chat-completions and Anthropic Messages APIs (plain and streaming) from a
-  script, with faults on demand (:class:`Fault`).
-- :class:`pride.llm.ScriptedModel` (in :mod:`pride.llm`) is the in-process
+  script, with faults on demand ([`Fault`][pride.testing.Fault]).
+- [`pride.llm.ScriptedModel`][pride.ScriptedModel] (in [`pride.llm`][pride.llm]) is the in-process
   alternative when no HTTP is wanted.
 
-::
+```python
+from pride.llm import iModel, ModelRequest, RetryPolicy
+from pride.testing import Fault, openai_server
 
-    from pride.llm import iModel, ModelRequest, RetryPolicy
-    from pride.testing import Fault, openai_server
-
-    async def test_my_agent_survives_a_429():
-        async with openai_server([Fault.status(429, retry_after=0), "hi"]) as server:
-            async with iModel("openai/test", base_url=server.base_url, api_key="k") as model:
-                reply = await model.invoke(ModelRequest([{"role": "user", "content": "x"}]))
-        assert reply.text == "hi" and server.request_count == 2
+async def test_my_agent_survives_a_429():
+    async with openai_server([Fault.status(429, retry_after=0), "hi"]) as server:
+        async with iModel("openai/test", base_url=server.base_url, api_key="k") as model:
+            reply = await model.invoke(ModelRequest([{"role": "user", "content": "x"}]))
+    assert reply.text == "hi" and server.request_count == 2
+```
 """
 
 import inspect as _inspect

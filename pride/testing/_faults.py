@@ -14,18 +14,20 @@ class Fault:
     """One way for the loopback server to misbehave, used as a script item.
 
     Build faults with the class methods; each applies to the one request that
-    takes it from the script::
+    takes it from the script:
 
-        script = [Fault.status(429, retry_after=0), "fine now"]
+    ```python
+    script = [Fault.status(429, retry_after=0), "fine now"]
+    ```
 
     Attributes:
         kind: which fault (set by the constructors).
-        code: the HTTP status for :meth:`status`.
+        code: the HTTP status for [`status`][pride.testing.Fault.status].
         retry_after: the ``Retry-After`` header value, if any.
-        content_type: the ``Content-Type`` of a :meth:`raw` reply.
+        content_type: the ``Content-Type`` of a [`raw`][pride.testing.Fault.raw] reply.
         body: the error body (``bytes``, ``str`` or a JSON-able object);
             ``None`` gives a provider-shaped error document.
-        seconds: the delay of :meth:`slow_first_byte`.
+        seconds: the delay of [`slow_first_byte`][pride.testing.Fault.slow_first_byte].
         after_chunks: SSE events sent before a cut or a stall.
         reply: what to serve around the fault (``None``: echo the request).
     """

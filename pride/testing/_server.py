@@ -4,7 +4,7 @@ It is a real HTTP/1.1 server (h11 on trio sockets, bound to 127.0.0.1), so a
 client under test goes through its whole HTTP stack: connection pooling,
 chunked transfer, SSE parsing, timeouts. It serves
 ``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic),
-plain and streaming, from a script, and misbehaves on demand (:class:`Fault`).
+plain and streaming, from a script, and misbehaves on demand ([`Fault`][pride.testing.Fault]).
 
 Pitfall: trio's ``MockClock`` with autojump advances virtual time whenever all
 tasks are blocked, including on real socket I/O, so tests talking to this
@@ -73,7 +73,7 @@ class _Request:
 
 
 class LoopbackServer:
-    """The running server; get one from :func:`openai_server`.
+    """The running server; get one from [`openai_server`][pride.testing.openai_server].
 
     Attributes:
         base_url: ``"http://127.0.0.1:PORT/v1"``, the ``base_url`` for pride
@@ -82,7 +82,8 @@ class LoopbackServer:
             ``anthropic`` SDK (which adds ``/v1`` itself).
         requests: every request received, in order (when recording).
         request_count: how many requests were received (always counted).
-        disconnects: clients that hung up on a :meth:`Fault.stall_stream`.
+        disconnects: clients that hung up on a
+            [`Fault.stall_stream`][pride.testing.Fault.stall_stream].
         errors: exceptions raised by script callables or bad script items
             (each answered with HTTP 500, or the connection closed, and logged).
     """
@@ -393,18 +394,18 @@ async def openai_server(
 ) -> AsyncIterator[LoopbackServer]:
     """Run a loopback OpenAI- and Anthropic-compatible server for the block.
 
-    ::
-
-        async with openai_server(["hello", Fault.status(429, retry_after=0), "again"]) as server:
-            model = iModel("openai/test", base_url=server.base_url, api_key="test")
-            ...
-        assert len(server.requests) == 3
+    ```python
+    async with openai_server(["hello", Fault.status(429, retry_after=0), "again"]) as server:
+        model = iModel("openai/test", base_url=server.base_url, api_key="test")
+        ...
+    assert len(server.requests) == 3
+    ```
 
     Args:
         script: what to answer, one item per request, in order: a ``str``
-            (text), a :class:`~pride.llm.ToolCall` or a list of them, a
-            :class:`~pride.llm.ScriptedReply` (text, tool calls, usage), a
-            :class:`Fault`, or a callable taking the request's JSON body and
+            (text), a [`ToolCall`][pride.llm.ToolCall] or a list of them, a
+            [`ScriptedReply`][pride.llm.ScriptedReply] (text, tool calls, usage), a
+            [`Fault`][pride.testing.Fault], or a callable taking the request's JSON body and
             returning one of those (sync or async). Or one such callable for
             every request. ``None`` echoes the last user message. A list
             that runs out answers HTTP 400 saying so (not retried by clients).
@@ -415,7 +416,7 @@ async def openai_server(
         port: the port; 0 picks a free one.
 
     Yields:
-        the :class:`LoopbackServer`, listening, with ``base_url`` set.
+        the [`LoopbackServer`][pride.testing.LoopbackServer], listening, with ``base_url`` set.
 
     The server runs in a nursery inside the current trio run and stops, with
     all its connections, when the block is left; an exception from the block

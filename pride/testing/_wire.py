@@ -31,8 +31,8 @@ _CHARS_PER_TOKEN = 4
 def as_reply(item: object) -> ScriptedReply:
     """Normalise a script item: str, ToolCall, list of ToolCall or ScriptedReply.
 
-    The same items a :class:`~pride.llm.ScriptedModel` takes (one definition
-    for both: :meth:`ScriptedReply.from_item <pride.llm.ScriptedReply.from_item>`).
+    The same items a [`ScriptedModel`][pride.ScriptedModel] takes (one definition
+    for both: [`ScriptedReply.from_item`][pride.llm.ScriptedReply.from_item]).
 
     Raises:
         TypeError: the item is none of those.

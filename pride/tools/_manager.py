@@ -2,19 +2,20 @@
 
 Errors are responses. A tool that raises, a call to a tool that does not
 exist, arguments that do not fit, a call the ``before_call`` hook denies: each
-becomes an :class:`ActionOutcome` with an ``error`` string, because the model
+becomes an [`ActionOutcome`][pride.tools.ActionOutcome] with an ``error`` string, because the model
 can read that and correct itself, and one bad call must not sink the turn
 (lionagi does the same with ``suppress_errors=True``, its default).
 
 Three things do propagate, because they are not about the call:
 
-* :class:`trio.Cancelled`: the caller (the turn) is being cancelled;
-* :class:`pride.Escalate`, raised by a tool or a hook: "this branch's state is
+* `trio.Cancelled`: the caller (the turn) is being cancelled;
+* [`pride.Escalate`][pride.Escalate], raised by a tool or a hook: "this branch's state is
   not to be trusted", which DESIGN.md routes to the branch's supervisor;
 * ``BaseException``\\ s that are not ``Exception``\\ s (``KeyboardInterrupt``).
 
 Each propagates as itself. Concurrent calls run in a nursery, which reports
-its children's exceptions as an exception group; :meth:`ActionManager.execute`
+its children's exceptions as an exception group;
+[`ActionManager.execute`][pride.tools.ActionManager.execute]
 unwraps it, so callers never see a group they did not ask for.
 """
 
@@ -48,18 +49,20 @@ ToolLike: TypeAlias = Tool | Callable[..., Any]
 class ActionManager:
     """A branch's tools, by name, in registration order, and how to run calls to them.
 
-    Usage::
+    Usage:
 
-        manager = ActionManager([add, search])
-        manager.schemas()                 # what to offer the model
-        outcomes = await manager.execute([ActionCall("add", {"a": 1, "b": 2})])
-        outcomes[0].output                # 3
+    ```python
+    manager = ActionManager([add, search])
+    manager.schemas()                 # what to offer the model
+    outcomes = await manager.execute([ActionCall("add", {"a": 1, "b": 2})])
+    outcomes[0].output                # 3
+    ```
 
-    Iterating yields the :class:`Tool` objects; ``name in manager`` and
+    Iterating yields the [`Tool`][pride.tools.Tool] objects; ``name in manager`` and
     ``tool in manager`` both work. An empty manager is falsy.
 
     Args:
-        tools: Tools to register at once (see :meth:`register`).
+        tools: Tools to register at once (see [`register`][pride.tools.ActionManager.register]).
     """
 
     def __init__(self, tools: ToolLike | Iterable[ToolLike] = ()) -> None:
@@ -69,7 +72,8 @@ class ActionManager:
     # ------------------------------------------------------------ registry
 
     def register(self, tools: ToolLike | Iterable[ToolLike], *, update: bool = False) -> None:
-        """Add a :class:`Tool`, a callable (made a ``Tool(fn)``), or an iterable of them.
+        """Add a [`Tool`][pride.tools.Tool], a callable (made a ``Tool(fn)``), or an iterable of
+        them.
 
         Registration is all or nothing: if any item fails, nothing is added.
 
@@ -81,7 +85,7 @@ class ActionManager:
             ValueError: a name is already registered (or repeated in ``tools``)
                 and ``update`` is False; or a callable's name is invalid.
             TypeError: an item is neither a Tool nor a callable, or cannot be
-                made into a tool (see :class:`Tool`).
+                made into a tool (see [`Tool`][pride.tools.Tool]).
         """
         items: Iterable[ToolLike]
         if isinstance(tools, Tool) or callable(tools):
@@ -127,7 +131,7 @@ class ActionManager:
 
     @property
     def tools(self) -> Mapping[str, Tool]:
-        """A read-only live view: name → :class:`Tool`."""
+        """A read-only live view: name → [`Tool`][pride.tools.Tool]."""
         return MappingProxyType(self._tools)
 
     def __contains__(self, item: object) -> bool:
@@ -148,7 +152,7 @@ class ActionManager:
         """The neutral schemas (``Tool.schema()``) of the selected tools.
 
         Args:
-            selection: A :data:`~pride.messages.commands.ToolSelection`: True
+            selection: A [`ToolSelection`][pride.messages.commands.ToolSelection]: True
                 for every tool (registration order), False for none, or tool
                 names (in the order given; a single string is one name).
 
@@ -158,7 +162,7 @@ class ActionManager:
         return tuple(tool.schema() for tool in self.select(selection))
 
     def select(self, selection: bool | Iterable[str] = True) -> tuple[Tool, ...]:
-        """The tools a :data:`~pride.messages.commands.ToolSelection` picks.
+        """The tools a [`ToolSelection`][pride.messages.commands.ToolSelection] picks.
 
         Raises:
             KeyError: a selected name is not registered.
@@ -192,7 +196,7 @@ class ActionManager:
 
         ``"concurrent"`` runs the calls as tasks of a nursery opened here, so
         inside a turn they belong to the turn's task tree; ``max_concurrent``
-        caps how many run at once (a :class:`trio.CapacityLimiter`; None: no
+        caps how many run at once (a `trio.CapacityLimiter`; None: no
         cap). ``"sequential"`` runs them one after another, in order.
 
         For each call: the tool is looked up (in a snapshot of the registry
@@ -212,7 +216,7 @@ class ActionManager:
                 raises is logged to ``pride.tools`` and otherwise ignored.
 
         Returns:
-            One :class:`ActionOutcome` per call, in call order. A failed call
+            One [`ActionOutcome`][pride.tools.ActionOutcome] per call, in call order. A failed call
             (the tool raised, unknown name, invalid arguments, denied) is an
             outcome with ``error`` set; it never raises out of here.
 
@@ -222,8 +226,8 @@ class ActionManager:
                 cancelled first.
 
         Cancellation: cancelling the caller cancels every running call (a sync
-        tool's thread is waited for, see :meth:`Tool.invoke`); no outcomes are
-        returned and :class:`trio.Cancelled` propagates, as itself, never
+        tool's thread is waited for, see [`Tool.invoke`][pride.tools.Tool.invoke]); no outcomes are
+        returned and `trio.Cancelled` propagates, as itself, never
         inside an exception group.
         """
         if strategy not in ("concurrent", "sequential"):
@@ -280,7 +284,8 @@ class _Batch:
         return [outcome for outcome in outcomes if outcome is not None]
 
     async def run(self, call: ActionCall) -> ActionOutcome:
-        """Run one call to its outcome; see :meth:`ActionManager.execute`."""
+        """Run one call to its outcome; see
+        [`ActionManager.execute`][pride.tools.ActionManager.execute]."""
         started = trio.current_time()
         output, exception, denied = await self._call(call)
         error = None
@@ -350,7 +355,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def _escalates(exc: Exception) -> bool:
-    """True for :class:`Escalate`, alone or inside an exception group."""
+    """True for [`Escalate`][pride.Escalate], alone or inside an exception group."""
     if isinstance(exc, BaseExceptionGroup):
         return exc.subgroup(Escalate) is not None
     return isinstance(exc, Escalate)
@@ -359,8 +364,8 @@ def _escalates(exc: Exception) -> bool:
 def _one_exception(group: BaseExceptionGroup[Any]) -> BaseException:
     """The one exception ``execute`` raises for a group from its nursery or a tool.
 
-    An :class:`Escalate` first, else any other non-Cancelled exception, else a
-    :class:`trio.Cancelled` (which the cancel scope that caused it will catch).
+    An [`Escalate`][pride.Escalate] first, else any other non-Cancelled exception, else a
+    `trio.Cancelled` (which the cancel scope that caused it will catch).
     Exceptions not chosen are noted on the chosen one, so nothing is lost.
     """
     leaves = exception_leaves(group)

@@ -30,7 +30,7 @@ class ActionOutcome:
     """None on success; else ``"<ExcType>: <message>"``, or ``"denied: <message>"``
     when ``before_call`` refused the call."""
     started_at: float = 0.0
-    """When the call started, by :func:`trio.current_time`."""
+    """When the call started, by `trio.current_time`."""
     duration: float = 0.0
     """Seconds from start to outcome, on the trio clock (hooks excluded)."""
     exception: Exception | None = attrs.field(default=None, eq=False, repr=False)

@@ -1,7 +1,7 @@
 """A callable's signature as a msgspec Struct: its JSON schema and its validator.
 
-Each tool's parameters become one synthetic :class:`msgspec.Struct` (built with
-:func:`msgspec.defstruct`). msgspec then does both jobs from that one type:
+Each tool's parameters become one synthetic `msgspec.Struct` (built with
+`msgspec.defstruct`). msgspec then does both jobs from that one type:
 
 * ``msgspec.json.schema_components`` writes the JSON schema the model sees;
 * ``msgspec.convert`` checks and converts the model's arguments, the way a
@@ -16,7 +16,7 @@ and already covers ``Optional``/unions, ``Literal``, enums, ``TypedDict``,
 ``UUID`` and ``Annotated[..., msgspec.Meta(...)]`` constraints.
 
 A parameter with a default is optional: its field defaults to
-:data:`msgspec.UNSET`, it is left out of ``"required"``, and when the model
+`msgspec.UNSET`, it is left out of ``"required"``, and when the model
 omits it the function's own default applies (the default object itself, not a
 copy). The default is also shown in the schema when it is JSON-encodable.
 """
@@ -47,7 +47,7 @@ _TOP_FIELD = re.compile(r"\.(?P<name>\w+)(?P<rest>.*)")
 class Parameters:
     """The model-facing parameters of one callable.
 
-    Built once per tool by :meth:`from_callable`; :meth:`bind` then turns a
+    Built once per tool by `from_callable`; `bind` then turns a
     model's argument object into the ``(args, kwargs)`` of the actual call.
     """
 
@@ -61,7 +61,7 @@ class Parameters:
     _var_keyword: Any
     """The value type of ``**kwargs``, or None when the callable takes no ``**kwargs``."""
     _bound: frozenset[str] = frozenset()
-    """Names the application bound (:func:`functools.partial`): never the model's to give."""
+    """Names the application bound (`functools.partial`): never the model's to give."""
 
     @classmethod
     def from_callable(
@@ -69,7 +69,7 @@ class Parameters:
     ) -> Parameters:
         """Describe ``fn``'s parameters.
 
-        Parameters bound by :func:`functools.partial` and ``*args`` are not
+        Parameters bound by `functools.partial` and ``*args`` are not
         exposed (a JSON argument object cannot fill ``*args``); ``**kwargs``
         lets the model pass extra named arguments of its value type, never
         one named like a bound argument (the application's choice stands).
@@ -202,7 +202,7 @@ class Parameters:
         keyword.
 
         Raises:
-            ToolArgumentError: as :meth:`convert`.
+            ToolArgumentError: as `convert`.
         """
         kwargs = self.convert(arguments)
         args: list[Any] = []
@@ -247,10 +247,10 @@ class Parameters:
 
 
 def _bound_names(fn: Callable[..., Any], signature: inspect.Signature) -> frozenset[str]:
-    """The names a :func:`functools.partial` fixed: its keywords, and the parameters
+    """The names a `functools.partial` fixed: its keywords, and the parameters
     its positional arguments filled (gone from ``signature``, the partial's own).
 
-    Nested partials are flattened by :mod:`functools` itself, so one level is all.
+    Nested partials are flattened by `functools` itself, so one level is all.
     """
     if not isinstance(fn, functools.partial):
         return frozenset()
