@@ -217,7 +217,7 @@ def _structure_model_spec(value: Any, _: Any) -> Any:
 def _call_kwargs(value: Any, path: str) -> Any:
     """A decoded Call's arguments, checked as JSON and stripped of model power:
     a model argument (``chat_model``, ...) at any depth becomes a
-    :class:`~pride.messages.commands.ModelName`, and a model configuration
+    [`ModelName`][pride.messages.commands.ModelName], and a model configuration
     anywhere is refused (an operation may pass its arguments on to a verb)."""
     if isinstance(value, Mapping):
         if _CONFIG_KEYS.intersection(value):

@@ -17,8 +17,9 @@ Some fields accept live objects in process but only data on the wire:
 
 * ``chat_model``/``parse_model``/``interpret_model``: ``"provider/model"``, a
   config dict, or an ``iModel`` in process; on the wire only a name, decoded
-  as a :class:`ModelName`: the branch then uses the model of that name it
-  already has, never a new endpoint or key (see :class:`ModelName`);
+  as a [`ModelName`][pride.messages.commands.ModelName]: the branch then uses the model of that name
+  it
+  already has, never a new endpoint or key (see [`ModelName`][pride.messages.commands.ModelName]);
 * ``response_format``: a JSON schema dict, or a class (attrs, dataclass,
   TypedDict, pydantic; in process only);
 * ``Attach``'s observer, hooks, operation registry and memory are references
@@ -70,7 +71,7 @@ JsonValue = Annotated[Any, "pride:json"]
 ModelSpec = Annotated[Any, "pride:model"]
 """None, ``"provider/model"``, a model config dict, or (in process) an ``iModel``.
 
-Decoded from the wire: None or a :class:`ModelName` only."""
+Decoded from the wire: None or a [`ModelName`][pride.messages.commands.ModelName] only."""
 ResponseFormatSpec = Annotated[Any, "pride:response_format"]
 """None, a JSON schema dict, or (in process) a class to parse into."""
 LiveRef = Annotated[Any, "pride:live"]

@@ -33,7 +33,7 @@ def resolve_model(
     ``branch.chat_model`` (ADR-0018 D3). ``parse`` picks the parse model.
 
     Raises:
-        InvalidMessage: ``spec`` is a :class:`~pride.messages.commands.ModelName`
+        InvalidMessage: ``spec`` is a [`ModelName`][pride.messages.commands.ModelName]
             (a model named by a command decoded from outside) that names none of
             the models the branch holds.
     """
