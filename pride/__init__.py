@@ -99,6 +99,7 @@ from .messages import (
     Stop as Stop,
     StructuredOutput as StructuredOutput,
     System as System,
+    ToolProgress as ToolProgress,
     WorkCommand as WorkCommand,
 )
 from .operations import (
@@ -200,6 +201,7 @@ __all__ = [
     "Target",
     "ToolArgumentError",
     "ToolError",
+    "ToolProgress",
     "TurnCancelled",
     "TurnExecutionContext",
     "TurnFinalizingError",

@@ -1,8 +1,11 @@
 """Imports point one way (DESIGN.md, "Layout"): a lower layer never imports a higher one.
 
 cli -> supervisors -> actors -> operations -> llm, tools, context, memory -> messages;
-store and testing sit beside them. Imports under ``if TYPE_CHECKING:`` are
-annotations only and do not count.
+store and testing sit beside them; mcp (the optional extra) sits beside tools
+and supervisors: it builds on actors, tools and messages and never imports
+supervisors at run time, while ``Session.spawn_mcp`` is the one door from
+supervisors into it (a lazy import, so ``import pride`` never loads the SDK).
+Imports under ``if TYPE_CHECKING:`` are annotations only and do not count.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     "context": BASE | {"llm"},
     "operations": BASE | {"llm", "tools", "context", "memory"},
     "actors": BASE | {"llm", "tools", "context", "memory", "operations"},
-    "supervisors": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "store"},
+    "supervisors": BASE
+    | {"llm", "tools", "context", "memory", "operations", "actors", "store", "mcp"},
+    "mcp": BASE | {"llm", "tools", "context", "memory", "operations", "actors"},
     "store": BASE,
     "testing": BASE | {"llm"},
     "cli": BASE
@@ -38,6 +43,7 @@ ALLOWED: dict[str, set[str]] = {
         "supervisors",
         "store",
         "testing",
+        "mcp",
     },
 }
 

@@ -308,6 +308,38 @@ class Branch:
         """Register callables or Tools; duplicate names raise unless ``update``."""
         self._actions.register(tools, update=update)
 
+    def register_mcp(
+        self,
+        server: Any,
+        *,
+        prefix: str | None = None,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+    ) -> tuple[str, ...]:
+        """Register an MCP server's tools (the handle ``session.spawn_mcp`` returned).
+
+        Each tool keeps the server's name and JSON schema, with ``prefix``
+        prepended when given; ``include``/``exclude`` pick tools by their
+        server names. The registration follows the server: tools it adds,
+        changes or drops (``notifications/tools/list_changed``, a restart)
+        are updated here. Returns the registered names. See docs/mcp.md.
+
+        Raises:
+            TypeError: ``server`` is not an MCP server handle.
+            ValueError: a name is already registered, or ``include`` names a
+                tool the server does not have.
+        """
+        register = getattr(server, "register_with", None)
+        if register is None:
+            raise TypeError(
+                f"register_mcp needs the handle session.spawn_mcp(...) returned, "
+                f"got {type(server).__name__}"
+            )
+        names: tuple[str, ...] = register(
+            self._actions, owner=self.name, prefix=prefix, include=include, exclude=exclude
+        )
+        return names
+
     @property
     def chat_model(self) -> iModel:
         """The model turns use unless a command overrides it.

@@ -48,6 +48,7 @@ from .signals import (
     SessionFailed,
     Signal,
     StructuredOutput,
+    ToolProgress,
 )
 
 __all__ = [
@@ -90,6 +91,7 @@ __all__ = [
     "Stop",
     "StructuredOutput",
     "System",
+    "ToolProgress",
     "WorkCommand",
     "from_json",
     "structure",

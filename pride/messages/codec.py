@@ -88,6 +88,7 @@ _SIGNAL_TYPES: tuple[type, ...] = (
     signals.StructuredOutput,
     signals.CapabilityViolation,
     signals.EmissionRejected,
+    signals.ToolProgress,
     signals.BranchStarted,
     signals.BranchStopped,
     signals.BranchRestarted,

@@ -34,6 +34,7 @@ __all__ = [
     "SessionFailed",
     "Signal",
     "StructuredOutput",
+    "ToolProgress",
 ]
 
 SIGNAL_SCHEMA_VERSION = 1
@@ -120,6 +121,26 @@ class EmissionRejected(Signal):
     error: str
     block: Mapping[str, _JsonValue] | None = None
     turn_id: UUID | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolProgress(Signal):
+    """A running tool call reported how far it has got (an MCP progress
+    notification, or `pride.report_progress` in a plain tool).
+
+    ``call_id`` is the provider's tool-call id, or the ``ActionRequest``'s id
+    (as a string) for a call without one, so a UI can match it to the call.
+    ``progress`` increases with each report; ``total`` is None when unknown.
+    Progress signals of a call arrive in order, before its ActionResponse and
+    before the turn's terminal signal.
+    """
+
+    turn_id: UUID | None = None
+    call_id: str | None = None
+    function: str = ""
+    progress: float = 0.0
+    total: float | None = None
+    message: str | None = None
 
 
 @attrs.frozen(kw_only=True)

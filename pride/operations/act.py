@@ -13,16 +13,23 @@ by the tool results, the shape providers expect. If the batch is cut short
 (the turn is cancelled, a tool escalates, a stream consumer leaves), each
 request still gets a response recording why it has no result, so the
 history never holds a tool call without its answer (which providers reject).
+
+Progress: a running tool's reports (`pride.report_progress`, an MCP
+server's progress notifications) become `ToolProgress`
+signals, delivered to the observer and, when the turn streams (``Run``),
+handed to the stream consumer as items; either way before the call's
+ActionResponse.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ToolError
-from ..messages import Act, ActionCall, ActionRequest, ActionResponse, RoledMessage
+from ..errors import StopStream, ToolError
+from ..messages import Act, ActionCall, ActionRequest, ActionResponse, RoledMessage, ToolProgress
 from ..tools import ActionOutcome
 
 if TYPE_CHECKING:
@@ -100,6 +107,26 @@ async def run_actions(
         if hooked:
             await branch.run_hook("before_tool_call", {"branch": branch, "call": call})
 
+    async def progress(
+        call: ActionCall, done: float, total: float | None, message: str | None
+    ) -> None:
+        request = requests[_index_of(calls, call)]
+        signal = ToolProgress(
+            branch_id=branch.id,
+            branch_name=branch.name,
+            turn_id=turn_id,
+            call_id=call.call_id if call.call_id is not None else str(request.id),
+            function=call.function,
+            progress=done,
+            total=total,
+            message=message,
+        )
+        branch.emit(signal)
+        if scope is not None and scope.streaming:
+            # A consumer that left ends the stream at the next message item, not here.
+            with contextlib.suppress(StopStream):
+                await scope.emit(signal)
+
     async def after(outcome: ActionOutcome) -> None:
         branch.logs.record_measured(
             "tool",
@@ -138,6 +165,7 @@ async def run_actions(
             max_concurrent=max_concurrent,
             before_call=before,
             after_call=after,
+            on_progress=progress,
         )
         for index, outcome in zip(runnable, done, strict=True):
             outcomes[index] = outcome
@@ -150,6 +178,11 @@ async def run_actions(
         for response in responses:
             await emit(response)
     return responses
+
+
+def _index_of(calls: Sequence[ActionCall], call: ActionCall) -> int:
+    """The position of ``call`` (by identity: equal calls may repeat) in ``calls``."""
+    return next(index for index, candidate in enumerate(calls) if candidate is call)
 
 
 def _record_responses(

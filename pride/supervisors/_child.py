@@ -16,6 +16,7 @@ from ..actors import Branch
 from .strategy import RestartType
 
 if TYPE_CHECKING:
+    from ._service import Service
     from .session import Session
 
 __all__ = ["Child", "ChildState", "Run", "Status", "close"]
@@ -38,14 +39,14 @@ class Run:
 
 @attrs.define(eq=False)
 class Child:
-    """A member of a session: a branch or a child session, with its restart type.
+    """A member of a session: a branch, a child session or a service, with its restart type.
 
     ``state`` is ``running`` (a run is live), ``stopping`` (the supervisor
     is ending the run), ``leaving`` (``remove`` asked it to stop) or
     ``stopped``. Children keep their start order in the session's list.
     """
 
-    actor: Branch | Session
+    actor: Branch | Session | Service
     restart: RestartType
     state: ChildState = "stopped"
     run: Run | None = None

@@ -25,6 +25,7 @@ from ..actors.waits import serving_branch
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
 from ..messages import Attach, Detach, Stop
 from ._child import Child
+from ._service import Service
 from ._supervisor import Supervisor
 from .strategy import RestartType
 
@@ -65,7 +66,14 @@ class Membership(Supervisor):
     @property
     def sessions(self) -> tuple[Session, ...]:
         """Child sessions, in start order."""
-        return tuple(c.actor for c in self._children if not isinstance(c.actor, Branch))
+        return tuple(c.actor for c in self._children if isinstance(c.actor, Membership))
+
+    @property
+    def services(self) -> tuple[Service, ...]:
+        """Member services (MCP servers), in start order."""
+        return tuple(
+            c.actor for c in self._children if not isinstance(c.actor, Branch | Membership)
+        )
 
     def get_branch(self, name_or_id: str | UUID) -> Branch:
         """The member branch with this id (first) or name.
@@ -128,8 +136,10 @@ class Membership(Supervisor):
                     mailbox = actor._require_mailbox()
                     mailbox.put_priority(Reply(actor, Detach()))
                     mailbox.put_priority(Reply(actor, Stop()))
-                else:
+                elif isinstance(actor, Membership):
                     actor._request_stop(trio.current_time() + actor.grace)
+                else:
+                    actor.request_stop(trio.current_time() + self.grace)
         if child.gone is not None:
             await child.gone.wait()
 
@@ -216,6 +226,32 @@ class Membership(Supervisor):
             existing.restart = restart
             await self._start(existing, restart=False)
 
+    async def _adopt_service(self, service: Service, restart: RestartType) -> None:
+        self._require_running()
+        existing = self._member_of(service)
+        if existing is None:
+            self._check_claim(service)
+            if any(c.name == service.name for c in self._children):
+                raise ValueError(
+                    f"session {self.name!r} already has a member named {service.name!r}"
+                )
+        elif existing.state != "stopped":
+            return
+        _owners[service] = self
+        async with self._lock:
+            if existing is None:
+                existing = Child(service, restart)
+                self._children.append(existing)
+            existing.restart = restart
+            try:
+                await self._start(existing, restart=False)
+            except BaseException:
+                # A service that never started is not a member (nothing to restart or stop).
+                if existing.run is not None and not existing.run.started:
+                    self._children.remove(existing)
+                    _owners.pop(service, None)
+                raise
+
     def _check_claim(self, member: Any) -> None:
         owner = _owners.get(member)
         if owner is not None and owner is not self:
@@ -230,7 +266,7 @@ class Membership(Supervisor):
         return None
 
     def _child(self, member: Any) -> Child:
-        if isinstance(member, Branch | Membership):
+        if isinstance(member, Branch | Membership | Service):
             found = self._member_of(member)
         else:
             found = next((c for c in self._children if _matches(c.actor, member)), None)
@@ -288,7 +324,7 @@ class Membership(Supervisor):
             actor._detach()  # no actor is serving: applying it directly is between turns
             if self._persistence is not None:
                 self._persistence.unwire(actor)
-        else:
+        elif isinstance(actor, Membership):
             actor._parent = None
             actor._observer._forward = None
             actor._close_for_good()

@@ -1,8 +1,10 @@
 """The supervisor loop: children, their runs, crashes, restarts and ordered stops.
 
 One nursery per session owns every child's actor task. A child is a
-[`Branch`][pride.Branch] (its task runs ``branch.serve``) or a child session
-(its task runs that session's own supervisor). Each time a child is started
+[`Branch`][pride.Branch] (its task runs ``branch.serve``), a child session
+(its task runs that session's own supervisor) or a service such as an MCP
+server (its task runs ``service.serve``, which opens and closes the resource
+it holds; see `pride.supervisors._service`). Each time a child is started
 it gets a fresh `Run` (one incarnation: a task, a cancel scope, an
 outcome); restarting a child means starting a new run over the same branch
 object and the same mailbox, so the conversation and the queued envelopes
@@ -34,6 +36,7 @@ from ..actors.mailbox import Reply
 from ..errors import PrideError, SupervisorFailed
 from ..messages import BranchRestarted, BranchStarted, BranchStopped, SessionFailed, Signal, Stop
 from ._child import Child, Run, Status, close
+from ._service import Service
 from .strategy import RestartIntensity, Strategy, restart_group, restarts_after_crash
 
 if TYPE_CHECKING:
@@ -151,8 +154,10 @@ class Supervisor:
                     if isinstance(actor, Branch):
                         # The session's nursery hosts the actor's turn-scoped tasks.
                         run.reason = await actor.serve(self._nursery, task_status=status)
-                    else:
+                    elif isinstance(actor, Supervisor):
                         run.reason = await actor._supervise_run(task_status=status)
+                    else:
+                        run.reason = await actor.serve(task_status=status)
                 except Exception as exc:
                     if not run.started:
                         raise  # out of nursery.start: the child failed to start
@@ -248,9 +253,13 @@ class Supervisor:
                 await run.ended.wait()
                 if suspend is not None and not suspend.done:
                     suspend.cancel("restart")  # never leave a stale Suspend queued
-            else:
+            elif isinstance(actor, Supervisor):
                 actor._post("suspend")
                 await run.ended.wait()
+            else:
+                await _stop_service(actor, run, trio.current_time())
+                if run.crash is None:
+                    run.reason = "suspend"  # stopped for the restart, not on purpose
         child.state = "stopped"
         await self._announce_stop(child, "crash" if run.crash else "shutdown", run.crash)
         return run.reason not in ("normal", "shutdown")
@@ -331,9 +340,11 @@ class Supervisor:
                 if not run.ended.is_set():  # grace is over: cancel the turn (TurnCancelled)
                     run.scope.cancel()
                     await run.ended.wait()
-            else:
+            elif isinstance(actor, Supervisor):
                 actor._request_stop(self._deadline)
                 await run.ended.wait()
+            else:
+                await _stop_service(actor, run, self._deadline)
         child.state = "stopped"
         close(child, "its session shut down")
         if leaving:
@@ -407,3 +418,18 @@ class Supervisor:
 
     async def _bounded(self, pending: Any, what: str) -> None:
         await await_bounded(pending, f"session {self.name!r}: subscribers of {what}", log)
+
+
+SERVICE_OVERRUN = 2.0
+"""Seconds a service may take past its stop deadline before its task is cancelled."""
+
+
+async def _stop_service(service: Service, run: Run, deadline: float) -> None:
+    """Ask a service to stop by ``deadline``; cancel it if it overruns (it cleans up shielded)."""
+    service.request_stop(deadline)
+    with trio.move_on_at(deadline + SERVICE_OVERRUN):
+        await run.ended.wait()
+    if not run.ended.is_set():
+        log.error("service %r did not stop by its deadline; cancelling it", service.name)
+        run.scope.cancel()
+        await run.ended.wait()

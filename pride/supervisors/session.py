@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
 from uuid import UUID
@@ -41,6 +41,7 @@ from ..operations.registry import OperationManager
 from ..store import BranchStore
 from ._membership import Membership
 from ._persistence import Persistence
+from ._service import Service
 from .hooks import HookBus
 from .observer import Filter, Handler, Observer
 from .strategy import (
@@ -60,7 +61,7 @@ log = logging.getLogger("pride.session")
 DEFAULT_GRACE = 5.0
 """Seconds running turns get to finish when a session stops (OTP's shutdown timeout)."""
 
-_Member = TypeVar("_Member", Branch, "Session")
+_Member = TypeVar("_Member", Branch, "Session", Service)
 
 
 @attrs.frozen
@@ -243,10 +244,12 @@ class Session(Membership):
         """Start ``member`` under this session and return it.
 
         ``member`` is a [`Branch`][pride.Branch] (its actor starts, or a running
-        standalone one is taken over between turns) or a child ``Session``
-        (a supervisor tree). Returns after a branch has applied its
-        ``Attach``, or after a child session has started. Spawning a member
-        again repairs its wiring, or starts it again if it had stopped.
+        standalone one is taken over between turns), a child ``Session``
+        (a supervisor tree) or a service such as an MCP server (see
+        `spawn_mcp`). Returns after a branch has applied its
+        ``Attach``, or after a child session or service has started.
+        Spawning a member again repairs its wiring, or starts it again if it
+        had stopped.
 
         Args:
             member: the branch or session.
@@ -256,15 +259,78 @@ class Session(Membership):
         Raises:
             MembershipError: it belongs to another session.
             ValueError: a bad ``restart``, or another member has its name.
-            TypeError: ``member`` is neither a Branch nor a Session.
+            TypeError: ``member`` is not a Branch, a Session or a service.
             RuntimeError: this session is not running.
+            Exception: a service that failed to start raises its error
+                (it does not become a member).
         """
         kind = check_restart_type(restart)
         if isinstance(member, Session):
             await self._adopt_session(member, kind)
-        else:
+        elif isinstance(member, Branch):
             await self._adopt([member], kind)
+        elif isinstance(member, Service):
+            await self._adopt_service(member, kind)
+        else:
+            raise TypeError(
+                f"expected a Branch, a Session or a service, got {type(member).__name__}"
+            )
         return member
+
+    async def spawn_mcp(
+        self,
+        name: str,
+        *,
+        command: Sequence[str] | None = None,
+        url: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        headers: Mapping[str, str] | None = None,
+        restart: RestartType = "permanent",
+        **options: Any,
+    ) -> Any:
+        """Start an MCP server as a supervised child and return its handle.
+
+        Give ``command`` (an argv list: a stdio server, run as a subprocess
+        with ``env`` added to a minimal inherited environment and ``cwd``)
+        or ``url`` (a streamable-HTTP server; ``headers`` go with every
+        request). Returns once the server has initialised and listed its
+        tools; register them with ``branch.register_mcp(server, ...)``. The
+        server restarts by ``restart`` and the session's strategy and
+        intensity, like a branch. Needs the ``mcp`` extra; see
+        `pride.mcp.spawn_mcp` (and docs/mcp.md) for ``options``.
+
+        Raises:
+            ImportError: the extra is not installed (``pip install 'pride[mcp]'``).
+            pride.mcp.McpServerError: the server could not be started or initialised.
+            ValueError: neither or both of ``command`` and ``url``, a bad
+                option, or another member has the name.
+            RuntimeError: this session is not running.
+        """
+        from ..mcp import spawn_mcp  # the optional extra: imported on first use only
+
+        return await spawn_mcp(
+            self,
+            name,
+            command=command,
+            url=url,
+            env=env,
+            cwd=cwd,
+            headers=headers,
+            restart=restart,
+            **options,
+        )
+
+    def mcp(self, name: str) -> Any:
+        """The handle of the MCP server (a member service) called ``name``.
+
+        Raises:
+            UnknownBranch: no member service has that name (a ``LookupError``).
+        """
+        for service in self.services:
+            if service.name == name:
+                return service
+        raise UnknownBranch(name, f"session {self.name!r} (MCP servers)")
 
     async def spawn_session(
         self, name: str | None = None, *, restart: RestartType = "permanent", **options: Any
@@ -405,6 +471,8 @@ class Session(Membership):
         restarts = self._intensity.total + self._restarts_below
         for child in self._children:
             actor = child.actor
+            if isinstance(actor, Service):
+                continue
             if isinstance(actor, Session):
                 below = actor.statistics()
                 branches += below.branches

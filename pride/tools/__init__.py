@@ -9,6 +9,7 @@
   [`ActionCall`][pride.ActionCall] concurrently (in a nursery of the
   caller's task tree) or sequentially, and turns every failure into an
   [`ActionOutcome`][pride.tools.ActionOutcome] the model can read.
+* [`report_progress`][pride.tools.report_progress] lets a running tool say how far it has got.
 
 This package knows nothing of branches or turns: it imports only
 [`pride.errors`][pride.errors] and [`pride.messages`][pride.actors.branch.Branch.messages].
@@ -22,6 +23,7 @@ from ._manager import (
     Strategy as Strategy,
 )
 from ._outcome import ActionOutcome as ActionOutcome
+from ._progress import ProgressSink as ProgressSink, report_progress as report_progress
 from ._tool import Tool as Tool, tool as tool
 
 __all__ = [
@@ -29,12 +31,14 @@ __all__ = [
     "ActionOutcome",
     "AfterCall",
     "BeforeCall",
+    "ProgressSink",
     "Strategy",
     "Tool",
     "ToolSelection",
+    "report_progress",
     "tool",
 ]
 
-for _name in ("ActionManager", "ActionOutcome", "Tool", "tool"):
+for _name in ("ActionManager", "ActionOutcome", "Tool", "report_progress", "tool"):
     globals()[_name].__module__ = __name__
 del _name

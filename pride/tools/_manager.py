@@ -32,6 +32,7 @@ import trio
 from ..errors import Escalate, ToolError, exception_leaves
 from ..messages.commands import ActionCall
 from ._outcome import ActionOutcome
+from ._progress import ProgressSink, bind_progress, unbind_progress
 from ._tool import Tool
 
 __all__ = ["ActionManager", "AfterCall", "BeforeCall", "Strategy"]
@@ -191,6 +192,7 @@ class ActionManager:
         max_concurrent: int | None = None,
         before_call: BeforeCall | None = None,
         after_call: AfterCall | None = None,
+        on_progress: ProgressSink | None = None,
     ) -> list[ActionOutcome]:
         """Run tool calls and return one outcome per call, in the order of ``calls``.
 
@@ -214,6 +216,9 @@ class ActionManager:
                 ``"denied: <message>"``.
             after_call: Runs after each call, failed or not; an exception it
                 raises is logged to ``pride.tools`` and otherwise ignored.
+            on_progress: Receives ``(call, progress, total, message)`` each
+                time a running tool calls `report_progress`
+                (an MCP tool does for each progress notification).
 
         Returns:
             One [`ActionOutcome`][pride.tools.ActionOutcome] per call, in call order. A failed call
@@ -240,7 +245,7 @@ class ActionManager:
             raise ValueError(
                 f"max_concurrent must be a positive int or None, got {max_concurrent!r}"
             )
-        batch = _Batch(dict(self._tools), before_call, after_call)
+        batch = _Batch(dict(self._tools), before_call, after_call, on_progress)
         calls = tuple(calls)
         await trio.lowlevel.checkpoint()
         try:
@@ -260,10 +265,12 @@ class _Batch:
         tools: dict[str, Tool],
         before_call: BeforeCall | None,
         after_call: AfterCall | None,
+        on_progress: ProgressSink | None = None,
     ) -> None:
         self.tools = tools
         self.before_call = before_call
         self.after_call = after_call
+        self.on_progress = on_progress
 
     async def run_concurrently(
         self, calls: Sequence[ActionCall], max_concurrent: int | None
@@ -317,12 +324,16 @@ class _Batch:
                 if _escalates(exc):
                     raise
                 return None, exc, True
+        token = None if self.on_progress is None else bind_progress(call, self.on_progress)
         try:
             return await tool.invoke(call.arguments), None, False
         except Exception as exc:
             if _escalates(exc):
                 raise
             return None, exc, False
+        finally:
+            if token is not None:
+                unbind_progress(token)
 
     async def _after(self, result: ActionOutcome) -> None:
         if self.after_call is None:

@@ -1,0 +1,98 @@
+"""MCP: tool servers as supervised children, and pride's branches served over MCP.
+
+Needs the ``mcp`` extra (``pip install 'pride[mcp]'``). ``import pride``
+never imports this package; ``session.spawn_mcp(...)`` does, on first use.
+
+* `spawn_mcp` (``session.spawn_mcp``) starts an MCP server, over stdio
+  (a subprocess) or streamable HTTP, as a supervised child of a session and
+  returns its `McpServer` handle; ``branch.register_mcp(server, ...)``
+  registers its tools as ordinary pride tools (`McpTool`).
+* `serve_mcp` (``pride mcp APP --expose NAME...``) serves a session's
+  branches to MCP clients.
+
+See docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+try:
+    import mcp as _sdk  # noqa: F401  (the optional extra; fail here with the fix)
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError("pride's MCP support needs the MCP SDK: pip install 'pride[mcp]'") from exc
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._errors import (
+    McpError as McpError,
+    McpServerError as McpServerError,
+    McpToolError as McpToolError,
+    McpUnavailable as McpUnavailable,
+)
+from ._server import McpServer as McpServer, McpServerStatistics as McpServerStatistics
+from ._spec import McpServerSpec as McpServerSpec
+from ._tool import McpTool as McpTool, tool_output as tool_output
+
+if TYPE_CHECKING:
+    from ..supervisors import RestartType, Session
+
+__all__ = [
+    "McpError",
+    "McpServer",
+    "McpServerError",
+    "McpServerSpec",
+    "McpServerStatistics",
+    "McpTool",
+    "McpToolError",
+    "McpUnavailable",
+    "spawn_mcp",
+    "tool_output",
+]
+
+
+async def spawn_mcp(
+    session: Session,
+    name: str,
+    *,
+    command: Sequence[str] | None = None,
+    url: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    headers: Mapping[str, str] | None = None,
+    restart: RestartType = "permanent",
+    **options: Any,
+) -> McpServer:
+    """Start an MCP server under ``session`` and return its handle (``session.spawn_mcp``).
+
+    Args:
+        session: the supervising session (running).
+        name: the server's member name.
+        command: argv of a stdio server (a subprocess in its own process group).
+        url: the endpoint of a streamable-HTTP server.
+        env: variables added to the subprocess's minimal environment.
+        cwd: the subprocess's working directory.
+        headers: HTTP headers sent with every request (secret-safe: never logged).
+        restart: ``"permanent"``, ``"transient"`` or ``"temporary"``.
+        **options: ``init_timeout`` (seconds, default 30), ``call_timeout``
+            (seconds per call, default none), ``max_message_bytes`` (stdio).
+
+    Returns:
+        The handle, once the server has initialised and listed its tools.
+
+    Raises:
+        McpServerError: it could not be started or did not initialise in time.
+        ValueError: a bad argument, or the session has a member of that name.
+        RuntimeError: the session is not running.
+    """
+    spec = McpServerSpec(
+        name=name, command=command, url=url, env=env, cwd=cwd, headers=headers, **options
+    )
+    server = McpServer(spec)
+    await session.spawn(server, restart=restart)
+    return server
+
+
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name

@@ -1,0 +1,232 @@
+"""An MCP server's tool as an ordinary pride `Tool`.
+
+The tool keeps the server's JSON schema as given (nothing is re-derived), is
+offered to models like any other tool, and validates a call's arguments
+against that schema with ``jsonschema`` (the SDK's own dependency) before
+anything is sent. Its result maps to the ``ActionResponse`` output like this:
+
+* ``isError: true`` raises `McpToolError` with the result's text: the
+  model sees an error response and can try again;
+* ``structuredContent`` present: the output is that object;
+* only text parts: the output is the text (parts joined by newlines);
+* anything else (images, audio, embedded resources, resource links): the
+  output is a list of parts, each a dict with a ``type``: ``{"type": "text",
+  "text"}``, ``{"type": "image", "mime_type", "data"}`` (base64, as the
+  server sent it), ``{"type": "audio", "mime_type", "data"}``, ``{"type":
+  "resource", "uri", "mime_type", "text" | "blob"}``, ``{"type":
+  "resource_link", "uri", "name", "description", "mime_type"}``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+import referencing
+from mcp import types
+
+from ..errors import ToolArgumentError
+from ..tools import Tool, report_progress
+from ._errors import McpToolError
+
+if TYPE_CHECKING:
+    from ._server import McpServer
+
+__all__ = [
+    "MAX_DESCRIPTION",
+    "MAX_ERROR_TEXT",
+    "MAX_SCHEMA_BYTES",
+    "McpTool",
+    "local_name",
+    "tool_output",
+]
+
+MAX_DESCRIPTION = 8_000
+"""Characters of a server's tool description kept (a longer one is cut)."""
+
+MAX_SCHEMA_BYTES = 64 * 1024
+"""The largest input schema accepted (as JSON); a tool with a larger one is not offered."""
+
+MAX_ERROR_TEXT = 8_000
+"""Characters of a tool's error text shown to the model."""
+
+_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def local_name(prefix: str | None, remote: str) -> str:
+    """The pride tool name for the server's tool ``remote``: ``prefix + remote``, made valid.
+
+    Characters providers do not accept in a function name (``.``, ``/``,
+    spaces) become ``_``; the name is cut at 64 characters.
+    """
+    return _INVALID.sub("_", f"{prefix or ''}{remote}")[:64]
+
+
+def checked_schema(tool: types.Tool) -> dict[str, Any]:
+    """The tool's input schema if pride can offer it; else raise ValueError saying why."""
+    schema = tool.inputSchema
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ValueError('its input schema is not a JSON schema of "type": "object"')
+    size = len(json.dumps(schema))
+    if size > MAX_SCHEMA_BYTES:
+        raise ValueError(f"its input schema is {size} bytes (MAX_SCHEMA_BYTES={MAX_SCHEMA_BYTES})")
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"its input schema is not valid JSON Schema: {exc.message}") from None
+    return copy.deepcopy(schema)
+
+
+class McpTool(Tool):
+    """One tool of an MCP server, callable by models like any other pride tool.
+
+    Made by `McpServer.register_with` (``branch.register_mcp``), not
+    directly. ``name`` is the pride name (prefix included); ``remote_name``
+    the server's. Calls go to the server's current incarnation, so a tool
+    registered before a restart keeps working after it.
+    """
+
+    __slots__ = ("_remote", "_schema", "_server", "_validator")
+
+    def __init__(
+        self, server: McpServer, remote: types.Tool, schema: dict[str, Any], *, name: str
+    ) -> None:
+        description = (remote.description or remote.title or "").strip()
+        if len(description) > MAX_DESCRIPTION:
+            description = description[:MAX_DESCRIPTION] + "… (cut)"
+        super().__init__(self._forward, name=name, description=description)
+        self._server = server
+        self._remote = remote.name
+        self._schema = schema
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        # An empty registry: a "$ref" resolves inside the schema only, never over the network.
+        self._validator = cls(schema, registry=referencing.Registry())
+
+    @property
+    def server(self) -> McpServer:
+        """The server this tool belongs to."""
+        return self._server
+
+    @property
+    def remote_name(self) -> str:
+        """The tool's name on the server."""
+        return self._remote
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The server's input schema, as given (a fresh copy on every access)."""
+        return copy.deepcopy(self._schema)
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``arguments`` against the server's schema; return them as a dict.
+
+        Raises:
+            ToolArgumentError: not a mapping, or the first schema violation
+                (its path in the arguments and what is wrong).
+        """
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentError(
+                f"tool {self.name!r} takes an object of arguments, got {type(arguments).__name__}"
+            )
+        arguments = dict(arguments)
+        try:
+            error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
+        except referencing.exceptions.Unresolvable as exc:
+            raise ToolArgumentError(
+                f"tool {self.name!r}: its schema has a reference that cannot be resolved ({exc})"
+            ) from None
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path) or "(the arguments)"
+            raise ToolArgumentError(
+                f"invalid arguments for tool {self.name!r} at {where}: {_cut(error.message, 300)}"
+            )
+        return arguments
+
+    async def invoke(self, arguments: Mapping[str, Any] | None = None) -> Any:
+        """Validate, call the tool on the server, and map its result (module docstring).
+
+        Progress notifications of the call are reported with
+        `report_progress` as they arrive.
+
+        Raises:
+            ToolArgumentError: the arguments do not match the schema; nothing was sent.
+            McpToolError: the server answered with an error.
+            McpUnavailable: the server is not running.
+            McpServerError: the connection broke during the call.
+
+        Cancellation: the server is sent ``notifications/cancelled`` for the
+        call, and the call has ended when the cancellation propagates.
+        """
+        checked = self.validate({} if arguments is None else arguments)
+        result = await self._server.call_tool(self._remote, checked, on_progress=report_progress)
+        return tool_output(result)
+
+    async def _forward(self) -> Any:  # the callable behind Tool; calls go through invoke
+        raise NotImplementedError
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the tool with keyword arguments (validated); returns a coroutine."""
+        if args:
+            raise TypeError(f"MCP tool {self.name!r} takes keyword arguments only")
+        return self.invoke(kwargs)
+
+    def __repr__(self) -> str:
+        return f"McpTool(name={self.name!r}, server={self._server.name!r})"
+
+
+def tool_output(result: types.CallToolResult) -> Any:
+    """The ActionResponse output of a tool result (see the module docstring).
+
+    Raises:
+        McpToolError: ``isError`` is set.
+    """
+    if result.isError:
+        texts = [part.text for part in result.content if isinstance(part, types.TextContent)]
+        message = "\n".join(texts).strip() or "the tool reported an error (no text)"
+        raise McpToolError(_cut(message, MAX_ERROR_TEXT))
+    if result.structuredContent is not None:
+        return result.structuredContent
+    parts = [_part(part) for part in result.content]
+    if all(part["type"] == "text" for part in parts):
+        return "\n".join(part["text"] for part in parts)
+    return parts
+
+
+def _part(part: Any) -> dict[str, Any]:
+    if isinstance(part, types.TextContent):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, types.ImageContent | types.AudioContent):
+        return {"type": part.type, "mime_type": part.mimeType, "data": part.data}
+    if isinstance(part, types.EmbeddedResource):
+        resource = part.resource
+        entry: dict[str, Any] = {
+            "type": "resource",
+            "uri": str(resource.uri),
+            "mime_type": resource.mimeType,
+        }
+        if isinstance(resource, types.TextResourceContents):
+            entry["text"] = resource.text
+        else:
+            entry["blob"] = resource.blob
+        return entry
+    if isinstance(part, types.ResourceLink):
+        return {
+            "type": "resource_link",
+            "uri": str(part.uri),
+            "name": part.name,
+            "description": part.description,
+            "mime_type": part.mimeType,
+        }
+    return {"type": str(getattr(part, "type", "unknown"))}
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "… (cut)"
