@@ -26,6 +26,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,  # errors are reported by each command
+    # click's own help layout: a flag reads `--status / --no-status` and an
+    # option its metavar (`--store FILE`), where typer's rich panels print
+    # `<bool>` beside every flag and squeeze the help text into a narrow column.
+    rich_markup_mode=None,
 )
 
 
@@ -49,50 +53,69 @@ def _root(
 def chat(
     model: Annotated[
         str | None,
-        typer.Option(help="provider/model, e.g. openai/gpt-4.1-mini (default: $PRIDE_CHAT_MODEL)."),
+        typer.Option(
+            metavar="PROVIDER/MODEL",
+            help="e.g. openai/gpt-4.1-mini (default: $PRIDE_CHAT_MODEL).",
+        ),
     ] = None,
     base_url: Annotated[
         str | None,
         typer.Option(
-            help="API root of an OpenAI-compatible server (vLLM, a proxy, a test server)."
+            metavar="URL",
+            help="API root of an OpenAI-compatible server (vLLM, a proxy, a test server).",
         ),
     ] = None,
-    system: Annotated[str | None, typer.Option(help="System prompt of a new conversation.")] = None,
-    store: Annotated[
-        Path | None, typer.Option(help="SQLite branch store: turns are saved as they end.")
+    system: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="System prompt of a new conversation.")
     ] = None,
-    name: Annotated[str, typer.Option(help="The conversation's name (its key in the store).")] = (
-        "chat"
-    ),
+    store: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="SQLite branch store: turns are saved as they end."),
+    ] = None,
+    name: Annotated[
+        str, typer.Option(metavar="NAME", help="The conversation's name (its key in the store).")
+    ] = "chat",
 ) -> None:
     """Talk to one branch; replies stream. /help lists the commands."""
     options = ChatOptions(model=model, base_url=base_url, system=system, store=store, name=name)
     raise typer.Exit(run_chat(options))
 
 
-@app.command()
+@app.command(short_help="Serve a supervisor tree; JSON-line requests on stdin.")
 def run(
     app: Annotated[
         str,
         typer.Argument(
+            metavar="APP",
             help="module:function or path/to/file.py:function; it receives the root Session.",
             show_default=False,
         ),
     ],
     *,
     store: Annotated[
-        Path | None, typer.Option(help="SQLite branch store for the tree's named branches.")
+        Path | None,
+        typer.Option(metavar="FILE", help="SQLite branch store for the tree's named branches."),
     ] = None,
     grace: Annotated[
-        float, typer.Option(min=0, help="Seconds running turns get to finish on shutdown.")
+        float,
+        typer.Option(
+            min=0, metavar="SECONDS", help="Seconds running turns get to finish on shutdown."
+        ),
     ] = 5.0,
     status: Annotated[
         bool, typer.Option(help="Show a live status line (only when stderr is a terminal).")
     ] = True,
     exit_on_eof: Annotated[
-        bool, typer.Option(help="Stop (gracefully) once stdin ends and every request is answered.")
+        bool,
+        typer.Option(
+            show_default=False,
+            help="Stop (gracefully) once stdin ends and every request is answered "
+            "(default: keep serving).",
+        ),
     ] = False,
-    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+    log_level: Annotated[
+        str, typer.Option(metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR.")
+    ] = "INFO",
 ) -> None:
     """Run a supervisor tree as a long-running process; JSON-line requests on stdin."""
     options = RunOptions(
@@ -108,9 +131,10 @@ def run(
 
 @app.command()
 def inspect(
-    store: Annotated[Path, typer.Argument(help="The SQLite branch store.")],
+    store: Annotated[Path, typer.Argument(metavar="STORE", help="The SQLite branch store.")],
     branch: Annotated[
-        str | None, typer.Argument(help="A branch name: print its conversation.")
+        str | None,
+        typer.Argument(metavar="BRANCH", help="A branch name: print its conversation."),
     ] = None,
 ) -> None:
     """List the branches of a store, or print one conversation."""
