@@ -25,6 +25,7 @@ PrideError
 │   └── ToolArgumentError (ValueError) arguments did not match the tool's schema
 ├── ParseFailed (ValueError)           text could not be parsed into the response format
 ├── StoreError                         the branch store cannot be opened or written
+│   └── StoreLocked                    another process is writing the store
 └── ProviderError                      a model provider call failed
     ├── ProviderConnectionError        transport failure (connect, reset, cut stream)
     ├── ProviderTimeout                no answer within the timeout
@@ -65,6 +66,7 @@ __all__ = [
     "ServerError",
     "StopStream",
     "StoreError",
+    "StoreLocked",
     "SupervisorFailed",
     "ToolArgumentError",
     "ToolError",
@@ -224,6 +226,24 @@ class ParseFailed(PrideError, ValueError):
 
 class StoreError(PrideError):
     """The branch store cannot be opened, read or written."""
+
+
+class StoreLocked(StoreError):
+    """Another process (or another open [`BranchStore`][pride.store.BranchStore]) is writing
+    the store: one writer at a time, so that no committed turn is overwritten.
+
+    ``path`` is the store; ``holder`` what the holder recorded about itself
+    (``"pid 4242 on host since ..."``), or None if it could not be read.
+    """
+
+    def __init__(self, path: object, holder: str | None) -> None:
+        self.path = path
+        self.holder = holder
+        who = f"another process ({holder})" if holder else "another process"
+        super().__init__(
+            f"{path} is in use by {who}: one process writes a store at a time; stop it "
+            "or give this one another store (`pride inspect` reads a store in use)"
+        )
 
 
 class ProviderError(PrideError):

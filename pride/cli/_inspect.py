@@ -1,4 +1,5 @@
-"""``pride inspect STORE [BRANCH]``: read a branch store without changing its conversations."""
+"""``pride inspect STORE [BRANCH]``: read a branch store (read-only, no lock: a store
+in use by ``pride run`` reads fine) without changing anything in it."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ async def inspect_store(path: Path, branch: str | None, out: Console, err: Conso
         err.print(f"pride inspect: no store at {path}", style="red", markup=False, soft_wrap=True)
         return EXIT_BAD_STORE
     try:
-        async with BranchStore(path) as store:
+        async with BranchStore(path, read_only=True) as store:
             if branch is None:
                 _print_branches(out, path, await store.branches())
                 return 0

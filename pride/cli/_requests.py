@@ -28,6 +28,7 @@ non-finite float by null).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
@@ -76,7 +77,7 @@ def parse_request(line: str) -> Request:
     except InvalidMessage as exc:
         where = "request" + exc.path.removeprefix("$")
         reason = exc.reason.replace("invalid JSON", "not JSON", 1)
-        raise RequestRejected(None, InvalidMessage([(where, reason)])) from None
+        raise RequestRejected(_readable_id(line), InvalidMessage([(where, reason)])) from None
     if not isinstance(data, dict):
         found = type(data).__name__
         raise RequestRejected(
@@ -110,8 +111,25 @@ def parse_request(line: str) -> Request:
     return Request(request_id, target, command)
 
 
+def _readable_id(line: str) -> str | int | None:
+    """The id of a line refused as a whole (a NaN or a lone surrogate somewhere in it),
+    when a lenient read still finds a valid one: the answer can then be matched."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    found = data.get("id") if isinstance(data, dict) else None
+    return found if _valid_id(found) else None
+
+
 def _valid_id(value: Any) -> bool:
-    if value is None or isinstance(value, str):
+    if value is None:
+        return True
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")  # a lone surrogate could not be echoed for matching
+        except UnicodeEncodeError:
+            return False
         return True
     return isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID
 

@@ -14,6 +14,16 @@ Two provider shapes are rendered:
 
 The returned dicts are shared by every later request: treat them as read-only.
 Merging adjacent entries of the same role is the request compiler's job.
+
+Text is always encodable. A message never holds a lone UTF-16 surrogate
+(``"\ud800"``, which a provider's JSON, a tool reading file names, or any
+``surrogateescape`` decoding can produce): no UTF-8 encoding exists for it,
+so once recorded it would fail every later request of its branch (the HTTP
+body cannot be encoded), the store's commit and ``pride run``'s answer line.
+So every text field, and every string inside the JSON-like fields
+(``context``, ``arguments``, ``output``, ``metadata``), has each lone
+surrogate replaced by U+FFFD when the message is built: the documented
+replacement, the one UTF-8 decoders use for bytes they cannot read.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from uuid import UUID
 import attrs
 
 from ._ids import new_id
+from ._json import scrub, scrub_text
 
 __all__ = [
     "DEFAULT_SYSTEM_MESSAGE",
@@ -45,6 +56,22 @@ DEFAULT_SYSTEM_MESSAGE = "You are a helpful AI assistant. Let's think step by st
 
 _OPENAI = 0
 _ANTHROPIC = 1
+
+
+def _text(value: str) -> str:
+    return scrub_text(value) if isinstance(value, str) else value
+
+
+def _optional_text(value: str | None) -> str | None:
+    return scrub_text(value) if isinstance(value, str) else value
+
+
+def _data(value: Any) -> Any:
+    return scrub(value)
+
+
+def _mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return scrub(value)  # type: ignore[no-any-return]
 
 
 def _json_text(value: Any) -> str:
@@ -78,9 +105,9 @@ class RoledMessage:
 
     id: UUID = attrs.field(factory=new_id)
     created_at: float = attrs.field(factory=time.time)
-    sender: str | None = None
-    recipient: str | None = None
-    metadata: Mapping[str, Any] = attrs.field(factory=dict)
+    sender: str | None = attrs.field(default=None, converter=_optional_text)
+    recipient: str | None = attrs.field(default=None, converter=_optional_text)
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
     # Rendering cache, one slot per provider shape. Not a field of the message's
     # value: excluded from init, eq, repr and the codec.
     _rendered: list[Any] | None = attrs.field(default=None, init=False, eq=False, repr=False)
@@ -127,9 +154,9 @@ class System(RoledMessage):
     role: ClassVar[MessageRole] = "system"
     __hash__ = _hash_by_id
 
-    system_message: str = DEFAULT_SYSTEM_MESSAGE
-    system_datetime: str | None = None
-    sender: str | None = "system"
+    system_message: str = attrs.field(default=DEFAULT_SYSTEM_MESSAGE, converter=_text)
+    system_datetime: str | None = attrs.field(default=None, converter=_optional_text)
+    sender: str | None = attrs.field(default="system", converter=_optional_text)
 
     @property
     def text(self) -> str:
@@ -158,15 +185,15 @@ class Instruction(RoledMessage):
     role: ClassVar[MessageRole] = "user"
     __hash__ = _hash_by_id
 
-    instruction: str = ""
-    guidance: str | None = None
-    context: Any = None
-    plain_content: str | None = None
+    instruction: str = attrs.field(default="", converter=_text)
+    guidance: str | None = attrs.field(default=None, converter=_optional_text)
+    context: Any = attrs.field(default=None, converter=_data)
+    plain_content: str | None = attrs.field(default=None, converter=_optional_text)
     tool_schemas: tuple[Mapping[str, Any], ...] = ()
     response_format: Mapping[str, Any] | None = None
     images: tuple[str, ...] = ()
     image_detail: Literal["auto", "low", "high"] = "auto"
-    sender: str | None = "user"
+    sender: str | None = attrs.field(default="user", converter=_optional_text)
 
     @property
     def text(self) -> str:
@@ -214,7 +241,7 @@ class AssistantResponse(RoledMessage):
     role: ClassVar[MessageRole] = "assistant"
     __hash__ = _hash_by_id
 
-    assistant_response: str = ""
+    assistant_response: str = attrs.field(default="", converter=_text)
 
     @property
     def text(self) -> str:
@@ -238,9 +265,9 @@ class ActionRequest(RoledMessage):
     role: ClassVar[MessageRole] = "action"
     __hash__ = _hash_by_id
 
-    function: str
-    arguments: Mapping[str, Any] = attrs.field(factory=dict)
-    call_id: str | None = None
+    function: str = attrs.field(converter=_text)
+    arguments: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    call_id: str | None = attrs.field(default=None, converter=_optional_text)
 
     @property
     def text(self) -> str:
@@ -281,12 +308,12 @@ class ActionResponse(RoledMessage):
     role: ClassVar[MessageRole] = "action"
     __hash__ = _hash_by_id
 
-    function: str
-    arguments: Mapping[str, Any] = attrs.field(factory=dict)
-    output: Any = None
-    error: str | None = None
+    function: str = attrs.field(converter=_text)
+    arguments: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    output: Any = attrs.field(default=None, converter=_data)
+    error: str | None = attrs.field(default=None, converter=_optional_text)
     action_request_id: UUID | None = None
-    call_id: str | None = None
+    call_id: str | None = attrs.field(default=None, converter=_optional_text)
 
     @property
     def succeeded(self) -> bool:

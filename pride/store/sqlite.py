@@ -11,13 +11,27 @@ Durability contract:
   otherwise (cleared, system message replaced) is queued as a rewrite; writes
   from every branch are batched, in order, so one commit (one fsync) covers
   whatever is queued;
-* [`BranchStore.flush`][pride.store.BranchStore.flush] waits until everything queued so far is
-  committed; a turn awaits it once at its end, so a crash (even ``kill -9``)
-  loses at most the turn in flight, never an earlier message;
-* a file that is not a pride store (corrupt, or another application's
-  database) is refused with [`StoreError`][pride.StoreError], never overwritten;
-* a write that fails raises at the write (and every later flush), never
-  silently.
+* [`BranchStore.flush`][pride.store.BranchStore.flush] waits until what is
+  queued so far (for one branch, or for all) is committed; a turn awaits it
+  once at its end, so a crash (even ``kill -9``) loses at most the turn in
+  flight, never an earlier message;
+* a commit that fails, for any reason, fails exactly the flushes whose rows
+  it held, each with [`StoreError`][pride.StoreError]: so a turn is answered ok
+  only once its messages are on disk. The rows stay queued, ahead of newer
+  ones, and go with the next commit: once the fault clears, the store catches
+  up with the conversations in memory, and nothing else is refused meanwhile;
+* one writer at a time: a second opener gets [`StoreLocked`][pride.StoreLocked]
+  naming the holder; ``BranchStore(path, read_only=True)`` reads beside it;
+* creating a store is one transaction, so a crash at any instant leaves no
+  store or a whole one; a file that is not a pride store (corrupt, foreign,
+  another schema) is refused with [`StoreError`][pride.StoreError], never
+  overwritten (`pride.store._file`);
+* every row is strict JSON ([`dump_json`][pride.messages.codec.dump_json]); what
+  strict JSON cannot carry is replaced, with a warning, never refused at
+  write time: a non-finite float becomes null, an integer beyond 64 bits its
+  decimal string (lone surrogates never get this far: messages replace them
+  when they are built). A row that does not read back (a damaged file) is a
+  [`StoreError`][pride.StoreError] naming the branch and the row.
 
 Schema (version `SCHEMA_VERSION`, in ``PRAGMA user_version`` and the
 ``pride_meta`` table):
@@ -31,7 +45,6 @@ messages(branch_name, seq, message_id, data JSON, PRIMARY KEY (branch_name, seq)
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import time
@@ -43,36 +56,20 @@ from typing import Any, Protocol, Self
 import attrs
 import trio
 
-from ..errors import StoreError
+from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure, unstructure
+from ..messages.codec import dump_json, parse_json
+from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 
 __all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch"]
 
 log = logging.getLogger("pride.store")
 
-SCHEMA_VERSION = 1
-_APPLICATION = "pride-branch-store"
-
 # In a queued batch, a row with this sequence number stands for "delete the
 # branch's stored messages": the rows after it are its new conversation.
 _REWRITE = -1
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pride_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS branches (
-    name TEXT PRIMARY KEY,
-    branch_id TEXT NOT NULL,
-    projection TEXT NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS messages (
-    branch_name TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    message_id TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (branch_name, seq)
-);
-"""
+_Row = tuple[str, int, str, str]
 
 
 @attrs.frozen
@@ -86,8 +83,8 @@ class StoredBranch:
 
 
 class SavableBranch(Protocol):
-    """What [`BranchStore.save`][pride.store.BranchStore.save] needs of a branch (the store never
-    imports actors)."""
+    """What [`BranchStore.save`][pride.store.BranchStore.save] needs of a branch (the
+    store never imports actors)."""
 
     @property
     def name(self) -> str: ...
@@ -98,45 +95,85 @@ class SavableBranch(Protocol):
     def to_dict(self, mode: Any = ...) -> Mapping[str, Any]: ...
 
 
+@attrs.define
+class _Batch:
+    """Rows committed together, and the outcome every flush waiting on them shares."""
+
+    rows: list[_Row] = attrs.field(factory=list)
+    branches: set[str] = attrs.field(factory=set)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    error: StoreError | None = None
+
+    def holds(self, branch_name: str | None) -> bool:
+        return bool(self.rows) and (branch_name is None or branch_name in self.branches)
+
+
 class BranchStore:
     """A SQLite file of branch projections and messages.
 
     Use as ``async with BranchStore(path) as store:``; opening creates the file
-    (and its schema) if it does not exist.
+    (and its schema) if it does not exist, and makes this the store's one writer.
+
+    Args:
+        path: the store file.
+        read_only: read a store (perhaps one another process is writing)
+            without locking, creating or changing anything; writes raise.
 
     Raises (on open):
+        StoreLocked: another process (or open store) is writing the file.
         StoreError: the file cannot be opened or created, is not a SQLite
             database, or is a database of another application or schema version.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         self._db: sqlite3.Connection | None = None
-        self._pending: list[tuple[str, int, str, str]] = []
+        self._writer: Writer | None = None
+        self._pending = _Batch()
+        self._committing: _Batch | None = None
         self._next_seq: dict[str, int] = {}
         self._lock = trio.Lock()
-        self._failure: StoreError | None = None
         self.commits = 0
 
     def __repr__(self) -> str:
-        return f"<BranchStore {str(self.path)!r}>"
+        return f"<BranchStore {str(self.path)!r}{' read-only' if self.read_only else ''}>"
 
     # ------------------------------------------------------------ lifecycle
 
     async def open(self) -> None:
         """Open (or create) the store; see the class for errors."""
-        self._db = await trio.to_thread.run_sync(_connect, self.path)
+        if self.read_only:
+            self._db = await trio.to_thread.run_sync(open_reader, self.path)
+        else:
+            self._writer = await trio.to_thread.run_sync(open_writer, self.path)
+            self._db = self._writer.db
 
     async def aclose(self) -> None:
-        """Commit what is queued and close the file."""
+        """Commit what is queued and close the file (releasing it to the next writer).
+
+        Rows that still cannot be committed are reported in the log (the
+        turns that made them were already answered with the error)."""
         if self._db is None:
             return
         try:
             with trio.CancelScope(shield=True):
-                await self.flush()
+                if self._pending.rows or self._committing is not None:
+                    try:
+                        await self.flush()
+                    except StoreError as exc:
+                        log.error(
+                            "closing %r: %d queued rows of %s were never written: %s",
+                            self,
+                            len(self._pending.rows),
+                            ", ".join(sorted(self._pending.branches)),
+                            exc,
+                        )
         finally:
             db, self._db = self._db, None
-            await trio.to_thread.run_sync(db.close)
+            writer, self._writer = self._writer, None
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(writer.close if writer is not None else db.close)
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -150,11 +187,11 @@ class BranchStore:
     ) -> None:
         await self.aclose()
 
-    def _require(self) -> sqlite3.Connection:
+    def _require(self, *, write: bool = False) -> sqlite3.Connection:
         if self._db is None:
             raise StoreError(f"{self!r} is not open (use `async with BranchStore(path)`)")
-        if self._failure is not None:
-            raise self._failure
+        if write and self.read_only:
+            raise StoreError(f"{self!r} was opened read-only; open it without read_only to write")
         return self._db
 
     # -------------------------------------------------------------- writing
@@ -162,23 +199,26 @@ class BranchStore:
     def append(self, branch_name: str, message: RoledMessage) -> None:
         """Queue ``message`` for durable storage (never blocks); see
         [`flush`][pride.store.BranchStore.flush]."""
-        self._require()
+        self._require(write=True)
         seq = self._registered_seq(branch_name)
         self._next_seq[branch_name] = seq + 1
-        data = json.dumps(unstructure(message), ensure_ascii=False)
-        self._pending.append((branch_name, seq, str(message.id), data))
+        self._queue((branch_name, seq, str(message.id), self._row_data(branch_name, message)))
 
     def rewrite(self, branch_name: str, messages: Iterable[RoledMessage]) -> None:
         """Queue replacing the stored conversation of ``branch_name`` with
         ``messages`` (never blocks). It is committed by the next
-        [`flush`][pride.store.BranchStore.flush],
-        in order with the appends queued before and after it."""
-        self._require()
+        [`flush`][pride.store.BranchStore.flush], in order with the appends queued
+        before and after it."""
+        self._require(write=True)
         self._registered_seq(branch_name)
-        self._pending.append((branch_name, _REWRITE, "", ""))
+        self._queue((branch_name, _REWRITE, "", ""))
         self._next_seq[branch_name] = 0
         for message in messages:
             self.append(branch_name, message)
+
+    def _queue(self, row: _Row) -> None:
+        self._pending.rows.append(row)
+        self._pending.branches.add(row[0])
 
     def _registered_seq(self, branch_name: str) -> int:
         seq = self._next_seq.get(branch_name)
@@ -188,29 +228,66 @@ class BranchStore:
             )
         return seq
 
-    async def flush(self) -> None:
-        """Commit everything queued so far (one transaction for all branches).
+    def _row_data(self, branch_name: str, message: RoledMessage) -> str:
+        data = unstructure(message)
+        try:
+            return dump_json(data)
+        except InvalidMessage as exc:
+            log.warning(
+                "branch %r, message %s: %s; stored with the documented replacement",
+                branch_name,
+                message.id,
+                exc,
+            )
+            return dump_json(data, replace=True)
 
-        Concurrent callers share commits: a caller whose messages were taken
-        by a commit already under way waits for that one, then at most one more.
+    async def flush(self, branch_name: str | None = None) -> None:
+        """Commit what is queued so far: everything, or what ``branch_name`` queued
+        (the commit takes every branch's rows anyway: one fsync for all).
+
+        Concurrent callers share commits: a caller whose rows were taken by a
+        commit already under way waits for that one, then at most one more.
 
         Raises:
-            StoreError: the write failed (the store then refuses further writes).
+            StoreError: a commit holding the caller's rows failed. The rows
+                stay queued and are retried by the next commit.
         """
-        db = self._require()
-        if not self._pending and not self._lock.locked():
-            return  # nothing queued, and no commit under way that may hold our messages
-        async with self._lock:
-            batch, self._pending = self._pending, []
-            if not batch:
-                return
-            try:
-                await trio.to_thread.run_sync(_insert_messages, db, batch)
-            except sqlite3.Error as exc:
-                self._failure = StoreError(f"writing to {self.path} failed: {exc}")
-                log.error("%s", self._failure)
-                raise self._failure from exc
+        db = self._require(write=True)
+        waiting = [
+            b for b in (self._committing, self._pending) if b is not None and b.holds(branch_name)
+        ]
+        for batch in waiting:
+            if batch is self._pending:
+                async with self._lock:
+                    if batch is self._pending:  # nobody took it while we waited
+                        await self._commit(db)
+            await batch.done.wait()
+            if batch.error is not None:
+                raise batch.error
+
+    async def _commit(self, db: sqlite3.Connection) -> None:
+        """Commit the pending batch (the lock is held)."""
+        batch, self._pending = self._pending, _Batch()
+        self._committing = batch
+        try:
+            # Not abandoned on cancellation: a commit under way always finishes.
+            await trio.to_thread.run_sync(_insert_messages, db, batch.rows)
+        except Exception as exc:  # any failure (SQLite, the OS, a bug): never a lost batch
+            batch.error = StoreError(f"writing to {self.path} failed: {exc}")
+            batch.error.__cause__ = exc
+            log.error(
+                "%s (%d rows of %s kept queued for the next commit)",
+                batch.error,
+                len(batch.rows),
+                ", ".join(sorted(batch.branches)),
+            )
+            self._pending.rows[:0] = batch.rows
+            self._pending.branches |= batch.branches
+        else:
             self.commits += 1
+        finally:
+            self._committing = None
+            batch.done.set()
 
     async def save_branch(
         self,
@@ -224,18 +301,17 @@ class BranchStore:
         ``projection`` is the branch's ``to_dict(mode="json")`` without its
         messages. Afterwards [`append`][pride.store.BranchStore.append] adds to this branch.
         """
-        db = self._require()
-        await self.flush()
+        db = self._require(write=True)
+        await self.flush(name)
         rows = [
-            (name, seq, str(message.id), json.dumps(unstructure(message), ensure_ascii=False))
+            (name, seq, str(message.id), self._row_data(name, message))
             for seq, message in enumerate(messages)
         ]
-        header = json.dumps(dict(projection), ensure_ascii=False, default=str)
+        header = dump_json(_plain(projection), replace=True)
         async with self._lock:
-            try:
-                await trio.to_thread.run_sync(_replace_branch, db, name, branch_id, header, rows)
-            except sqlite3.Error as exc:
-                raise StoreError(f"saving branch {name!r} to {self.path} failed: {exc}") from exc
+            await self._run(
+                f"saving branch {name!r} to", _replace_branch, db, name, branch_id, header, rows
+            )
             self._next_seq[name] = len(rows)
 
     async def save(self, branch: SavableBranch) -> None:
@@ -246,18 +322,18 @@ class BranchStore:
         await self.save_branch(branch.name, branch.id_str, projection, list(branch.messages))
 
     async def register(self, name: str) -> None:
-        """Let [`append`][pride.store.BranchStore.append] add to a branch already stored (continuing
-        its numbering)."""
-        db = self._require()
-        count = await trio.to_thread.run_sync(_message_count, db, name)
+        """Let [`append`][pride.store.BranchStore.append] add to a branch already stored
+        (continuing its numbering)."""
+        db = self._require(write=True)
+        count = await self._run(f"reading branch {name!r} from", _message_count, db, name)
         self._next_seq[name] = count
 
     async def delete(self, name: str) -> None:
         """Forget a stored branch and its messages."""
-        db = self._require()
-        await self.flush()
+        db = self._require(write=True)
+        await self.flush(name)
         async with self._lock:
-            await trio.to_thread.run_sync(_delete_branch, db, name)
+            await self._run(f"deleting branch {name!r} from", _delete_branch, db, name)
         self._next_seq.pop(name, None)
 
     # -------------------------------------------------------------- reading
@@ -265,7 +341,7 @@ class BranchStore:
     async def branches(self) -> list[StoredBranch]:
         """Every stored branch, by name."""
         db = self._require()
-        rows = await trio.to_thread.run_sync(_list_branches, db)
+        rows = await self._run("listing the branches of", _list_branches, db)
         return [StoredBranch(*row) for row in rows]
 
     async def load(self, name: str) -> dict[str, Any] | None:
@@ -273,84 +349,85 @@ class BranchStore:
 
         The result has the ``to_dict`` shape (``messages`` as collections and
         progression) and can be passed to ``Branch.from_dict``.
+
+        Raises:
+            StoreError: a stored row does not read back (a damaged file).
         """
         db = self._require()
-        found = await trio.to_thread.run_sync(_load_branch, db, name)
+        found = await self._run(f"reading branch {name!r} from", _load_branch, db, name)
         if found is None:
             return None
         header, rows = found
-        projection: dict[str, Any] = json.loads(header)
-        collections = [json.loads(data) for data in rows]
-        projection["messages"] = {
-            "collections": collections,
-            "progression": {"order": [item["id"] for item in collections]},
-        }
+        projection = self._parse(name, "its projection", header)
+        if not isinstance(projection, dict):
+            raise StoreError(f"{self.path}: the projection of branch {name!r} is not an object")
+        collections = [self._parse(name, f"message row {seq}", data) for seq, data in rows]
+        try:
+            order = [item["id"] for item in collections]
+        except (TypeError, KeyError):
+            raise StoreError(f"{self.path}: a message of branch {name!r} has no id") from None
+        projection["messages"] = {"collections": collections, "progression": {"order": order}}
         return projection
 
     async def load_messages(self, name: str) -> list[RoledMessage]:
-        """The stored messages of ``name``, in order (empty if unknown)."""
+        """The stored messages of ``name``, in order (empty if unknown).
+
+        Raises:
+            StoreError: a stored row is not a message (a damaged file).
+        """
         db = self._require()
-        found = await trio.to_thread.run_sync(_load_branch, db, name)
+        found = await self._run(f"reading branch {name!r} from", _load_branch, db, name)
         if found is None:
             return []
-        return [structure(json.loads(data), RoledMessage) for data in found[1]]
+        messages: list[RoledMessage] = []
+        for seq, data in found[1]:
+            try:
+                messages.append(structure(parse_json(data), RoledMessage))
+            except InvalidMessage as exc:
+                raise StoreError(
+                    f"{self.path}: message row {seq} of branch {name!r} does not read back: {exc}"
+                ) from None
+        return messages
+
+    async def _run(self, what: str, function: Any, *args: Any) -> Any:
+        """``function(*args)`` in a worker thread; a failure of SQLite (or a row of
+        the wrong type in a damaged file) becomes a StoreError saying what failed."""
+        try:
+            return await trio.to_thread.run_sync(function, *args)
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            raise StoreError(f"{what} {self.path} failed: {exc}") from exc
+
+    def _parse(self, name: str, what: str, text: Any) -> Any:
+        if not isinstance(text, str):
+            raise StoreError(f"{self.path}: {what} of branch {name!r} is not text")
+        try:
+            return parse_json(text)
+        except InvalidMessage as exc:
+            raise StoreError(
+                f"{self.path}: {what} of branch {name!r} does not read back: {exc}"
+            ) from None
+
+
+def _plain(value: Any) -> Any:
+    """A projection as JSON data: what is not JSON-like becomes its ``str`` (as
+    ``json.dumps(default=str)`` would)."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return str(value)
 
 
 # ------------------------------------------------------- worker-thread code
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    existed = path.exists() and path.stat().st_size > 0
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-    except (OSError, sqlite3.Error) as exc:
-        raise StoreError(f"cannot open branch store {path}: {exc}") from exc
-    try:
-        if existed:
-            _check_identity(db, path)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        if not existed:
-            db.executescript(_SCHEMA)
-            db.execute(
-                "INSERT INTO pride_meta(key, value) VALUES ('application', ?), ('schema', ?)",
-                (_APPLICATION, str(SCHEMA_VERSION)),
-            )
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-    except StoreError:
-        db.close()
-        raise
-    except sqlite3.Error as exc:
-        db.close()
-        raise StoreError(f"{path} is not a usable pride branch store: {exc}") from exc
-    return db
-
-
-def _check_identity(db: sqlite3.Connection, path: Path) -> None:
-    try:
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path} is not a SQLite database (refusing to touch it): {exc}") from exc
-    if "pride_meta" not in tables:
-        raise StoreError(
-            f"{path} is a database of another application (no pride_meta table); "
-            "refusing to use or overwrite it"
-        )
-    meta = dict(db.execute("SELECT key, value FROM pride_meta").fetchall())
-    if meta.get("application") != _APPLICATION:
-        raise StoreError(f"{path} belongs to {meta.get('application')!r}, not pride")
-    if meta.get("schema") != str(SCHEMA_VERSION):
-        raise StoreError(
-            f"{path} has pride store schema {meta.get('schema')}, this pride reads {SCHEMA_VERSION}"
-        )
-
-
-def _insert_messages(db: sqlite3.Connection, batch: list[tuple[str, int, str, str]]) -> None:
+def _insert_messages(db: sqlite3.Connection, batch: list[_Row]) -> None:
     insert = "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)"
     with db:
         db.execute("BEGIN")
-        rows: list[tuple[str, int, str, str]] = []
+        rows: list[_Row] = []
         for row in batch:
             if row[1] == _REWRITE:
                 db.executemany(insert, rows)
@@ -370,7 +447,7 @@ def _replace_branch(
     name: str,
     branch_id: str,
     header: str,
-    rows: list[tuple[str, int, str, str]],
+    rows: list[_Row],
 ) -> None:
     with db:
         db.execute("BEGIN")
@@ -409,14 +486,11 @@ def _list_branches(db: sqlite3.Connection) -> list[tuple[str, str, int, float]]:
     ]
 
 
-def _load_branch(db: sqlite3.Connection, name: str) -> tuple[str, list[str]] | None:
+def _load_branch(db: sqlite3.Connection, name: str) -> tuple[Any, list[tuple[int, Any]]] | None:
     row = db.execute("SELECT projection FROM branches WHERE name=?", (name,)).fetchone()
     if row is None:
         return None
-    rows = [
-        data
-        for (data,) in db.execute(
-            "SELECT data FROM messages WHERE branch_name=? ORDER BY seq", (name,)
-        )
-    ]
+    rows = list(
+        db.execute("SELECT seq, data FROM messages WHERE branch_name=? ORDER BY seq", (name,))
+    )
     return row[0], rows

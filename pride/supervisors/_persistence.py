@@ -34,7 +34,7 @@ class Persistence:
 
     def __init__(self, store: BranchStore) -> None:
         self.store = store
-        self._wired: dict[Branch, tuple[Any, Any]] = {}
+        self._wired: dict[Branch, tuple[Any, Any, Any]] = {}
 
     async def restore_or_register(self, branch: Branch) -> bool:
         """Restore ``branch``'s conversation from the store, or save it as new.
@@ -69,18 +69,23 @@ class Persistence:
         def rewrite(branch: Branch) -> None:
             store.rewrite(branch.name, list(branch.messages))
 
+        async def commit() -> None:
+            # This branch's rows only: a commit that failed elsewhere fails the
+            # turns whose rows it held, not this one.
+            await store.flush(branch.name)
+
         branch.add_message_listener(persist)
         branch.add_rewrite_listener(rewrite)
-        branch._turn_barriers.append(store.flush)
-        self._wired[branch] = (persist, rewrite)
+        branch._turn_barriers.append(commit)
+        self._wired[branch] = (persist, rewrite, commit)
 
     def unwire(self, branch: Branch) -> None:
         """Stop persisting ``branch`` (it left the session)."""
         listeners = self._wired.pop(branch, None)
         if listeners is None:
             return
-        persist, rewrite = listeners
+        persist, rewrite, commit = listeners
         branch.remove_message_listener(persist)
         branch.remove_rewrite_listener(rewrite)
-        if self.store.flush in branch._turn_barriers:
-            branch._turn_barriers.remove(self.store.flush)
+        if commit in branch._turn_barriers:
+            branch._turn_barriers.remove(commit)

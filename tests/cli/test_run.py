@@ -13,13 +13,26 @@ import re
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
 import trio
 
+from pride import StoreLocked
 from pride.messages import codec
 from pride.store import BranchStore
 from pride.testing import openai_server
-from tests.cli.driver import CLI, COMMAND, ROOT, TIMEOUT, HeldModel, cli_env, contents, request
+from tests.cli.driver import (
+    CLI,
+    COMMAND,
+    ROOT,
+    TIMEOUT,
+    HeldModel,
+    cli_env,
+    contents,
+    last_text,
+    request,
+)
 
 APP = "tests.cli.app:build"
 
@@ -305,3 +318,71 @@ async def test_issue14_a_request_cannot_send_the_key_to_a_host_it_chose() -> Non
     assert answers["offered"] == {"id": "offered", "ok": True, "result": "re: offered"}
     assert [request.body["model"] for request in server.requests] == ["parser"]
     assert all(secret not in line for line in cli.stdout + cli.stderr)
+
+
+async def test_issue14_a_second_process_on_a_store_is_refused_and_names_the_holder(
+    tmp_path: Path,
+) -> None:
+    """A second ``pride run`` on a store in use exits 2 at once, naming the store and the
+    holder's pid; the first goes on serving, and ``pride inspect`` can still read."""
+    store = tmp_path / "agents.db"
+    async with openai_server(HeldModel()) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        args = ("run", APP, "--store", str(store), "--no-status")
+        async with CLI.start(*args, "--exit-on-eof", env=env) as first:
+            await first.logged("reading requests on stdin")
+            async with CLI.start(*args, env=env) as second:
+                assert await second.exit_code() == 2
+            record = await second.logged("cannot use the store")
+            assert str(store) in record["message"]
+            assert f"pid {first.process.pid}" in record["message"], record
+            with pytest.raises(StoreLocked, match=f"pid {first.process.pid}"):
+                async with BranchStore(store):
+                    pass
+            inspect = await trio.run_process(
+                [*COMMAND, "inspect", str(store)], capture_stdout=True, cwd=ROOT, check=False
+            )
+            assert inspect.returncode == 0 and b"ada" in inspect.stdout
+            await first.send(request("r1", "ada", "still mine"))
+            assert (await first.answer("r1"))["result"] == "re: still mine"
+            await first.close_stdin()
+            assert await first.exit_code() == 0
+    assert await _stored(store, "ada") == ["You are Ada.", "still mine", "re: still mine"]
+
+
+async def test_issue14_lone_surrogates_are_refused_in_requests_and_replaced_in_model_output(
+    tmp_path: Path,
+) -> None:
+    """A lone surrogate in a request is an InvalidMessage naming where; one in a model's
+    reply becomes U+FFFD, so its answer, its stored row and every later request of the
+    branch still encode. The process serves on."""
+    store = tmp_path / "agents.db"
+
+    def model(body: dict[str, Any]) -> str:
+        text = last_text(body)
+        return "bad \ud800 reply" if text == "surrogate, please" else f"re: {text}"
+
+    async with openai_server(model) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        args = ("run", APP, "--store", str(store), "--no-status", "--exit-on-eof")
+        async with CLI.start(*args, env=env) as cli:
+            hostile = '{"type": "ChatAndRecord", "instruction": "x \\ud800"}'
+            await cli.send(f'{{"id": "r1", "to": "ada", "command": {hostile}}}')
+            await cli.send(request("r2", "ada", "surrogate, please"))
+            await cli.answer("r2")
+            await cli.send(request("r3", "ada", "after"))
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    answers = {answer["id"]: answer for answer in map(codec.parse_json, cli.stdout)}
+    assert answers["r1"]["error"]["type"] == "InvalidMessage"
+    assert answers["r1"]["error"]["message"].startswith("request.command.instruction: ")
+    assert answers["r2"]["result"] == "bad \ufffd reply"
+    assert answers["r3"]["result"] == "re: after"
+    assert "bad \ufffd reply" in contents(server.requests[-1].body)
+    assert await _stored(store, "ada") == [
+        "You are Ada.",
+        "surrogate, please",
+        "bad \ufffd reply",
+        "after",
+        "re: after",
+    ]

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import trio
 
 from pride import Branch, ChatAndRecord, Communicate, ScriptedModel, Session, StoreError, System
 from pride.store import BranchStore
@@ -69,15 +70,63 @@ async def test_store_write_failure_fails_the_turn(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     async with Session(store=path) as session:
         branch = await session.spawn(Branch(name="ada", chat_model=echo_model()))
-        saboteur = sqlite3.connect(path)
-        saboteur.execute("DROP TABLE messages")
-        saboteur.commit()
-        saboteur.close()
-        with pytest.raises(StoreError):
+        _sabotage(path, HIDE)
+        with pytest.raises(StoreError, match="no such table"):
             await branch.chat_and_record("lost")
-        assert session.store is not None
-        session.store._failure = None  # let the session close cleanly for the test
-        session.store._pending.clear()
+        _sabotage(path, REPAIR)  # so the session closes cleanly
+
+
+HIDE = "ALTER TABLE messages RENAME TO hidden"
+REPAIR = "ALTER TABLE hidden RENAME TO messages"
+
+
+def _sabotage(path: Path, statement: str) -> None:
+    """Change the store behind its writer's back, as a damaged disk or a bad actor would."""
+    db = sqlite3.connect(path)
+    try:
+        db.execute(statement)
+        db.commit()
+    finally:
+        db.close()
+
+
+async def test_issue14_a_failed_commit_fails_exactly_its_turns_and_serving_goes_on(
+    tmp_path: Path,
+) -> None:
+    """While commits fail, every turn of a branch with messages to store fails with
+    StoreError (none is answered ok before its messages are on disk); a branch with
+    nothing to store serves on; once the fault clears, the next commit writes
+    everything, the failed turns' messages too, and turns succeed again."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        bob = await session.spawn(Branch(name="bob", chat_model=echo_model()))
+        carl = await session.spawn(Branch(name="carl", chat_model=echo_model()))
+        await ada.chat_and_record("kept")
+        _sabotage(path, HIDE)
+        outcomes: dict[str, BaseException | str] = {}
+
+        async def turn(branch: Branch, text: str, record: bool = True) -> None:
+            try:
+                verb = branch.chat_and_record if record else branch.chat
+                outcomes[text] = await verb(text)
+            except StoreError as exc:
+                outcomes[text] = exc
+
+        async with trio.open_nursery() as nursery:  # their rows share one commit
+            nursery.start_soon(turn, ada, "a1")
+            nursery.start_soon(turn, bob, "b1")
+            nursery.start_soon(turn, carl, "only asked", False)
+        assert isinstance(outcomes["a1"], StoreError)
+        assert isinstance(outcomes["b1"], StoreError)
+        assert outcomes["only asked"] == "re: only asked"  # carl has nothing to store
+        assert ada.running and bob.running
+        _sabotage(path, REPAIR)
+        assert await ada.chat_and_record("a2") == "re: a2"
+    async with BranchStore(path) as store:
+        stored = [m.text for m in await store.load_messages("ada")]
+        assert stored == ["kept", "re: kept", "a1", "re: a1", "a2", "re: a2"]
+        assert [m.text for m in await store.load_messages("bob")] == ["b1", "re: b1"]
 
 
 async def test_session_refuses_a_foreign_database(tmp_path: Path) -> None:

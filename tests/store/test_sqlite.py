@@ -124,27 +124,27 @@ async def test_unopenable_path_fails_loudly(tmp_path: Path) -> None:
             pass
 
 
-async def test_failed_write_raises_and_keeps_raising(tmp_path: Path) -> None:
-    """A write that fails raises StoreError at the flush and refuses later writes."""
+async def test_a_failed_write_raises_at_the_flush_and_is_retried(tmp_path: Path) -> None:
+    """A commit that fails raises StoreError at every flush that waits on its rows;
+    the rows stay queued and are written by the first commit that succeeds."""
     path = tmp_path / "store.db"
-    store = BranchStore(path)
-    await store.open()
-    try:
+    async with BranchStore(path) as store:
         await store.save_branch("ada", "id", {}, [])
         saboteur = sqlite3.connect(path)
-        saboteur.execute("DROP TABLE messages")
+        saboteur.execute("ALTER TABLE messages RENAME TO hidden")
         saboteur.commit()
-        saboteur.close()
-        store.append("ada", Instruction(instruction="lost?"))
+        store.append("ada", Instruction(instruction="not lost"))
         with pytest.raises(StoreError, match="writing"):
             await store.flush()
-        with pytest.raises(StoreError):
-            store.append("ada", Instruction(instruction="again"))
-    finally:
-        store._failure = None
-        db, store._db = store._db, None
-        assert db is not None
-        db.close()
+        with pytest.raises(StoreError, match="writing"):
+            await store.flush("ada")
+        await store.flush("bob")  # nothing of bob's is queued: nothing to fail
+        saboteur.execute("ALTER TABLE hidden RENAME TO messages")
+        saboteur.commit()
+        saboteur.close()
+        store.append("ada", Instruction(instruction="next"))
+        await store.flush()
+        assert [m.text for m in await store.load_messages("ada")] == ["not lost", "next"]
 
 
 async def test_using_a_closed_store_says_how_to_open_it(tmp_path: Path) -> None:

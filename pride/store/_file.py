@@ -1,0 +1,255 @@
+"""Opening a store file: one writer at a time, creation in one transaction, identity checks.
+
+Worker-thread code (blocking); [`BranchStore`][pride.store.BranchStore] calls it
+through ``trio.to_thread``.
+
+**One writer.** Two processes writing one store would each number a
+branch's messages from their own memory and overwrite each other's rows
+(``integrity_check`` still says ok), and each would hold a different
+conversation under the same branch name, so merging writes could not make
+that safe. SQLite's own locks last one transaction, so they cannot say "this
+store is in use". The writer therefore holds ``flock(2)`` on the database
+file for as long as the store is open: the kernel releases it when the
+process ends, ``kill -9`` included, so there is never a stale lock to clean
+up. A second writer fails at once with [`StoreLocked`][pride.StoreLocked], naming
+the holder from the ``writer`` row the holder records in ``pride_meta``.
+Readers (``pride inspect``) open the file read-only and take no lock; WAL
+lets them read while the writer writes. (``flock`` is advisory and does not
+mix with SQLite's ``fcntl`` locks on Linux or macOS; on network file systems
+it may not hold, as SQLite's own locking may not.)
+
+**Atomic creation.** A new store's schema, its ``pride_meta`` rows and its
+``user_version`` and ``application_id`` are written in one ``BEGIN
+IMMEDIATE`` transaction, so a crash at any instant leaves either an empty
+database or a complete store. An empty database (no schema objects, both
+header numbers zero: what a crash before that commit leaves, or a zero-byte
+file) holds nothing to lose, so opening it creates the store. WAL mode is
+set after the commit, on every open: it is idempotent, and a crash before it
+only leaves a complete store in rollback-journal mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError, StoreLocked
+
+_fcntl: Any
+try:
+    import fcntl as _fcntl
+except ImportError:  # not POSIX: the lock is not enforced (say so, never silently)
+    _fcntl = None
+
+__all__ = ["APPLICATION", "APPLICATION_ID", "SCHEMA_VERSION", "open_reader", "open_writer"]
+
+SCHEMA_VERSION = 1
+APPLICATION = "pride-branch-store"
+APPLICATION_ID = 0x70726964
+"""``PRAGMA application_id`` of a pride store (the ASCII of ``prid``), SQLite's
+own way to mark a file format."""
+
+BUSY_TIMEOUT = 5.0
+"""Seconds SQLite waits for a lock held by a reader's checkpoint before failing."""
+
+_SCHEMA = (
+    "CREATE TABLE pride_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE branches ("
+    "name TEXT PRIMARY KEY, branch_id TEXT NOT NULL, projection TEXT NOT NULL, "
+    "updated_at REAL NOT NULL)",
+    "CREATE TABLE messages ("
+    "branch_name TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL, "
+    "data TEXT NOT NULL, PRIMARY KEY (branch_name, seq))",
+)
+
+
+class Writer:
+    """An open store for writing: the connection and the lock that makes it the only one."""
+
+    def __init__(self, db: sqlite3.Connection, lock_fd: int | None) -> None:
+        self.db = db
+        self._lock_fd = lock_fd
+
+    def close(self) -> None:
+        """Forget the writer row, close the connection, release the lock."""
+        try:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("DELETE FROM pride_meta WHERE key='writer'")
+            self.db.close()
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # closing the descriptor releases the flock
+                self._lock_fd = None
+
+
+def open_writer(path: Path) -> Writer:
+    """Lock, open and (if empty) create the store at ``path``.
+
+    Raises:
+        StoreLocked: another process (or another open store) is writing it.
+        StoreError: the file cannot be opened or created, is not a SQLite
+            database, or is a database of another application or schema version.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise StoreError(f"cannot open branch store {path}: {exc}") from exc
+    try:
+        _lock(lock_fd, path)
+        try:
+            db = sqlite3.connect(
+                str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open branch store {path}: {exc}") from exc
+        try:
+            _prepare(db, path)
+        except BaseException:
+            db.close()
+            raise
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    return Writer(db, lock_fd)
+
+
+def open_reader(path: Path) -> sqlite3.Connection:
+    """Open an existing store read-only (no lock, no creation, nothing written).
+
+    Raises:
+        StoreError: no such file, not a SQLite database, or not a pride store.
+    """
+    if not path.is_file():
+        raise StoreError(f"no branch store at {path}")
+    try:
+        db = sqlite3.connect(
+            path.resolve().as_uri() + "?mode=ro",
+            uri=True,
+            check_same_thread=False,
+            isolation_level=None,
+            timeout=BUSY_TIMEOUT,
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open branch store {path}: {exc}") from exc
+    try:
+        if _is_empty(db, path):
+            raise StoreError(f"{path} is an empty database, not a pride branch store (yet)")
+        _check_identity(db, path)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _lock(fd: int, path: Path) -> None:
+    if _fcntl is None:
+        import logging
+
+        logging.getLogger("pride.store").warning(
+            "%s: this platform has no flock(); a second writer would not be refused", path
+        )
+        return
+    try:
+        _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise StoreLocked(path, _holder(path)) from None
+    except OSError as exc:
+        raise StoreError(f"cannot lock branch store {path}: {exc}") from exc
+
+
+def _holder(path: Path) -> str | None:
+    """Who holds the store, as its ``writer`` row says (None if it cannot be read)."""
+    try:
+        db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return None
+    try:
+        row = db.execute("SELECT value FROM pride_meta WHERE key='writer'").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    return str(row[0]) if row else None
+
+
+def _prepare(db: sqlite3.Connection, path: Path) -> None:
+    """Create the store if the database is empty, else check it is ours; record the writer."""
+    writer = (
+        f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S%z')}"
+    )
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if _is_empty(db, path):
+                for statement in _SCHEMA:
+                    db.execute(statement)
+                db.execute(
+                    "INSERT INTO pride_meta(key, value) VALUES ('application', ?), ('schema', ?)",
+                    (APPLICATION, str(SCHEMA_VERSION)),
+                )
+                db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            else:
+                _check_identity(db, path)
+            db.execute(
+                "INSERT OR REPLACE INTO pride_meta(key, value) VALUES ('writer', ?)", (writer,)
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            raise
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+    except StoreError:
+        raise
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(
+            f"{path} is not a SQLite database or not a usable pride branch store "
+            f"(refusing to touch it): {exc}"
+        ) from exc
+
+
+def _is_empty(db: sqlite3.Connection, path: Path) -> bool:
+    """True for a database with no schema objects and zero header numbers."""
+    try:
+        objects = db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+        user_version = db.execute("PRAGMA user_version").fetchone()[0]
+        application_id = db.execute("PRAGMA application_id").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a SQLite database (refusing to touch it): {exc}") from exc
+    return bool(objects == 0 and user_version == 0 and application_id == 0)
+
+
+def _check_identity(db: sqlite3.Connection, path: Path) -> None:
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "pride_meta" not in tables:
+            raise StoreError(
+                f"{path} is a database of another application (no pride_meta table); "
+                "refusing to use or overwrite it"
+            )
+        meta = dict(db.execute("SELECT key, value FROM pride_meta").fetchall())
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a SQLite database (refusing to touch it): {exc}") from exc
+    if meta.get("application") != APPLICATION:
+        raise StoreError(f"{path} belongs to {meta.get('application')!r}, not pride")
+    if meta.get("schema") != str(SCHEMA_VERSION):
+        raise StoreError(
+            f"{path} has pride store schema {meta.get('schema')}, this pride reads {SCHEMA_VERSION}"
+        )
+    missing = {"branches", "messages"} - tables
+    if missing:
+        raise StoreError(
+            f"{path} is a damaged pride store: table(s) {', '.join(sorted(missing))} missing"
+        )
