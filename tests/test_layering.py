@@ -5,7 +5,8 @@ store and testing sit beside them; mcp (the optional extra) sits beside tools
 and supervisors: it builds on actors, tools and messages and never imports
 supervisors at run time, while ``Session.spawn_mcp`` is the one door from
 supervisors into it (a lazy import, so ``import pride`` never loads the SDK).
-Imports under ``if TYPE_CHECKING:`` are annotations only and do not count.
+Imports under ``if TYPE_CHECKING:`` count too: a type-only import is still a
+dependency a reader has to follow (and a cycle through one is a cycle).
 """
 
 from __future__ import annotations
@@ -54,17 +55,11 @@ def _layer(path: Path) -> str:
 
 
 def _runtime_imports(path: Path) -> list[str]:
-    """Pride packages imported by ``path`` outside TYPE_CHECKING blocks."""
+    """Pride packages imported by ``path``, TYPE_CHECKING blocks included."""
     tree = ast.parse(path.read_text())
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
     package = path.relative_to(ROOT.parent).with_suffix("").parts
     found = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = list(package[: len(package) - node.level])

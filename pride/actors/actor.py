@@ -1,10 +1,13 @@
-"""The branch actor: the loop serving a mailbox, and the turn driver.
+"""The branch actor: its runtime state, the loop serving its mailbox, and the turn driver.
 
 One actor task per branch takes one mailbox item at a time, so turns of a
 branch serialise by mailbox order (ADR-0018 D2's lock *is* the mailbox).
-Priority items are applied between turns, never during one.
+Priority items are applied between turns, never during one. Everything the
+actor tracks lives in one `Actor` per branch (``branch.actor``); the
+branch itself holds the conversation.
 
-The turn driver is the single owner of a turn's lifecycle (ADR-0018 D4):
+The turn driver (`_run_turn`) is the single owner of a turn's
+lifecycle (ADR-0018 D4), read top-down in this module:
 
 ```text
 RunStart
@@ -12,6 +15,7 @@ body (the operation), with nested work in the turn nursery
 phase -> "finalizing"               (shielded and bounded from here on)
 cancel and await nested tasks
 drain the turn's message-signal tasks
+pass the turn barriers (a store's commit)
 exactly one terminal: RunEnd or RunFailed
 publish last_context_report, phase -> "closed", clear pointer and binding
 answer the reply
@@ -27,40 +31,34 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
+from uuid import UUID
 
 import attrs
 import trio
 
-from ..errors import Escalate, StopStream, TurnCancelled
+from ..errors import BranchClosed, BranchNotRunning, Escalate, StopStream, TurnCancelled
 from ..messages import Attach, Detach, PriorityCommand, RunEnd, RunFailed, RunStart, Stop
 from ..messages._ids import new_id
-from . import turn
-from .mailbox import Mailbox, Reply
+from . import turn, wiring
+from .mailbox import Mailbox, MailboxStatistics, Reply
+from .target import announce_live, withdraw_live
+from .turn import FINALIZE_GRACE, await_bounded
+from .view import run_command
 from .waits import enter_step, leave_step
 
 if TYPE_CHECKING:
-    from .branch import Branch
+    from .branch import Branch, HookSink, SignalSink
 
-__all__ = ["FINALIZE_GRACE", "StopReason", "Suspend", "serve"]
+__all__ = ["FINALIZE_GRACE", "Actor", "StopReason", "Suspend", "await_bounded"]
 
 log = logging.getLogger("pride.actor")
 
-# Bound on a turn's shielded finalisation (nested-task cancellation, signal
-# drain, terminal observers). ADR-0018 sets no drain timeout; an unbounded
-# shield could pin a branch forever on a stuck observer, so pride bounds it and
-# logs when the bound is hit.
-FINALIZE_GRACE = 10.0
-
 StopReason = Literal["normal", "shutdown", "suspend"]
 
-
-async def await_bounded(pending: Any, what: str, logger: logging.Logger) -> None:
-    """Await subscriber work for at most FINALIZE_GRACE; past it, cancel and log."""
-    with trio.move_on_after(FINALIZE_GRACE) as bound:
-        await pending
-    if bound.cancelled_caught:
-        logger.error("%s took over %ss; cancelled", what, FINALIZE_GRACE)
+TurnBarrier = Callable[[], Awaitable[None]]
+"""Awaited at the end of every turn, before its terminal signal (a store's commit)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -68,54 +66,193 @@ class Suspend(PriorityCommand):
     """Internal: leave the loop keeping the mailbox (a supervisor restart)."""
 
 
-async def serve(
-    branch: Branch,
-    mailbox: Mailbox,
-    host: trio.Nursery | None = None,
-    *,
-    task_status: Any = trio.TASK_STATUS_IGNORED,
-) -> StopReason:
-    """Serve ``branch``'s mailbox until a ``Stop`` (or ``Suspend``) arrives.
+class Actor:
+    """A branch's actor: its mailbox, the task serving it, and what that task tracks.
 
-    ``host`` is a nursery that outlives the actor (its supervisor's) to run
-    the turns' nested and signal tasks in; without one the actor opens its own.
+    Runtime state only, never serialised or cloned. The mailbox outlives a
+    run of the loop (a restart serves the same mailbox again); the rest is
+    per run or per turn.
 
-    Returns the stop reason. On ``Stop`` the mailbox is closed and every
-    envelope still queued is answered with BranchClosed; on ``Suspend`` (or
-    a crash, or cancellation) the mailbox is left as it is for the supervisor.
-
-    Raises:
-        Escalate, Exception: a crash, after the envelope being served was
-            answered with it.
+    Attributes:
+        branch: the branch this actor serves.
+        mailbox: the two-lane mailbox, once the actor was started.
+        host: the nursery hosting the turns' tasks while the loop runs, else None.
+        turn: the active top-level turn (ADR-0018's pointer), else None.
+        envelope: the envelope the loop took last (a restart cancels its turn).
+        last_context_report: the context report of the last finished top-level turn.
+        observer: where the branch's signals go (a session's observer, or one
+            given to a standalone branch).
+        hooks: the session's hook bus, while attached.
+        owner_id: the id of the session the branch belongs to, while attached.
+        directory: resolves branch names for sends made from the branch's turns.
     """
-    if host is not None:
-        # A supervisor's nursery hosts the turns' nested and signal tasks (each
-        # turn cancels and awaits its own before its terminal), which spares an
-        # idle actor a nursery of its own.
-        branch._background = host
-        task_status.started()
-        try:
-            return await _loop(branch, mailbox)
-        finally:
-            branch._background = None
-    crash: BaseException | None = None
-    reason: StopReason = "normal"
-    async with trio.open_nursery() as background:
-        branch._background = background
-        task_status.started()
-        try:
-            reason = await _loop(branch, mailbox)
-        except BaseException as exc:
-            crash = exc
-        finally:
-            branch._background = None
-            background.cancel_scope.cancel()
-    if crash is not None:
-        raise crash
-    return reason
+
+    __slots__ = (
+        "_barriers",
+        "branch",
+        "directory",
+        "envelope",
+        "hooks",
+        "host",
+        "last_context_report",
+        "mailbox",
+        "observer",
+        "owner_id",
+        "turn",
+    )
+
+    def __init__(self, branch: Branch, observer: SignalSink | None = None) -> None:
+        self.branch = branch
+        self.mailbox: Mailbox | None = None
+        self.host: trio.Nursery | None = None
+        self.turn: turn.TurnState | None = None
+        self.envelope: Reply | None = None
+        self.last_context_report: Any = None
+        self.observer = observer
+        self.hooks: HookSink | None = None
+        self.owner_id: UUID | None = None
+        self.directory: Any = None
+        self._barriers: list[TurnBarrier] | None = None
+
+    def __repr__(self) -> str:
+        state = "serving" if self.serving else "running" if self.running else "idle"
+        return f"<Actor of {self.branch.name!r} {state}>"
+
+    # ------------------------------------------------------------ mailbox
+
+    @property
+    def running(self) -> bool:
+        """True while the mailbox accepts commands."""
+        return self.mailbox is not None and not self.mailbox.closed
+
+    @property
+    def serving(self) -> bool:
+        """True while the loop runs (in a supervisor's task or a standalone one)."""
+        return self.host is not None
+
+    def statistics(self) -> MailboxStatistics | None:
+        """A snapshot of the mailbox, or None if the actor never started."""
+        return self.mailbox.statistics() if self.mailbox is not None else None
+
+    def require_mailbox(self) -> Mailbox:
+        """The open mailbox.
+
+        Raises:
+            BranchNotRunning: the actor was never started.
+            BranchClosed: the branch has stopped.
+        """
+        mailbox = self.mailbox
+        if mailbox is None:
+            raise BranchNotRunning(self.branch.name)
+        if mailbox.closed:
+            raise BranchClosed(self.branch.name)
+        return mailbox
+
+    def close(self, detail: str) -> None:
+        """Close the mailbox and answer everything queued with BranchClosed."""
+        mailbox = self.mailbox
+        if mailbox is None or mailbox.closed:
+            return
+        name = self.branch.name
+        answered = [reply for reply in mailbox.close() if reply.state != "dropped"]
+        for reply in answered:  # a dropped one's caller has gone: nobody to answer
+            reply.fail(BranchClosed(name, detail))
+        if answered:
+            log.info(
+                "branch %r: answered %d queued envelopes with BranchClosed", name, len(answered)
+            )
+        withdraw_live(self.branch)
+
+    def suspend(self, cancel_reason: str | None) -> Reply:
+        """For supervisors: leave the loop after the current item, keeping the mailbox.
+
+        With ``cancel_reason`` the item being served is cancelled first (its
+        caller gets ``TurnCancelled(cancel_reason)``); without, it finishes.
+        Returns the Reply of the ``Suspend`` (answered when the loop leaves).
+
+        Raises:
+            BranchNotRunning, BranchClosed: no mailbox to suspend.
+        """
+        reply = Reply(self.branch, Suspend())
+        self.require_mailbox().put_priority(reply, first=True)
+        serving = self.envelope
+        if cancel_reason is not None and serving is not None and serving.state == "running":
+            serving.cancel(cancel_reason)
+        return reply
+
+    # ------------------------------------------------------------ barriers
+
+    def add_turn_barrier(self, barrier: TurnBarrier) -> None:
+        """Await ``barrier()`` at the end of every turn, before its terminal and reply.
+
+        A failing barrier fails the turn (a store that could not commit says
+        so to the caller).
+        """
+        if self._barriers is None:
+            self._barriers = []
+        self._barriers.append(barrier)
+
+    def remove_turn_barrier(self, barrier: TurnBarrier) -> None:
+        """Stop awaiting ``barrier``; nothing happens if it was not added."""
+        if self._barriers is not None and barrier in self._barriers:
+            self._barriers.remove(barrier)
+            if not self._barriers:
+                self._barriers = None
+
+    # ------------------------------------------------------------ serving
+
+    async def serve(
+        self, host: trio.Nursery | None = None, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> StopReason:
+        """Serve the mailbox until a ``Stop`` (or ``Suspend``) arrives.
+
+        ``host`` is a nursery that outlives the actor (its supervisor's) to run
+        the turns' nested and signal tasks in; without one the actor opens its
+        own. The mailbox is opened first (a new one if the last was closed).
+
+        Returns the stop reason. On ``Stop`` the mailbox is closed and every
+        envelope still queued is answered with BranchClosed; on ``Suspend`` (or
+        a crash, or cancellation) the mailbox is left as it is for the supervisor.
+
+        Raises:
+            Escalate, Exception: a crash, after the envelope being served was
+                answered with it.
+        """
+        if self.mailbox is None or self.mailbox.closed:
+            self.mailbox = Mailbox(self.branch.name, self.branch.mailbox_size)
+        announce_live(self.branch)
+        mailbox = self.mailbox
+        if host is not None:
+            # A supervisor's nursery hosts the turns' nested and signal tasks (each
+            # turn cancels and awaits its own before its terminal), which spares an
+            # idle actor a nursery of its own.
+            self.host = host
+            task_status.started()
+            try:
+                return await _loop(self, mailbox)
+            finally:
+                self.host = None
+        crash: BaseException | None = None
+        reason: StopReason = "normal"
+        async with trio.open_nursery() as background:
+            self.host = background
+            task_status.started()
+            try:
+                reason = await _loop(self, mailbox)
+            except BaseException as exc:
+                crash = exc
+            finally:
+                self.host = None
+                background.cancel_scope.cancel()
+        if crash is not None:
+            raise crash
+        return reason
 
 
-async def _loop(branch: Branch, mailbox: Mailbox) -> StopReason:
+# ----------------------------------------------------------------- the loop
+
+
+async def _loop(actor: Actor, mailbox: Mailbox) -> StopReason:
     # Cancelling a turn needs a cancel scope around it, and entering a trio
     # cancel scope costs more than the rest of a short turn. So items are
     # served inside one scope shared by consecutive items; a caller cancelling
@@ -127,37 +264,37 @@ async def _loop(branch: Branch, mailbox: Mailbox) -> StopReason:
                 reply = await mailbox.next()
                 if reply.state == "dropped":
                     continue
-                branch._serving = reply
+                actor.envelope = reply
                 command = reply.command
                 if isinstance(command, PriorityCommand):
                     if isinstance(command, Stop | Suspend):
-                        return _stop(branch, mailbox, reply)
-                    _apply_priority(branch, reply)
+                        return _stop(actor, reply)
+                    _apply_priority(actor, reply)
                     await trio.lowlevel.checkpoint()
                 elif command.model_turn:  # type: ignore[attr-defined]
-                    await _run_turn(branch, reply, shared)
+                    await _run_turn(actor, reply, shared)
                 else:
-                    await _run_step(branch, reply, shared)
+                    await _run_step(actor, reply, shared)
 
 
-def _stop(branch: Branch, mailbox: Mailbox, reply: Reply) -> StopReason:
+def _stop(actor: Actor, reply: Reply) -> StopReason:
     command = reply.command
     if isinstance(command, Suspend):
         reply.succeed(None)
         return "suspend"
     assert isinstance(command, Stop)
-    branch._close_mailbox(f"stopped ({command.reason})")
+    actor.close(f"stopped ({command.reason})")
     reply.succeed(None)
     return command.reason
 
 
-def _apply_priority(branch: Branch, reply: Reply) -> None:
+def _apply_priority(actor: Actor, reply: Reply) -> None:
     command = reply.command
     try:
         if isinstance(command, Attach):
-            branch._attach(command)
+            wiring.attach(actor, command)
         elif isinstance(command, Detach):
-            branch._detach()
+            wiring.detach(actor)
         else:
             raise TypeError(f"unknown priority command {type(command).__name__}")
     except Exception as exc:
@@ -166,12 +303,12 @@ def _apply_priority(branch: Branch, reply: Reply) -> None:
         reply.succeed(None)
 
 
-async def _run_step(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> None:
+async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None:
     """Serve a work command that is not a model turn (``Act``): no context, no signals."""
     reply.start(None, cancel)
     step = enter_step(reply)  # its tools waiting on this branch would deadlock
     try:
-        result = await branch._run_inline(reply.command, None)  # type: ignore[arg-type]
+        result = await run_command(actor.branch, reply.command, None)  # type: ignore[arg-type]
     except trio.Cancelled:
         if reply.cancel_reason is None:
             reply.fail(TurnCancelled("shutdown"))
@@ -188,60 +325,56 @@ async def _run_step(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> N
         leave_step(step)
 
 
-async def _run_turn(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> None:
+# ------------------------------------------------------------ the turn driver
+
+
+async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None:
+    branch = actor.branch
     command = reply.command
-    host = branch._background
-    assert host is not None, "a turn runs only inside a serving actor"
+    assert actor.host is not None, "a turn runs only inside a serving actor"
     context = turn.TurnExecutionContext(
-        turn_id=new_id(),
-        model=branch.chat_model,
-        owner_task=trio.lowlevel.current_task(),
-        command=command,  # type: ignore[arg-type]
-        host=host,
+        turn_id=new_id(), model=branch.chat_model, owner_task=trio.lowlevel.current_task()
     )
-    scope = turn.TurnScope(context, owns_lifecycle=True, stream=reply._stream)
-    observed = branch._observer is not None
+    state = turn.TurnState(context, command, actor.host)  # type: ignore[arg-type]
+    scope = turn.TurnScope(state, owns_lifecycle=True, stream=reply.stream)
+    observed = actor.observer is not None
     reply.start(context.turn_id, cancel)
-    branch._active_turn = context
-    token = turn.bind(branch, scope)
+    actor.turn = state
+    token = turn.bind(branch, actor, scope)
     result: Any = None
     error: BaseException | None = None
     outcome: _Outcome | None = None
     try:
         try:
             if observed:
-                await branch._emit_lifecycle(
+                await wiring.emit_lifecycle(
+                    actor,
                     RunStart(
                         branch_id=branch.id,
                         branch_name=branch.name,
                         turn_id=context.turn_id,
                         command=type(command).__name__,
-                    )
+                    ),
                 )
-            result = await branch._run_inline(command, scope)  # type: ignore[arg-type]
+            result = await run_command(branch, command, scope)  # type: ignore[arg-type]
         except BaseException as exc:
             error = exc
         finally:
             context.advance("finalizing")
-        if reply._stream is not None:
-            reply._stream.close()
+        if reply.stream is not None:
+            reply.stream.close()
         outcome = _classify(error, reply)
-        if (
-            observed
-            or context.nested is not None
-            or context.signals is not None
-            or branch._turn_barriers
-        ):
-            outcome = await _finalise(branch, context, outcome, observed)
+        if observed or state.nested is not None or state.signals is not None or actor._barriers:
+            outcome = await _finalise(actor, state, outcome, observed)
     except BaseException as exc:  # a fault of the runtime itself: answer, then crash
         outcome = _Outcome(exc, reraise=exc)
     finally:
-        branch._last_context_report = context.provider_report
+        actor.last_context_report = context.provider_report
         context.advance("closed")
-        branch._active_turn = None
+        actor.turn = None
         turn.unbind(token)
-        if reply._stream is not None:
-            reply._stream.close()
+        if reply.stream is not None:
+            reply.stream.close()
     if outcome.failure is None:
         reply.succeed(result if outcome.result_kept else None)
     else:
@@ -251,7 +384,7 @@ async def _run_turn(branch: Branch, reply: Reply, cancel: trio.CancelScope) -> N
 
 
 async def _finalise(
-    branch: Branch, context: turn.TurnExecutionContext, outcome: _Outcome, observed: bool
+    actor: Actor, state: turn.TurnState, outcome: _Outcome, observed: bool
 ) -> _Outcome:
     """End nested work, drain message signals, pass the turn's barriers (a store's
     commit), emit the terminal: shielded and bounded. Returns the final outcome.
@@ -260,49 +393,49 @@ async def _finalise(
     and its terminal is still emitted (once: never a second attempt).
     """
     attempted = False
+    name = actor.branch.name
+    turn_id = state.context.turn_id
     with trio.move_on_after(FINALIZE_GRACE) as guard:
         # Cancellation from outside must not strand the turn half-finalised.
         guard.shield = True
-        if context.nested is not None:
-            await context.nested.cancel_and_wait()
-        if context.signals is not None:
-            await context.signals.wait()
-        outcome = _escalated(context, outcome)
-        for barrier in branch._turn_barriers:
+        if state.nested is not None:
+            await state.nested.cancel_and_wait()
+        if state.signals is not None:
+            await state.signals.wait()
+        outcome = _escalated(state, outcome)
+        for barrier in actor._barriers or ():
             try:
                 await barrier()
             except Exception as exc:
                 # The turn's messages may not be durable: say so to the caller.
-                log.error(
-                    "turn %s of branch %r: %s", context.turn_id, branch.name, exc, exc_info=exc
-                )
+                log.error("turn %s of branch %r: %s", turn_id, name, exc, exc_info=exc)
                 if outcome.failure is None:
                     outcome = _Outcome(exc)
         if observed:
             attempted = True
-            await branch._emit_lifecycle(_terminal(branch, context, outcome))
+            await wiring.emit_lifecycle(actor, _terminal(actor, state, outcome))
     if guard.cancelled_caught:
         log.error(
             "turn %s of branch %r did not finalise within %ss; finalisation was cut short",
-            context.turn_id,
-            branch.name,
+            turn_id,
+            name,
             FINALIZE_GRACE,
         )
         with trio.move_on_after(FINALIZE_GRACE) as late:
             late.shield = True
-            if context.signals is not None:  # stuck subscribers: cancel, never leave behind
-                await context.signals.cancel_and_wait()
+            if state.signals is not None:  # stuck subscribers: cancel, never leave behind
+                await state.signals.cancel_and_wait()
             if observed and not attempted:  # every turn gets its terminal
-                await branch._emit_lifecycle(_terminal(branch, context, outcome))
+                await wiring.emit_lifecycle(actor, _terminal(actor, state, outcome))
     return outcome
 
 
-def _escalated(context: turn.TurnExecutionContext, outcome: _Outcome) -> _Outcome:
+def _escalated(state: turn.TurnState, outcome: _Outcome) -> _Outcome:
     """The outcome once the turn's own tasks had their say: an Escalate from a
     nested task or an async hook escalates the turn (after it finalises)."""
     if outcome.reraise is not None:
         return outcome
-    for group in (context.nested, context.signals):
+    for group in (state.nested, state.signals):
         if group is not None and group.escalation is not None:
             return _Outcome(group.escalation, reraise=group.escalation)
     return outcome
@@ -316,12 +449,12 @@ class _Outcome:
     reraise: BaseException | None = None  # escapes the actor loop after answering
 
 
-_SUCCESS = None  # set below, once _Outcome exists
+_SUCCESS = _Outcome(None)
 
 
 def _classify(error: BaseException | None, reply: Reply) -> _Outcome:
     if error is None:
-        return _SUCCESS  # type: ignore[return-value]
+        return _SUCCESS
     if isinstance(error, StopStream):
         return _Outcome(None, result_kept=False)
     if isinstance(error, trio.Cancelled):
@@ -339,27 +472,25 @@ def _classify(error: BaseException | None, reply: Reply) -> _Outcome:
     return _Outcome(error, reraise=error)  # KeyboardInterrupt and friends
 
 
-_SUCCESS = _Outcome(None)
-
-
-def _terminal(branch: Branch, context: turn.TurnExecutionContext, outcome: _Outcome) -> Any:
-    duration_ms = (time.perf_counter() - context.started_at) * 1000.0
+def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> Any:
+    branch = actor.branch
+    duration_ms = (time.perf_counter() - state.started_at) * 1000.0
     if outcome.failure is None:
         return RunEnd(
             branch_id=branch.id,
             branch_name=branch.name,
-            turn_id=context.turn_id,
-            input_tokens=context.input_tokens,
-            output_tokens=context.output_tokens,
-            cached_tokens=context.cached_tokens,
-            total_cost_usd=context.cost_usd,
-            num_turns=context.model_calls,
+            turn_id=state.context.turn_id,
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+            cached_tokens=state.cached_tokens,
+            total_cost_usd=state.cost_usd,
+            num_turns=state.model_calls,
             duration_ms=duration_ms,
         )
     return RunFailed(
         branch_id=branch.id,
         branch_name=branch.name,
-        turn_id=context.turn_id,
+        turn_id=state.context.turn_id,
         error_type=type(outcome.failure).__name__,
         error_message=str(outcome.failure),
         cancelled=outcome.cancelled,

@@ -78,7 +78,12 @@ def connect(
     update: bool = False,
     **kwargs: Any,
 ) -> Tool:
-    """Register on ``branch`` a tool that asks another model (``Branch.connect``).
+    """Offer another model to the branch's model as a tool (``Branch.connect``, ADR-0016 D5).
+
+    The tool takes ``instruction`` (text), asks the connected model once and
+    returns its reply. Give ``imodel=`` or the model's configuration
+    (``model="provider/name"``, limits, request options), forwarded to
+    [`iModel`][pride.iModel] (queue capacity 100, refresh 60 s by default).
 
     Args:
         branch: the branch whose action manager gets the tool.

@@ -106,7 +106,24 @@ def to_dict(
     include_log_config: bool = False,
     include_processor_config: bool = False,
 ) -> dict[str, Any]:
-    """The branch's projection (see the module docstring for its keys and modes).
+    """The branch's serialised projection (ADR-0016 D2; ``Branch.to_dict``).
+
+    Identity (``id``, ``created_at``, ``metadata``, ``user``, ``name``),
+    then ``messages`` (always), ``logs`` (when included and not empty),
+    ``system`` (when there is one), ``log_config`` (when included),
+    ``chat_model`` (always) and ``parse_model`` (when distinct). No API
+    key, tool, provider, memory, grant, operation or session reference.
+    The module docstring (`pride.actors.projection`) has the details.
+
+    Args:
+        branch: the branch to project.
+        mode: ``"python"``, ``"json"`` (JSON-safe) or ``"db"`` (JSON-safe,
+            metadata under ``db_meta_key``, default ``"node_metadata"``).
+        db_meta_key: the metadata key in ``"db"`` mode.
+        include_request_options: export the models' request options.
+        include_logs: export the call log (omitted when empty anyway).
+        include_log_config: export the log configuration.
+        include_processor_config: export the models' rate-limit settings.
 
     Raises:
         ValueError: ``mode`` is not ``"python"``, ``"json"`` or ``"db"``.

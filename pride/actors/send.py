@@ -29,6 +29,7 @@ from ..messages import Command, WorkCommand
 from . import turn
 from .mailbox import Reply
 from .target import BranchRef, Target, is_target, live_target
+from .view import run_command
 from .waits import check_wait_allowed, waiting_edge
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ def resolve(target: Any) -> Target:
         UnknownBranch: no such branch is known where it was looked up.
         TypeError: ``target`` is none of those.
     """
+    if is_target(target):
+        return target  # type: ignore[no-any-return]
     if isinstance(target, BranchRef):
         found = live_target(target.id)
         if found is None:
@@ -62,7 +65,7 @@ def resolve(target: Any) -> Target:
     if isinstance(target, str | UUID):
         bound = turn.binding()
         if bound is not None:
-            directory = bound.branch._directory
+            directory = bound.actor.directory
             if directory is not None:
                 return directory.resolve(target)  # type: ignore[no-any-return]
         if isinstance(target, UUID):
@@ -70,8 +73,6 @@ def resolve(target: Any) -> Target:
             if found is not None:
                 return found  # type: ignore[no-any-return]
         raise UnknownBranch(target, "the current turn's session (no session to resolve names)")
-    if is_target(target):
-        return target  # type: ignore[no-any-return]
     raise TypeError(
         "send target must be a Branch (or another pride.Target), a BranchRef, a name or an id, "
         f"got {type(target).__name__}"
@@ -185,9 +186,9 @@ async def _run_nested(
             f"branch {branch.name!r}: turn {scope.turn_id} is finalising; a call from its own "
             "task lineage cannot wait for it (schedule the work after the terminal signal)"
         )
-    nested = turn.TurnScope(scope.context, owns_lifecycle=False)
+    nested = turn.TurnScope(scope.state, owns_lifecycle=False)
     with _deadline(timeout):
-        return await branch._run_inline(command, nested)
+        return await run_command(branch, command, nested)
 
 
 class StreamItems:
@@ -287,14 +288,14 @@ async def _nested_stream(
     """A stream inside the target's own turn: the producer is nested work of that turn."""
     if scope.context.phase != "active":
         raise TurnFinalizingError(f"turn {scope.turn_id} is finalising")
-    nested = turn.TurnScope(scope.context, owns_lifecycle=False, stream=send_channel)
+    nested = turn.TurnScope(scope.state, owns_lifecycle=False, stream=send_channel)
     items = StreamItems(receive_channel, None)
     finished = trio.Event()
 
     async def produce() -> None:
         try:
             async with send_channel:
-                await branch._run_inline(command, nested)
+                await run_command(branch, command, nested)
         except Exception as exc:  # surfaced to the consumer after the last item
             items._error = exc
         finally:

@@ -3,7 +3,7 @@
 A **target** is anything that takes an envelope (a [`Reply`][pride.Reply]:
 the command plus the handle its caller holds) and serves it. The send API
 knows nothing else about it: a local [`Branch`][pride.Branch] implements
-[`Target`][pride.Target] by putting the envelope in its mailbox, and a branch on
+`Target` by putting the envelope in its mailbox, and a branch on
 another process (the cluster's ``RemoteBranchRef``) implements it by
 carrying the envelope there. Identity (``id``, ``name``) is what errors,
 deadlock reports and sessions use to name it.
@@ -16,14 +16,14 @@ What an implementation does with the envelope it was given:
   [`MailboxFull`][pride.MailboxFull] (``deliver_nowait`` only: no room);
 * or **accept it**, and then answer it exactly once: ``reply.start(turn_id,
   canceller)`` when it starts serving it (``canceller.cancel()`` is how a
-  caller's [`cancel`][pride.actors.mailbox.Reply.cancel] reaches the running command),
+  caller's `cancel` reaches the running command),
   ``reply.turn_id`` set as soon as the turn id is known, items of a
   streaming command sent to ``reply.stream`` (closed when the turn ends),
   and finally ``reply.succeed(result)`` or ``reply.fail(error)``.
   An accepted envelope is never dropped silently: if the target stops
   first it answers ``reply.fail(BranchClosed(...))``.
 
-[`BranchRef`][pride.BranchRef] is the serialisable address of a branch of this process
+`BranchRef` is the serialisable address of a branch of this process
 (its id and name): the send API resolves it to that live branch.
 """
 
@@ -50,7 +50,7 @@ class Canceller(Protocol):
 class Target(Protocol):
     """Anything the send API can deliver a command to (see the module docstring).
 
-    Implemented by [`Branch`][pride.Branch] and [`BranchRef`][pride.BranchRef] here, and by
+    Implemented by [`Branch`][pride.Branch] and `BranchRef` here, and by
     the cluster's ``RemoteBranchRef``.
     """
 
@@ -83,16 +83,26 @@ class Target(Protocol):
 
         Raises:
             MailboxFull: no room for work right now.
-            BranchClosed, BranchNotRunning: as for [`deliver`][pride.actors.target.Target.deliver].
+            BranchClosed, BranchNotRunning: as for `deliver`.
         """
         ...
 
 
 def is_target(value: object) -> bool:
-    """True when ``value`` implements [`Target`][pride.Target] (it has both delivery methods)."""
-    return callable(getattr(value, "deliver", None)) and callable(
-        getattr(value, "deliver_nowait", None)
+    """True when ``value`` implements `Target` (it has both delivery methods)."""
+    kind = type(value)
+    if kind in _target_types:  # the common case, on every send: no attribute lookups
+        return True
+    found = callable(getattr(kind, "deliver", None)) and callable(
+        getattr(kind, "deliver_nowait", None)
     )
+    if found:
+        _target_types.add(kind)
+    return found
+
+
+# Classes already seen to implement Target (a handful: Branch, the cluster's ref).
+_target_types: set[type] = set()
 
 
 # Branches whose actor runs in this process, by id: what a BranchRef resolves to.
@@ -110,7 +120,7 @@ def announce_live(branch: Any) -> None:
 
 
 def withdraw_live(branch: Any) -> None:
-    """Undo [`announce_live`][pride.actors.branch.announce_live] (the branch stopped)."""
+    """Undo `announce_live` (the branch stopped)."""
     key: UUID = branch.id
     if _live.get(key) is branch:
         del _live[key]

@@ -1,17 +1,18 @@
 """Turn-scoped execution state (ADR-0018 on trio).
 
 A **turn** is the execution of one model-invoking command, from ``RunStart``
-to its single terminal signal. Everything a turn owns lives in its
-[`TurnExecutionContext`][pride.TurnExecutionContext]: the model snapshot, provider blocks and
-report, the pending loop control, usage, and the turn's nursery. The branch
-holds only a pointer to the one active context, so out-of-band callers
-(observers, controllers) can address it with [`Branch.control`][pride.actors.branch.Branch.control].
+to its single terminal signal. What ADR-0018 says a turn owns lives in its
+`TurnExecutionContext`: the model snapshot, provider blocks and
+report, the pending loop control. What the runtime keeps beside it (the
+command, usage so far, the turn's task groups) is the `TurnState`,
+never handed to user code. The branch's actor holds only a pointer to the
+one active turn, so out-of-band callers (observers, controllers) can address
+it with `Branch.control`.
 
 Work running inside a turn sees it through a `contextvars.ContextVar`
 binding; trio copies the context into tasks started from the turn, so a
 nested verb call from the operation, a tool or a task spawned with
-[`TurnScope.start_soon`][pride.actors.turn.TurnScope.start_soon] joins the turn instead of queueing
-behind it.
+`TurnScope.start_soon` joins the turn instead of queueing behind it.
 A binding is live only while the branch's pointer still refers to its
 context and the phase is ``"active"``; a stale binding (closed, or another
 turn's) makes the caller a new top-level contender.
@@ -34,19 +35,39 @@ from ..errors import Escalate, LoopBreak, StopStream
 from ..messages import WorkCommand
 
 if TYPE_CHECKING:
+    from .actor import Actor
     from .branch import Branch
 
 __all__ = [
+    "FINALIZE_GRACE",
     "LoopControl",
     "LoopDirective",
     "TurnExecutionContext",
     "TurnPhase",
     "TurnScope",
+    "TurnState",
+    "TurnTasks",
+    "await_bounded",
     "check_control",
     "current_turn",
 ]
 
 log = logging.getLogger("pride.turn")
+
+# Bound on a turn's shielded finalisation (nested-task cancellation, signal
+# drain, terminal observers). ADR-0018 sets no drain timeout; an unbounded
+# shield could pin a branch forever on a stuck observer, so pride bounds it and
+# logs when the bound is hit.
+FINALIZE_GRACE = 10.0
+
+
+async def await_bounded(pending: Any, what: str, logger: logging.Logger) -> None:
+    """Await subscriber work for at most FINALIZE_GRACE; past it, cancel and log."""
+    with trio.move_on_after(FINALIZE_GRACE) as bound:
+        await pending
+    if bound.cancelled_caught:
+        logger.error("%s took over %ss; cancelled", what, FINALIZE_GRACE)
+
 
 TurnPhase = Literal["active", "finalizing", "closed"]
 _PHASE_ORDER = {"active": 0, "finalizing": 1, "closed": 2}
@@ -56,7 +77,7 @@ class LoopDirective(enum.Enum):
     """What an out-of-band controller asks a running loop to do."""
 
     CONTINUE = "continue"
-    """Carry on (a no-op for [`check_control`][pride.check_control])."""
+    """Carry on (a no-op for `check_control`)."""
     BREAK = "break"
     """Stop the loop; the turn fails with [`LoopBreak`][pride.LoopBreak]."""
     CANCEL = "cancel"
@@ -73,13 +94,12 @@ class LoopControl:
 
 @attrs.define(eq=False)
 class TurnExecutionContext:
-    """The runtime state of one top-level turn. Never serialised.
+    """What one top-level turn owns (ADR-0018 D1). Never serialised.
 
     Attributes:
         turn_id: a fresh uuid4 per top-level turn.
         model: the model snapshot resolved when the turn started.
         owner_task: the trio task running the turn (the branch's actor).
-        command: the work command this turn serves.
         phase: ``"active"`` → ``"finalizing"`` → ``"closed"``, never backward.
         provider_blocks: context-provider text injected into this turn's requests.
         provider_report: the context providers' report for this turn, if any ran.
@@ -89,39 +109,10 @@ class TurnExecutionContext:
     turn_id: UUID
     model: Any
     owner_task: trio.lowlevel.Task
-    command: WorkCommand
     phase: TurnPhase = "active"
     provider_blocks: tuple[str, ...] = ()
     provider_report: Any = None
     control: LoopControl | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float | None = None
-    model_calls: int = 0
-    started_at: float = attrs.field(factory=time.perf_counter)
-    # Nested work and message-signal work of this turn (the "turn nursery" and
-    # the signal drain of ADR-0018), hosted by the actor's nursery and created
-    # on first use.
-    host: trio.Nursery | None = attrs.field(default=None, repr=False)
-    nested: TaskGroup | None = attrs.field(default=None, repr=False)
-    signals: TaskGroup | None = attrs.field(default=None, repr=False)
-
-    def nested_group(self) -> TaskGroup:
-        """The group holding this turn's nested tasks (created on first use)."""
-        if self.nested is None:
-            if self.host is None:
-                raise RuntimeError(f"turn {self.turn_id} has no actor to host nested work")
-            self.nested = TaskGroup(self.host, f"nested work of turn {self.turn_id}")
-        return self.nested
-
-    def signal_group(self) -> TaskGroup:
-        """The group holding this turn's pending signal deliveries (created on first use)."""
-        if self.signals is None:
-            if self.host is None:
-                raise RuntimeError(f"turn {self.turn_id} has no actor to host signal work")
-            self.signals = TaskGroup(self.host, f"signals of turn {self.turn_id}")
-        return self.signals
 
     def advance(self, phase: TurnPhase) -> None:
         """Move to ``phase``; phases only move forward.
@@ -132,6 +123,51 @@ class TurnExecutionContext:
         if _PHASE_ORDER[phase] < _PHASE_ORDER[self.phase]:
             raise RuntimeError(f"turn phase cannot go back from {self.phase} to {phase}")
         self.phase = phase
+
+
+@attrs.define(eq=False)
+class TurnState:
+    """The runtime's side of one top-level turn: what it tracks beside the context.
+
+    Attributes:
+        context: the turn's `TurnExecutionContext`.
+        command: the work command the turn serves.
+        started_at: ``time.perf_counter()`` when the turn started.
+        input_tokens, output_tokens, cached_tokens, cost_usd, model_calls:
+            usage of the turn's model calls so far (reported on ``RunEnd``).
+        host: the actor's long-lived nursery, hosting the turn's task groups.
+        nested: the turn's nested tasks (ADR-0018's "turn nursery"), once any started.
+        signals: the turn's pending signal deliveries (the signal drain), once any.
+    """
+
+    context: TurnExecutionContext
+    command: WorkCommand
+    host: trio.Nursery | None = attrs.field(default=None, repr=False)
+    started_at: float = attrs.field(factory=time.perf_counter)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+    model_calls: int = 0
+    nested: TurnTasks | None = attrs.field(default=None, repr=False)
+    signals: TurnTasks | None = attrs.field(default=None, repr=False)
+
+    def nested_group(self) -> TurnTasks:
+        """The group holding this turn's nested tasks (created on first use)."""
+        if self.nested is None:
+            self.nested = TurnTasks(self._host(), f"nested work of turn {self.context.turn_id}")
+        return self.nested
+
+    def signal_group(self) -> TurnTasks:
+        """The group holding this turn's pending signal deliveries (created on first use)."""
+        if self.signals is None:
+            self.signals = TurnTasks(self._host(), f"signals of turn {self.context.turn_id}")
+        return self.signals
+
+    def _host(self) -> trio.Nursery:
+        if self.host is None:
+            raise RuntimeError(f"turn {self.context.turn_id} has no actor to host its tasks")
+        return self.host
 
     def record_usage(
         self, input_tokens: int, output_tokens: int, cached_tokens: int, cost_usd: float | None
@@ -151,17 +187,23 @@ class TurnScope:
 
     ``owns_lifecycle`` is True for the top-level entry (the driver, which
     emits lifecycle signals) and False for nested calls, which share the same
-    context and never emit lifecycle signals.
+    turn and never emit lifecycle signals. ``stream`` is where this scope's
+    items go (a ``pride.stream`` consumer), if anywhere.
     """
 
-    context: TurnExecutionContext
+    state: TurnState = attrs.field(repr=False)
     owns_lifecycle: bool
     stream: trio.MemorySendChannel[Any] | None = None
 
     @property
+    def context(self) -> TurnExecutionContext:
+        """The turn's execution context (ADR-0018)."""
+        return self.state.context
+
+    @property
     def turn_id(self) -> UUID:
         """The id of the turn this scope belongs to."""
-        return self.context.turn_id
+        return self.state.context.turn_id
 
     @property
     def streaming(self) -> bool:
@@ -182,9 +224,9 @@ class TurnScope:
         Raises:
             RuntimeError: the turn is no longer active.
         """
-        if self.context.phase != "active":
-            raise RuntimeError(f"turn {self.context.turn_id} is not active; cannot start work")
-        self.context.nested_group().start_soon(async_fn, *args, name=name)
+        if self.state.context.phase != "active":
+            raise RuntimeError(f"turn {self.turn_id} is not active; cannot start work")
+        self.state.nested_group().start_soon(async_fn, *args, name=name)
 
     async def emit(self, item: Any) -> None:
         """Hand ``item`` to the turn's stream consumer; waits until it is taken.
@@ -208,26 +250,26 @@ class TurnScope:
         No directive or CONTINUE: nothing. BREAK: raises
         [`LoopBreak`][pride.LoopBreak]. CANCEL: raises [`StopStream`][pride.StopStream].
         """
-        control = self.context.control
+        context = self.state.context
+        control = context.control
         if control is None:
             return
-        self.context.control = None
+        context.control = None
         _raise_for(control)
 
     def record_usage(
         self, input_tokens: int, output_tokens: int, cached_tokens: int, cost_usd: float | None
     ) -> None:
-        """Add one model call's usage to the turn's totals."""
-        self.context.record_usage(input_tokens, output_tokens, cached_tokens, cost_usd)
+        """Add one model call's usage to the turn's totals (reported on RunEnd)."""
+        self.state.record_usage(input_tokens, output_tokens, cached_tokens, cost_usd)
 
 
-class TaskGroup:
+class TurnTasks:
     """Tasks that belong to one turn, hosted by a longer-lived nursery.
 
     Opening a trio nursery per turn costs more than the rest of a short turn,
     so a turn's nested tasks run in the actor's nursery, each inside its own
-    cancel scope that this group owns.
-    [`cancel_and_wait`][pride.actors.turn.TaskGroup.cancel_and_wait] gives the same
+    cancel scope that this group owns. `cancel_and_wait` gives the same
     guarantee a per-turn nursery would: every task has ended before it
     returns. A task's failure is logged (it is never awaited by the turn, so
     it cannot change the turn's result, ADR-0018 D2) — except
@@ -305,6 +347,7 @@ def _raise_for(control: LoopControl) -> None:
 @attrs.frozen
 class _Binding:
     branch: Branch
+    actor: Actor
     scope: TurnScope
 
 
@@ -313,13 +356,13 @@ _active_turn: contextvars.ContextVar[_Binding | None] = contextvars.ContextVar(
 )
 
 
-def bind(branch: Branch, scope: TurnScope) -> contextvars.Token[_Binding | None]:
+def bind(branch: Branch, actor: Actor, scope: TurnScope) -> contextvars.Token[_Binding | None]:
     """Bind the current task (and tasks it starts) to ``scope``; reset with the token."""
-    return _active_turn.set(_Binding(branch, scope))
+    return _active_turn.set(_Binding(branch, actor, scope))
 
 
 def unbind(token: contextvars.Token[_Binding | None]) -> None:
-    """Restore the binding that was current before [`bind`][pride.actors.turn.bind]."""
+    """Restore the binding that was current before `bind`."""
     _active_turn.reset(token)
 
 
@@ -332,14 +375,14 @@ def live_scope_for(branch: object) -> TurnScope | None:
     """The scope the current task holds on ``branch``'s active turn, if live.
 
     Live means: the binding names this branch, the branch's active pointer
-    is the binding's context, and that context has not closed. A finalizing
-    context is returned too; the caller decides (TurnFinalizingError).
+    is the binding's turn, and that turn has not closed. A finalizing turn is
+    returned too; the caller decides (TurnFinalizingError).
     """
     bound = _active_turn.get()
     if bound is None or bound.branch is not branch:
         return None
-    context = bound.scope.context
-    if bound.branch._active_turn is not context or context.phase == "closed":
+    state = bound.scope.state
+    if bound.actor.turn is not state or state.context.phase == "closed":
         return None
     return bound.scope
 

@@ -22,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
 from ._errors import (
     McpError as McpError,
@@ -34,8 +34,16 @@ from ._server import McpServer as McpServer, McpServerStatistics as McpServerSta
 from ._spec import McpServerSpec as McpServerSpec
 from ._tool import McpTool as McpTool, tool_output as tool_output
 
-if TYPE_CHECKING:
-    from ..supervisors import RestartType, Session
+
+class Supervisor(Protocol):
+    """What `spawn_mcp` needs of a session: to supervise a child (``Session.spawn``).
+
+    A protocol rather than the Session class: this package sits below the
+    supervisors and never imports them, not even for type checking.
+    """
+
+    async def spawn(self, member: Any, *, restart: Any = ...) -> Any: ...
+
 
 __all__ = [
     "McpError",
@@ -46,13 +54,14 @@ __all__ = [
     "McpTool",
     "McpToolError",
     "McpUnavailable",
+    "Supervisor",
     "spawn_mcp",
     "tool_output",
 ]
 
 
 async def spawn_mcp(
-    session: Session,
+    session: Supervisor,
     name: str,
     *,
     command: Sequence[str] | None = None,
@@ -60,7 +69,7 @@ async def spawn_mcp(
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
     headers: Mapping[str, str] | None = None,
-    restart: RestartType = "permanent",
+    restart: Literal["permanent", "transient", "temporary"] = "permanent",
     **options: Any,
 ) -> McpServer:
     """Start an MCP server under ``session`` and return its handle (``session.spawn_mcp``).

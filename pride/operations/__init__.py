@@ -1,13 +1,15 @@
-"""The verbs' algorithms. Each runs inside a turn and receives the branch and the turn scope.
+"""The verbs' algorithms. Each runs inside a turn and sees it through a `TurnView`.
 
-`execute` dispatches a work command to its operation. Branch methods
-and commands only adapt and delegate here (ADR-0016 D5).
+An operation is ``async def op(turn, command)``; `execute` dispatches a
+work command to its operation. Branch methods and commands only adapt and
+delegate here (ADR-0016 D5). Nothing here knows the actor runtime: the turn
+view (`pride.operations.view`) is the whole interface.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..messages import (
     Act,
@@ -35,14 +37,19 @@ from .results import (
     Reason as Reason,
 )
 from .run import run
+from .view import TurnView as TurnView
 
-if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
+__all__ = [
+    "OPERATIONS",
+    "Analysis",
+    "OperateResult",
+    "ReActAnalysis",
+    "Reason",
+    "TurnView",
+    "execute",
+]
 
-__all__ = ["OPERATIONS", "Analysis", "OperateResult", "ReActAnalysis", "Reason", "execute"]
-
-Operation = Callable[[Any, Any, Any], Awaitable[Any]]
+Operation = Callable[[Any, Any], Awaitable[Any]]
 
 OPERATIONS: dict[type[WorkCommand], Operation] = {
     Chat: chat,
@@ -59,8 +66,8 @@ OPERATIONS: dict[type[WorkCommand], Operation] = {
 """The operation serving each work command type."""
 
 
-async def execute(branch: Branch, command: WorkCommand, scope: TurnScope | None) -> Any:
-    """Run ``command``'s operation on ``branch`` within ``scope``.
+async def execute(turn: TurnView, command: WorkCommand) -> Any:
+    """Run ``command``'s operation in ``turn``.
 
     Raises:
         TypeError: no operation serves this command type.
@@ -68,4 +75,4 @@ async def execute(branch: Branch, command: WorkCommand, scope: TurnScope | None)
     operation = OPERATIONS.get(type(command))
     if operation is None:
         raise TypeError(f"no operation serves {type(command).__name__}")
-    return await operation(branch, command, scope)
+    return await operation(turn, command)

@@ -19,17 +19,16 @@ from ..messages import Instruction
 from ..messages.history import ProviderShape, merge_entry
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
+    from .view import TurnView
 
 __all__ = ["build_request", "system_text"]
 
 
-def system_text(branch: Branch, scope: TurnScope | None, extra: str | None = None) -> str | None:
+def system_text(turn: TurnView, extra: str | None = None) -> str | None:
     """The system prompt for this turn's requests: the system message, provider
     blocks, then ``extra`` (text for this one request, e.g. tool descriptions)."""
-    system = branch.messages.system
-    blocks = scope.context.provider_blocks if scope is not None else ()
+    system = turn.messages.system
+    blocks = turn.provider_blocks
     if extra is None and not blocks:
         return system.text if system is not None else None
     parts = [system.text] if system is not None else []
@@ -40,9 +39,8 @@ def system_text(branch: Branch, scope: TurnScope | None, extra: str | None = Non
 
 
 def build_request(
-    branch: Branch,
+    turn: TurnView,
     model: iModel,
-    scope: TurnScope | None,
     instruction: Instruction | None,
     *,
     tools: Sequence[Mapping[str, Any]] = (),
@@ -62,8 +60,8 @@ def build_request(
     as parse reformats).
     """
     shape = cast(ProviderShape, model.api_format)
-    system = system_text(branch, scope, extra_system) if include_system else None
-    entries = branch.messages.compile(shape) if include_history else []
+    system = system_text(turn, extra_system) if include_system else None
+    entries = turn.messages.compile(shape) if include_history else []
     if instruction is not None:
         merge_entry(
             entries,

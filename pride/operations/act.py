@@ -3,8 +3,10 @@
 Calls run through the branch's action manager: concurrently inside the
 current turn (or sequentially on request), sync tools in threads. A failed
 call becomes an ActionResponse carrying the error, so the model can see it;
-it never fails the turn. A session's blocking ``before_tool_call`` hook can
-deny a call (its response then says ``denied: ...``).
+it never fails the turn. Every call passes through the turn's
+[`call_tools`][pride.operations.view.TurnView.call_tools], where a session's
+blocking ``before_tool_call`` hook can deny it (its response then says
+``denied: ...``).
 
 Recording order: the batch's ActionRequests are recorded before the calls
 run, then one ActionResponse per request, in call order. For native tool
@@ -15,27 +17,24 @@ request still gets a response recording why it has no result, so the
 history never holds a tool call without its answer (which providers reject).
 
 Progress: a running tool's reports (`pride.report_progress`, an MCP
-server's progress notifications) become `ToolProgress`
-signals, delivered to the observer and, when the turn streams (``Run``),
-handed to the stream consumer as items; either way before the call's
-ActionResponse.
+server's progress notifications) become `ToolProgress` signals, delivered to
+the observer and, when the turn streams (``Run``), handed to the stream
+consumer as items; either way before the call's ActionResponse. They name
+the call by its provider call id, or by its ActionRequest's id when it has none.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StopStream, ToolError
-from ..messages import Act, ActionCall, ActionRequest, ActionResponse, RoledMessage, ToolProgress
-from ..tools import ActionOutcome
+from ..errors import ToolError
+from ..messages import Act, ActionCall, ActionRequest, ActionResponse, RoledMessage
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
     from ..llm import ToolCall
+    from ..tools import ActionOutcome
+    from .view import TurnView
 
 __all__ = ["Emit", "act", "action_calls", "run_actions", "unexecuted_note"]
 
@@ -67,8 +66,7 @@ def unexecuted_note(calls: Sequence[ActionCall], text: str = "") -> str:
 
 
 async def run_actions(
-    branch: Branch,
-    scope: TurnScope | None,
+    turn: TurnView,
     calls: Sequence[ActionCall],
     *,
     strategy: str = "concurrent",
@@ -79,8 +77,7 @@ async def run_actions(
     """Execute ``calls``; record and return one ActionResponse per call, in call order.
 
     Args:
-        branch: whose tools run and whose conversation records the pairs.
-        scope: the turn the calls belong to (for logs), or None outside a turn.
+        turn: whose tools run and whose conversation records the pairs.
         calls: the calls to run.
         strategy: ``"concurrent"`` (a nursery in the calling task: inside a
             turn, the calls are part of it) or ``"sequential"``.
@@ -99,50 +96,9 @@ async def run_actions(
     if not calls:  # nothing to run or record (the actor checkpoints between items)
         return []
     preset = argument_errors or {}
-    turn_id = scope.turn_id if scope is not None else None
-    hooked = branch._hooks is not None
-    sender = branch.id_str
-
-    async def before(call: ActionCall) -> None:
-        if hooked:
-            await branch.run_hook("before_tool_call", {"branch": branch, "call": call})
-
-    async def progress(
-        call: ActionCall, done: float, total: float | None, message: str | None
-    ) -> None:
-        request = requests[_index_of(calls, call)]
-        signal = ToolProgress(
-            branch_id=branch.id,
-            branch_name=branch.name,
-            turn_id=turn_id,
-            call_id=call.call_id if call.call_id is not None else str(request.id),
-            function=call.function,
-            progress=done,
-            total=total,
-            message=message,
-        )
-        branch.emit(signal)
-        if scope is not None and scope.streaming:
-            # A consumer that left ends the stream at the next message item, not here.
-            with contextlib.suppress(StopStream):
-                await scope.emit(signal)
-
-    async def after(outcome: ActionOutcome) -> None:
-        branch.logs.record_measured(
-            "tool",
-            outcome.function,
-            started_at=time.time() - outcome.duration,
-            duration_ms=outcome.duration * 1000.0,
-            status="ok" if outcome.succeeded else "error",
-            turn_id=turn_id,
-            error_type=outcome.error.split(":", 1)[0] if outcome.error else None,
-        )
-        if hooked:
-            point = "after_tool_call" if outcome.succeeded else "tool_call_error"
-            branch.fire_hook(point, {"branch": branch, "outcome": outcome})
-
+    sender = turn.id_str
     requests = [
-        branch.add_message(
+        turn.add_message(
             ActionRequest(
                 function=call.function,
                 arguments=dict(call.arguments),
@@ -159,34 +115,31 @@ async def run_actions(
             for request in requests:
                 await emit(request)
         runnable = [index for index in range(len(calls)) if index not in preset]
-        done = await branch.acts.execute(
+        done = await turn.call_tools(
             [calls[index] for index in runnable],
             strategy=strategy,  # type: ignore[arg-type]
             max_concurrent=max_concurrent,
-            before_call=before,
-            after_call=after,
-            on_progress=progress,
+            call_ids=[_call_id(calls[index], requests[index]) for index in runnable],
         )
         for index, outcome in zip(runnable, done, strict=True):
             outcomes[index] = outcome
     except BaseException as exc:
         reason = f"not executed: the turn ended first ({type(exc).__name__})"
-        _record_responses(branch, calls, requests, outcomes, preset, missing=reason)
+        _record_responses(turn, calls, requests, outcomes, preset, missing=reason)
         raise
-    responses = _record_responses(branch, calls, requests, outcomes, preset)
+    responses = _record_responses(turn, calls, requests, outcomes, preset)
     if emit is not None:
         for response in responses:
             await emit(response)
     return responses
 
 
-def _index_of(calls: Sequence[ActionCall], call: ActionCall) -> int:
-    """The position of ``call`` (by identity: equal calls may repeat) in ``calls``."""
-    return next(index for index, candidate in enumerate(calls) if candidate is call)
+def _call_id(call: ActionCall, request: ActionRequest) -> str:
+    return call.call_id if call.call_id is not None else str(request.id)
 
 
 def _record_responses(
-    branch: Branch,
+    turn: TurnView,
     calls: Sequence[ActionCall],
     requests: Sequence[Any],
     outcomes: Sequence[ActionOutcome | None],
@@ -195,7 +148,7 @@ def _record_responses(
     missing: str = "not executed",
 ) -> list[ActionResponse]:
     responses = []
-    recipient = branch.id_str
+    recipient = turn.id_str
     for index, (call, request, outcome) in enumerate(zip(calls, requests, outcomes, strict=True)):
         if outcome is not None:
             output, error = outcome.output, outcome.error
@@ -211,12 +164,12 @@ def _record_responses(
             sender=call.function,
             recipient=recipient,
         )
-        branch.add_message(response)
+        turn.add_message(response)
         responses.append(response)
     return responses
 
 
-async def act(branch: Branch, command: Act, scope: TurnScope | None) -> list[ActionResponse]:
+async def act(turn: TurnView, command: Act) -> list[ActionResponse]:
     """Execute the command's calls (not a model turn) and return their responses.
 
     Raises:
@@ -224,8 +177,7 @@ async def act(branch: Branch, command: Act, scope: TurnScope | None) -> list[Act
             pair was recorded); the first failure's error is the message.
     """
     responses = await run_actions(
-        branch,
-        scope,
+        turn,
         command.action_requests,
         strategy=command.strategy,
         max_concurrent=command.max_concurrent,

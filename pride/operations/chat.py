@@ -10,27 +10,43 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ..messages import AssistantResponse, Chat, ChatAndRecord, Communicate, Instruction
-from ..messages.commands import _Prompt
-from ._context import gather_context
-from ._model_call import call_model, resolve_model
+from ..messages import (
+    AssistantResponse,
+    Chat,
+    ChatAndRecord,
+    Communicate,
+    Instruction,
+    Operate,
+    ReAct,
+    ReActStream,
+    Run,
+)
 from ._request import build_request
 from .formats import FormatTarget, format_schema
 from .parse import parse_text
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
     from ..llm import ModelResponse
+    from .view import TurnView
 
-__all__ = ["chat", "chat_and_record", "communicate", "make_instruction", "make_response"]
+__all__ = [
+    "PromptCommand",
+    "chat",
+    "chat_and_record",
+    "communicate",
+    "make_instruction",
+    "make_response",
+]
+
+PromptCommand: TypeAlias = Chat | ChatAndRecord | Communicate | Operate | Run | ReAct | ReActStream
+"""The commands that send an instruction to the model (they share the prompt fields)."""
 
 
 def make_instruction(
-    branch: Branch,
-    command: _Prompt,
+    turn: TurnView,
+    command: PromptCommand,
     *,
     tool_schemas: tuple[dict[str, Any], ...] = (),
     response_schema: dict[str, Any] | None = None,
@@ -51,15 +67,15 @@ def make_instruction(
         image_detail=command.image_detail,
         tool_schemas=tool_schemas,
         response_format=response_schema,
-        sender=command.sender or branch.user or "user",
-        recipient=command.recipient or branch.id_str,
+        sender=command.sender or turn.user or "user",
+        recipient=command.recipient or turn.id_str,
     )
 
 
 _TEXT_FIELDS = ("instruction", "guidance", "plain_content", "sender", "recipient")
 
 
-def _check_text(command: _Prompt) -> None:
+def _check_text(command: PromptCommand) -> None:
     # A recorded Instruction is rendered into every later request of its branch:
     # one that cannot be rendered (or that providers refuse) would fail every turn
     # after it. Commands built in process are not validated, so check here, before
@@ -78,14 +94,14 @@ def _check_text(command: _Prompt) -> None:
 
 
 def make_response(
-    branch: Branch, response: ModelResponse, text: str | None = None
+    turn: TurnView, response: ModelResponse, text: str | None = None
 ) -> AssistantResponse:
     """The AssistantResponse message for a model reply (or ``text``), usage in its metadata."""
     usage = response.usage
     return AssistantResponse(
         assistant_response=response.text if text is None else text,
-        sender=branch.id_str,
-        recipient=branch.user or "user",
+        sender=turn.id_str,
+        recipient=turn.user or "user",
         metadata={
             "model": response.model,
             "usage": {
@@ -99,58 +115,54 @@ def make_response(
 
 
 async def _exchange(
-    branch: Branch, command: _Prompt, scope: TurnScope | None, *, tools: Any = False
+    turn: TurnView, command: Chat | ChatAndRecord | Communicate, *, tools: Any = False
 ) -> tuple[Instruction, ModelResponse]:
-    model = resolve_model(branch, command.chat_model, scope)
+    model = turn.model(command.chat_model)
     schema = format_schema(command.response_format)
-    tool_schemas = branch.acts.schemas(tools) if tools else ()
-    instruction = make_instruction(
-        branch, command, tool_schemas=tool_schemas, response_schema=schema
-    )
-    await gather_context(branch, scope, instruction)
+    tool_schemas = turn.acts.schemas(tools) if tools else ()
+    instruction = make_instruction(turn, command, tool_schemas=tool_schemas, response_schema=schema)
+    await turn.gather_context(instruction)
     request = build_request(
-        branch,
+        turn,
         model,
-        scope,
         instruction,
         tools=tool_schemas if model.supports_native_tools else (),
         response_format=schema,
         options=command.request_options,
     )
-    response = await call_model(branch, scope, model, request)
+    response = await turn.call_model(model, request)
     return instruction, response
 
 
-async def chat(branch: Branch, command: Chat, scope: TurnScope | None) -> Any:
+async def chat(turn: TurnView, command: Chat) -> Any:
     """One model call over the history; records nothing."""
-    instruction, response = await _exchange(branch, command, scope, tools=command.tools)
+    instruction, response = await _exchange(turn, command, tools=command.tools)
     if command.return_ins_res_message:
-        return instruction, make_response(branch, response)
+        return instruction, make_response(turn, response)
     return response.text
 
 
-async def chat_and_record(branch: Branch, command: ChatAndRecord, scope: TurnScope | None) -> str:
+async def chat_and_record(turn: TurnView, command: ChatAndRecord) -> str:
     """Chat, then record the instruction and the response; returns the text."""
-    instruction, response = await _exchange(branch, command, scope)
-    assistant = make_response(branch, response)
-    branch.add_message(instruction)
-    branch.add_message(assistant)
+    instruction, response = await _exchange(turn, command)
+    assistant = make_response(turn, response)
+    turn.add_message(instruction)
+    turn.add_message(assistant)
     return assistant.assistant_response
 
 
-async def communicate(branch: Branch, command: Communicate, scope: TurnScope | None) -> Any:
+async def communicate(turn: TurnView, command: Communicate) -> Any:
     """Chat, record both messages, then parse into ``response_format`` if given."""
     if command.clear_messages:
-        branch.messages.clear()
-    instruction, response = await _exchange(branch, command, scope)
-    assistant = make_response(branch, response)
-    branch.add_message(instruction)
-    branch.add_message(assistant)
+        turn.messages.clear()
+    instruction, response = await _exchange(turn, command)
+    assistant = make_response(turn, response)
+    turn.add_message(instruction)
+    turn.add_message(assistant)
     if command.response_format is None or command.skip_validation:
         return assistant.assistant_response
     return await parse_text(
-        branch,
-        scope,
+        turn,
         assistant.assistant_response,
         FormatTarget(command.response_format),
         max_retries=command.num_parse_retries,  # parse_text applies the cap

@@ -12,13 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..messages import Instruction, Interpret
-from ._context import gather_context
-from ._model_call import call_model, resolve_model
 from ._request import build_request
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
+    from .view import TurnView
 
 __all__ = ["INTERPRET_TEMPERATURE", "interpret", "interpret_instruction"]
 
@@ -33,7 +30,7 @@ _TASK = (
 
 
 def interpret_instruction(
-    branch: Branch, text: str, domain: str | None, style: str | None
+    turn: TurnView, text: str, domain: str | None, style: str | None
 ) -> Instruction:
     """The instruction an interpret call sends (never recorded)."""
     guidance = []
@@ -45,26 +42,25 @@ def interpret_instruction(
         instruction=_TASK,
         guidance=" ".join(guidance) or None,
         context={"user_input": text},
-        sender=branch.user or "user",
-        recipient=branch.id_str,
+        sender=turn.user or "user",
+        recipient=turn.id_str,
     )
 
 
-async def interpret(branch: Branch, command: Interpret, scope: TurnScope | None) -> str:
+async def interpret(turn: TurnView, command: Interpret) -> str:
     """Return ``command.text`` rewritten as a clearer prompt; records nothing.
 
     Raises:
         ProviderError: the model call failed.
     """
-    model = resolve_model(branch, command.interpret_model, scope)
-    instruction = interpret_instruction(branch, command.text, command.domain, command.style)
-    await gather_context(branch, scope, instruction)
+    model = turn.model(command.interpret_model)
+    instruction = interpret_instruction(turn, command.text, command.domain, command.style)
+    await turn.gather_context(instruction)
     request = build_request(
-        branch,
+        turn,
         model,
-        scope,
         instruction,
         options={"temperature": INTERPRET_TEMPERATURE, **command.request_options},
     )
-    response = await call_model(branch, scope, model, request)
+    response = await turn.call_model(model, request)
     return response.text.strip()

@@ -41,8 +41,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..messages import ActionCall, ActionResponse, Operate
-from ._context import gather_context, writeback_context
-from ._model_call import call_model, resolve_model
 from ._operative import Operative, Parsed
 from ._request import build_request
 from .act import action_calls, run_actions, unexecuted_note
@@ -51,9 +49,8 @@ from .parse import parse_text
 from .results import OperateResult
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
     from ..llm import ModelResponse, iModel
+    from .view import TurnView
 
 __all__ = ["PARSE_RETRIES", "operate", "tools_prompt"]
 
@@ -77,7 +74,7 @@ def tools_prompt(schemas: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def operate(branch: Branch, command: Operate, scope: TurnScope | None) -> Any:
+async def operate(turn: TurnView, command: Operate) -> Any:
     """Run a structured turn; see the module docstring for the algorithm.
 
     Raises:
@@ -90,48 +87,47 @@ async def operate(branch: Branch, command: Operate, scope: TurnScope | None) -> 
     """
     if command.max_rounds < 0:
         raise ValueError(f"max_rounds must be >= 0, got {command.max_rounds}")
-    model = resolve_model(branch, command.chat_model, scope)
+    model = turn.model(command.chat_model)
     native = model.supports_native_tools
-    offered = branch.acts.schemas(command.tools) if command.actions else ()
+    offered = turn.acts.schemas(command.tools) if command.actions else ()
     fenced = bool(offered) and not native
     operative = Operative(command.response_format, reason=command.reason, actions=fenced)
     instruction = make_instruction(
-        branch, command, tool_schemas=offered, response_schema=operative.schema
+        turn, command, tool_schemas=offered, response_schema=operative.schema
     )
-    await gather_context(branch, scope, instruction)
-    turn = _Rounds(branch, command, scope=scope, model=model, offered=offered, native=native)
-    response = await turn.call(instruction, operative, last=False)
-    branch.add_message(instruction)
+    await turn.gather_context(instruction)
+    rounds = _Rounds(turn, command, model=model, offered=offered, native=native)
+    response = await rounds.call(instruction, operative, last=False)
+    turn.add_message(instruction)
     current = operative
     while True:
         parsed: Any = None
         if native:  # calls to tools that were not offered are never run
             calls, errors = action_calls(response.tool_calls if offered else ())
         else:
-            parsed = await turn.parse(current, response.text)
+            parsed = await rounds.parse(current, response.text)
             calls = list(parsed.calls) if isinstance(parsed, Parsed) else []
             errors = {}
-        execute = bool(calls) and command.invoke_actions and turn.rounds < command.max_rounds
-        turn.record_reply(response, calls, executed=execute)
+        execute = bool(calls) and command.invoke_actions and rounds.rounds < command.max_rounds
+        rounds.record_reply(response, calls, executed=execute)
         if not execute:
             break
-        await turn.execute(calls, errors)
-        if scope is not None:
-            scope.check_control()
-        last = turn.rounds >= command.max_rounds
+        await rounds.execute(calls, errors)
+        turn.check_control()
+        last = rounds.rounds >= command.max_rounds
         if fenced and last:
             current = Operative(command.response_format, reason=command.reason, actions=False)
-        response = await turn.call(None, current, last=last)
-    if turn.responses:
-        await writeback_context(branch, list(turn.responses))
+        response = await rounds.call(None, current, last=last)
+    if rounds.responses:
+        await turn.writeback_context(list(rounds.responses))
     if native:
-        parsed = await turn.parse(operative, response.text)
+        parsed = await rounds.parse(operative, response.text)
     if isinstance(parsed, Parsed):
         output, reason = parsed.output, parsed.reason
     else:  # no structure, skip_validation, or a parse failure under return_value/none
         output, reason = parsed, None
     if command.reason or command.actions:
-        return OperateResult(output, reason, tuple(turn.requested), tuple(turn.responses))
+        return OperateResult(output, reason, tuple(rounds.requested), tuple(rounds.responses))
     return output
 
 
@@ -140,17 +136,15 @@ class _Rounds:
 
     def __init__(
         self,
-        branch: Branch,
+        turn: TurnView,
         command: Operate,
         *,
-        scope: TurnScope | None,
         model: iModel,
         offered: Sequence[dict[str, Any]],
         native: bool,
     ) -> None:
-        self.branch = branch
+        self.turn = turn
         self.command = command
-        self.scope = scope
         self.model = model
         self.offered = offered
         self.native = native
@@ -169,9 +163,8 @@ class _Rounds:
         elif self.offered and operative.actions:
             extra = tools_prompt(self.offered)
         request = build_request(
-            self.branch,
+            self.turn,
             self.model,
-            self.scope,
             instruction,
             tools=tools,
             tool_choice=tool_choice,
@@ -179,15 +172,14 @@ class _Rounds:
             options=self.command.request_options,
             extra_system=extra,
         )
-        return await call_model(self.branch, self.scope, self.model, request)
+        return await self.turn.call_model(self.model, request)
 
     async def parse(self, operative: Operative, text: str) -> Any:
         """The reply parsed into ``operative`` (a Parsed), or the fallback value."""
         if not operative.structured or self.command.skip_validation:
             return text
         return await parse_text(
-            self.branch,
-            self.scope,
+            self.turn,
             text,
             operative,
             max_retries=PARSE_RETRIES,
@@ -206,20 +198,19 @@ class _Rounds:
                 log.warning(
                     "operate on branch %r: the model asked for tools after the last round "
                     "(max_rounds=%d); the calls were not executed",
-                    self.branch.name,
+                    self.turn.name,
                     self.command.max_rounds,
                 )
             text = unexecuted_note(calls, text)
         elif self.native and calls and not text:
             return  # the tool calls alone are the reply (an empty text block is invalid)
-        self.branch.add_message(make_response(self.branch, response, text))
+        self.turn.add_message(make_response(self.turn, response, text))
 
     async def execute(self, calls: Sequence[ActionCall], errors: dict[int, str]) -> None:
         """Run one round of calls and record their pairs."""
         self.responses.extend(
             await run_actions(
-                self.branch,
-                self.scope,
+                self.turn,
                 calls,
                 strategy=self.command.action_strategy,
                 max_concurrent=self.command.max_concurrent,

@@ -13,10 +13,11 @@ The algorithm (the reference system's, PR #2511 included):
    error; ``"return_value"`` returns the original text; ``"return_none"``
    returns None.
 
-Parsing records nothing in the conversation. Reformat calls go through
-`call_model` (hooks, usage on the turn,
-logs) but never stream tokens, and are sent without the conversation's
-history or system prompt: they are a utility, not a conversation turn.
+Parsing records nothing in the conversation. Reformat calls go through the
+turn's [`call_model`][pride.operations.view.TurnView.call_model] (hooks, usage
+on the turn, logs) but never stream tokens, and are sent without the
+conversation's history or system prompt: they are a utility, not a
+conversation turn.
 """
 
 from __future__ import annotations
@@ -27,14 +28,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..errors import ParseFailed
 from ..messages import Instruction, Parse
 from ._fuzzy import HandleUnmatched, match_keys
-from ._model_call import call_model, resolve_model
 from ._request import build_request
 from .formats import FormatTarget, extract_json, schema_keys
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
     from ..llm import iModel
+    from .view import TurnView
 
 __all__ = ["MAX_RETRIES_CAP", "ParseTarget", "parse", "parse_text"]
 
@@ -58,7 +57,7 @@ class ParseTarget(Protocol):
         ...
 
 
-async def parse(branch: Branch, command: Parse, scope: TurnScope | None) -> Any:
+async def parse(turn: TurnView, command: Parse) -> Any:
     """Parse ``command.text`` into ``command.response_format``; records nothing.
 
     Without a response format the decoded JSON value is returned.
@@ -69,8 +68,7 @@ async def parse(branch: Branch, command: Parse, scope: TurnScope | None) -> Any:
     if not isinstance(command.text, str):
         raise TypeError(f"parse needs text (a str), got {type(command.text).__name__}")
     return await parse_text(
-        branch,
-        scope,
+        turn,
         command.text,
         FormatTarget(command.response_format),
         max_retries=command.max_retries,
@@ -85,8 +83,7 @@ async def parse(branch: Branch, command: Parse, scope: TurnScope | None) -> Any:
 
 
 async def parse_text(
-    branch: Branch,
-    scope: TurnScope | None,
+    turn: TurnView,
     text: str,
     target: ParseTarget,
     *,
@@ -102,8 +99,7 @@ async def parse_text(
     """Parse ``text`` into ``target``, asking the parse model to reformat on failure.
 
     Args:
-        branch: the branch whose parse model (or ``parse_model``) reformats.
-        scope: the turn the reformat calls belong to (usage, hooks), if any.
+        turn: the turn whose parse model (or ``parse_model``) reformats.
         text: the model text to parse.
         target: what to build (a [`FormatTarget`][pride.operations.chat.FormatTarget]).
         max_retries: reformat calls after the direct attempt (capped at 5).
@@ -155,11 +151,11 @@ async def parse_text(
         error = exc
     # Resolved once: a model given as a spec would otherwise be built anew
     # (with its own HTTP client and limiter) for every reformat call.
-    model = resolve_model(branch, parse_model, scope, parse=True) if retries else None
+    model = turn.model(parse_model, parse=True) if retries else None
     for _ in range(retries):
         assert model is not None
         candidate = await _reformat(
-            branch, scope, candidate, body=body, target=target, error=error, model=model
+            turn, candidate, body=body, target=target, error=error, model=model
         )
         try:
             return attempt(candidate)
@@ -174,8 +170,7 @@ async def parse_text(
 
 
 async def _reformat(
-    branch: Branch,
-    scope: TurnScope | None,
+    turn: TurnView,
     text: str,
     *,
     body: dict[str, Any] | None,
@@ -193,13 +188,12 @@ async def _reformat(
         context={"schema": body if body is not None else "any JSON value", "text": text},
     )
     request = build_request(
-        branch,
+        turn,
         model,
-        scope,
         prompt,
         response_format=target.schema,
         include_history=False,
         include_system=False,
     )
-    response = await call_model(branch, scope, model, request, stream_tokens=False)
+    response = await turn.call_model(model, request, stream_tokens=False)
     return response.text

@@ -42,19 +42,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from ..errors import StopStream
 from ..messages import Interpret, Operate, ReAct, ReActStream
-from ..messages.commands import _Reasoning
-from ._model_call import resolve_model
 from .interpret import interpret
 from .operate import operate
 from .results import Analysis, OperateResult, ReActAnalysis
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
+    from .view import TurnView
 
 __all__ = ["MAX_EXTENSIONS_CAP", "react", "react_stream"]
 
@@ -89,7 +84,7 @@ ANSWER_PROMPT = (
 )
 
 
-async def react(branch: Branch, command: ReAct, scope: TurnScope | None) -> Any:
+async def react(turn: TurnView, command: ReAct) -> Any:
     """Run ReAct and return the answer (and the rounds with ``return_analysis``).
 
     Raises:
@@ -107,15 +102,13 @@ async def react(branch: Branch, command: ReAct, scope: TurnScope | None) -> Any:
             rounds.append(item)
 
     try:
-        answer = await _run(branch, command, scope, keep, stream_tokens=True)
+        answer = await _run(turn, command, keep, stream_tokens=True)
     except StopStream:
         answer = None
     return (answer, rounds) if command.return_analysis else answer
 
 
-async def react_stream(
-    branch: Branch, command: ReActStream, scope: TurnScope | None
-) -> list[Any] | None:
+async def react_stream(turn: TurnView, command: ReActStream) -> list[Any] | None:
     """Run ReAct, emitting each round's OperateResult and then the answer.
 
     Returns the list of items when nobody streams (``ask``), else None.
@@ -125,18 +118,17 @@ async def react_stream(
         LoopBreak: a BREAK directive arrived between rounds.
         StopStream: the consumer left, or a CANCEL directive (the turn ends cleanly).
     """
-    streaming = scope is not None and scope.streaming
+    streaming = turn.streaming
     items: list[Any] = []
 
     async def put(item: Any) -> None:
         if streaming:
-            assert scope is not None
-            await scope.emit(item)
+            await turn.emit(item)
         else:
             items.append(item)
 
     try:
-        answer = await _run(branch, command, scope, put, stream_tokens=False)
+        answer = await _run(turn, command, put, stream_tokens=False)
     except StopStream:
         if streaming:
             raise
@@ -146,9 +138,8 @@ async def react_stream(
 
 
 async def _run(
-    branch: Branch,
-    command: _Reasoning,
-    scope: TurnScope | None,
+    turn: TurnView,
+    command: ReAct | ReActStream,
     on_round: OnRound,
     *,
     stream_tokens: bool,
@@ -161,30 +152,25 @@ async def _run(
         extensions = MAX_EXTENSIONS_CAP
     if not command.extension_allowed:
         extensions = 0
-    model = resolve_model(branch, command.chat_model, scope)
-    inner = None
-    if scope is not None:
-        inner = attrs.evolve(
-            scope, owns_lifecycle=False, stream=scope.stream if stream_tokens else None
-        )
+    model = turn.model(command.chat_model)
+    inner = turn.nested(stream_tokens=stream_tokens)
     instruction = command.instruction
     if command.interpret and (instruction or command.plain_content):
         instruction = await interpret(
-            branch,
+            inner,
             Interpret(
                 command.plain_content or instruction,
                 domain=command.interpret_domain,
                 style=command.interpret_style,
                 interpret_model=model,
             ),
-            inner,
         )
     options = dict(command.request_options)
     effort = ""
     if command.reasoning_effort is not None:
         options["reasoning_effort"] = command.reasoning_effort
         effort = f" Reasoning effort: {command.reasoning_effort}."
-    has_tools = bool(branch.acts.select(command.tools))
+    has_tools = bool(turn.acts.select(command.tools))
     shared = {
         "chat_model": model,
         "parse_model": command.parse_model,
@@ -219,19 +205,15 @@ async def _run(
         images=command.images,
         image_detail=command.image_detail,
     )
-    result = await operate(branch, first, inner)
+    result = await operate(inner, first)
     await on_round(result)
     while extensions > 0 and _extension_needed(result):
-        if scope is not None:
-            scope.check_control()
+        turn.check_control()
         extensions -= 1
         strategy = result.output.action_strategy
-        result = await operate(
-            branch, round_command(_continue_prompt(extensions), "", strategy), inner
-        )
+        result = await operate(inner, round_command(_continue_prompt(extensions), "", strategy))
         await on_round(result)
-    if scope is not None:
-        scope.check_control()
+    turn.check_control()
     final = Operate(
         ANSWER_PROMPT,
         guidance=effort.strip() or None,
@@ -240,7 +222,7 @@ async def _run(
         invoke_actions=False,
         **shared,
     )
-    answer = await operate(branch, final, inner)
+    answer = await operate(inner, final)
     if command.response_format is None and isinstance(answer, Analysis):
         return answer.answer
     return answer

@@ -25,23 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StopStream
 from ..messages import Run
-from ._context import gather_context
-from ._model_call import call_model, resolve_model
 from ._request import build_request
 from .act import action_calls, run_actions, unexecuted_note
 from .chat import make_instruction, make_response
 from .formats import format_schema
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
-    from ..actors.turn import TurnScope
+    from .view import TurnView
 
 __all__ = ["run"]
 
 log = logging.getLogger("pride.operations")
 
 
-async def run(branch: Branch, command: Run, scope: TurnScope | None) -> list[Any] | None:
+async def run(turn: TurnView, command: Run) -> list[Any] | None:
     """Stream the turn's messages; return them as a list when nobody streams.
 
     Raises:
@@ -52,46 +49,42 @@ async def run(branch: Branch, command: Run, scope: TurnScope | None) -> list[Any
     """
     if command.max_rounds < 0:
         raise ValueError(f"max_rounds must be >= 0, got {command.max_rounds}")
-    streaming = scope is not None and scope.streaming
+    streaming = turn.streaming
     items: list[Any] = []
 
     async def put(item: Any) -> None:
-        if scope is None:
-            items.append(item)
-            return
         if streaming:
-            await scope.emit(item)
+            await turn.emit(item)
         else:
             items.append(item)
-        scope.check_control()
+        turn.check_control()
 
-    model = resolve_model(branch, command.chat_model, scope)
-    tools = branch.acts.schemas(command.tools) if model.supports_native_tools else ()
+    model = turn.model(command.chat_model)
+    tools = turn.acts.schemas(command.tools) if model.supports_native_tools else ()
     schema = format_schema(command.response_format)
-    instruction = make_instruction(branch, command, tool_schemas=tools, response_schema=schema)
-    await gather_context(branch, scope, instruction)
+    instruction = make_instruction(turn, command, tool_schemas=tools, response_schema=schema)
+    await turn.gather_context(instruction)
     try:
-        branch.add_message(instruction)
+        turn.add_message(instruction)
         await put(instruction)
         rounds = 0
         while True:
             last = rounds >= command.max_rounds
             request = build_request(
-                branch,
+                turn,
                 model,
-                scope,
                 None,
                 tools=tools,
                 tool_choice="none" if tools and last else None,
                 response_format=schema,
                 options=command.request_options,
             )
-            response = await call_model(branch, scope, model, request, control=True)
+            response = await turn.call_model(model, request, control=True)
             calls, errors = action_calls(response.tool_calls)
             if calls and (last or not tools):
                 log.warning(
                     "run on branch %r: the model asked for tools %s; the calls were not executed",
-                    branch.name,
+                    turn.name,
                     f"after the last round (max_rounds={command.max_rounds})"
                     if tools
                     else "it was not offered",
@@ -101,12 +94,12 @@ async def run(branch: Branch, command: Run, scope: TurnScope | None) -> list[Any
             else:
                 text = response.text
             if text or not calls:
-                assistant = make_response(branch, response, text)
-                branch.add_message(assistant)
+                assistant = make_response(turn, response, text)
+                turn.add_message(assistant)
                 await put(assistant)
             if not calls:
                 break
-            await run_actions(branch, scope, calls, argument_errors=errors, emit=put)
+            await run_actions(turn, calls, argument_errors=errors, emit=put)
             rounds += 1
     except StopStream:
         if streaming:

@@ -73,6 +73,6 @@ def close(child: Child, detail: str) -> int:
     """Close a stopped branch child's mailbox (queued envelopes get BranchClosed)."""
     actor = child.actor
     if isinstance(actor, Branch) and actor.running:
-        actor._close_mailbox(detail)
+        actor.actor.close(detail)
         return 1
     return 0

@@ -18,10 +18,11 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Branch, BranchRef, Reply, send
+from ..actors import Branch, BranchRef, send, send_nowait
 from ..actors.branch import live_branch
 from ..actors.target import Target, is_target
 from ..actors.waits import serving_branch
+from ..actors.wiring import detach
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
 from ..messages import Attach, Detach, Stop
 from ._child import Child
@@ -133,9 +134,8 @@ class Membership(Supervisor):
                 child.gone = trio.Event()
                 actor = child.actor
                 if isinstance(actor, Branch):
-                    mailbox = actor._require_mailbox()
-                    mailbox.put_priority(Reply(actor, Detach()))
-                    mailbox.put_priority(Reply(actor, Stop()))
+                    send_nowait(actor, Detach())
+                    send_nowait(actor, Stop())
                 elif isinstance(actor, Membership):
                     actor._request_stop(trio.current_time() + actor.grace)
                 else:
@@ -177,9 +177,9 @@ class Membership(Supervisor):
     async def _admit(self, branch: Branch, restart: RestartType) -> None:
         child = self._member_of(branch)
         if child is None or child.state == "stopped":
-            if branch._background is not None:
+            if branch.actor.serving:
                 # Serving elsewhere (standalone): take the actor over between turns.
-                await branch._suspend(None).result()
+                await branch.actor.suspend(None).result()
             async with self._lock:
                 if child is None:
                     if self._persistence is not None:
@@ -196,7 +196,7 @@ class Membership(Supervisor):
             observer=self._observer,
             hooks=self.hooks,
             operations=self._operations,
-            memory=self.memory if branch._memory is None else None,
+            memory=self.memory,  # a default: the branch keeps a store it claimed
             directory=self,
         )
         reply = await send(branch, attach)
@@ -321,7 +321,7 @@ class Membership(Supervisor):
         if _owners.get(actor) is self:
             del _owners[actor]
         if isinstance(actor, Branch):
-            actor._detach()  # no actor is serving: applying it directly is between turns
+            detach(actor.actor)  # no actor is serving: applying it directly is between turns
             if self._persistence is not None:
                 self._persistence.unwire(actor)
         elif isinstance(actor, Membership):

@@ -76,7 +76,7 @@ class Persistence:
 
         branch.add_message_listener(persist)
         branch.add_rewrite_listener(rewrite)
-        branch._turn_barriers.append(commit)
+        branch.actor.add_turn_barrier(commit)
         self._wired[branch] = (persist, rewrite, commit)
 
     def unwire(self, branch: Branch) -> None:
@@ -87,5 +87,4 @@ class Persistence:
         persist, rewrite, commit = listeners
         branch.remove_message_listener(persist)
         branch.remove_rewrite_listener(rewrite)
-        if commit in branch._turn_barriers:
-            branch._turn_barriers.remove(commit)
+        branch.actor.remove_turn_barrier(commit)

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..actors import Branch
-from ..actors.actor import await_bounded
+from ..actors import Branch, send_nowait
 from ..actors.mailbox import Reply
+from ..actors.turn import await_bounded
 from ..errors import PrideError, SupervisorFailed
 from ..messages import BranchRestarted, BranchStarted, BranchStopped, SessionFailed, Signal, Stop
 from ._child import Child, Run, Status, close
@@ -249,7 +249,7 @@ class Supervisor:
             if isinstance(actor, Branch):
                 suspend: Reply | None = None
                 with contextlib.suppress(PrideError):  # closed: its run is ending by itself
-                    suspend = actor._suspend("restart")
+                    suspend = actor.actor.suspend("restart")
                 await run.ended.wait()
                 if suspend is not None and not suspend.done:
                     suspend.cancel("restart")  # never leave a stale Suspend queued
@@ -328,11 +328,8 @@ class Supervisor:
         actor = child.actor
         if not run.ended.is_set():
             if isinstance(actor, Branch):
-                try:
-                    mailbox = actor._require_mailbox()
-                    mailbox.put_priority(Reply(actor, Stop(reason="shutdown")))
-                except PrideError:
-                    pass  # closed already: the run is ending by itself
+                with contextlib.suppress(PrideError):  # closed: the run is ending by itself
+                    send_nowait(actor, Stop(reason="shutdown"))
                 with trio.CancelScope(deadline=self._deadline) as grace:
                     self._grace_scope = grace
                     await run.ended.wait()

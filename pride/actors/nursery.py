@@ -1,0 +1,75 @@
+"""A private nursery: the one an object opens in ``__aenter__`` and closes in ``__aexit__``.
+
+``async with Branch(...)`` (a standalone actor) and ``async with Session(...)``
+(a supervisor) each run their task in a nursery of their own. A trio nursery
+reports what its children raised as an exception group, which the caller of
+``async with`` did not open; `PrivateNursery.close` hands back one
+exception instead (pride's rule: no ExceptionGroup escapes a public API the
+caller did not ask for).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from ..errors import exception_leaves
+
+__all__ = ["PrivateNursery"]
+
+log = logging.getLogger("pride.actor")
+
+
+class PrivateNursery:
+    """One nursery, opened around one task started in it.
+
+    Usage (inside an async context manager):
+
+    ```python
+    self._private = PrivateNursery()
+    await self._private.open(self.serve)      # in __aenter__
+    return await self._private.close(exc_info)  # in __aexit__
+    ```
+    """
+
+    __slots__ = ("_cm", "nursery")
+
+    def __init__(self) -> None:
+        self._cm: Any = None
+        self.nursery: trio.Nursery | None = None
+
+    async def open(self, start: Callable[..., Awaitable[Any]]) -> None:
+        """Open the nursery and ``nursery.start(start)`` in it.
+
+        Raises:
+            Exception: ``start`` failed before it signalled started (the
+                nursery is closed again first).
+        """
+        cm = trio.open_nursery()
+        nursery = await cm.__aenter__()
+        try:
+            await nursery.start(start)
+        except BaseException as exc:
+            await cm.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._cm, self.nursery = cm, nursery
+
+    async def close(self, exc_info: tuple[Any, ...]) -> bool:
+        """Leave the nursery (waiting for its tasks), raising one exception rather than a group.
+
+        A group is reduced to its first exception that is not ``Cancelled``
+        (re-raised with its own cause); the others are logged.
+        """
+        cm, self._cm, self.nursery = self._cm, None, None
+        try:
+            return bool(await cm.__aexit__(*exc_info))
+        except BaseExceptionGroup as group:
+            leaves = exception_leaves(group)
+            chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
+            for other in leaves:
+                if other is not chosen and not isinstance(other, trio.Cancelled):
+                    log.error("another error while leaving: %r", other, exc_info=other)
+            raise chosen from chosen.__cause__

@@ -1,0 +1,421 @@
+"""How a branch's actor runs an operation: the turn view it hands the operation.
+
+`BranchTurn` implements `pride.operations.TurnView` over a
+branch and its turn scope. It is the one place where what an operation does
+reaches the runtime:
+
+* `BranchTurn.call_model`: every model call of every verb, with the
+  ``before_model_call``/``model_stream_chunk``/``after_model_call`` hooks,
+  token streaming to the turn's consumer, usage on the turn (``RunEnd``) and
+  the call log;
+* `BranchTurn.call_tools`: every batch of tool calls; each call passes
+  `BranchTurn.before_tool_call` (the blocking hook that may deny it) and
+  `BranchTurn.after_tool_call` (the call log, the after/error hooks);
+* `BranchTurn.gather_context`: the context providers, once per turn.
+
+`run_command` runs a work command's operation (or a registered
+operation, for ``Call``) in the calling task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from uuid import UUID
+
+import trio
+
+from ..errors import InvalidMessage, StopStream, UnknownOperation
+from ..llm import ModelRequest, ModelResponse, iModel
+from ..messages import ActionCall, Call, Instruction, RoledMessage, ToolProgress, WorkCommand
+from ..messages.commands import ModelName
+from ..operations import execute
+from ..tools import ActionOutcome
+from . import wiring
+from .turn import TurnScope
+
+if TYPE_CHECKING:
+    from ..messages.history import History
+    from ..operations import TurnView
+    from ..tools import ActionManager
+    from .branch import Branch
+
+__all__ = ["BranchTurn", "run_command"]
+
+_M = TypeVar("_M", bound=RoledMessage)
+
+# Public async methods of a Branch that are no operation: the actor's own machinery
+# (its loop, delivering envelopes), firing hook points (a request would forge their
+# payloads), copying the branch.
+_NOT_VERBS = frozenset({"serve", "deliver", "run_hook", "aclone"})
+
+
+async def run_command(branch: Branch, command: WorkCommand, scope: TurnScope | None) -> Any:
+    """Run ``command``'s operation in the calling task (the turn driver or a nested call).
+
+    A ``Call`` runs the branch's verb of that name (attribute first), else the
+    registered operation, which receives the branch itself.
+
+    Raises:
+        UnknownOperation: a Call names neither a verb nor a registered operation.
+        TypeError: ``Call.operation`` is not a str; no operation serves the command.
+    """
+    if isinstance(command, Call):
+        name = command.operation
+        if not isinstance(name, str):
+            raise TypeError(f"Call.operation must be a str, got {type(name).__name__}")
+        if hasattr(branch, name):  # attribute first: a bound verb takes no branch argument
+            return await _verb(branch, name)(**command.kwargs)
+        operation = branch.operations.get(name)
+        if operation is None:
+            raise UnknownOperation(name)
+        return await operation(branch, **command.kwargs)
+    return await execute(BranchTurn(branch, scope), command)
+
+
+def _verb(branch: Branch, name: str) -> Callable[..., Any]:
+    """The Branch attribute ``name`` as a Call may run it: a public async verb.
+
+    A Call can arrive as data from anywhere, so attribute-first lookup stops at
+    the verbs: never a private helper, the actor's own machinery, or a sync
+    method with side effects (``dump_logs`` writes files).
+
+    Raises:
+        UnknownOperation: the attribute is not such a verb.
+    """
+    found = getattr(branch, name)
+    if name.startswith("_") or name in _NOT_VERBS or not inspect.iscoroutinefunction(found):
+        raise UnknownOperation(name)
+    return found  # type: ignore[no-any-return]
+
+
+class BranchTurn:
+    """A branch's turn as its operations see it (a `TurnView`).
+
+    ``scope`` is None for an ``Act`` served outside any turn: no turn id, no
+    streaming, no loop control, no context providers, no usage.
+    """
+
+    __slots__ = ("_branch", "_scope", "acts", "messages")
+
+    def __init__(self, branch: Branch, scope: TurnScope | None) -> None:
+        self._branch = branch
+        self._scope = scope
+        self.messages: History = branch._messages
+        """The recorded conversation."""
+        self.acts: ActionManager = branch._actions
+        """The tool registry."""
+
+    # ------------------------------------------------------------ what it reads
+
+    @property
+    def name(self) -> str:
+        """The branch's name."""
+        return self._branch.name
+
+    @property
+    def id_str(self) -> str:
+        """The branch's id as text."""
+        return self._branch.id_str
+
+    @property
+    def user(self) -> str | None:
+        """Who the conversation is with."""
+        return self._branch.user
+
+    @property
+    def turn_id(self) -> UUID | None:
+        """The turn's id, None outside a turn."""
+        return self._scope.turn_id if self._scope is not None else None
+
+    @property
+    def streaming(self) -> bool:
+        """True when a stream consumer receives this view's items."""
+        return self._scope is not None and self._scope.stream is not None
+
+    @property
+    def provider_blocks(self) -> tuple[str, ...]:
+        """The context providers' text for this turn's requests."""
+        return self._scope.state.context.provider_blocks if self._scope is not None else ()
+
+    def model(self, spec: Any = None, *, parse: bool = False) -> iModel:
+        """An override spec, else the turn's snapshot (see ``TurnView.model``).
+
+        Raises:
+            InvalidMessage: ``spec`` is a `ModelName`
+                (a model named by a command decoded from outside) that names none
+                of the models the branch holds.
+        """
+        scope = self._scope
+        if isinstance(spec, ModelName):
+            model = self._offered(spec)
+            if scope is not None and scope.owns_lifecycle and not parse:
+                scope.state.context.model = model
+            return model
+        if spec is not None:
+            model = iModel.from_spec(spec)
+            if scope is not None and scope.owns_lifecycle and not parse:
+                scope.state.context.model = model
+            return model
+        if parse:
+            return self._branch.parse_model
+        if scope is not None:
+            snapshot: iModel = scope.state.context.model
+            return snapshot
+        return self._branch.chat_model
+
+    def _offered(self, name: ModelName) -> iModel:
+        """The model called ``name`` among those the application gave the branch: its
+        chat model (the turn's snapshot too) and its parse model. Never a new one:
+        a name from outside must not pick an endpoint or a key (what pride trusts)."""
+        branch = self._branch
+        models = [branch.chat_model, branch.parse_model]
+        if self._scope is not None:
+            models.insert(0, self._scope.state.context.model)
+        for model in models:
+            if name in (f"{model.provider}/{model.model}", model.model):
+                return model
+        offered = ", ".join(sorted({f"{model.provider}/{model.model}" for model in models}))
+        raise InvalidMessage(
+            [
+                (
+                    name.field or "model",
+                    f"no model named {str(name)!r} is made available by branch {branch.name!r} "
+                    f"(it offers: {offered})",
+                )
+            ]
+        )
+
+    def add_message(self, message: _M) -> _M:
+        """Record ``message`` on the branch."""
+        self._branch.add_message(message)
+        return message
+
+    def nested(self, *, stream_tokens: bool = True) -> BranchTurn:
+        """The same turn for a step inside the operation (never its lifecycle owner)."""
+        scope = self._scope
+        if scope is None:
+            return self
+        stream = scope.stream if stream_tokens else None
+        return BranchTurn(self._branch, TurnScope(scope.state, owns_lifecycle=False, stream=stream))
+
+    # ------------------------------------------------------------ the turn
+
+    async def emit(self, item: Any) -> None:
+        """Hand ``item`` to the stream consumer (a checkpoint without one)."""
+        if self._scope is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._scope.emit(item)
+
+    def check_control(self) -> None:
+        """Act on the turn's pending directive; nothing outside a turn."""
+        if self._scope is not None:
+            self._scope.check_control()
+
+    async def gather_context(self, instruction: Instruction) -> None:
+        """Run the branch's context providers for this turn, once.
+
+        No registered providers, or no turn: nothing happens (the report stays
+        None). No system message: providers are not invoked; the report lists
+        every provider under ``skipped``. Otherwise the registry's report and
+        blocks are stored on the turn context, and the report becomes
+        ``branch.last_context_report`` when the turn finalises.
+        """
+        registry = self._branch._providers
+        scope = self._scope
+        if not registry or scope is None:
+            return
+        context = scope.state.context
+        if context.provider_report is not None:
+            return
+        if self._branch.system is None:
+            context.provider_report = registry.skipped_report()
+            return
+        report = await registry.gather(self._branch, instruction)
+        context.provider_report = report
+        context.provider_blocks = tuple(report.blocks)
+
+    async def writeback_context(self, responses: Sequence[Any]) -> None:
+        """After actions produced responses, let providers persist what they learned."""
+        registry = self._branch._providers
+        if registry and any(response is not None for response in responses):
+            await registry.gather_writeback(self._branch, list(responses))
+
+    # ------------------------------------------------------------ model calls
+
+    async def call_model(
+        self,
+        model: iModel,
+        request: ModelRequest,
+        *,
+        stream_tokens: bool = True,
+        control: bool = False,
+    ) -> ModelResponse:
+        """Call ``model``; stream text chunks to the turn's consumer when there is one.
+
+        Raises:
+            ProviderError: the provider call failed (after the model's retries).
+            StopStream: the stream consumer left, or a CANCEL directive (``control``).
+            LoopBreak: a BREAK directive (``control``).
+
+        Cancellation: an in-flight call is aborted (its HTTP stream closed).
+        """
+        branch = self._branch
+        scope = self._scope
+        actor = branch._actor
+        hooked = actor.hooks is not None
+        if hooked:
+            await wiring.run_hook(
+                actor, "before_model_call", {"branch": branch, "model": model, "request": request}
+            )
+        logs = branch._logs
+        started = time.perf_counter()
+        turn_id = scope.turn_id if scope is not None else None
+        try:
+            if stream_tokens and scope is not None and scope.stream is not None:
+                async with model.stream(request) as chunks:
+                    async for delta in chunks:
+                        if hooked:
+                            wiring.fire_hook(
+                                actor, "model_stream_chunk", {"branch": branch, "chunk": delta}
+                            )
+                        await scope.emit(delta)
+                        if control:
+                            scope.check_control()
+                response = chunks.response
+            else:
+                response = await model.invoke(request)
+        except (trio.Cancelled, StopStream):
+            logs.record("model", model.model, started=started, status="cancelled", turn_id=turn_id)
+            raise
+        except BaseException as exc:
+            logs.record(
+                "model", model.model, started=started, status="error", turn_id=turn_id, error=exc
+            )
+            raise
+        usage = response.usage
+        if scope is not None:
+            scope.state.record_usage(
+                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
+            )
+        logs.record(
+            "model",
+            model.model,
+            started=started,
+            status="ok",
+            turn_id=turn_id,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=usage.cost_usd,
+            detail={"messages": request.messages, "reply": response.text}
+            if logs.config.include_content
+            else None,
+        )
+        if hooked:
+            wiring.fire_hook(
+                actor, "after_model_call", {"branch": branch, "model": model, "response": response}
+            )
+        return response
+
+    # ------------------------------------------------------------ tool calls
+
+    async def call_tools(
+        self,
+        calls: Sequence[ActionCall],
+        *,
+        strategy: Literal["concurrent", "sequential"] = "concurrent",
+        max_concurrent: int | None = None,
+        call_ids: Sequence[str] | None = None,
+    ) -> list[ActionOutcome]:
+        """Execute ``calls`` through the branch's tools; one outcome per call, in order.
+
+        Each call passes `before_tool_call` first and `after_tool_call` with
+        its outcome; its progress reports go to `tool_progress`, naming it by
+        its entry in ``call_ids`` (default: its ``call_id``).
+
+        Raises:
+            Escalate: a tool or hook escalated.
+            ValueError: ``strategy`` or ``max_concurrent`` is invalid.
+        """
+        hooked = self._branch._actor.hooks is not None
+
+        async def progress(
+            call: ActionCall, done: float, total: float | None, message: str | None
+        ) -> None:
+            index = next(index for index, candidate in enumerate(calls) if candidate is call)
+            call_id = call_ids[index] if call_ids is not None else call.call_id
+            await self.tool_progress(call, call_id, done, total, message)
+
+        return await self.acts.execute(
+            calls,
+            strategy=strategy,
+            max_concurrent=max_concurrent,
+            before_call=self.before_tool_call if hooked else None,
+            after_call=self.after_tool_call,
+            on_progress=progress,
+        )
+
+    async def before_tool_call(self, call: ActionCall) -> None:
+        """Runs before each tool call: the blocking ``before_tool_call`` hook.
+
+        Raises:
+            Exception: a handler denied the call (it is not run; its outcome
+                says ``denied: ...``).
+        """
+        branch = self._branch
+        await wiring.run_hook(branch._actor, "before_tool_call", {"branch": branch, "call": call})
+
+    async def tool_progress(
+        self,
+        call: ActionCall,
+        call_id: str | None,
+        done: float,
+        total: float | None,
+        message: str | None,
+    ) -> None:
+        """A running tool reported progress: a ``ToolProgress`` signal to the
+        observer, and an item to the stream consumer when the turn streams."""
+        branch = self._branch
+        signal = ToolProgress(
+            branch_id=branch.id,
+            branch_name=branch.name,
+            turn_id=self.turn_id,
+            call_id=call_id,
+            function=call.function,
+            progress=done,
+            total=total,
+            message=message,
+        )
+        wiring.emit(branch._actor, signal)
+        scope = self._scope
+        if scope is not None and scope.stream is not None:
+            # A consumer that left ends the stream at the next message item, not here.
+            with contextlib.suppress(StopStream):
+                await scope.emit(signal)
+
+    async def after_tool_call(self, outcome: ActionOutcome) -> None:
+        """Runs after each tool call: the call log, then the after/error hook."""
+        branch = self._branch
+        branch._logs.record_measured(
+            "tool",
+            outcome.function,
+            started_at=time.time() - outcome.duration,
+            duration_ms=outcome.duration * 1000.0,
+            status="ok" if outcome.succeeded else "error",
+            turn_id=self.turn_id,
+            error_type=outcome.error.split(":", 1)[0] if outcome.error else None,
+        )
+        actor = branch._actor
+        if actor.hooks is not None:
+            point = "after_tool_call" if outcome.succeeded else "tool_call_error"
+            wiring.fire_hook(actor, point, {"branch": branch, "outcome": outcome})
+
+
+if TYPE_CHECKING:
+
+    def _implements_turn_view(turn: BranchTurn) -> TurnView:
+        return turn  # mypy checks here that BranchTurn implements the TurnView protocol

@@ -1,0 +1,253 @@
+"""A branch's session wiring: attach and detach, and delivering its signals and hooks.
+
+A session's references arrive in an ``Attach`` (applied by the actor between
+turns, all or nothing) and are kept on the branch's `Actor`:
+the observer (a `SignalSink`), the hook bus (a `HookSink`), the
+owner id and a name directory. The session's operation registry and memory
+default go to the branch itself.
+
+Delivery follows ADR-0018: synchronous subscribers and handlers run at once,
+isolated; asynchronous ones returned as one awaitable are spawned into the
+live turn's signal group (drained before the terminal signal) or, outside a
+turn, into the actor's nursery as best-effort background work. Lifecycle
+signals (``RunStart`` and the terminals) are awaited, bounded by
+``FINALIZE_GRACE``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+from uuid import UUID
+
+from ..context.capabilities import observe
+from ..errors import Escalate
+from ..memory import MemoryStore
+from ..messages import AssistantResponse, Attach, MessageAdded, RoledMessage, Signal
+from ..operations.registry import OperationManager
+from . import turn
+
+if TYPE_CHECKING:
+    from .actor import Actor
+
+__all__ = [
+    "HookSink",
+    "SignalSink",
+    "attach",
+    "check_attachment",
+    "detach",
+    "emit",
+    "emit_lifecycle",
+    "fire_hook",
+    "message_recorded",
+    "run_hook",
+]
+
+log = logging.getLogger("pride.branch")
+
+
+class SignalSink(Protocol):
+    """What a branch needs of an observer (a session attaches a real one).
+
+    ``dispatch`` runs synchronous subscribers at once (isolating their
+    failures) and returns an awaitable for the asynchronous ones, or None.
+    """
+
+    def dispatch(self, signal: Signal) -> Any: ...
+
+
+class HookSink(Protocol):
+    """What a branch needs of a session's hook bus.
+
+    ``emit(point, payload)`` returns None or an awaitable. For blocking points
+    (``before_tool_call``) an exception denies the action; other points
+    isolate handler failures themselves.
+    """
+
+    def emit(self, point: str, payload: Mapping[str, Any]) -> Any: ...
+
+
+# ------------------------------------------------------------ attach, detach
+
+
+def check_attachment(command: Attach) -> None:
+    """Refuse an Attach whose references cannot do their job.
+
+    Raises:
+        TypeError: naming the field (an observer without ``dispatch``, hooks
+            without ``emit``, a directory without ``resolve``, an operation
+            registry or memory store of the wrong type, an owner id that is
+            not a UUID).
+    """
+    for field, method in (("observer", "dispatch"), ("hooks", "emit"), ("directory", "resolve")):
+        value = getattr(command, field)
+        if value is not None and not callable(getattr(value, method, None)):
+            raise TypeError(
+                f"Attach.{field} must have a {method}() method, got {type(value).__name__}"
+            )
+    wrong = (
+        ("operations", OperationManager, "an OperationManager"),
+        ("memory", MemoryStore, "a MemoryStore"),
+        ("owner_id", UUID, "a UUID"),
+    )
+    for field, expected, what in wrong:
+        value = getattr(command, field)
+        if value is not None and not isinstance(value, expected):
+            raise TypeError(f"Attach.{field} must be {what}, got {type(value).__name__}")
+
+
+def attach(actor: Actor, command: Attach) -> None:
+    """Apply ``command`` (between turns): all of it, or nothing if it is malformed.
+
+    Raises:
+        TypeError: see `check_attachment`.
+    """
+    check_attachment(command)
+    actor.owner_id = command.owner_id
+    actor.observer = command.observer
+    actor.hooks = command.hooks
+    actor.directory = command.directory
+    branch = actor.branch
+    if command.operations is not None:
+        branch._operations = command.operations
+    if branch._memory is None and command.memory is not None:
+        branch._memory = command.memory  # first claim: never replace a store in use
+
+
+def detach(actor: Actor) -> None:
+    """Undo an attachment: owner, observer, hooks and directory cleared, a fresh registry."""
+    actor.owner_id = None
+    actor.observer = None
+    actor.hooks = None
+    actor.directory = None
+    actor.branch._operations = OperationManager()
+
+
+# ------------------------------------------------------------ signals, hooks
+
+
+def message_recorded(actor: Actor, message: RoledMessage) -> None:
+    """Tell the observer and the hooks that ``message`` was recorded.
+
+    The observer gets ``MessageAdded`` and, for an assistant reply under a
+    capability grant, the capability signals (observation only, ADR-0016
+    D3); the hooks get ``message_added``.
+    """
+    branch = actor.branch
+    if actor.observer is not None:
+        scope = turn.live_scope_for(branch)
+        turn_id = scope.turn_id if scope is not None else None
+        emit(
+            actor,
+            MessageAdded(
+                branch_id=branch.id, branch_name=branch.name, message=message, turn_id=turn_id
+            ),
+        )
+        grant = branch.capabilities
+        if grant is not None and isinstance(message, AssistantResponse):
+            for signal in observe(
+                grant, message.text, branch_id=branch.id, branch_name=branch.name, turn_id=turn_id
+            ):
+                emit(actor, signal)
+    if actor.hooks is not None:
+        fire_hook(actor, "message_added", {"branch": branch, "message": message})
+
+
+def emit(actor: Actor, signal: Signal) -> None:
+    """Deliver ``signal`` to the observer; its async subscribers join the turn's drain."""
+    observer = actor.observer
+    if observer is None:
+        return
+    try:
+        pending = observer.dispatch(signal)
+    except Exception:
+        log.exception(
+            "observer failed on %s of branch %r", type(signal).__name__, actor.branch.name
+        )
+        return
+    if pending is not None:
+        _spawn(actor, pending, type(signal).__name__)
+
+
+async def emit_lifecycle(actor: Actor, signal: Signal) -> None:
+    """Deliver a lifecycle signal and wait for its async subscribers.
+
+    The wait is bounded by ``FINALIZE_GRACE``: a subscriber that does not
+    finish by then is cancelled (and logged), so none can hold a turn.
+    """
+    observer = actor.observer
+    if observer is None:
+        return
+    name = actor.branch.name
+    try:
+        pending = observer.dispatch(signal)
+        if pending is not None:
+            what = f"async observers of {type(signal).__name__} of branch {name!r}"
+            await turn.await_bounded(pending, what, log)
+    except Exception:
+        log.exception("observer failed on %s of branch %r", type(signal).__name__, name)
+
+
+def fire_hook(actor: Actor, point: str, payload: Mapping[str, Any]) -> None:
+    """Fire a non-blocking hook point; async handlers join the turn's signal drain.
+
+    Raises:
+        Escalate: a handler escalated (a hook may hand the branch to its
+            supervisor, as a tool can); any other failure is logged.
+    """
+    hooks = actor.hooks
+    if hooks is None:
+        return
+    try:
+        pending = hooks.emit(point, payload)
+    except Escalate:
+        raise
+    except Exception:
+        log.exception("hook %s of branch %r failed", point, actor.branch.name)
+        return
+    if pending is not None:
+        _spawn(actor, pending, f"hook {point}")
+
+
+async def run_hook(actor: Actor, point: str, payload: Mapping[str, Any]) -> None:
+    """Run a hook point and wait for it; exceptions propagate (blocking points)."""
+    hooks = actor.hooks
+    if hooks is None:
+        return
+    pending = hooks.emit(point, payload)
+    if pending is not None:
+        await pending
+
+
+def _spawn(actor: Actor, pending: Any, what: str) -> None:
+    scope = turn.live_scope_for(actor.branch)
+    if scope is not None and scope.state.host is not None:
+        # The turn's task group logs a failure and records an Escalate,
+        # which then escalates the turn.
+        scope.state.signal_group().start_soon(_awaited, pending)
+        return
+    nursery = actor.host
+    name = actor.branch.name
+    if nursery is None:
+        pending.close()
+        log.warning(
+            "branch %r: async subscribers of %s dropped (no running actor to host them)",
+            name,
+            what,
+        )
+        return
+    nursery.start_soon(_isolated, pending, f"{what} of branch {name!r}")
+
+
+async def _awaited(pending: Any) -> None:
+    await pending
+
+
+async def _isolated(pending: Any, what: str) -> None:
+    # Outside a turn there is nothing to escalate: an Escalate is a failure like
+    # any other, logged, so it cannot take the host nursery (the supervisor's) down.
+    try:
+        await pending
+    except Exception:
+        log.exception("async subscriber of %s failed", what)
