@@ -485,7 +485,7 @@ class McpServer:
                 yield streams
         else:
             self._process = None
-            async with http_transport(self._spec) as streams:
+            async with http_transport(self._spec, self._mark_broken) as streams:
                 yield streams
 
     async def _initialise(self, session: ClientSession) -> None:
