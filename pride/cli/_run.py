@@ -8,7 +8,7 @@ Requests are queued in the order they are read, so requests to one branch
 are served in that order (a full mailbox makes the reader wait:
 backpressure), and answered concurrently, each waited for in its own task.
 Structured logs go to standard error (`pride.cli._logs`), with a live
-status line above them when standard error is a terminal.
+status line on the terminal's bottom row when standard error is a terminal.
 
 Shutdown. The problem: a long-running agent process is stopped by its
 supervisor (systemd, Kubernetes, a terminal's Ctrl-C) while turns are

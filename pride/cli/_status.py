@@ -6,7 +6,6 @@ import time
 
 import trio
 from rich.console import Console
-from rich.live import Live
 from rich.text import Text
 
 from ..messages import RunEnd, Signal
@@ -38,7 +37,17 @@ class TokenCounter:
 
 
 class StatusLine:
-    """A one-line summary of the tree, redrawn on standard error while shown.
+    """A one-line summary of the tree on the terminal's bottom row, redrawn while shown.
+
+    The problem: ``pride run`` on a terminal shares it with the person typing
+    requests, with the log lines and with the answers. A redrawn line at the
+    cursor (what rich's ``Live`` draws) catches the typed characters' echo,
+    is erased with them on the next redraw, and leaves stale copies behind
+    every answer line. The choice is what apt's progress bar does: reserve
+    the bottom row with a scrolling region (DECSTBM), so typed input, logs and
+    answers scroll in the rows above while the status row is drawn in place
+    behind a saved cursor, untouched by the echo. Leaving restores the whole
+    screen and clears the row.
 
     Args:
         session: the root session (``statistics()`` covers the whole tree).
@@ -71,16 +80,78 @@ class StatusLine:
         return line
 
     async def run(self) -> None:
-        """Show the line until cancelled (log lines written to stderr print above it)."""
-        live = Live(
-            self.render(),
-            console=self.console,
-            auto_refresh=False,  # no refresh thread: this task redraws
-            transient=True,
-            redirect_stdout=False,  # stdout carries the JSON answers
-            redirect_stderr=True,
-        )
-        with live:
+        """Show the line until cancelled; the rows above scroll as usual.
+
+        Nothing is shown on a terminal that cannot move the cursor (``TERM=dumb``)
+        or has fewer than two rows. Cancellation clears the row and gives the
+        whole screen back to scrolling (synchronous writes, so no checkpoint
+        can interrupt them).
+        """
+        if self.console.is_dumb_terminal:
+            return
+        reserved = 0
+        try:
             while True:
+                columns, rows = self._size()
+                if rows < MIN_ROWS:
+                    if reserved:
+                        self._write(_release(reserved))
+                        reserved = 0
+                elif rows != reserved:
+                    # First draw, or the terminal was resized: (re)reserve the bottom row.
+                    self._write((_release(reserved) if reserved else "") + _reserve(rows))
+                    reserved = rows
+                if reserved:
+                    self._write(_draw(reserved, self._ansi(columns)))
                 await trio.sleep(REFRESH_INTERVAL)
-                live.update(self.render(), refresh=True)
+        finally:
+            if reserved:
+                self._write(_release(reserved))
+
+    def _size(self) -> tuple[int, int]:
+        # rich's size: the terminal's, where ``COLUMNS``/``LINES`` do not say
+        # otherwise, and 80x25 where the terminal reports none (a fresh pty).
+        size = self.console.size
+        return size.width, size.height
+
+    def _ansi(self, columns: int) -> str:
+        """The line rendered for the terminal: colours, and cut to fit one row."""
+        line = self.render()
+        line.truncate(max(columns - 1, 1), overflow="ellipsis")
+        with self.console.capture() as captured:
+            self.console.print(line, end="", soft_wrap=True, highlight=False)
+        return captured.get()
+
+    def _write(self, sequence: str) -> None:
+        # One write per frame, so nothing else on the terminal lands inside a
+        # half-written escape sequence.
+        try:
+            self.console.file.write(sequence)
+            self.console.file.flush()
+        except OSError:  # the terminal went away: nothing to show on
+            pass
+
+
+#: Rows a terminal needs for a status row below at least one scrolling row.
+MIN_ROWS = 2
+
+_SAVE, _RESTORE = "\x1b7", "\x1b8"  # DECSC / DECRC: cursor position and attributes
+
+
+def _reserve(rows: int) -> str:
+    """Keep the cursor off the bottom row, then let only the rows above it scroll.
+
+    Index (ESC D) moves down a row, scrolling when at the bottom, and keeps
+    the column, so a half-typed line is not broken; setting the margins homes
+    the cursor, hence the save and restore around it.
+    """
+    return f"\x1bD\x1b[1A{_SAVE}\x1b[1;{rows - 1}r{_RESTORE}"
+
+
+def _draw(rows: int, line: str) -> str:
+    return f"{_SAVE}\x1b[{rows};1H\x1b[2K{line}\x1b[0m{_RESTORE}"
+
+
+def _release(rows: int) -> str:
+    """Clear the status row and let the whole screen scroll again."""
+    return f"{_SAVE}\x1b[{rows};1H\x1b[2K\x1b[r{_RESTORE}"

@@ -21,7 +21,14 @@ TIMEOUT = 20.0
 """Seconds any single wait on a subprocess may take before the test fails."""
 
 # Settings of the developer's shell that would change what the CLI does.
-_SCRUBBED = ("PRIDE_CHAT_MODEL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "COLUMNS", "FORCE_COLOR")
+_SCRUBBED = (
+    "PRIDE_CHAT_MODEL",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "COLUMNS",
+    "LINES",  # pytest-xdist workers set COLUMNS=80 and LINES=24
+    "FORCE_COLOR",
+)
 
 
 def cli_env(**extra: str) -> dict[str, str]:
