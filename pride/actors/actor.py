@@ -38,7 +38,14 @@ from uuid import UUID
 import attrs
 import trio
 
-from ..errors import BranchClosed, BranchNotRunning, Escalate, StopStream, TurnCancelled
+from ..errors import (
+    BranchClosed,
+    BranchNotRunning,
+    Escalate,
+    StopStream,
+    StoreError,
+    TurnCancelled,
+)
 from ..messages import Attach, Detach, PriorityCommand, RunEnd, RunFailed, RunStart, Stop
 from ..messages._ids import new_id
 from . import turn, wiring
@@ -320,9 +327,41 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     except Exception as exc:
         reply.fail(exc)
     else:
-        reply.succeed(result)
+        # Its tool calls are recorded: like a turn, answered only once they are durable.
+        failure = await _commit_step(actor)
+        if failure is None:
+            reply.succeed(result)
+        else:
+            reply.fail(failure)
     finally:
         leave_step(step)
+
+
+async def _commit_step(actor: Actor) -> Exception | None:
+    """Pass the barriers (a store's commit) after an ``Act``, shielded and bounded;
+    return the failure, if any, for its caller."""
+    if not actor._barriers:
+        return None
+    with trio.move_on_after(FINALIZE_GRACE) as guard:
+        guard.shield = True
+        for barrier in actor._barriers:
+            try:
+                await barrier()
+            except Exception as exc:
+                log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
+                return exc
+    if guard.cancelled_caught:
+        return _uncommitted(actor)
+    return None
+
+
+def _uncommitted(actor: Actor) -> StoreError:
+    message = (
+        f"branch {actor.branch.name!r}: the commit of its messages did not finish within "
+        f"{FINALIZE_GRACE}s; they may not be durable"
+    )
+    log.error("%s", message)
+    return StoreError(message)
 
 
 # ------------------------------------------------------------ the turn driver
@@ -393,6 +432,7 @@ async def _finalise(
     and its terminal is still emitted (once: never a second attempt).
     """
     attempted = False
+    committed = not actor._barriers
     name = actor.branch.name
     turn_id = state.context.turn_id
     with trio.move_on_after(FINALIZE_GRACE) as guard:
@@ -411,6 +451,7 @@ async def _finalise(
                 log.error("turn %s of branch %r: %s", turn_id, name, exc, exc_info=exc)
                 if outcome.failure is None:
                     outcome = _Outcome(exc)
+        committed = True
         if observed:
             attempted = True
             await wiring.emit_lifecycle(actor, _terminal(actor, state, outcome))
@@ -425,8 +466,19 @@ async def _finalise(
             late.shield = True
             if state.signals is not None:  # stuck subscribers: cancel, never leave behind
                 await state.signals.cancel_and_wait()
+            if not committed:  # cut short before its commit: commit now, still first
+                for barrier in actor._barriers or ():
+                    try:
+                        await barrier()
+                    except Exception as exc:
+                        log.error("turn %s of branch %r: %s", turn_id, name, exc)
+                        if outcome.failure is None:
+                            outcome = _Outcome(exc)
+                committed = True
             if observed and not attempted:  # every turn gets its terminal
                 await wiring.emit_lifecycle(actor, _terminal(actor, state, outcome))
+        if not committed and outcome.failure is None:  # never answered ok uncommitted
+            outcome = _Outcome(_uncommitted(actor))
     return outcome
 
 

@@ -35,6 +35,7 @@ from ._errors import InvalidMessage
 __all__ = [
     "INT_MAX",
     "INT_MIN",
+    "MAX_DEPTH",
     "dump_json",
     "is_scalar_text",
     "number_problem",
@@ -46,6 +47,13 @@ __all__ = [
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
 """The integers strict JSON carries: a signed 64-bit word."""
+
+MAX_DEPTH = 100
+"""How deeply arrays and objects may nest in JSON pride reads. Everything that
+walks data later (the converter, the store's writer, a message's text check)
+recurses once per level on top of whatever stack it runs on, so data that
+only just parsed would fail far from where it came in; no command or message
+needs more than a few levels."""
 
 TOO_DEEP = "nested too deeply (beyond the recursion limit)"
 
@@ -171,35 +179,40 @@ def parse_json(text: str | bytes) -> Any:
         raise InvalidMessage([("$", f"invalid JSON: {exc}")]) from None
     except RecursionError:
         raise InvalidMessage([("$", TOO_DEEP)]) from None
-    if not text.isascii() or _SURROGATE_ESCAPE.search(text):
-        try:
-            where = _lone_surrogate(data, "$")
-        except RecursionError:
-            raise InvalidMessage([("$", TOO_DEEP)]) from None
-        if where is not None:
-            raise InvalidMessage([(where, _SURROGATE)])
+    if isinstance(data, dict | list):
+        texts = not text.isascii() or _SURROGATE_ESCAPE.search(text) is not None
+        problem = _unreadable(data, "$", MAX_DEPTH - 1, texts)
+        if problem is not None:
+            raise InvalidMessage([problem])
+    elif isinstance(data, str) and not is_scalar_text(data):
+        raise InvalidMessage([("$", _SURROGATE)])
     return data
 
 
 _SURROGATE = "text holds a lone UTF-16 surrogate, which no UTF-8 text can carry"
 
 
-def _lone_surrogate(value: Any, path: str) -> str | None:
-    """The path of the first string (or key) in ``value`` with a lone surrogate."""
-    if isinstance(value, str):
-        return None if is_scalar_text(value) else path
+def _unreadable(value: Any, path: str, depth: int, texts: bool) -> tuple[str, str] | None:
+    """``(path, reason)`` of the first container nested past ``MAX_DEPTH`` or (when
+    ``texts``) the first string or key with a lone surrogate; None if there is none."""
+    if depth < 0:
+        return (path, f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, dict):
         for key, item in value.items():
-            if not is_scalar_text(key):
-                return path
-            found = _lone_surrogate(item, f"{path}.{key}")
-            if found is not None:
-                return found
+            if texts and not is_scalar_text(key):
+                return (path, f"a key: {_SURROGATE}")
+            if isinstance(item, dict | list) or (texts and isinstance(item, str)):
+                found = _unreadable(item, f"{path}.{key}", depth - 1, texts)
+                if found is not None:
+                    return found
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            found = _lone_surrogate(item, f"{path}[{index}]")
-            if found is not None:
-                return found
+            if isinstance(item, dict | list) or (texts and isinstance(item, str)):
+                found = _unreadable(item, f"{path}[{index}]", depth - 1, texts)
+                if found is not None:
+                    return found
+    elif isinstance(value, str):
+        return None if is_scalar_text(value) else (path, _SURROGATE)
     return None
 
 
@@ -212,37 +225,46 @@ def dump_json(data: Any, *, replace: bool = False) -> str:
     Args:
         replace: instead of refusing, replace what strict JSON cannot carry:
             a lone surrogate by U+FFFD, a non-finite float by ``null``, an
-            integer outside 64 bits by its decimal string.
+            integer outside 64 bits by its decimal string, anything that is
+            not JSON data (a ``datetime``, a set) by its ``str`` (what a prompt
+            shows of it), a key that is not a string by its ``str``.
 
     Raises:
         InvalidMessage: (without ``replace``) naming the first value strict
-            JSON cannot carry; also for data that is not JSON-like at all or
-            nests beyond the recursion limit (with or without ``replace``).
+            JSON cannot carry; with or without it, for data nested beyond
+            the recursion limit.
     """
     try:
         text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except ValueError:  # a non-finite float
+    except (ValueError, TypeError):  # a non-finite float, or not JSON data
         text = None
-    except TypeError as exc:
-        raise InvalidMessage([("$", f"not JSON data: {exc}")]) from None
     except RecursionError:
         raise InvalidMessage([("$", TOO_DEEP)]) from None
-    if text is not None and is_scalar_text(text) and not _LONG_DIGITS.search(text):
-        return text  # the common case: one pass in C, one regex scan
+    if (
+        text is not None
+        and is_scalar_text(text)
+        and not _LONG_DIGITS.search(text)
+        and text.count("[") + text.count("{") <= MAX_DEPTH  # cannot nest deeper
+    ):
+        return text  # the common case: one pass in C, a few scans
     try:
-        problem = _unwritable(data, "$")
-        if problem is None:
-            assert text is not None
+        problem = _unwritable(data, "$", MAX_DEPTH - 1)
+        if problem is None and text is not None:
             return text
         if not replace:
-            raise InvalidMessage([problem])
-        return json.dumps(_replaced(data), ensure_ascii=False, separators=(",", ":"))
+            raise InvalidMessage([problem or ("$", "not JSON data")])
+        return json.dumps(_replaced(data, MAX_DEPTH - 1), ensure_ascii=False, separators=(",", ":"))
     except RecursionError:
         raise InvalidMessage([("$", TOO_DEEP)]) from None
 
 
-def _unwritable(value: Any, path: str) -> tuple[str, str] | None:
-    """``(path, reason)`` of the first value strict JSON cannot carry, or None."""
+def _unwritable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
+    """``(path, reason)`` of the first value strict JSON cannot carry (or that
+    nests past ``MAX_DEPTH``: pride would not read it back), or None."""
+    if isinstance(value, Mapping | list | tuple) and depth < 0:
+        return (path, f"nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool):
+        return None
     if isinstance(value, str):
         return None if is_scalar_text(value) else (path, _SURROGATE)
     if isinstance(value, int | float):
@@ -250,20 +272,27 @@ def _unwritable(value: Any, path: str) -> tuple[str, str] | None:
         return None if problem is None else (path, problem)
     if isinstance(value, Mapping):
         for key, item in value.items():
-            if isinstance(key, str) and not is_scalar_text(key):
+            if not isinstance(key, str):
+                return (path, f"a key is {type(key).__name__}, not a string")
+            if not is_scalar_text(key):
                 return (path, f"a key: {_SURROGATE}")
-            found = _unwritable(item, f"{path}.{key}")
+            found = _unwritable(item, f"{path}.{key}", depth - 1)
             if found is not None:
                 return found
-    elif isinstance(value, list | tuple):
+        return None
+    if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            found = _unwritable(item, f"{path}[{index}]")
+            found = _unwritable(item, f"{path}[{index}]", depth - 1)
             if found is not None:
                 return found
-    return None
+        return None
+    return (path, f"expected JSON data, got {type(value).__name__}")
 
 
-def _replaced(value: Any) -> Any:
+_TOO_DEEP_TEXT = f"<nested deeper than {MAX_DEPTH} levels>"
+
+
+def _replaced(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         return scrub_text(value)
     if isinstance(value, bool):
@@ -272,11 +301,12 @@ def _replaced(value: Any) -> Any:
         return value if INT_MIN <= value <= INT_MAX else str(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, Mapping | list | tuple) and depth < 0:
+        return _TOO_DEEP_TEXT
     if isinstance(value, Mapping):
-        return {
-            (scrub_text(key) if isinstance(key, str) else key): _replaced(item)
-            for key, item in value.items()
-        }
+        return {scrub_text(str(key)): _replaced(item, depth - 1) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_replaced(item) for item in value]
-    return value
+        return [_replaced(item, depth - 1) for item in value]
+    if value is None:
+        return None
+    return scrub_text(str(value))

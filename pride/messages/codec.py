@@ -40,9 +40,10 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
 from . import commands, conversation, signals
 from ._errors import InvalidMessage
-from ._json import TOO_DEEP, dump_json, number_problem, parse_json
+from ._json import MAX_DEPTH, TOO_DEEP, dump_json, number_problem, parse_json
 
 __all__ = [
+    "MAX_DEPTH",
     "TAG",
     "dump_json",
     "from_json",

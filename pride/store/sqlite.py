@@ -103,9 +103,21 @@ class _Batch:
     branches: set[str] = attrs.field(factory=set)
     done: trio.Event = attrs.field(factory=trio.Event)
     error: StoreError | None = None
+    refused: dict[str, StoreError] = attrs.field(factory=dict)
+    """Per branch, the first message queued in this batch that could not be made a row:
+    the branch's flush fails with it, so the turn that recorded it is not answered ok."""
 
     def holds(self, branch_name: str | None) -> bool:
-        return bool(self.rows) and (branch_name is None or branch_name in self.branches)
+        if branch_name is None:
+            return bool(self.rows or self.refused)
+        return branch_name in self.branches
+
+    def failure(self, branch_name: str | None) -> StoreError | None:
+        if self.error is not None:
+            return self.error
+        if branch_name is None:
+            return next(iter(self.refused.values()), None)
+        return self.refused.get(branch_name)
 
 
 class BranchStore:
@@ -201,8 +213,19 @@ class BranchStore:
         [`flush`][pride.store.BranchStore.flush]."""
         self._require(write=True)
         seq = self._registered_seq(branch_name)
+        try:
+            data = self._row_data(branch_name, message)
+        except Exception as exc:  # recorded in memory, but not storable: say so at the flush
+            error = StoreError(
+                f"message {message.id} of branch {branch_name!r} cannot be stored in "
+                f"{self.path}: {exc}"
+            )
+            log.error("%s", error)
+            self._pending.refused.setdefault(branch_name, error)
+            self._pending.branches.add(branch_name)
+            return
         self._next_seq[branch_name] = seq + 1
-        self._queue((branch_name, seq, str(message.id), self._row_data(branch_name, message)))
+        self._queue((branch_name, seq, str(message.id), data))
 
     def rewrite(self, branch_name: str, messages: Iterable[RoledMessage]) -> None:
         """Queue replacing the stored conversation of ``branch_name`` with
@@ -262,8 +285,9 @@ class BranchStore:
                     if batch is self._pending:  # nobody took it while we waited
                         await self._commit(db)
             await batch.done.wait()
-            if batch.error is not None:
-                raise batch.error
+            failure = batch.failure(branch_name)
+            if failure is not None:
+                raise failure
 
     async def _commit(self, db: sqlite3.Connection) -> None:
         """Commit the pending batch (the lock is held)."""
@@ -271,7 +295,8 @@ class BranchStore:
         self._committing = batch
         try:
             # Not abandoned on cancellation: a commit under way always finishes.
-            await trio.to_thread.run_sync(_insert_messages, db, batch.rows)
+            if batch.rows:
+                await trio.to_thread.run_sync(_insert_messages, db, batch.rows)
         except Exception as exc:  # any failure (SQLite, the OS, a bug): never a lost batch
             batch.error = StoreError(f"writing to {self.path} failed: {exc}")
             batch.error.__cause__ = exc
@@ -284,7 +309,7 @@ class BranchStore:
             self._pending.rows[:0] = batch.rows
             self._pending.branches |= batch.branches
         else:
-            self.commits += 1
+            self.commits += 1 if batch.rows else 0
         finally:
             self._committing = None
             batch.done.set()

@@ -346,3 +346,15 @@ def test_issue14_a_decoded_model_is_a_name_that_says_where_it_came_from() -> Non
     assert call.kwargs["x"]["parse_model"].field == "Call.kwargs.x.parse_model"
     assert type(Chat(chat_model="openai/a").chat_model) is str
     assert Chat(chat_model=CONFIG).chat_model == CONFIG
+
+
+def test_issue14_decoded_data_nests_at_most_max_depth_levels() -> None:
+    """JSON nested past MAX_DEPTH is refused at decode, naming where (deep data that only
+    just parsed would fail later, in the store's writer, far from where it came in)."""
+    deep: object = "x"
+    for _ in range(codec.MAX_DEPTH - 1):
+        deep = [deep]
+    assert from_json(to_json(Chat("ok", context=deep)), Command) == Chat("ok", context=deep)
+    with pytest.raises(InvalidMessage, match="nested deeper than 100 levels") as info:
+        from_json(json.dumps({"type": "Chat", "context": [deep]}), Command)
+    assert info.value.path.startswith("$.context[0]")

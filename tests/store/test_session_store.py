@@ -173,3 +173,97 @@ async def test_history_edits_outside_turns_are_stored(tmp_path: Path) -> None:
         live = [m.text for m in branch.messages]
         assert live == ["be brief", "two", "re: two"]
     assert await _restored(path, "ada") == live
+
+
+async def test_issue14_a_direct_act_is_committed_before_its_caller_is_answered(
+    tmp_path: Path,
+) -> None:
+    """An Act records its tool calls; like a turn, it is answered only once they are on
+    disk (a kill -9 right after the answer must not lose them)."""
+    path = tmp_path / "store.db"
+
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(name="ada", chat_model=echo_model(), tools=[add]))
+        await branch.act({"function": "add", "arguments": {"a": 1, "b": 2}})
+        assert _rows(path) == 2
+
+
+class Unprintable:
+    """A tool result with no text form at all."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text form")
+
+    __repr__ = __str__
+
+
+async def test_issue14_what_json_cannot_carry_is_stored_as_text_and_the_unstorable_fails(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tool output with a datetime, a set or NaN is stored as the model saw it (text,
+    null), one nested too deeply is cut at MAX_DEPTH, each with a warning; one that
+    cannot be stored at all fails its Act with StoreError instead of being answered ok
+    and silently missing from the store."""
+    import datetime
+
+    path = tmp_path / "store.db"
+
+    deep: object = "bottom"
+    for _ in range(150):
+        deep = [deep]
+
+    def when() -> object:
+        """When."""
+        return {"at": datetime.date(2026, 1, 2), "tags": {"x"}, "mean": float("nan")}
+
+    def nested() -> object:
+        """Nested too deeply for JSON pride reads back."""
+        return deep
+
+    def broken() -> object:
+        """Broken."""
+        return Unprintable()
+
+    async with Session(store=path) as session:
+        branch = await session.spawn(
+            Branch(name="ada", chat_model=echo_model(), tools=[when, broken, nested])
+        )
+        await branch.act({"function": "when", "arguments": {}})
+        await branch.act({"function": "nested", "arguments": {}})
+        with pytest.raises(StoreError, match="cannot be stored"):
+            await branch.act({"function": "broken", "arguments": {}})
+        await branch.act({"function": "when", "arguments": {}})  # the branch serves on
+    assert "stored with the documented replacement" in caplog.text
+    async with BranchStore(path) as store:
+        stored = await store.load_messages("ada")
+    assert stored[1].output == {"at": "2026-01-02", "tags": "{'x'}", "mean": None}
+    assert "<nested deeper than 100 levels>" in repr(stored[3].output)
+    request, response = "ActionRequest", "ActionResponse"
+    # The unstorable response is missing, as its Act's caller was told.
+    kinds = [type(m).__name__ for m in stored]
+    assert kinds == [request, response, request, response, request, request, response]
+
+
+async def test_issue14_a_turn_cut_short_by_a_hung_subscriber_is_still_committed_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MessageAdded subscriber that hangs makes finalisation run out of its grace
+    period before the commit: the turn is still committed before its caller is answered."""
+    from pride import MessageAdded
+    from pride.actors import actor
+
+    monkeypatch.setattr(actor, "FINALIZE_GRACE", 0.2)  # real clock: the store uses threads
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+
+        async def hang(signal: MessageAdded) -> None:
+            await trio.sleep_forever()
+
+        session.observe(MessageAdded, handler=hang)
+        branch = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        assert await branch.chat_and_record("one") == "re: one"
+        assert _rows(path) == 2
