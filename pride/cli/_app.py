@@ -13,6 +13,7 @@ from rich.console import Console
 from .._version import __version__
 from ._chat import ChatOptions, run_chat
 from ._inspect import inspect_store
+from ._lines import MAX_LINE
 from ._run import RunOptions, run_app
 
 __all__ = ["PIPE_WIDTH", "app", "main"]
@@ -116,6 +117,14 @@ def run(
     log_level: Annotated[
         str, typer.Option(metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR.")
     ] = "INFO",
+    max_line_bytes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="BYTES",
+            help="The longest request line; a longer one is answered with an error and skipped.",
+        ),
+    ] = MAX_LINE,
 ) -> None:
     """Run a supervisor tree as a long-running process; JSON-line requests on stdin."""
     options = RunOptions(
@@ -125,6 +134,7 @@ def run(
         status=status,
         exit_on_eof=exit_on_eof,
         log_level=log_level,
+        max_line_bytes=max_line_bytes,
     )
     raise typer.Exit(run_app(options))
 

@@ -14,10 +14,22 @@ import os
 
 import trio
 
-__all__ = ["READ_SIZE", "LineReader"]
+__all__ = ["MAX_LINE", "READ_SIZE", "LineReader", "LineTooLong"]
 
 READ_SIZE = 65536
 """Bytes asked of ``os.read`` at a time."""
+
+MAX_LINE = 16 * 1024 * 1024
+"""The longest line read (16 MiB: an instruction with a few images as data URLs).
+Without a bound, one line with no newline would grow the buffer until memory ran out."""
+
+
+class LineTooLong(Exception):
+    """A line longer than the reader's limit; its bytes were (or are being) discarded."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"line longer than {limit} bytes; ignored up to its end")
+        self.limit = limit
 
 
 class LineReader:
@@ -25,12 +37,15 @@ class LineReader:
 
     Args:
         fd: the descriptor to read.
+        max_line: the longest line, in bytes (without its newline).
     """
 
-    def __init__(self, fd: int = 0) -> None:
+    def __init__(self, fd: int = 0, max_line: int = MAX_LINE) -> None:
         self._fd = fd
+        self._max_line = max_line
         self._buffer = bytearray()
         self._eof = False
+        self._skipping = False  # inside a line already reported too long
 
     async def readline(self) -> str | None:
         """The next line without its line ending, or None at end of input.
@@ -40,6 +55,9 @@ class LineReader:
 
         Raises:
             OSError: the descriptor cannot be read.
+            LineTooLong: the line is longer than ``max_line``. It is raised as
+                soon as that is known, and the rest of the line is discarded as
+                it arrives (never buffered); the next call reads the next line.
 
         Cancellation: the blocked read is abandoned (its thread finishes on
         its own) and whatever it would have returned is lost, so cancel a
@@ -47,12 +65,23 @@ class LineReader:
         """
         while True:
             index = self._buffer.find(b"\n")
-            if index >= 0:
+            if self._skipping:
+                if index < 0:
+                    self._buffer.clear()
+                else:
+                    del self._buffer[: index + 1]
+                    self._skipping = False
+                    continue
+            elif index > self._max_line or (index < 0 and len(self._buffer) > self._max_line):
+                self._skipping = True
+                raise LineTooLong(self._max_line)
+            elif index >= 0:
                 raw = bytes(self._buffer[:index])
                 del self._buffer[: index + 1]
                 return _decode(raw)
             if self._eof:
-                if not self._buffer:
+                if not self._buffer or self._skipping:
+                    self._buffer.clear()
                     return None
                 raw = bytes(self._buffer)
                 self._buffer.clear()

@@ -48,7 +48,7 @@ import trio
 from rich.console import Console
 
 from ..actors import Reply
-from ..errors import BranchClosed, StoreError, SupervisorFailed
+from ..errors import BranchClosed, InvalidMessage, StoreError, SupervisorFailed
 from ..messages import (
     BranchRestarted,
     BranchStarted,
@@ -59,7 +59,7 @@ from ..messages import (
     Signal,
 )
 from ..supervisors import Session
-from ._lines import LineReader
+from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, call_app, load_app
 from ._logs import configure
 from ._requests import Request, RequestRejected, error_line, ok_line, parse_request
@@ -87,6 +87,7 @@ class RunOptions:
     status: bool = True
     exit_on_eof: bool = False
     log_level: str = "INFO"
+    max_line_bytes: int = MAX_LINE
 
 
 def run_app(options: RunOptions) -> int:
@@ -180,11 +181,17 @@ class _Process:
     # ------------------------------------------------------------ requests
 
     async def _read_requests(self, work: trio.Nursery) -> None:
-        reader = LineReader(sys.stdin.fileno())
+        reader = LineReader(sys.stdin.fileno(), self.options.max_line_bytes)
         number = 0
         while True:
             try:
                 line = await reader.readline()
+            except LineTooLong as exc:
+                number += 1
+                error = InvalidMessage([("request", f"{exc} (--max-line-bytes)")])
+                log.warning("line %d is not a valid request: %s", number, error)
+                self._write(error_line(None, error))
+                continue
             except OSError as exc:
                 log.error("cannot read stdin: %s", exc)
                 return

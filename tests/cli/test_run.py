@@ -386,3 +386,35 @@ async def test_issue14_lone_surrogates_are_refused_in_requests_and_replaced_in_m
         "after",
         "re: after",
     ]
+
+
+async def test_issue14_hostile_request_lines_are_answered_and_serving_goes_on() -> None:
+    """A line past --max-line-bytes (answered without being held in memory), binary
+    garbage, NUL bytes, deep nesting, a line trickled a byte at a time and a last line
+    without a newline: each gets one strict-JSON answer, and valid requests around them
+    are served."""
+    ok = json.dumps(request("ok", "bob", "fine")).encode()
+    async with openai_server(HeldModel()) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        args = ("run", APP, "--no-status", "--exit-on-eof", "--max-line-bytes", "4096")
+        async with CLI.start(*args, env=env) as cli:
+            assert cli.process.stdin is not None
+            stdin = cli.process.stdin
+            await stdin.send_all(b'{"id": "huge", "to": "bob", "command": "' + b"x" * 100_000)
+            await stdin.send_all(b'"}\n')
+            await stdin.send_all(b"\x00\xff\xfe garbage \x80\n" + b"\x00" * 10 + b"\n")
+            await stdin.send_all(b"[" * 3000 + b"\n")
+            for byte in ok[:-1]:  # a slow trickle
+                await stdin.send_all(bytes([byte]))
+            await stdin.send_all(ok[-1:] + b"\n")
+            await cli.answer("ok")
+            await stdin.send_all(json.dumps(request("last", "bob", "no newline")).encode())
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    answers = [codec.parse_json(line) for line in cli.stdout]
+    assert len(answers) == 6, cli.transcript()
+    refused = [answer["error"]["message"] for answer in answers if not answer["ok"]]
+    assert len(refused) == 4
+    assert "longer than 4096 bytes" in refused[0]
+    assert all("request" in message for message in refused)
+    assert {answer["id"] for answer in answers if answer["ok"]} == {"ok", "last"}
