@@ -26,39 +26,26 @@ from ..context.capabilities import apply_block
 from ..llm import iModel
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
-    Act,
-    Call,
-    Chat,
-    ChatAndRecord,
-    Communicate,
-    Interpret,
-    Operate,
-    Parse,
-    ReAct,
-    ReActStream,
     RoledMessage,
-    Run,
     Signal,
     Stop,
     System,
+    commands as cmd,
 )
-from ..messages.coerce import PRIDE_SYSTEM_MESSAGE, action_call, system_message
+from ..messages.coerce import PRIDE_SYSTEM_MESSAGE, action_calls, system_message
 from ..messages.history import History
 from ..operations.registry import OperationManager
 from ..tools import ActionManager
 from . import connect as connecting, projection, turn, waits, wiring
 from .actor import Actor, StopReason
+from .facade import first_converted, stream_verb, verb
 from .logs import DataLogger, LogConfig
 from .mailbox import MailboxStatistics, Reply
 from .nursery import PrivateNursery
-from .send import ask, stream
 from .target import live_target
 from .wiring import HookSink, SignalSink
 
 if TYPE_CHECKING:
-    import contextlib
-
-    from .send import StreamItems
     from .target import Target
 
 __all__ = [
@@ -693,72 +680,35 @@ class Branch:
 
     # --------------------------------------------------------------- verbs
 
-    async def chat(self, instruction: str = "", *, timeout: float | None = None, **kw: Any) -> Any:
-        """One model call over the history; records nothing. See [`Chat`][pride.Chat]."""
-        return await ask(self, Chat(instruction, **kw), timeout)
+    # Each verb's parameters are its command's (plus ``timeout``): see facade.py.
 
-    async def chat_and_record(
-        self, instruction: str = "", *, timeout: float | None = None, **kw: Any
-    ) -> Any:
-        """Chat, then record the instruction and response.
+    chat = verb(cmd.Chat)
+    """One model call over the history; records nothing (see [`Chat`][pride.Chat])."""
+    chat_and_record = verb(cmd.ChatAndRecord)
+    """Chat, then record the instruction and response ([`ChatAndRecord`][pride.ChatAndRecord])."""
+    communicate = verb(cmd.Communicate)
+    """Chat, record both messages, optionally parse (see [`Communicate`][pride.Communicate])."""
+    operate = verb(cmd.Operate)
+    """A structured turn with optional tool actions (see [`Operate`][pride.Operate])."""
+    parse = verb(cmd.Parse)
+    """Parse text into a response format (see [`Parse`][pride.Parse])."""
+    interpret = verb(cmd.Interpret)
+    """Rewrite raw input into a clearer prompt (see [`Interpret`][pride.Interpret])."""
+    act = first_converted(cmd.Act, action_calls, "action_request")
+    """Execute tool calls and record them (see [`Act`][pride.Act]).
 
-        See [`ChatAndRecord`][pride.ChatAndRecord].
-        """
-        return await ask(self, ChatAndRecord(instruction, **kw), timeout)
-
-    async def communicate(
-        self, instruction: str = "", *, timeout: float | None = None, **kw: Any
-    ) -> Any:
-        """Chat, record both messages, optionally parse. See [`Communicate`][pride.Communicate]."""
-        return await ask(self, Communicate(instruction, **kw), timeout)
-
-    async def operate(
-        self, instruction: str = "", *, timeout: float | None = None, **kw: Any
-    ) -> Any:
-        """A structured turn with optional tool actions. See [`Operate`][pride.Operate]."""
-        return await ask(self, Operate(instruction, **kw), timeout)
-
-    async def parse(self, text: str, *, timeout: float | None = None, **kw: Any) -> Any:
-        """Parse text into a response format. See [`Parse`][pride.Parse]."""
-        return await ask(self, Parse(text, **kw), timeout)
-
-    async def interpret(self, text: str, *, timeout: float | None = None, **kw: Any) -> Any:
-        """Rewrite raw input into a clearer prompt. See [`Interpret`][pride.Interpret]."""
-        return await ask(self, Interpret(text, **kw), timeout)
-
-    async def act(self, action_request: Any, *, timeout: float | None = None, **kw: Any) -> Any:
-        """Execute tool calls and record them. See [`Act`][pride.Act].
-
-        ``action_request`` is one call or a list of calls, each an
-        [`ActionCall`][pride.ActionCall], a ``{"function", "arguments"}`` dict, or a
-        tool-call object with ``name``/``arguments``.
-        """
-        calls = action_request if isinstance(action_request, list | tuple) else [action_request]
-        requests = tuple(action_call(call) for call in calls)
-        return await ask(self, Act(requests, **kw), timeout)
-
-    async def ReAct(self, instruction: str = "", *, timeout: float | None = None, **kw: Any) -> Any:
-        """Think-act-observe, then answer. See [`ReAct`][pride.ReAct]."""
-        return await ask(self, ReAct(instruction, **kw), timeout)
-
-    def ReActStream(
-        self, instruction: str = "", **kw: Any
-    ) -> contextlib.AbstractAsyncContextManager[StreamItems]:
-        """``async with branch.ReActStream(...) as rounds:``.
-
-        See [`ReActStream`][pride.ReActStream].
-        """
-        return stream(self, ReActStream(instruction, **kw))
-
-    def run(
-        self, instruction: str = "", **kw: Any
-    ) -> contextlib.AbstractAsyncContextManager[StreamItems]:
-        """``async with branch.run(...) as items:`` — see [`Run`][pride.Run]."""
-        return stream(self, Run(instruction, **kw))
-
-    async def call(self, operation: str, /, *, timeout: float | None = None, **kw: Any) -> Any:
-        """Run a registered operation as a turn. See [`Call`][pride.Call]."""
-        return await ask(self, Call(operation, **kw), timeout)
+    ``action_request`` is one call or a list of calls, each an
+    [`ActionCall`][pride.ActionCall], a ``{"function", "arguments"}`` dict, or a
+    tool-call object with ``name``/``arguments``.
+    """
+    ReAct = verb(cmd.ReAct)
+    """Think-act-observe, then answer (see [`ReAct`][pride.ReAct])."""
+    ReActStream = stream_verb(cmd.ReActStream)
+    """``async with branch.ReActStream(...) as rounds:`` ([`ReActStream`][pride.ReActStream])."""
+    run = stream_verb(cmd.Run)
+    """``async with branch.run(...) as items:`` (see [`Run`][pride.Run])."""
+    call = verb(cmd.Call)
+    """Run a registered operation as a turn (see [`Call`][pride.Call])."""
 
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import attrs
 from .commands import ActionCall
 from .conversation import DEFAULT_SYSTEM_MESSAGE, System
 
-__all__ = ["PRIDE_SYSTEM_MESSAGE", "action_call", "system_message"]
+__all__ = ["PRIDE_SYSTEM_MESSAGE", "action_call", "action_calls", "system_message"]
 
 PRIDE_SYSTEM_MESSAGE = (
     "You are an agent running on pride, an actor runtime: each conversation is served "
@@ -81,3 +81,13 @@ def action_call(call: Any) -> ActionCall:
             name, dict(getattr(call, "arguments", {}) or {}), getattr(call, "id", None)
         )
     raise TypeError(f"cannot read an action request from {type(call).__name__}")
+
+
+def action_calls(calls: Any) -> tuple[ActionCall, ...]:
+    """One call or a list (or tuple) of them, each read by `action_call`.
+
+    Raises:
+        TypeError: a call is none of the forms `action_call` reads.
+    """
+    items = calls if isinstance(calls, list | tuple) else [calls]
+    return tuple(action_call(call) for call in items)
