@@ -27,6 +27,12 @@ import os
 import sys
 
 import trio
+from rich.console import Console
+from rich.live import Live
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.text import Text
+from rich.tree import Tree
 
 import pride
 from pride import (
@@ -177,30 +183,130 @@ def planner(request: ModelRequest) -> ToolCall | str:
 
 # ------------------------------------------------------------------- the run
 
+COLOURS = {"planner": "cyan", "researcher": "green", "critic": "magenta"}
+
+
+class PlainView:
+    """What the demo prints when its output is a pipe or a file: plain lines."""
+
+    def header(self, on: str) -> None:
+        print(f"pride demo: a planner, a researcher and a critic, on {on}")
+
+    def ask(self, task: str) -> None:
+        print(f"\nyou -> planner: {task}\n")
+
+    def calls(self, who: str, function: str, arguments: str | None) -> None:
+        indent = "  " if who == "planner" else "      "
+        shown = "" if arguments is None else f"({arguments})"
+        print(f"{indent}{who} calls {function}{shown}")
+
+    def says(self, who: str, text: str) -> None:
+        print(f"      {who}: {text}")
+
+    def answer_starts(self) -> None:
+        print("\nplanner: ", end="")
+
+    def chunk(self, text: str) -> None:
+        print(text, end="", flush=True)
+
+    def answer_ends(self) -> None:
+        print()
+
+    def summary(self, line: str) -> None:
+        print(f"\n{line}")
+
+    def next_steps(self, text: str) -> None:
+        print(f"\n{text}")
+
+
+class TerminalView(PlainView):
+    """On a terminal: colour per agent, the team as a tree, the answer in a panel."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.answer = ""
+        self.live: Live | None = None
+
+    def header(self, on: str) -> None:
+        team = Tree("[bold]studio[/]  [dim]Session: supervises, observes, stops in order[/]")
+        for name, tools in (
+            ("researcher", "search_notes"),
+            ("critic", ""),
+            ("planner", "ask_researcher, ask_critic"),
+        ):
+            team.add(f"[{COLOURS[name]}]{name}[/]" + (f"  [dim]tools: {tools}[/]" if tools else ""))
+        self.console.print(
+            Panel(team, title="[bold]pride demo[/]", subtitle=f"on {on}", expand=False)
+        )
+
+    def ask(self, task: str) -> None:
+        self.console.print(f"\n[bold]you → [cyan]planner[/]:[/] {task}\n")
+
+    def calls(self, who: str, function: str, arguments: str | None) -> None:
+        line = Text.assemble((who, COLOURS[who]), (" calls ", "dim"), function)
+        if arguments is not None:
+            line.append_text(Text.assemble("(", (arguments, "dim"), ")"))
+        self.console.print(Padding(line, (0, 0, 0, 2 if who == "planner" else 6)))
+
+    def says(self, who: str, text: str) -> None:
+        self.console.print(Padding(Text.assemble((f"{who}: ", COLOURS[who]), text), (0, 0, 0, 6)))
+
+    def answer_starts(self) -> None:
+        self.answer = ""
+        self.live = Live(self._panel(), console=self.console, auto_refresh=False)
+        self.live.start()
+
+    def chunk(self, text: str) -> None:
+        self.answer += text
+        assert self.live is not None
+        self.live.update(self._panel(), refresh=True)
+
+    def answer_ends(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def summary(self, line: str) -> None:
+        self.console.print(f"\n[green]✓[/] {line}")
+
+    def next_steps(self, text: str) -> None:
+        self.console.print()
+        self.console.print(Panel(text, title="next", border_style="dim", expand=False))
+
+    def _panel(self) -> Panel:
+        return Panel(self.answer, title="[cyan]planner[/]", title_align="left", padding=(0, 1))
+
+
+def view() -> PlainView:
+    """The terminal view when standard output is a terminal (or FORCE_COLOR says so)."""
+    console = Console(highlight=False)
+    return TerminalView(console) if console.is_terminal else PlainView()
+
+
 # The scripted model replies instantly; on a terminal, pace its tokens a little
 # so you can watch them stream in.
 PACE = 0.015 if sys.stdout.isatty() and not REAL_MODEL else 0.0
 
 
-def show_teamwork(signal: MessageAdded) -> None:
-    """Print what the researcher and the critic do inside the planner's turn."""
-    message = signal.message
-    if signal.branch_name == "planner":
-        return
-    if isinstance(message, ActionRequest):
-        arguments = ", ".join(f"{key}={value!r}" for key, value in message.arguments.items())
-        print(f"      {signal.branch_name} calls {message.function}({arguments})")
-    elif isinstance(message, AssistantResponse):
-        print(f"      {signal.branch_name}: {message.text}")
-
-
 async def main() -> None:
-    print(f"pride demo: a planner, a researcher and a critic, on {REAL_MODEL or 'scripted models'}")
+    show = view()
+    show.header(REAL_MODEL or "scripted models")
     tokens = 0
 
     def count_tokens(signal: RunEnd) -> None:
         nonlocal tokens
         tokens += signal.input_tokens + signal.output_tokens
+
+    def show_teamwork(signal: MessageAdded) -> None:
+        """Show what the researcher and the critic do inside the planner's turn."""
+        message, who = signal.message, signal.branch_name
+        if who == "planner" or who is None:
+            return
+        if isinstance(message, ActionRequest):
+            arguments = ", ".join(f"{key}={value!r}" for key, value in message.arguments.items())
+            show.calls(who, message.function, arguments)
+        elif isinstance(message, AssistantResponse):
+            show.says(who, message.text)
 
     async with Session(name="studio") as studio:
         studio.observe(MessageAdded, handler=show_teamwork)
@@ -208,31 +314,31 @@ async def main() -> None:
         await spawn_team(studio)
 
         planner_branch = studio.get_branch("planner")
-        print(f"\nyou -> planner: {TASK}\n")
+        show.ask(TASK)
         answering = False
         async with pride.stream(planner_branch, Run(TASK)) as items:
             async for item in items:
                 if isinstance(item, str):  # a token chunk of the planner's reply
                     if not answering:
-                        print("\nplanner: ", end="")
+                        show.answer_starts()
                         answering = True
-                    print(item, end="", flush=True)
+                    show.chunk(item)
                     await trio.sleep(PACE)
                 elif isinstance(item, ActionRequest):
-                    print(f"  planner calls {item.function}")
-                elif isinstance(item, AssistantResponse):
-                    print()
+                    show.calls("planner", item.function, None)
+                elif isinstance(item, AssistantResponse) and answering:
+                    show.answer_ends()
                     answering = False
         stats = studio.statistics()
 
-    print(
-        f"\n{stats.branches} branches served {stats.turns_done} turns "
+    show.summary(
+        f"{stats.branches} branches served {stats.turns_done} turns "
         f"({tokens:,} tokens), each in its own actor, under one supervisor."
     )
     if REAL_MODEL:
         return
-    print(
-        "\nThat ran on pride's scripted model, with no API key. The same team on a real model:\n"
+    show.next_steps(
+        "That ran on pride's scripted model, with no API key. The same team on a real model:\n"
         "\n    PRIDE_CHAT_MODEL=openai/gpt-4.1-mini OPENAI_API_KEY=sk-... make demo\n"
         "\n(any provider/model works, e.g. anthropic/claude-sonnet-4-5 with ANTHROPIC_API_KEY.)"
         "\nNext: `pride chat`, `pride run examples/demo.py:spawn_team`, docs/getting-started.md"
