@@ -1,4 +1,4 @@
-"""The ``pride`` command line: ``chat``, ``run`` and ``inspect`` (typer parses, rich prints)."""
+"""The ``pride`` command line: ``chat``, ``run``, ``mcp`` and ``inspect`` (typer parses, rich prints)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from .._version import __version__
 from ._chat import ChatOptions, run_chat
 from ._inspect import inspect_store
 from ._lines import MAX_LINE
+from ._mcp import serve_app
 from ._run import RunOptions, run_app
 
 __all__ = ["PIPE_WIDTH", "app", "main"]
@@ -137,6 +138,37 @@ def run(
         max_line_bytes=max_line_bytes,
     )
     raise typer.Exit(run_app(options))
+
+
+@app.command()
+def mcp(
+    app: Annotated[
+        str,
+        typer.Argument(
+            help="module:function or path/to/file.py:function; it receives the root Session.",
+            show_default=False,
+        ),
+    ],
+    *,
+    expose: Annotated[
+        list[str],
+        typer.Option(
+            "--expose", metavar="NAME", help="A branch to serve (repeat it); nothing by default."
+        ),
+    ],
+    http: Annotated[
+        int | None,
+        typer.Option(
+            metavar="PORT", min=1, max=65535, help="Serve streamable HTTP on 127.0.0.1:PORT/mcp."
+        ),
+    ] = None,
+    grace: Annotated[
+        float, typer.Option(min=0, help="Seconds running turns get to finish on shutdown.")
+    ] = 5.0,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+) -> None:
+    """Serve an app's branches as MCP tools (stdio, or streamable HTTP with --http)."""
+    raise typer.Exit(serve_app(app, expose, http=http, grace=grace, log_level=log_level))
 
 
 @app.command()

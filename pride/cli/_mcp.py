@@ -1,0 +1,96 @@
+"""``pride mcp APP --expose NAME...``: an application's branches served over MCP.
+
+The app function is found and called as for ``pride run`` (it receives the
+root [`Session`][pride.Session] and spawns its branches into it); then the
+branches named with ``--expose`` are served to one MCP client over stdio
+(standard input and output are the protocol; logs go to standard error), or
+with ``--http PORT`` over streamable HTTP at ``http://127.0.0.1:PORT/mcp``.
+Nothing is exposed unless named.
+
+Shutdown: over stdio the process stops when the client closes its input;
+SIGINT or SIGTERM stops it in either mode. The session then stops with its
+grace period (running turns may finish, then are cancelled) and the process
+exits 0; 2 when the app cannot start or a name is not a branch; 1 when the
+root session failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import trio
+
+from ..errors import SupervisorFailed, UnknownBranch
+from ..supervisors import Session
+from ._loader import AppError, call_app, load_app
+from ._logs import configure
+
+__all__ = ["serve_app"]
+
+log = logging.getLogger("pride.cli")
+
+
+def serve_app(
+    app: str,
+    expose: Sequence[str],
+    *,
+    http: int | None = None,
+    grace: float = 5.0,
+    log_level: str = "INFO",
+) -> int:
+    """Run ``pride mcp``; return the exit status (see the module docstring)."""
+    configure(log_level)
+    if not expose:
+        log.error("name the branches to serve with --expose NAME (nothing is served by default)")
+        return 2
+    try:
+        from ..mcp import serve_mcp  # noqa: F401  (the extra, with its install hint)
+    except ImportError as exc:
+        log.error("%s", exc)
+        return 2
+    try:
+        function = load_app(app)
+    except AppError as exc:
+        log.error("%s", exc)
+        return 2
+    try:
+        return trio.run(_main, app, function, list(expose), http, grace)
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+
+
+async def _main(
+    app: str, function: Callable[..., Any], expose: list[str], http: int | None, grace: float
+) -> int:
+    from ..mcp import serve_mcp
+
+    try:
+        async with Session("pride-mcp", grace=grace) as session:
+            await call_app(function, session)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+                where = "stdio" if http is None else f"http://127.0.0.1:{http}/mcp"
+                log.info("app %s: serving %s over MCP (%s)", app, ", ".join(expose), where)
+                await serve_mcp(session, expose, http=http)
+                nursery.cancel_scope.cancel()
+    except AppError as exc:
+        log.error("%s", exc, exc_info=exc.__cause__)
+        return 2
+    except UnknownBranch as exc:
+        log.error("cannot expose it: %s", exc)
+        return 2
+    except SupervisorFailed as exc:
+        log.error("the root session failed: %s", exc)
+        return 1
+    return 0
+
+
+async def _stop_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("%s: stopping", signal.Signals(signum).name)
+            scope.cancel()
+            return

@@ -1,0 +1,361 @@
+"""pride as an MCP server: a session's chosen branches, offered as MCP tools.
+
+Each exposed branch becomes one tool ``ask_<name>(instruction)``, which runs
+a ``ChatAndRecord`` turn on it and returns the reply, plus one tool
+``<name>_<operation>(...)`` per operation registered on the branch itself
+(its parameters from the operation's signature, as for any pride tool). Which
+branches are exposed is the application's explicit list, never "all".
+
+While a turn runs, the client gets MCP progress notifications (when it sent
+a progress token): one per message the turn records and per
+``ToolProgress`` of its tools, counting up, with a short message. When the
+client cancels the request (``notifications/cancelled``), the SDK cancels the
+handler and the handler cancels the turn (``RunFailed``, cancelled).
+
+Transports: stdio (the default; stdin and stdout are the protocol, so logs go
+to stderr), or streamable HTTP on 127.0.0.1 through the SDK's session
+manager, served on trio by hypercorn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anyio
+import trio
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.shared.message import SessionMessage
+
+from .._version import __version__
+from ..actors import Branch, send
+from ..messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    Call,
+    ChatAndRecord,
+    MessageAdded,
+    Signal,
+    ToolProgress,
+)
+from ..tools import Tool
+from ._spec import DEFAULT_MAX_MESSAGE_BYTES
+from ._tool import local_name
+
+__all__ = ["PROGRESS_QUEUE", "build_server", "serve_mcp"]
+
+log = logging.getLogger("pride.mcp")
+
+PROGRESS_QUEUE = 256
+"""Progress events of one request held for its client; more are dropped (and logged)."""
+
+
+class _Exposed:
+    """The MCP tools of one session: which branch (and operation) each name runs."""
+
+    def __init__(self, session: Any, expose: Sequence[str]) -> None:
+        if isinstance(expose, str) or not expose:
+            raise ValueError("expose names the branches to serve, e.g. expose=['helper']")
+        self.session = session
+        self.tools: dict[str, tuple[Branch, str | None, types.Tool]] = {}
+        for name in expose:
+            branch = session.get_branch(name)  # UnknownBranch names what is missing
+            self._add(branch, None, _ask_tool(branch))
+            for operation in list(branch.operations):
+                spec = _operation_tool(branch, operation)
+                if spec is not None:
+                    self._add(branch, operation, spec)
+
+    def _add(self, branch: Branch, operation: str | None, spec: types.Tool) -> None:
+        if spec.name in self.tools:
+            raise ValueError(f"two exposed tools would be called {spec.name!r}")
+        self.tools[spec.name] = (branch, operation, spec)
+
+    async def call(self, name: str, arguments: dict[str, Any], server: Server[Any, Any]) -> Any:
+        entry = self.tools.get(name)
+        if entry is None:
+            raise ValueError(f"no tool {name!r} (this server offers: {', '.join(self.tools)})")
+        branch, operation, _ = entry
+        if operation is None:
+            instruction = arguments.get("instruction")
+            if not isinstance(instruction, str):
+                raise ValueError("ask tools take one string argument, 'instruction'")
+            command: Any = ChatAndRecord(instruction)
+        else:
+            command = Call(operation, **arguments)
+        context = server.request_context
+        token = context.meta.progressToken if context.meta is not None else None
+        if token is None:
+            reply = await send(branch, command)
+            try:
+                result = await reply.result()
+            except BaseException:
+                reply.cancel("the MCP client cancelled the request")
+                raise
+        else:
+            result = await _with_progress(self.session, branch, command, context, token)
+        if isinstance(result, dict):
+            return result
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        return [types.TextContent(type="text", text=text)]
+
+
+def _ask_tool(branch: Branch) -> types.Tool:
+    return types.Tool(
+        name=local_name("ask_", branch.name),
+        description=(
+            f"Ask the agent {branch.name!r}: one conversation turn (pride ChatAndRecord); "
+            "returns its reply. The conversation is kept between calls."
+        ),
+        inputSchema={
+            "type": "object",
+            "properties": {"instruction": {"type": "string", "description": "What to ask."}},
+            "required": ["instruction"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def _operation_tool(branch: Branch, operation: str) -> types.Tool | None:
+    function = branch.operations.get(operation)
+    if function is None:
+        return None
+    try:
+        described = Tool(
+            functools.partial(function, branch), name=local_name(f"{branch.name}_", operation)
+        )
+    except (TypeError, ValueError) as exc:
+        log.warning(
+            "operation %r of branch %r is not exposed over MCP: %s", operation, branch.name, exc
+        )
+        return None
+    return types.Tool(
+        name=described.name,
+        description=described.description or f"Run the operation {operation!r} of {branch.name!r}.",
+        inputSchema=described.parameters,
+    )
+
+
+async def _with_progress(
+    session: Any, branch: Branch, command: Any, context: Any, token: str | int
+) -> Any:
+    """Run ``command``, telling the client about the turn's messages as they are recorded.
+
+    The subscription is made before the command is sent, so the turn's first
+    messages are not missed.
+    """
+    events_send, events_receive = trio.open_memory_channel[str](PROGRESS_QUEUE)
+    dropped = 0
+    reply: Any = None
+    # The turn may record its first messages before `send` returns the reply
+    # (and with it the turn id): notes are held by turn id until it is known.
+    early: dict[Any, list[str]] = {}
+
+    def put(note: str) -> None:
+        nonlocal dropped
+        try:
+            events_send.send_nowait(note)
+        except (trio.WouldBlock, trio.ClosedResourceError):
+            dropped += 1
+
+    def on_signal(signal: Signal) -> None:
+        turn_id = getattr(signal, "turn_id", None)
+        note = _describe(signal)
+        if turn_id is None or note is None:
+            return
+        ours = None if reply is None else reply.turn_id
+        if ours is None:
+            if len(early) < 8 and len(early.setdefault(turn_id, [])) < PROGRESS_QUEUE:
+                early[turn_id].append(note)
+            return
+        if early:
+            for held in early.pop(ours, []):
+                put(held)
+            early.clear()
+        if turn_id == ours:
+            put(note)
+
+    def matches(signal: Signal) -> bool:
+        return signal.branch_id == branch.id
+
+    session.observe(matches, handler=on_signal)
+    outcome: list[Any] = []
+    try:
+        reply = await send(branch, command)
+        async with trio.open_nursery() as nursery:
+            if reply.turn_id is not None:
+                for held in early.pop(reply.turn_id, []):
+                    put(held)
+                early.clear()
+
+            async def wait() -> None:
+                try:
+                    outcome.append(await reply.result())
+                except BaseException as exc:
+                    outcome.append(exc)
+                    raise
+                finally:
+                    events_send.close()
+
+            nursery.start_soon(wait)
+            count = 0
+            async for note in events_receive:
+                count += 1
+                await context.session.send_progress_notification(
+                    token, count, None, note, related_request_id=context.request_id
+                )
+    except BaseException as exc:
+        if reply is not None:
+            reply.cancel("the MCP client cancelled the request")
+        if isinstance(exc, BaseExceptionGroup):
+            raise exc.exceptions[0] from None
+        raise
+    finally:
+        session.unobserve(on_signal)
+        if dropped:
+            log.warning("MCP request %s: %d progress notes dropped", context.request_id, dropped)
+    return outcome[0]
+
+
+def _describe(signal: Signal) -> str | None:
+    if isinstance(signal, ToolProgress):
+        total = f"/{signal.total:g}" if signal.total is not None else ""
+        note = f": {signal.message}" if signal.message else ""
+        return f"tool {signal.function}: {signal.progress:g}{total}{note}"
+    if isinstance(signal, MessageAdded):
+        message = signal.message
+        if isinstance(message, ActionRequest):
+            return f"calling tool {message.function}"
+        if isinstance(message, ActionResponse):
+            return f"tool {message.function} {'failed' if message.error else 'answered'}"
+        if isinstance(message, AssistantResponse):
+            return "the model answered"
+    return None
+
+
+def build_server(session: Any, expose: Sequence[str]) -> Server[Any, Any]:
+    """An SDK low-level ``Server`` whose tools run turns of ``session``'s exposed branches.
+
+    Raises:
+        UnknownBranch: a name in ``expose`` is not a member branch.
+        ValueError: ``expose`` is empty, or two tools would share a name.
+    """
+    exposed = _Exposed(session, expose)
+    server: Server[Any, Any] = Server("pride", version=__version__)
+
+    @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator]
+    async def list_tools() -> list[types.Tool]:
+        return [spec for _, _, spec in exposed.tools.values()]
+
+    @server.call_tool()  # type: ignore[untyped-decorator]
+    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+        return await exposed.call(name, arguments, server)
+
+    return server
+
+
+async def serve_mcp(
+    session: Any,
+    expose: Sequence[str],
+    *,
+    http: int | None = None,
+    host: str = "127.0.0.1",
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``session``'s branches named in ``expose`` to MCP clients, until cancelled.
+
+    Over stdio (default) it returns when the client closes stdin. With
+    ``http=PORT`` it serves streamable HTTP at ``http://HOST:PORT/mcp``
+    (``host`` defaults to 127.0.0.1: exposing agents beyond this machine is a
+    deliberate choice) until cancelled.
+
+    Raises:
+        UnknownBranch: a name in ``expose`` is not a member branch.
+        ValueError: ``expose`` is empty.
+    """
+    server = build_server(session, expose)
+    options = server.create_initialization_options()
+    if http is None:
+        async with _stdio() as (read, write):
+            task_status.started()
+            await server.run(read, write, options)
+        return
+    await _serve_http(server, host, http, task_status)
+
+
+@contextlib.asynccontextmanager
+async def _stdio() -> AsyncIterator[tuple[Any, Any]]:
+    """stdin/stdout as non-blocking trio streams (cancellable, unlike a thread reading stdin)."""
+    stdin = trio.lowlevel.FdStream(os.dup(0))
+    stdout = trio.lowlevel.FdStream(os.dup(1))
+    reader, session_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    session_writes, writer = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def pump_in() -> None:
+        buffer = bytearray()
+        async with reader:
+            while chunk := await stdin.receive_some(65536):
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    line, buffer = bytes(buffer[:end]), buffer[end + 1 :]
+                    if line.strip():
+                        try:
+                            message = types.JSONRPCMessage.model_validate_json(line)
+                        except ValueError as exc:
+                            log.warning("MCP client sent a line that is not JSON-RPC: %s", exc)
+                            continue
+                        await reader.send(SessionMessage(message))
+                if len(buffer) > DEFAULT_MAX_MESSAGE_BYTES:
+                    log.error("MCP client sent a message over %d bytes", DEFAULT_MAX_MESSAGE_BYTES)
+                    return
+
+    async def pump_out() -> None:
+        async with writer:
+            async for message in writer:
+                data = message.message.model_dump_json(by_alias=True, exclude_none=True)
+                await stdout.send_all(data.encode() + b"\n")
+
+    async with stdin, stdout, trio.open_nursery() as nursery:
+        nursery.start_soon(pump_in)
+        nursery.start_soon(pump_out)
+        try:
+            yield session_reads, session_writes
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def _serve_http(server: Server[Any, Any], host: str, port: int, task_status: Any) -> None:
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    manager = StreamableHTTPSessionManager(app=server)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                event = await receive()
+                if event["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif event["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] == "http" and scope["path"].rstrip("/") == "/mcp":
+            await manager.handle_request(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b"not found: the MCP endpoint is /mcp"})
+
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = log
+    async with manager.run():
+        await serve(app, config, task_status=task_status)
