@@ -1,4 +1,4 @@
-"""The ``pride`` command line: ``chat``, ``run``, ``mcp`` and ``inspect`` (typer parses, rich prints)."""
+"""The ``pride`` command line: chat, run, mcp and inspect (typer parses, rich prints)."""
 
 from __future__ import annotations
 
@@ -145,6 +145,7 @@ def mcp(
     app: Annotated[
         str,
         typer.Argument(
+            metavar="APP",
             help="module:function or path/to/file.py:function; it receives the root Session.",
             show_default=False,
         ),
@@ -153,21 +154,32 @@ def mcp(
     expose: Annotated[
         list[str],
         typer.Option(
-            "--expose", metavar="NAME", help="A branch to serve (repeat it); nothing by default."
+            "--expose",
+            metavar="NAME",
+            show_default=False,
+            help="A branch to serve as MCP tools (repeat it); none is served unless named.",
         ),
     ],
     http: Annotated[
         int | None,
         typer.Option(
-            metavar="PORT", min=1, max=65535, help="Serve streamable HTTP on 127.0.0.1:PORT/mcp."
+            metavar="PORT",
+            min=1,
+            max=65535,
+            help="Serve streamable HTTP on 127.0.0.1:PORT/mcp (default: stdio).",
         ),
     ] = None,
     grace: Annotated[
-        float, typer.Option(min=0, help="Seconds running turns get to finish on shutdown.")
+        float,
+        typer.Option(
+            min=0, metavar="SECONDS", help="Seconds running turns get to finish on shutdown."
+        ),
     ] = 5.0,
-    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+    log_level: Annotated[
+        str, typer.Option(metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR.")
+    ] = "INFO",
 ) -> None:
-    """Serve an app's branches as MCP tools (stdio, or streamable HTTP with --http)."""
+    """Serve an app's branches as MCP tools over stdio (or streamable HTTP with --http)."""
     raise typer.Exit(serve_app(app, expose, http=http, grace=grace, log_level=log_level))
 
 
