@@ -1,5 +1,9 @@
 """Opening a store file: one writer at a time, creation in one transaction, identity checks.
 
+(A damaged schema can make SQLite's error text itself invalid UTF-8, which
+Python's sqlite3 then raises as ``UnicodeDecodeError``: it is caught with
+SQLite's own errors wherever a damaged file is read.)
+
 Worker-thread code (blocking); [`BranchStore`][pride.store.BranchStore] calls it
 through ``trio.to_thread``.
 
@@ -174,7 +178,7 @@ def _holder(path: Path) -> str | None:
         return None
     try:
         row = db.execute("SELECT value FROM pride_meta WHERE key='writer'").fetchone()
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         return None
     finally:
         db.close()
@@ -213,7 +217,7 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
         db.execute("PRAGMA synchronous=FULL")
     except StoreError:
         raise
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise StoreError(
             f"{path} is not a SQLite database or not a usable pride branch store "
             f"(refusing to touch it): {exc}"
@@ -226,7 +230,7 @@ def _is_empty(db: sqlite3.Connection, path: Path) -> bool:
         objects = db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
         user_version = db.execute("PRAGMA user_version").fetchone()[0]
         application_id = db.execute("PRAGMA application_id").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise StoreError(f"{path} is not a SQLite database (refusing to touch it): {exc}") from exc
     return bool(objects == 0 and user_version == 0 and application_id == 0)
 
@@ -240,7 +244,7 @@ def _check_identity(db: sqlite3.Connection, path: Path) -> None:
                 "refusing to use or overwrite it"
             )
         meta = dict(db.execute("SELECT key, value FROM pride_meta").fetchall())
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise StoreError(f"{path} is not a SQLite database (refusing to touch it): {exc}") from exc
     if meta.get("application") != APPLICATION:
         raise StoreError(f"{path} belongs to {meta.get('application')!r}, not pride")
