@@ -31,9 +31,11 @@ PrideError
     ├── ProviderTimeout                no answer within the timeout
     ├── RateLimited                    429; ``retry_after`` when the provider said
     ├── AuthenticationFailed           401/403
+    ├── EndpointNotFound               404: the base URL or the model name is wrong
     ├── BadRequest                     other 4xx
     ├── ServerError                    5xx
-    ├── MalformedResponse              the provider's reply could not be read
+    ├── MalformedResponse              the provider's reply could not be read; names the path
+    │   └── ResponseTooLarge           the reply passed a bound of ResponseLimits
     └── ScriptExhausted                a ScriptedModel ran out of replies
 ```
 """
@@ -49,6 +51,7 @@ __all__ = [
     "BadRequest",
     "BranchClosed",
     "BranchNotRunning",
+    "EndpointNotFound",
     "Escalate",
     "InvalidMessage",
     "LoopBreak",
@@ -62,6 +65,7 @@ __all__ = [
     "ProviderTimeout",
     "RateLimited",
     "ReentrancyError",
+    "ResponseTooLarge",
     "ScriptExhausted",
     "ServerError",
     "StopStream",
@@ -250,7 +254,9 @@ class ProviderError(PrideError):
     """A model provider call failed.
 
     ``status`` is the HTTP status when there was one; ``provider_message`` the
-    provider's own error text. Neither ever contains an API key.
+    provider's own error text; ``url`` the endpoint that was called (scheme,
+    host and path only: no credentials, no query). None of them ever contains
+    an API key, and the message names the URL and quotes the provider.
     """
 
     def __init__(
@@ -260,10 +266,12 @@ class ProviderError(PrideError):
         status: int | None = None,
         provider_message: str | None = None,
         provider: str | None = None,
+        url: str | None = None,
     ) -> None:
         self.status = status
         self.provider_message = provider_message
         self.provider = provider
+        self.url = url
         super().__init__(message)
 
 
@@ -287,8 +295,17 @@ class AuthenticationFailed(ProviderError):
     """The provider rejected the credentials (401/403)."""
 
 
+class EndpointNotFound(ProviderError):
+    """The provider answered 404: nothing at that URL, or no such model.
+
+    The message names the URL that answered; the usual causes are a
+    ``base_url`` missing its ``/v1`` (or pointing at the wrong server) and a
+    misspelt model name. Not retried.
+    """
+
+
 class BadRequest(ProviderError):
-    """The provider rejected the request (4xx other than 401/403/429)."""
+    """The provider rejected the request (4xx other than 401/403/404/408/429)."""
 
 
 class ServerError(ProviderError):
@@ -296,7 +313,30 @@ class ServerError(ProviderError):
 
 
 class MalformedResponse(ProviderError):
-    """The provider's reply (JSON or SSE) could not be read."""
+    """The provider's reply (JSON or SSE) could not be read.
+
+    ``path`` names the offending value when the reply was JSON of the wrong
+    shape (``choices[0].message.tool_calls``; prefixed by ``event 3:`` in a
+    stream), else it is ``None``. Not retried: the same request would most
+    likely get the same reply.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, **kw: object) -> None:
+        self.path = path
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+
+
+class ResponseTooLarge(MalformedResponse):
+    """The reply passed a bound of the model's ``ResponseLimits``; reading stopped there.
+
+    ``limit`` names the bound (``"max_body_bytes"``, ``"max_event_bytes"``,
+    ``"max_stream_bytes"``) and ``allowed`` its value in bytes.
+    """
+
+    def __init__(self, message: str, *, limit: str, allowed: int, **kw: object) -> None:
+        self.limit = limit
+        self.allowed = allowed
+        super().__init__(message, **kw)  # type: ignore[arg-type]
 
 
 class ScriptExhausted(ProviderError):

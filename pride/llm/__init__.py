@@ -19,6 +19,7 @@ import inspect as _inspect
 from ._client import DEFAULT_HTTP_LIMITS as DEFAULT_HTTP_LIMITS
 from ._limiter import LimiterStatistics as LimiterStatistics, RateLimiter as RateLimiter
 from ._model import (
+    DEFAULT_CALL_TIMEOUT as DEFAULT_CALL_TIMEOUT,
     DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
     ScriptedModel as ScriptedModel,
     default_chat_model as default_chat_model,
@@ -28,7 +29,8 @@ from ._providers import (
     CHAT_MODEL_ENV as CHAT_MODEL_ENV,
     DEFAULT_CHAT_MODEL as DEFAULT_CHAT_MODEL,
 )
-from ._retry import RetryPolicy as RetryPolicy
+from ._reading import ResponseLimits as ResponseLimits
+from ._retry import RetryNotice as RetryNotice, RetryPolicy as RetryPolicy
 from ._script import echo_text as echo_text
 from ._stream import ModelStream as ModelStream
 from ._types import (
@@ -42,6 +44,7 @@ from ._types import (
 
 __all__ = [
     "CHAT_MODEL_ENV",
+    "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CHAT_MODEL",
     "DEFAULT_HTTP_LIMITS",
     "DEFAULT_TIMEOUT",
@@ -51,6 +54,8 @@ __all__ = [
     "ModelStatistics",
     "ModelStream",
     "RateLimiter",
+    "ResponseLimits",
+    "RetryNotice",
     "RetryPolicy",
     "ScriptedModel",
     "ScriptedReply",

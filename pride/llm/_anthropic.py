@@ -17,18 +17,20 @@ Usage: Anthropic's ``input_tokens`` excludes cache reads and writes; pride's
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Any
 
-import attrs
-
-from pride.errors import ProviderConnectionError
-
-from ._endpoint import HttpAccess, HttpEndpoint, decode_arguments, json_instruction, loads_event
-from ._errors import error_for_payload, malformed
-from ._pricing import price_usage
-from ._types import ModelRequest, ModelResponse, ToolCall, Usage, new_call_id
+from ._endpoint import ReplyParts, json_instruction
+from ._http import HttpEndpoint
+from ._shape import (
+    WrongShape,
+    as_object,
+    count_field,
+    list_field,
+    object_field,
+    str_field,
+    where,
+)
+from ._types import ModelRequest, Usage
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicEndpoint"]
 
@@ -68,17 +70,51 @@ def _wire_choice(choice: str) -> dict[str, Any]:
     return {"type": "tool", "name": choice}
 
 
-def _finish(reason: Any) -> str | None:
-    return None if reason is None else FINISH_REASONS.get(str(reason), str(reason))
+def _finish(reason: str | None) -> str | None:
+    return None if reason is None else FINISH_REASONS.get(reason, reason)
+
+
+#: The usage figures Anthropic reports (each a count; a stream updates them).
+_USAGE_FIGURES = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+def _read_usage(data: dict[str, Any], path: str, reply: ReplyParts) -> None:
+    """The figures of a ``usage`` object, checked, over those read before."""
+    usage = object_field(data, "usage", path)
+    if usage is None:
+        return
+    path = where(path, "usage")
+    for name in _USAGE_FIGURES:
+        if usage.get(name) is not None:
+            reply.usage[name] = count_field(usage, name, path)
+
+
+def _read_block(block: dict[str, Any], path: str, reply: ReplyParts, index: int | None) -> str:
+    """One content block (whole, or as a stream's ``content_block_start``); its text."""
+    kind = str_field(block, "type", path)
+    if kind == "text":
+        text = str_field(block, "text", path)
+        if text:
+            reply.text.append(text)
+            return text
+    elif kind == "tool_use":
+        parts = reply.tool(index)
+        parts.call_id = str_field(block, "id", path)
+        parts.name.append(str_field(block, "name", path) or "")
+        parts.arguments = block.get("input")  # model output: decoded, not checked
+    return ""
 
 
 class AnthropicEndpoint(HttpEndpoint):
     """Anthropic Messages over HTTP, plain and streaming."""
 
-    def __init__(self, *, provider: str, model: str, base_url: str, access: HttpAccess) -> None:
-        super().__init__(
-            provider=provider, model=model, url=base_url.rstrip("/") + "/messages", access=access
-        )
+    route = "/messages"
+    stream_end = "message_stop"
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
@@ -108,133 +144,61 @@ class AnthropicEndpoint(HttpEndpoint):
             body.pop("stream", None)
         return body
 
-    def usage(self, raw: Any, model: str) -> Usage:
-        """Normalise an Anthropic ``usage`` object (``None`` gives zero usage)."""
-        if not isinstance(raw, dict):
-            return Usage()
-        cached = int(raw.get("cache_read_input_tokens") or 0)
-        written = int(raw.get("cache_creation_input_tokens") or 0)
-        usage = Usage(
-            input_tokens=int(raw.get("input_tokens") or 0) + cached + written,
-            output_tokens=int(raw.get("output_tokens") or 0),
+    def usage(self, figures: dict[str, Any]) -> Usage:
+        """Anthropic figures as `Usage`: cache reads and writes count as input."""
+        cached = figures.get("cache_read_input_tokens", 0)
+        written = figures.get("cache_creation_input_tokens", 0)
+        return Usage(
+            input_tokens=figures.get("input_tokens", 0) + cached + written,
+            output_tokens=figures.get("output_tokens", 0),
             cached_tokens=cached,
         )
-        cost = price_usage(self.provider, model, usage)
-        return usage if cost is None else attrs.evolve(usage, cost_usd=cost)
 
-    async def send(self, request: ModelRequest, options: dict[str, Any]) -> ModelResponse:
-        data = await self.post_json(self.payload(request, options, stream=False))
-        if not isinstance(data, dict) or not isinstance(data.get("content"), list):
-            raise malformed(self.provider, "the response has no content list")
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        for block in data["content"]:
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text":
-                texts.append(str(block.get("text", "")))
-            elif kind == "tool_use":
-                arguments, error = decode_arguments(block.get("input"))
-                calls.append(
-                    ToolCall(
-                        name=str(block.get("name", "")),
-                        arguments=arguments,
-                        id=str(block.get("id") or new_call_id()),
-                        arguments_error=error,
-                    )
-                )
-        model = str(data.get("model") or self.model)
-        return ModelResponse(
-            text="".join(texts),
-            tool_calls=tuple(calls),
-            usage=self.usage(data.get("usage"), model),
-            model=model,
-            provider=self.provider,
-            finish_reason=_finish(data.get("stop_reason")),
-        )
-
-    async def stream(
-        self, request: ModelRequest, options: dict[str, Any]
-    ) -> AsyncGenerator[str | ModelResponse, None]:
-        state = _StreamState(self.model)
-        async with aclosing(self.post_sse(self.payload(request, options, stream=True))) as events:
-            async for event in events:
-                if state.done:
-                    continue  # read to the end so the connection can be reused
-                data = loads_event(self.provider, event.data)
-                if not isinstance(data, dict):
-                    raise malformed(self.provider, "a stream event is not a JSON object")
-                if data.get("type") == "error":
-                    raise error_for_payload(data.get("error"), provider=self.provider)
-                text = state.feed(data)
-                if text:
-                    yield text
-        if not state.done:
-            raise ProviderConnectionError(
-                f"{self.provider}: the stream ended before message_stop",
-                provider=self.provider,
+    def read_reply(self, data: dict[str, Any], reply: ReplyParts) -> None:
+        content = list_field(data, "content", "")
+        if content is None:
+            raise WrongShape("content", "an array of content blocks", None)
+        for index, raw in enumerate(content):
+            _read_block(
+                as_object(raw, where("content", index)), where("content", index), reply, None
             )
-        yield ModelResponse(
-            text="".join(state.text),
-            tool_calls=state.tool_calls(),
-            usage=self.usage(state.usage, state.model),
-            model=state.model,
-            provider=self.provider,
-            finish_reason=_finish(state.stop_reason),
-        )
+        model = str_field(data, "model", "")
+        if model:
+            reply.model = model
+        reply.finish_reason = _finish(str_field(data, "stop_reason", ""))
+        _read_usage(data, "", reply)
 
-
-class _StreamState:
-    """Assembles Messages stream events into one reply."""
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.text: list[str] = []
-        self.tools: dict[int, tuple[str, str, list[str]]] = {}
-        self.stop_reason: Any = None
-        self.usage: dict[str, Any] = {}
-        self.done = False
-
-    def feed(self, data: dict[str, Any]) -> str:
-        """Take one event; return its text delta ("" if none)."""
-        kind = data.get("type")
+    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> str:
+        kind = str_field(event, "type", "")
         if kind == "content_block_delta":
-            delta = data.get("delta") or {}
-            if delta.get("type") == "text_delta":
-                text = str(delta.get("text", ""))
-                self.text.append(text)
+            delta = object_field(event, "delta", "") or {}
+            delta_kind = str_field(delta, "type", "delta")
+            if delta_kind == "text_delta":
+                text = str_field(delta, "text", "delta") or ""
+                reply.text.append(text)
                 return text
-            if delta.get("type") == "input_json_delta":
-                entry = self.tools.get(int(data.get("index", -1)))
-                if entry is not None:
-                    entry[2].append(str(delta.get("partial_json", "")))
+            if delta_kind == "input_json_delta":
+                index = count_field(event, "index", "")
+                piece = str_field(delta, "partial_json", "delta")
+                if piece and reply.has_tool(index):
+                    reply.tool(index).pieces.append(piece)
         elif kind == "content_block_start":
-            block = data.get("content_block") or {}
-            if block.get("type") == "tool_use":
-                self.tools[int(data.get("index", len(self.tools)))] = (
-                    str(block.get("id") or new_call_id()),
-                    str(block.get("name", "")),
-                    [],
-                )
-            elif block.get("type") == "text" and block.get("text"):
-                text = str(block["text"])
-                self.text.append(text)
-                return text
+            block = object_field(event, "content_block", "") or {}
+            index = count_field(event, "index", "")
+            return _read_block(block, "content_block", reply, index)
         elif kind == "message_start":
-            message = data.get("message") or {}
-            if message.get("model"):
-                self.model = str(message["model"])
-            self.usage.update(message.get("usage") or {})
+            message = object_field(event, "message", "") or {}
+            model = str_field(message, "model", "message")
+            if model:
+                reply.model = model
+            _read_usage(message, "message", reply)
         elif kind == "message_delta":
-            self.stop_reason = (data.get("delta") or {}).get("stop_reason", self.stop_reason)
-            self.usage.update(data.get("usage") or {})
+            delta = object_field(event, "delta", "") or {}
+            if delta.get("stop_reason") is not None:
+                reply.finish_reason = _finish(str_field(delta, "stop_reason", "delta"))
+            _read_usage(event, "", reply)
         elif kind == "message_stop":
-            self.done = True
+            reply.done = True
+        elif kind == "error":
+            raise self.payload_error(event.get("error"))
         return ""
-
-    def tool_calls(self) -> tuple[ToolCall, ...]:
-        calls = []
-        for index in sorted(self.tools):
-            call_id, name, parts = self.tools[index]
-            arguments, error = decode_arguments("".join(parts))
-            calls.append(ToolCall(name, arguments, id=call_id, arguments_error=error))
-        return tuple(calls)

@@ -16,6 +16,7 @@ import trio
 from pride.errors import ProviderError
 
 from ._endpoint import Endpoint
+from ._reading import Deadline
 from ._retry import RetryPolicy
 from ._types import ModelRequest, ModelResponse
 
@@ -25,33 +26,48 @@ __all__ = ["OnRetry", "send_with_retries", "stream_with_retries"]
 OnRetry = Callable[[ProviderError, int, float], None]
 
 
+def _delay(
+    policy: RetryPolicy, retries: int, error: ProviderError, started: float, deadline: Deadline
+) -> float | None:
+    """The policy's delay before the next attempt, or ``None``: give up (the deadline included)."""
+    now = trio.current_time()
+    delay = policy.next_delay(retries, error, now - started)
+    if delay is not None and now + delay >= deadline.at:
+        return None  # the next attempt could not finish in time: the last failure says more
+    return delay
+
+
 async def send_with_retries(
     endpoint: Endpoint,
     request: ModelRequest,
     options: dict[str, Any],
     policy: RetryPolicy,
+    *,
     on_retry: OnRetry,
+    deadline: Deadline,
 ) -> ModelResponse:
     """``endpoint.send``, repeated per ``policy`` while it fails retryably.
 
+    No attempt starts, and no backoff sleeps, past ``deadline``.
+
     Raises:
-        ProviderError: the last failure, once the policy gives up.
+        ProviderError: the last failure, once the policy (or the deadline) gives up.
     """
     started = trio.current_time()
     try:
-        return await endpoint.send(request, options)  # the common case: no bookkeeping
+        return await endpoint.send(request, options, deadline)  # the common case: no bookkeeping
     except ProviderError as exc:
         error = exc
     retries = 0
     while True:
-        delay = policy.next_delay(retries, error, trio.current_time() - started)
+        delay = _delay(policy, retries, error, started, deadline)
         if delay is None:
             raise error
         retries += 1
         on_retry(error, retries, delay)
         await trio.sleep(delay)
         try:
-            return await endpoint.send(request, options)
+            return await endpoint.send(request, options, deadline)
         except ProviderError as exc:
             error = exc
 
@@ -61,20 +77,23 @@ async def stream_with_retries(
     request: ModelRequest,
     options: dict[str, Any],
     policy: RetryPolicy,
+    *,
     on_retry: OnRetry,
+    deadline: Deadline,
 ) -> AsyncGenerator[str | ModelResponse, None]:
     """``endpoint.stream``, restarted per ``policy`` until its first text delta went out.
 
     Yields the text deltas, then the complete [`ModelResponse`][pride.llm.ModelResponse]. Once a
     delta has been yielded, a failure is raised as is: the caller has seen
-    part of this reply, and a new attempt would produce a different one.
+    part of this reply, and a new attempt would produce a different one. No
+    attempt starts past ``deadline``.
     """
     started = trio.current_time()
     retries = 0
     while True:
         delivered = False
         try:
-            async with aclosing(endpoint.stream(request, options)) as items:
+            async with aclosing(endpoint.stream(request, options, deadline)) as items:
                 async for item in items:
                     if isinstance(item, str):
                         delivered = True
@@ -83,7 +102,7 @@ async def stream_with_retries(
         except ProviderError as exc:
             if delivered:
                 raise
-            delay = policy.next_delay(retries, exc, trio.current_time() - started)
+            delay = _delay(policy, retries, exc, started, deadline)
             if delay is None:
                 raise
             retries += 1

@@ -1,34 +1,32 @@
-"""The endpoint seam, and the HTTP plumbing the provider endpoints share.
+"""The endpoint seam, and what every endpoint shares: strict JSON and reply assembly.
 
 An `Endpoint` turns a [`ModelRequest`][pride.llm.ModelRequest] into a
 [`ModelResponse`][pride.llm.ModelResponse], once (``send``) or as a stream of text
 deltas closed by the complete response (``stream``). It knows its wire format
 and nothing about rate limits, retries or statistics: [`iModel`][pride.iModel]
 wraps every endpoint in the same pipeline, the scripted one included.
+
+A reply is gathered into a `ReplyParts` as it is read, whole or event
+by event, whatever the wire format; `ReplyParts.tool_calls` and the
+HTTP endpoint's ``response`` make the one [`ModelResponse`][pride.llm.ModelResponse] of both.
 """
 
 from __future__ import annotations
 
 import abc
 import json
-import logging
 from collections.abc import AsyncGenerator
-from typing import Any, Protocol
+from typing import Any, NoReturn
 
-import httpx
-import httpx_sse
-
-from ._errors import error_for_status, malformed, translating
-from ._types import ModelRequest, ModelResponse
-
-logger = logging.getLogger("pride.llm")
+from ._reading import Deadline
+from ._types import ModelRequest, ModelResponse, ToolCall, new_call_id
 
 __all__ = [
     "Endpoint",
-    "HttpAccess",
-    "HttpEndpoint",
+    "ReplyParts",
     "decode_arguments",
     "json_instruction",
+    "loads_strict",
 ]
 
 
@@ -37,22 +35,28 @@ class Endpoint(abc.ABC):
 
     provider: str
     model: str
+    #: The URL called, as shown in messages (``None`` for in-process endpoints).
+    public_url: str | None = None
 
     @abc.abstractmethod
-    async def send(self, request: ModelRequest, options: dict[str, Any]) -> ModelResponse:
+    async def send(
+        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+    ) -> ModelResponse:
         """Make one attempt and return the whole reply.
 
         Args:
             request: what to ask.
             options: request options, already merged (model's, then the call's).
+            deadline: when the whole call (this attempt included) must be over.
 
         Raises:
-            ProviderError: a subclass saying what failed (see ``pride.llm._errors``).
+            ProviderError: a subclass saying what failed (see ``pride.llm._errors``);
+                ``ProviderTimeout`` once the deadline passes.
         """
 
     @abc.abstractmethod
     def stream(
-        self, request: ModelRequest, options: dict[str, Any]
+        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
     ) -> AsyncGenerator[str | ModelResponse, None]:
         """Make one streaming attempt: yield text deltas, then the complete reply last.
 
@@ -66,137 +70,41 @@ class Endpoint(abc.ABC):
         """
 
 
-class HttpAccess(Protocol):
-    """What an HTTP endpoint needs from its model: a client and the key."""
-
-    def http_client(self) -> httpx.AsyncClient:
-        """The HTTP client for the current trio run."""
-        ...
-
-    def api_key(self) -> str | None:
-        """The API key, read now; raises ``AuthenticationFailed`` if required and missing."""
-        ...
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
 
 
-class HttpEndpoint(Endpoint):
-    """Shared HTTP behaviour: POST JSON, read JSON or SSE, translate failures."""
-
-    def __init__(self, *, provider: str, model: str, url: str, access: HttpAccess) -> None:
-        self.provider = provider
-        self.model = model
-        self.url = url
-        self._access = access
-        self._headers_key: str | None = None
-        self._headers: dict[str, str] = self.auth_headers(None)
-
-    def auth_headers(self, key: str | None) -> dict[str, str]:
-        """Request headers carrying ``key`` (``Authorization: Bearer`` by default)."""
-        return {"authorization": f"Bearer {key}"} if key else {}
-
-    def _current_headers(self) -> tuple[dict[str, str], str | None]:
-        key = self._access.api_key()
-        if key != self._headers_key:
-            self._headers = self.auth_headers(key)
-            self._headers_key = key
-        return self._headers, key
-
-    async def post_json(self, payload: dict[str, Any]) -> Any:
-        """POST ``payload`` and return the decoded JSON reply.
-
-        Raises:
-            ProviderError: a subclass for an error status, a transport failure
-                or a body that is not JSON.
-        """
-        headers, key = self._current_headers()
-        client = self._access.http_client()
-        with translating(self.provider, key):
-            response = await client.post(self.url, json=payload, headers=headers)
-        if response.status_code >= 400:
-            raise error_for_status(
-                response.status_code,
-                response.content,
-                response.headers,
-                provider=self.provider,
-                secret=key,
-            )
-        try:
-            return json.loads(response.content)
-        except ValueError as exc:
-            raise malformed(self.provider, "the response is not JSON", exc) from exc
-
-    async def post_sse(
-        self, payload: dict[str, Any]
-    ) -> AsyncGenerator[httpx_sse.ServerSentEvent, None]:
-        """POST ``payload`` and yield the server-sent events of the reply.
-
-        The caller must close the generator; closing it closes the response.
-        """
-        headers, key = self._current_headers()
-        client = self._access.http_client()
-        headers = {**headers, "accept": "text/event-stream"}
-        with translating(self.provider, key):
-            async with client.stream("POST", self.url, json=payload, headers=headers) as response:
-                if response.status_code >= 400:
-                    body = await response.aread()
-                    raise error_for_status(
-                        response.status_code,
-                        body,
-                        response.headers,
-                        provider=self.provider,
-                        secret=key,
-                    )
-                events = httpx_sse.EventSource(response).aiter_sse()
-                finished = False
-                try:
-                    async for event in events:
-                        yield event
-                    finished = True
-                finally:
-                    if not finished:
-                        await _close_early(response, events)
+# NaN and Infinity are not JSON; Python's decoder accepts them unless told not to.
+_STRICT = json.JSONDecoder(parse_constant=_no_constant)
 
 
-async def _close_early(
-    response: httpx.Response, events: AsyncGenerator[httpx_sse.ServerSentEvent, None]
-) -> None:
-    """Close a half-read event stream so that no async generator is left behind.
+def loads_strict(text: str | bytes | bytearray) -> Any:
+    """Decode JSON text, refusing ``NaN``/``Infinity`` (and invalid UTF-8).
 
-    httpx and httpx-sse read a body through a chain of async generators that
-    do not close the ones they iterate, so closing only the outermost leaves
-    the inner ones to the garbage collector, and trio warns about each. So the
-    response is closed first (dropping the connection at once), and the event
-    iterator is then run to its end: the read on the closed connection fails
-    and every layer finishes by that exception.
+    Raises:
+        ValueError: not strict JSON (``RecursionError`` for absurd nesting).
     """
-    await response.aclose()
-    try:
-        async for _ in events:
-            pass
-    except Exception as exc:  # the expected end of a read on a closed response
-        logger.debug("closing an SSE stream early ended its read with %r", exc)
-    await events.aclose()
-
-
-def loads_event(provider: str, data: str) -> Any:
-    """Decode one SSE ``data`` field as JSON, or raise ``MalformedResponse``."""
-    try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise malformed(provider, "a stream event is not JSON", exc) from exc
+    if not isinstance(text, str):
+        text = text.decode("utf-8")
+    return _STRICT.decode(text)
 
 
 def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     """Decode tool-call arguments (a JSON string or an object) into a dict.
 
-    Returns ``(arguments, error)``: on failure ``({}, reason)``; empty input is ``{}``.
+    Returns ``(arguments, error)``: on failure ``({}, reason)``; empty input is
+    ``{}``. Arguments are model output, so a bad value is reported back to the
+    model by the caller, never raised.
     """
     if isinstance(raw, dict):
         return raw, None
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, None
+    if not isinstance(raw, str):
+        return {}, f"tool arguments must be a JSON object, got {type(raw).__name__}"
     try:
-        value = json.loads(raw)
-    except (TypeError, ValueError) as exc:
+        value = loads_strict(raw)
+    except (ValueError, RecursionError) as exc:
         return {}, f"tool arguments are not valid JSON: {exc}"
     if not isinstance(value, dict):
         return {}, f"tool arguments must be a JSON object, got {type(value).__name__}"
@@ -212,3 +120,64 @@ def json_instruction(response_format: dict[str, Any]) -> str:
         "in a ```json fenced block, and nothing else.\n"
         f"JSON schema: {schema}"
     )
+
+
+class _ToolParts:
+    __slots__ = ("arguments", "call_id", "name", "pieces")
+
+    def __init__(self) -> None:
+        self.call_id: str | None = None
+        self.name: list[str] = []
+        self.pieces: list[str] = []
+        self.arguments: Any = None  # a whole value (plain replies, Anthropic's input)
+
+
+class ReplyParts:
+    """One reply as it is read: text, tool calls, usage figures, model, finish reason.
+
+    Attributes:
+        text: the text pieces, in order.
+        model: the model that answered (the request's until the reply says).
+        usage: the usage figures read so far, already checked (format-specific keys).
+        finish_reason: in the OpenAI vocabulary, once known.
+        done: the stream's end marker was read.
+    """
+
+    __slots__ = ("_tools", "done", "finish_reason", "model", "text", "usage")
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.text: list[str] = []
+        self._tools: dict[int, _ToolParts] = {}
+        self.usage: dict[str, Any] = {}
+        self.finish_reason: str | None = None
+        self.done = False
+
+    def tool(self, index: int | None = None) -> _ToolParts:
+        """The tool call at ``index`` (a new one after the last when ``None``)."""
+        if index is None:
+            index = len(self._tools)
+        parts = self._tools.get(index)
+        if parts is None:
+            parts = self._tools[index] = _ToolParts()
+        return parts
+
+    def has_tool(self, index: int) -> bool:
+        return index in self._tools
+
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls, in index order, with their arguments decoded."""
+        calls = []
+        for index in sorted(self._tools):
+            parts = self._tools[index]
+            raw = "".join(parts.pieces) if parts.pieces else parts.arguments
+            arguments, error = decode_arguments(raw)
+            calls.append(
+                ToolCall(
+                    "".join(parts.name),
+                    arguments,
+                    id=parts.call_id or new_call_id(),
+                    arguments_error=error,
+                )
+            )
+        return tuple(calls)

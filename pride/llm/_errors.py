@@ -1,27 +1,33 @@
 """The one place where HTTP and provider failures become pride exceptions.
 
-Every endpoint goes through `translating` (transport failures) and
-`error_for_status` / `error_for_payload` (the provider said no), so
-the mapping below is the whole story:
+Every endpoint goes through `translating` (transport failures, the
+call's deadline, unreadable or oversized replies) and
+`error_for_status` / `error_for_payload` (the provider said no),
+so the mapping below is the whole story:
 
 ======================================  ==================================
 what happened                           raised
 ======================================  ==================================
 HTTP 429                                ``RateLimited`` (``retry_after``)
 HTTP 401, 403                           ``AuthenticationFailed``
+HTTP 404                                ``EndpointNotFound``
 HTTP 408                                ``ProviderTimeout``
 other HTTP 4xx                          ``BadRequest``
 HTTP 5xx (incl. Anthropic 529)          ``ServerError``
 ``httpx.TimeoutException``              ``ProviderTimeout``
+the call's ``call_timeout`` ran out     ``ProviderTimeout``
 connect/read/write error, cut stream    ``ProviderConnectionError``
-unreadable JSON or SSE                  ``MalformedResponse``
+unreadable JSON or SSE, wrong shape     ``MalformedResponse`` (``path``)
+past a bound of ``ResponseLimits``      ``ResponseTooLarge``
 bad ``base_url`` scheme, client bug     ``ProviderError`` (not retried)
 ======================================  ==================================
 
-Each is chained with ``from`` to the original. Messages carry the HTTP status
-and the provider's own error text, never a credential: provider text is
-scrubbed of anything that looks like a key, and the ``httpx.Request`` kept on
-a chained httpx exception has its credential headers replaced.
+Each is chained with ``from`` to the original. Messages say where to look:
+the provider, the endpoint URL that was called (scheme, host and path: never
+a query string or credentials), the HTTP status and the provider's own error
+text; never a credential: provider text is scrubbed of anything that looks
+like a key, and the ``httpx.Request`` kept on a chained httpx exception has
+its credential headers replaced.
 """
 
 from __future__ import annotations
@@ -35,24 +41,30 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
-import httpx_sse
+import trio
 
 from pride.errors import (
     AuthenticationFailed,
     BadRequest,
+    EndpointNotFound,
     MalformedResponse,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
     RateLimited,
+    ResponseTooLarge,
     ServerError,
 )
+
+from ._reading import Deadline, LimitExceeded, UnreadableBody
+from ._shape import WrongShape
 
 __all__ = [
     "error_for_payload",
     "error_for_status",
     "malformed",
     "parse_retry_after",
+    "public_url",
     "redact",
     "translating",
 ]
@@ -91,62 +103,113 @@ def _scrub_request(exc: httpx.HTTPError) -> None:
             request.headers[name] = "[redacted]"
 
 
-def _where(exc: httpx.HTTPError) -> str:
+def public_url(url: str) -> str:
+    """``url`` as shown in messages: scheme, host, port and path; no credentials, no query.
+
+    A query string or a ``user:password@`` part may hold a credential (some
+    providers take the key as a query parameter).
+    """
     try:
-        url = exc.request.url
-    except RuntimeError:
-        return ""
-    # The path only: a query string may hold a credential for some providers.
-    return f" ({exc.request.method} {url.scheme}://{url.netloc.decode('ascii')}{url.path})"
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        return "<an invalid URL>"
+    host = parsed.host
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    return f"{parsed.scheme}://{host}{port}{parsed.path}"
+
+
+def _seconds(value: float | None) -> str:
+    return "no limit" if value is None else f"{value:g} s"
+
+
+def _timeout_message(
+    provider: str, url: str, exc: httpx.TimeoutException, timeout: float | None
+) -> str:
+    name = type(exc).__name__
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"{provider}: could not connect to {url} within timeout={_seconds(timeout)} ({name})"
+    if isinstance(exc, httpx.ReadTimeout):
+        return (
+            f"{provider}: POST {url} sent nothing for {_seconds(timeout)} ({name}): the server "
+            "took the request but did not answer in time; if the model is slow to start, "
+            "give the model a larger timeout="
+        )
+    return f"{provider}: no progress within timeout={_seconds(timeout)} for POST {url} ({name})"
 
 
 @contextmanager
-def translating(provider: str, secret: str | None = None) -> Iterator[None]:
-    """Translate httpx and SSE failures raised inside the block.
+def translating(
+    provider: str,
+    url: str,
+    *,
+    secret: str | None = None,
+    timeout: float | None = None,
+    deadline: Deadline | None = None,
+) -> Iterator[None]:
+    """Translate failures raised inside the block into pride exceptions.
 
     Args:
         provider: the provider name, for the message.
+        url: the public URL called (see `public_url`), for the message.
         secret: the API key in use, removed from any text that echoes it.
+        timeout: the per-operation timeout, for the message.
+        deadline: the call's deadline, for the message.
 
     Raises:
-        ProviderTimeout: for ``httpx.TimeoutException``.
+        ProviderTimeout: for ``httpx.TimeoutException``, and for
+            ``trio.TooSlowError`` (the call's deadline passed).
         ProviderConnectionError: for other transport failures (including a
             connection closed before the body ended).
-        MalformedResponse: for a body that cannot be decoded or an SSE stream
-            with the wrong content type.
+        MalformedResponse: for a body that cannot be decoded, and for JSON
+            of the wrong shape (``WrongShape``, its path kept).
+        ResponseTooLarge: for a reply past a bound (``LimitExceeded``).
         ProviderError: for a request httpx cannot send (bad URL scheme).
 
     ``trio.Cancelled`` and pride's own errors pass through untouched.
     """
+    where: dict[str, Any] = {"provider": provider, "url": url}
     try:
         yield
     except httpx.TimeoutException as exc:
         _scrub_request(exc)
+        raise ProviderTimeout(_timeout_message(provider, url, exc, timeout), **where) from exc
+    except trio.TooSlowError as exc:
+        allowance = _seconds(deadline.seconds if deadline is not None else None)
         raise ProviderTimeout(
-            f"{provider}: no answer within the timeout ({type(exc).__name__}){_where(exc)}",
-            provider=provider,
+            f"{provider}: no complete reply from POST {url} within call_timeout={allowance} "
+            "(the time allowed for the whole call, however slowly the bytes arrive)",
+            **where,
         ) from exc
     except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
         _scrub_request(exc)
         raise ProviderError(
-            f"{provider}: cannot send the request: {redact(str(exc), secret)}{_where(exc)}",
-            provider=provider,
+            f"{provider}: cannot send the request to {url}: {redact(str(exc), secret)}", **where
         ) from exc
     except httpx.DecodingError as exc:
         _scrub_request(exc)
-        raise MalformedResponse(
-            f"{provider}: the response body could not be decoded{_where(exc)}", provider=provider
-        ) from exc
-    except httpx_sse.SSEError as exc:  # an httpx.TransportError: must come first
-        raise MalformedResponse(
-            f"{provider}: not an event stream: {exc}", provider=provider
-        ) from exc
+        raise malformed(provider, url, "the body could not be decoded", exc) from exc
     except httpx.HTTPError as exc:  # TransportError, TooManyRedirects, ...
         _scrub_request(exc)
         raise ProviderConnectionError(
-            f"{provider}: connection failed ({type(exc).__name__}: "
-            f"{redact(str(exc), secret)}){_where(exc)}",
-            provider=provider,
+            f"{provider}: connection failed for POST {url} "
+            f"({type(exc).__name__}: {redact(str(exc), secret)})",
+            **where,
+        ) from exc
+    except LimitExceeded as exc:
+        raise ResponseTooLarge(
+            f"{provider}: the reply from POST {url} is too large: {exc}; reading stopped "
+            "(raise the model's ResponseLimits if this provider's replies are that large)",
+            limit=exc.limit,
+            allowed=exc.allowed,
+            **where,
+        ) from exc
+    except UnreadableBody as exc:
+        raise malformed(provider, url, str(exc)) from exc
+    except WrongShape as exc:
+        raise malformed(
+            provider, url, f"the JSON has the wrong shape: {exc}", path=exc.path
         ) from exc
 
 
@@ -181,7 +244,7 @@ def _message_from_body(body: bytes) -> str:
     text = body.decode("utf-8", errors="replace").strip()
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text[:MAX_MESSAGE_CHARS]
     if isinstance(data, dict):
         error = data.get("error", data)
@@ -198,6 +261,8 @@ def error_for_status(
     headers: Mapping[str, str],
     *,
     provider: str,
+    url: str,
+    model: str | None = None,
     secret: str | None = None,
 ) -> ProviderError:
     """Build the exception for an HTTP error response (status >= 400).
@@ -207,6 +272,8 @@ def error_for_status(
         body: the response body (an error JSON document, usually).
         headers: the response headers (``Retry-After`` is read on 429).
         provider: the provider name.
+        url: the public URL that answered.
+        model: the model name that was asked for (named on a 404).
         secret: the API key in use, removed from the provider's text.
 
     Returns:
@@ -214,23 +281,33 @@ def error_for_status(
         by the caller.
     """
     provider_message = redact(_message_from_body(body), secret)
-    message = f"{provider}: HTTP {status}: {provider_message}"
+    said = provider_message or "(the body gave no error message)"
+    message = f"{provider}: HTTP {status} from POST {url}: {said}"
     kwargs: dict[str, Any] = {
         "status": status,
         "provider_message": provider_message,
         "provider": provider,
+        "url": url,
     }
     if status == 429:
         return RateLimited(message, retry_after=parse_retry_after(headers), **kwargs)
     if status in (401, 403):
         return AuthenticationFailed(message, **kwargs)
+    if status == 404:
+        asked = f" {model!r}" if model else ""
+        return EndpointNotFound(
+            f"{message.rstrip('.')}. Nothing answers there: the base URL or the model name is "
+            "likely wrong (an OpenAI-compatible base URL usually ends in /v1; check the model "
+            f"name{asked})",
+            **kwargs,
+        )
     if status == 408:
         return ProviderTimeout(message, **kwargs)
     if 400 <= status < 500:
         return BadRequest(message, **kwargs)
     if status >= 500:
         return ServerError(message, **kwargs)
-    return MalformedResponse(f"{provider}: unexpected HTTP status {status}", **kwargs)
+    return MalformedResponse(f"{provider}: unexpected HTTP status {status} from {url}", **kwargs)
 
 
 _PAYLOAD_ERROR_TYPES: dict[str, type[ProviderError]] = {
@@ -239,13 +316,15 @@ _PAYLOAD_ERROR_TYPES: dict[str, type[ProviderError]] = {
     "authentication_error": AuthenticationFailed,
     "permission_error": AuthenticationFailed,
     "invalid_request_error": BadRequest,
-    "not_found_error": BadRequest,
+    "not_found_error": EndpointNotFound,
     "request_too_large": BadRequest,
     "timeout_error": ProviderTimeout,
 }
 
 
-def error_for_payload(error: Any, *, provider: str, secret: str | None = None) -> ProviderError:
+def error_for_payload(
+    error: Any, *, provider: str, url: str, secret: str | None = None
+) -> ProviderError:
     """Build the exception for an error reported inside a 200 stream.
 
     ``error`` is the provider's error object (``{"type", "message", ...}``);
@@ -260,13 +339,27 @@ def error_for_payload(error: Any, *, provider: str, secret: str | None = None) -
     provider_message = redact(text[:MAX_MESSAGE_CHARS], secret)
     cls = _PAYLOAD_ERROR_TYPES.get(kind, ServerError)
     return cls(
-        f"{provider}: error in stream: {provider_message}",
+        f"{provider}: error in the stream from POST {url}: {provider_message}",
         provider_message=provider_message,
         provider=provider,
+        url=url,
     )
 
 
-def malformed(provider: str, what: str, exc: Exception | None = None) -> MalformedResponse:
-    """A [`MalformedResponse`][pride.MalformedResponse] naming what could not be read."""
+def malformed(
+    provider: str,
+    url: str | None,
+    what: str,
+    exc: Exception | None = None,
+    *,
+    path: str | None = None,
+) -> MalformedResponse:
+    """A [`MalformedResponse`][pride.MalformedResponse] naming what could not be read, and where."""
     detail = f": {exc}" if exc is not None else ""
-    return MalformedResponse(f"{provider}: {what}{detail}", provider=provider)
+    source = f" from POST {url}" if url else ""
+    return MalformedResponse(
+        f"{provider}: unreadable reply{source}: {what}{detail}",
+        provider=provider,
+        url=url,
+        path=path,
+    )

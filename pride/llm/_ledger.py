@@ -9,11 +9,17 @@ without knowing the model that made it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 from . import _tokens
 from ._limiter import RateLimiter
+from ._retry import RetryNotice
 from ._types import ModelRequest, ModelResponse, ModelStatistics, Usage
 
 __all__ = ["CallLedger"]
+
+logger = logging.getLogger("pride.llm")
 
 
 class CallLedger:
@@ -76,6 +82,23 @@ class CallLedger:
                 limiter.settle(estimate, usage.total_tokens)
         if limiter is not None:
             limiter.release()
+
+    def record_retry(
+        self, notice: RetryNotice, observer: Callable[[RetryNotice], None] | None
+    ) -> None:
+        """Count a retry, log it (``pride.llm``, INFO) and tell ``observer``.
+
+        An exception raised by ``observer`` is logged and dropped: observing a
+        call must not break it.
+        """
+        self.retries += 1
+        logger.info("%s: %s", notice.message, notice.error)
+        if observer is None:
+            return
+        try:
+            observer(notice)
+        except Exception:
+            logger.exception("%s/%s: the on_retry callback failed", notice.provider, notice.model)
 
     def statistics(self) -> ModelStatistics:
         """A snapshot of the counters and summed usage."""

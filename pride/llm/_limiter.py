@@ -109,6 +109,27 @@ class RateLimiter:
         self._run: trio.lowlevel.TrioToken | None = None
         self._reset()
 
+    @classmethod
+    def when_limited(
+        cls,
+        *,
+        limit_requests: int | None,
+        limit_tokens: int | None,
+        capacity_refresh_time: float,
+        concurrency_limit: int | None,
+        queue_capacity: int,
+    ) -> RateLimiter | None:
+        """A limiter for these limits, or ``None`` when none is set (no limiter is needed)."""
+        if limit_requests is None and limit_tokens is None and concurrency_limit is None:
+            return None
+        return cls(
+            limit_requests=limit_requests,
+            limit_tokens=limit_tokens,
+            capacity_refresh_time=capacity_refresh_time,
+            concurrency_limit=concurrency_limit,
+            queue_capacity=queue_capacity,
+        )
+
     def _reset(self) -> None:
         # Invariant: every waiter in _queue is unadmitted; after any _pump() the
         # head is admitted, blocked by concurrency (a release will pump), or

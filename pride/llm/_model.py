@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from functools import partial
 from types import TracebackType
 from typing import Any, Self
@@ -34,33 +34,49 @@ from ._ledger import CallLedger
 from ._limiter import RateLimiter
 from ._openai import OpenAIEndpoint
 from ._providers import ProviderInfo, default_model_spec, provider_info, split_model
-from ._retry import RetryPolicy
+from ._reading import Deadline, ResponseLimits
+from ._retry import RetryNotice, RetryPolicy
 from ._script import DEFAULT_CHUNK_SIZE, KEEP_CALLS, Script, ScriptedEndpoint
 from ._stream import ModelStream
 from ._types import ModelRequest, ModelResponse, ModelStatistics
 
-__all__ = ["DEFAULT_TIMEOUT", "ScriptedModel", "default_chat_model", "iModel"]
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "ScriptedModel",
+    "default_chat_model",
+    "iModel",
+]
 
 logger = logging.getLogger("pride.llm")
 
 #: Seconds allowed for each network operation (connect, write, each read, pool wait).
 DEFAULT_TIMEOUT = 120.0
 
+#: Seconds allowed for a whole call: every attempt, every backoff, the whole
+#: reply or stream (the official OpenAI and Anthropic SDKs' ten minutes).
+DEFAULT_CALL_TIMEOUT = 600.0
+
+#: Called with a [`RetryNotice`][pride.llm.RetryNotice] before each retry of a call.
+OnRetryNotice = Callable[[RetryNotice], None]
+
+#: The keyword options every model kind takes, beside where the model is and its key.
+_SETTINGS = (
+    "timeout",
+    "call_timeout",
+    "response_limits",
+    "limit_requests",
+    "limit_tokens",
+    "queue_capacity",
+    "capacity_refresh_time",
+    "concurrency_limit",
+    "retry",
+    "on_retry",
+)
+
+#: The fields ``from_dict`` accepts (``on_retry`` is code, never data).
 _SPEC_KEYS = frozenset(
-    {
-        "provider",
-        "model",
-        "base_url",
-        "api_key",
-        "timeout",
-        "limit_requests",
-        "limit_tokens",
-        "queue_capacity",
-        "capacity_refresh_time",
-        "concurrency_limit",
-        "retry",
-        "request_options",
-    }
+    {"provider", "model", "base_url", "api_key", "request_options", *_SETTINGS} - {"on_retry"}
 )
 
 
@@ -78,8 +94,14 @@ class iModel:
             environment variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
             ...). Never serialised, logged or shown.
         timeout: seconds for each network operation (connect, write, each
-            read); ``None`` disables. It is not a bound on the whole call: use
-            ``trio.fail_after`` for that.
+            read: the longest silence allowed); ``None`` disables.
+        call_timeout: seconds for the whole call, from its admission by the
+            rate limiter: every attempt, every backoff sleep, and the whole
+            reply, or the whole stream until its last event (however slowly
+            its bytes trickle in); past it the call fails with
+            ``ProviderTimeout``. ``None`` disables.
+        response_limits: bounds on what is read of a reply (body, each stream
+            event, a whole stream); ``None``: [`ResponseLimits`][pride.llm.ResponseLimits] defaults.
         limit_requests: requests per window (``None``: no limit).
         limit_tokens: estimated tokens per window (``None``: no limit).
         queue_capacity: waiting calls counted as queued; callers beyond wait
@@ -87,6 +109,9 @@ class iModel:
         capacity_refresh_time: window length in seconds.
         concurrency_limit: calls in flight at once (``None``: no limit).
         retry: the [`RetryPolicy`][pride.llm.RetryPolicy] (``None``: the default policy).
+        on_retry: called with a [`RetryNotice`][pride.llm.RetryNotice] (status, retry number,
+            delay) before each retry, e.g. to tell a user why a reply is late;
+            an exception it raises is logged and ignored. Not serialised.
         **request_options: sent with every request (``temperature``,
             ``max_tokens``, ...); a request's own ``options`` override them.
 
@@ -105,14 +130,19 @@ class iModel:
         base_url: str | None = None,
         api_key: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+        response_limits: ResponseLimits | None = None,
         limit_requests: int | None = None,
         limit_tokens: int | None = None,
         queue_capacity: int = 100,
         capacity_refresh_time: float = 60.0,
         concurrency_limit: int | None = None,
         retry: RetryPolicy | None = None,
+        on_retry: OnRetryNotice | None = None,
         **request_options: Any,
     ) -> None:
+        if call_timeout is not None and not call_timeout > 0:
+            raise ValueError(f"call_timeout must be > 0 seconds or None, got {call_timeout!r}")
         provider_name, model_name = split_model(model, provider, base_url)
         info = provider_info(provider_name, base_url)
         if not model_name:
@@ -125,22 +155,22 @@ class iModel:
         self.supports_structured_output = info.structured_output
         self.request_options: dict[str, Any] = dict(request_options)
         self.timeout = timeout
+        self.call_timeout = call_timeout
+        self.response_limits = response_limits if response_limits is not None else ResponseLimits()
         self.retry = retry if retry is not None else RetryPolicy()
+        self.on_retry = on_retry
         self.limit_requests = limit_requests
         self.limit_tokens = limit_tokens
         self.queue_capacity = queue_capacity
         self.capacity_refresh_time = capacity_refresh_time
         self.concurrency_limit = concurrency_limit
-        limited = limit_requests is not None or limit_tokens is not None
-        limiter: RateLimiter | None = None
-        if limited or concurrency_limit is not None:
-            limiter = RateLimiter(
-                limit_requests=limit_requests,
-                limit_tokens=limit_tokens,
-                capacity_refresh_time=capacity_refresh_time,
-                concurrency_limit=concurrency_limit,
-                queue_capacity=queue_capacity,
-            )
+        limiter = RateLimiter.when_limited(
+            limit_requests=limit_requests,
+            limit_tokens=limit_tokens,
+            capacity_refresh_time=capacity_refresh_time,
+            concurrency_limit=concurrency_limit,
+            queue_capacity=queue_capacity,
+        )
         self._api_key = api_key
         self._key_env = info.key_env
         self._key_required = info.key_required
@@ -151,26 +181,18 @@ class iModel:
     def _make_endpoint(self, info: ProviderInfo) -> Endpoint:
         if info.name == "scripted":
             # Nobody can read this endpoint's record of requests: keep none.
-            return ScriptedEndpoint(
-                None,
-                model=self.model,
-                delay=0.0,
-                chunk_size=DEFAULT_CHUNK_SIZE,
-                calls=[],
-                keep_calls=0,
-            )
+            return ScriptedEndpoint(None, model=self.model, calls=[], keep_calls=0)
         assert self.base_url is not None
-        if info.api_format == "anthropic":
-            return AnthropicEndpoint(
-                provider=self.provider, model=self.model, base_url=self.base_url, access=self
-            )
-        return OpenAIEndpoint(
+        kind = AnthropicEndpoint if info.api_format == "anthropic" else OpenAIEndpoint
+        endpoint = kind(
             provider=self.provider,
             model=self.model,
             base_url=self.base_url,
             access=self,
-            structured_output=info.structured_output,
+            limits=self.response_limits,
         )
+        endpoint.structured_output = info.structured_output
+        return endpoint
 
     # -- credentials and the HTTP client ----------------------------------------------
 
@@ -194,10 +216,12 @@ class iModel:
             if key:
                 return key
         if self._key_required:
+            url = self._endpoint.public_url if self._endpoint.public_url else self.base_url
             raise AuthenticationFailed(
-                f"{self.provider}: no API key: set the {self._key_env} environment variable "
-                "or pass api_key=",
+                f"{self.provider}: no API key for {url}: set the {self._key_env} environment "
+                "variable or pass api_key=",
                 provider=self.provider,
+                url=url,
             )
         return None
 
@@ -235,16 +259,18 @@ class iModel:
         return self.request_options
 
     def _on_retry(self, error: ProviderError, retry: int, delay: float) -> None:
-        self._ledger.retries += 1
-        logger.info(
-            "%s/%s: %s: %s; retry %d of %d in %.2f s",
-            self.provider,
-            self.model,
-            type(error).__name__,
-            error,
-            retry,
-            self.retry.max_retries,
-            delay,
+        self._ledger.record_retry(
+            RetryNotice(
+                provider=self.provider,
+                model=self.model,
+                url=self._endpoint.public_url,
+                error=error,
+                status=error.status,
+                retry=retry,
+                max_retries=self.retry.max_retries,
+                delay=delay,
+            ),
+            self.on_retry,
         )
 
     async def invoke(self, request: ModelRequest) -> ModelResponse:
@@ -259,8 +285,10 @@ class iModel:
         Raises:
             ProviderError: a subclass saying what failed, after retries:
                 ``RateLimited``, ``ServerError``, ``ProviderConnectionError``,
-                ``ProviderTimeout`` (retried first), ``AuthenticationFailed``,
-                ``BadRequest``, ``MalformedResponse``, ``ScriptExhausted``.
+                ``ProviderTimeout`` (retried first; also when ``call_timeout``
+                runs out), ``AuthenticationFailed``, ``EndpointNotFound``,
+                ``BadRequest``, ``MalformedResponse`` (``ResponseTooLarge``),
+                ``ScriptExhausted``.
 
         Cancellation: a call waiting for admission leaves the queue; a call in
         flight has its HTTP request aborted; a backoff sleep ends. Nothing is
@@ -272,7 +300,12 @@ class iModel:
         failed = False
         try:
             response = await send_with_retries(
-                self._endpoint, request, self._options(request), self.retry, self._on_retry
+                self._endpoint,
+                request,
+                self._options(request),
+                self.retry,
+                on_retry=self._on_retry,
+                deadline=Deadline.after(self.call_timeout),
             )
         except Exception:
             failed = True
@@ -289,9 +322,17 @@ class iModel:
         return ModelStream(self._ledger, request, partial(self._attempts, request), self.provider)
 
     def _attempts(self, request: ModelRequest) -> AsyncGenerator[str | ModelResponse, None]:
-        """The deltas, then the reply, with retries until a delta went out."""
+        """The deltas, then the reply, with retries until a delta went out.
+
+        Called once the stream is admitted, so the call's deadline starts then.
+        """
         return stream_with_retries(
-            self._endpoint, request, self._options(request), self.retry, self._on_retry
+            self._endpoint,
+            request,
+            self._options(request),
+            self.retry,
+            on_retry=self._on_retry,
+            deadline=Deadline.after(self.call_timeout),
         )
 
     # -- introspection and serialisation ----------------------------------------------
@@ -315,21 +356,15 @@ class iModel:
     def to_dict(self) -> dict[str, Any]:
         """The configuration as plain data; the API key is never included."""
         settings = self._settings()
+        del settings["on_retry"]  # code, not configuration
         settings["retry"] = attrs.asdict(self.retry)
+        settings["response_limits"] = attrs.asdict(self.response_limits)
         data = {"provider": self.provider, "model": self.model, "base_url": self.base_url}
         return {**data, **settings, "request_options": dict(self.request_options)}
 
     def _settings(self) -> dict[str, Any]:
         """The keyword options shared by every model kind (without request options)."""
-        return {
-            "timeout": self.timeout,
-            "limit_requests": self.limit_requests,
-            "limit_tokens": self.limit_tokens,
-            "queue_capacity": self.queue_capacity,
-            "capacity_refresh_time": self.capacity_refresh_time,
-            "concurrency_limit": self.concurrency_limit,
-            "retry": self.retry,
-        }
+        return {name: getattr(self, name) for name in _SETTINGS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> iModel:
@@ -345,12 +380,13 @@ class iModel:
         unknown = set(data) - _SPEC_KEYS
         if unknown:
             raise ValueError(f"unknown iModel fields: {', '.join(sorted(unknown))}")
-        kwargs = {k: v for k, v in data.items() if k not in ("request_options", "retry")}
+        kwargs = {k: v for k, v in data.items() if k != "request_options"}
         retry = data.get("retry")
         if isinstance(retry, dict):
             kwargs["retry"] = RetryPolicy(**retry)
-        elif retry is not None:
-            kwargs["retry"] = retry
+        limits = data.get("response_limits")
+        if isinstance(limits, dict):
+            kwargs["response_limits"] = ResponseLimits(**limits)
         options = dict(data.get("request_options") or {})
         if data.get("provider") == "scripted":
             return ScriptedModel(model=str(data.get("model") or "scripted"))
@@ -383,6 +419,7 @@ class iModel:
         """A new model with this configuration and key, and its own client, limits and counters."""
         twin = iModel.from_dict(self.to_dict())
         twin._api_key = self._api_key
+        twin.on_retry = self.on_retry
         return twin
 
 
@@ -405,8 +442,10 @@ class ScriptedModel(iModel):
         chunk_size: characters per text delta when streamed.
         model: the model name reported in responses.
         keep_calls: how many recent requests ``calls`` keeps (0: none).
-        **options: the [`iModel`][pride.iModel] keyword options (``timeout``, the
-            limits, ``retry``) and request options, exactly as ``iModel`` takes them.
+        **options: the [`iModel`][pride.llm.iModel] keyword options (``timeout``, the
+            limits, ``retry``, ``on_retry``) and request options, as ``iModel``
+            takes them; ``call_timeout`` is ``None`` unless given (a script is
+            the application's own code; give one to test deadline handling).
 
     Attributes:
         calls: the [`ModelRequest`][pride.llm.ModelRequest] objects received, one per attempt, in
@@ -434,6 +473,8 @@ class ScriptedModel(iModel):
         self._script = replies
         self._delay = delay
         self._chunk_size = chunk_size
+        # A script is the application's own code, not a provider to be wary of.
+        options.setdefault("call_timeout", None)
         super().__init__(model, provider="scripted", **options)
 
     def _make_endpoint(self, info: ProviderInfo) -> Endpoint:

@@ -10,18 +10,21 @@ it, else an instruction appended to the system message. Streaming asks for
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Any
 
-import attrs
-
-from pride.errors import ProviderConnectionError
-
-from ._endpoint import HttpAccess, HttpEndpoint, decode_arguments, json_instruction, loads_event
-from ._errors import error_for_payload, malformed
-from ._pricing import price_usage
-from ._types import ModelRequest, ModelResponse, ToolCall, Usage, new_call_id
+from ._endpoint import ReplyParts, json_instruction
+from ._http import HttpEndpoint
+from ._shape import (
+    WrongShape,
+    as_object,
+    count_field,
+    list_field,
+    number_field,
+    object_field,
+    str_field,
+    where,
+)
+from ._types import ModelRequest, Usage
 
 __all__ = ["OpenAIEndpoint"]
 
@@ -47,12 +50,45 @@ def _with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[st
     return [{"role": "system", "content": text}, *messages]
 
 
-def _text_of(content: Any) -> str:
+def _read_content(message: dict[str, Any], path: str, reply: ReplyParts) -> None:
+    """``message.content``: a string, null, or (some compatible servers) a list of parts."""
+    content = message.get("content")
+    if content is None:
+        return
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # some compatible servers return content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
+        if content:
+            reply.text.append(content)
+        return
+    path = where(path, "content")
+    if not isinstance(content, list):
+        raise WrongShape(path, "a string or an array of parts", content)
+    for index, part in enumerate(content):
+        text = str_field(as_object(part, where(path, index)), "text", where(path, index))
+        if text:
+            reply.text.append(text)
+
+
+def _read_usage(data: dict[str, Any], path: str, reply: ReplyParts) -> None:
+    """A ``usage`` object's figures, checked, into ``reply.usage``."""
+    usage = object_field(data, "usage", path)
+    if usage is None:
+        return
+    path = where(path, "usage")
+    details = object_field(usage, "prompt_tokens_details", path) or {}
+    reply.usage = {
+        "prompt_tokens": count_field(usage, "prompt_tokens", path),
+        "completion_tokens": count_field(usage, "completion_tokens", path),
+        "cached_tokens": count_field(
+            details, "cached_tokens", where(path, "prompt_tokens_details")
+        ),
+        "cost": number_field(usage, "cost", path),
+    }
+
+
+def _read_model(data: dict[str, Any], reply: ReplyParts) -> None:
+    model = str_field(data, "model", "")
+    if model:
+        reply.model = model
 
 
 class OpenAIEndpoint(HttpEndpoint):
@@ -62,26 +98,15 @@ class OpenAIEndpoint(HttpEndpoint):
         provider: the provider name (``"openai"``, ``"groq"``, ...).
         model: the model name sent in the request.
         base_url: the API root (``.../v1``).
-        access: the model's HTTP client and key.
-        structured_output: send ``response_format`` natively (else instruct).
+        access: the model's HTTP client, key and timeout.
+        limits: the bounds on what is read of a reply.
     """
 
-    def __init__(
-        self,
-        *,
-        provider: str,
-        model: str,
-        base_url: str,
-        access: HttpAccess,
-        structured_output: bool = True,
-    ) -> None:
-        super().__init__(
-            provider=provider,
-            model=model,
-            url=base_url.rstrip("/") + "/chat/completions",
-            access=access,
-        )
-        self.structured_output = structured_output
+    route = "/chat/completions"
+    end_markers = frozenset({"[DONE]"})
+    stream_end = "[DONE] or a finish reason"
+
+    structured_output = True
 
     def payload(
         self, request: ModelRequest, options: dict[str, Any], stream: bool
@@ -118,133 +143,79 @@ class OpenAIEndpoint(HttpEndpoint):
             body.pop("stream", None)
         return body
 
-    def usage(self, raw: Any, model: str) -> Usage:
-        """Normalise an OpenAI ``usage`` object (``None`` gives zero usage)."""
-        if not isinstance(raw, dict):
+    def usage(self, figures: dict[str, Any]) -> Usage:
+        """OpenAI usage figures as `Usage` (``prompt_tokens`` counts cached ones)."""
+        if not figures:
             return Usage()
-        details = raw.get("prompt_tokens_details") or {}
-        cost = raw.get("cost")
-        usage = Usage(
-            input_tokens=int(raw.get("prompt_tokens") or 0),
-            output_tokens=int(raw.get("completion_tokens") or 0),
-            cached_tokens=int(details.get("cached_tokens") or 0),
-            cost_usd=float(cost) if isinstance(cost, int | float) else None,
-        )
-        if usage.cost_usd is None:
-            cost_usd = price_usage(self.provider, model, usage)
-            if cost_usd is not None:
-                usage = attrs.evolve(usage, cost_usd=cost_usd)
-        return usage
-
-    async def send(self, request: ModelRequest, options: dict[str, Any]) -> ModelResponse:
-        data = await self.post_json(self.payload(request, options, stream=False))
-        try:
-            choice = data["choices"][0]
-            message = choice["message"]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise malformed(self.provider, "the response has no choices[0].message", exc) from exc
-        calls = []
-        for raw in message.get("tool_calls") or ():
-            function = raw.get("function") or {}
-            arguments, error = decode_arguments(function.get("arguments"))
-            calls.append(
-                ToolCall(
-                    name=str(function.get("name", "")),
-                    arguments=arguments,
-                    id=raw.get("id") or new_call_id(),
-                    arguments_error=error,
-                )
-            )
-        model = data.get("model") or self.model
-        return ModelResponse(
-            text=_text_of(message.get("content")),
-            tool_calls=tuple(calls),
-            usage=self.usage(data.get("usage"), model),
-            model=model,
-            provider=self.provider,
-            finish_reason=choice.get("finish_reason"),
+        return Usage(
+            input_tokens=figures["prompt_tokens"],
+            output_tokens=figures["completion_tokens"],
+            cached_tokens=figures["cached_tokens"],
+            cost_usd=figures["cost"],
         )
 
-    async def stream(
-        self, request: ModelRequest, options: dict[str, Any]
-    ) -> AsyncGenerator[str | ModelResponse, None]:
-        state = _StreamState(self.model)
-        async with aclosing(self.post_sse(self.payload(request, options, stream=True))) as events:
-            async for event in events:
-                if state.done:
-                    continue  # read to the end so the connection can be reused
-                if event.data == "[DONE]":
-                    state.done = True
-                    continue
-                chunk = loads_event(self.provider, event.data)
-                if not isinstance(chunk, dict):
-                    raise malformed(self.provider, "a stream event is not a JSON object")
-                if chunk.get("error"):
-                    raise error_for_payload(chunk["error"], provider=self.provider)
-                text = state.feed(chunk)
-                if text:
-                    yield text
-        if not state.done and state.finish_reason is None:
-            raise ProviderConnectionError(
-                f"{self.provider}: the stream ended before the reply was complete",
-                provider=self.provider,
-            )
-        yield ModelResponse(
-            text="".join(state.text),
-            tool_calls=state.tool_calls(),
-            usage=self.usage(state.usage, state.model),
-            model=state.model,
-            provider=self.provider,
-            finish_reason=state.finish_reason,
-        )
+    def read_reply(self, data: dict[str, Any], reply: ReplyParts) -> None:
+        choices = list_field(data, "choices", "")
+        if not choices:
+            raise WrongShape("choices[0]", "an object (the reply's first choice)", None)
+        choice = as_object(choices[0], "choices[0]")
+        message = object_field(choice, "message", "choices[0]")
+        if message is None:
+            raise WrongShape("choices[0].message", "an object", None)
+        path = "choices[0].message"
+        _read_content(message, path, reply)
+        calls_path = where(path, "tool_calls")
+        for index, raw in enumerate(list_field(message, "tool_calls", path) or ()):
+            call_path = where(calls_path, index)
+            call = as_object(raw, call_path)
+            function = object_field(call, "function", call_path) or {}
+            function_path = where(call_path, "function")
+            parts = reply.tool()
+            parts.call_id = str_field(call, "id", call_path)
+            parts.name.append(str_field(function, "name", function_path) or "")
+            parts.arguments = function.get("arguments")  # model output: decoded, not checked
+        _read_model(data, reply)
+        reply.finish_reason = str_field(choice, "finish_reason", "choices[0]")
+        _read_usage(data, "", reply)
 
-
-class _StreamState:
-    """Assembles streamed chat-completion chunks into one reply."""
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.text: list[str] = []
-        self.tools: dict[int, tuple[list[str], list[str], list[str]]] = {}
-        self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.done = False
-
-    def feed(self, chunk: dict[str, Any]) -> str:
-        """Take one chunk; return its text delta ("" if none)."""
-        if chunk.get("model"):
-            self.model = str(chunk["model"])
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices") or ()
+    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> str:
+        if event.get("error"):
+            raise self.payload_error(event["error"])
+        _read_model(event, reply)
+        _read_usage(event, "", reply)
+        choices = list_field(event, "choices", "")
         if not choices:
             return ""
-        choice = choices[0]
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
-        delta = choice.get("delta") or {}
-        for raw in delta.get("tool_calls") or ():
-            index = raw.get("index", len(self.tools))
-            ids, names, arguments = self.tools.setdefault(index, ([], [], []))
-            if raw.get("id"):
-                ids.append(str(raw["id"]))
-            function = raw.get("function") or {}
-            if function.get("name"):
-                names.append(str(function["name"]))
-            if function.get("arguments"):
-                arguments.append(str(function["arguments"]))
-        content = delta.get("content")
-        if content:
-            text = str(content)
-            self.text.append(text)
+        choice = as_object(choices[0], "choices[0]")
+        finish = str_field(choice, "finish_reason", "choices[0]")
+        if finish:
+            reply.finish_reason = finish
+        delta = object_field(choice, "delta", "choices[0]")
+        if delta is None:
+            return ""
+        path = "choices[0].delta"
+        calls_path = where(path, "tool_calls")
+        for position, raw in enumerate(list_field(delta, "tool_calls", path) or ()):
+            call_path = where(calls_path, position)
+            call = as_object(raw, call_path)
+            index = None if call.get("index") is None else count_field(call, "index", call_path)
+            parts = reply.tool(index)
+            call_id = str_field(call, "id", call_path)
+            if call_id:
+                parts.call_id = call_id
+            function = object_field(call, "function", call_path) or {}
+            function_path = where(call_path, "function")
+            name = str_field(function, "name", function_path)
+            if name:
+                parts.name.append(name)
+            arguments = str_field(function, "arguments", function_path)
+            if arguments:
+                parts.pieces.append(arguments)
+        text = str_field(delta, "content", path)
+        if text:
+            reply.text.append(text)
             return text
         return ""
 
-    def tool_calls(self) -> tuple[ToolCall, ...]:
-        calls = []
-        for index in sorted(self.tools):
-            ids, names, parts = self.tools[index]
-            arguments, error = decode_arguments("".join(parts))
-            call_id = ids[-1] if ids else new_call_id()
-            calls.append(ToolCall("".join(names), arguments, id=call_id, arguments_error=error))
-        return tuple(calls)
+    def complete(self, reply: ReplyParts) -> bool:
+        return reply.done or reply.finish_reason is not None

@@ -25,12 +25,13 @@ import attrs
 
 from pride.errors import (
     ProviderConnectionError,
+    ProviderError,
     ProviderTimeout,
     RateLimited,
     ServerError,
 )
 
-__all__ = ["RETRYABLE", "RetryPolicy"]
+__all__ = ["RETRYABLE", "RetryNotice", "RetryPolicy"]
 
 #: The provider errors worth another attempt.
 RETRYABLE = (RateLimited, ServerError, ProviderConnectionError, ProviderTimeout)
@@ -98,3 +99,47 @@ class RetryPolicy:
         if self.deadline is not None and elapsed + delay > self.deadline:
             return None
         return delay
+
+
+@attrs.frozen
+class RetryNotice:
+    """What a model tells its ``on_retry`` callback before it waits to retry a call.
+
+    Attributes:
+        provider: the provider name.
+        model: the model name.
+        url: the endpoint URL (no credentials), or ``None`` for a scripted model.
+        error: the failure of the attempt that just ended.
+        status: its HTTP status, when it had one.
+        retry: the number of the retry about to be made (from 1).
+        max_retries: the policy's ``max_retries``.
+        delay: seconds until that retry starts.
+    """
+
+    provider: str
+    model: str
+    url: str | None
+    error: ProviderError
+    status: int | None
+    retry: int
+    max_retries: int
+    delay: float
+
+    @property
+    def message(self) -> str:
+        """One line for a person: what failed, where, and when the retry comes."""
+        error = self.error
+        if self.status is not None:
+            said = (error.provider_message or "")[:80]
+            what = f"HTTP {self.status}" + (f" ({said})" if said else "")
+        elif isinstance(error, ProviderTimeout):
+            what = "no answer in time"
+        elif isinstance(error, ProviderConnectionError):
+            what = "connection failed"
+        else:
+            what = type(error).__name__
+        where = f" from {self.url}" if self.url else ""
+        return (
+            f"{self.provider}/{self.model}: {what}{where}; retry {self.retry} of "
+            f"{self.max_retries} in {self.delay:.1f} s"
+        )

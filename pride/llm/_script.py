@@ -20,9 +20,10 @@ from typing import Any, TypeAlias
 
 import trio
 
-from pride.errors import ScriptExhausted
+from pride.errors import ProviderTimeout, ScriptExhausted
 
 from ._endpoint import Endpoint
+from ._reading import Deadline
 from ._tokens import CHARS_PER_TOKEN, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall, Usage
 
@@ -109,9 +110,9 @@ class ScriptedEndpoint(Endpoint):
         script: Script,
         *,
         model: str,
-        delay: float,
-        chunk_size: int,
         calls: list[ModelRequest],
+        delay: float = 0.0,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
         keep_calls: int = KEEP_CALLS,
     ) -> None:
         if keep_calls < 0:
@@ -135,7 +136,19 @@ class ScriptedEndpoint(Endpoint):
         self.received = 0
         self.used = 0
 
-    async def _reply(self, request: ModelRequest) -> ScriptedReply:
+    async def _within(self, deadline: Deadline, awaitable: Any) -> Any:
+        """Await ``awaitable`` (an async script function's result) within ``deadline``."""
+        with trio.move_on_at(deadline.at):
+            return await awaitable
+        raise self._too_slow(deadline)
+
+    def _too_slow(self, deadline: Deadline) -> ProviderTimeout:
+        return ProviderTimeout(
+            f"ScriptedModel {self.model!r}: no reply within call_timeout={deadline.seconds:g} s",
+            provider=self.provider,
+        )
+
+    async def _reply(self, request: ModelRequest, deadline: Deadline) -> ScriptedReply:
         self.received += 1
         keep = self.keep_calls
         if keep:
@@ -150,7 +163,7 @@ class ScriptedEndpoint(Endpoint):
         elif callable(script):
             item = script(request)
             if inspect.isawaitable(item):
-                item = await item
+                item = await self._within(deadline, item)
         else:
             if self.used >= len(script):
                 raise ScriptExhausted(
@@ -161,7 +174,10 @@ class ScriptedEndpoint(Endpoint):
             item = script[self.used]
             self.used += 1
         if self.delay:
-            await trio.sleep(self.delay)
+            end = trio.current_time() + self.delay
+            await trio.sleep_until(min(end, deadline.at))
+            if end > deadline.at:
+                raise self._too_slow(deadline)
         else:
             # A cancellation point without a yield: a scripted reply is instant, and
             # the caller (a branch's actor) yields between items anyway.
@@ -186,13 +202,15 @@ class ScriptedEndpoint(Endpoint):
             finish_reason="tool_calls" if reply.tool_calls else "stop",
         )
 
-    async def send(self, request: ModelRequest, options: dict[str, Any]) -> ModelResponse:
-        return self._response(request, await self._reply(request))
+    async def send(
+        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+    ) -> ModelResponse:
+        return self._response(request, await self._reply(request, deadline))
 
     async def stream(
-        self, request: ModelRequest, options: dict[str, Any]
+        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
     ) -> AsyncGenerator[str | ModelResponse, None]:
-        reply = await self._reply(request)
+        reply = await self._reply(request, deadline)
         text, size = reply.text, self.chunk_size
         for start in range(0, len(text), size):
             if start:

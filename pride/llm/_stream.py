@@ -109,7 +109,7 @@ class ModelStream:
             item = await items.__anext__()
         except StopAsyncIteration:
             self._failed = True
-            raise malformed(self._provider, "the stream ended without a reply") from None
+            raise malformed(self._provider, None, "the stream ended without a reply") from None
         except Exception:
             self._failed = True
             raise

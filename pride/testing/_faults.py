@@ -27,7 +27,12 @@ class Fault:
         content_type: the ``Content-Type`` of a [`raw`][pride.testing.Fault.raw] reply.
         body: the error body (``bytes``, ``str`` or a JSON-able object);
             ``None`` gives a provider-shaped error document.
-        seconds: the delay of [`slow_first_byte`][pride.testing.Fault.slow_first_byte].
+        seconds: the delay of
+            [`slow_first_byte`][pride.testing.Fault.slow_first_byte]; the pause
+            between bytes of [`trickle`][pride.testing.Fault.trickle].
+        content_length: the length an
+            [`endless_body`][pride.testing.Fault.endless_body] declares.
+        headers: extra response headers of a [`raw`][pride.testing.Fault.raw] reply.
         after_chunks: SSE events sent before a cut or a stall.
         reply: what to serve around the fault (``None``: echo the request).
     """
@@ -40,6 +45,8 @@ class Fault:
     seconds: float = 0.0
     after_chunks: int = 0
     reply: Any = None
+    content_length: int | None = None
+    headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def status(
@@ -79,15 +86,22 @@ class Fault:
 
     @classmethod
     def raw(
-        cls, body: bytes | str | Any, *, status: int = 200, content_type: str = "application/json"
+        cls,
+        body: bytes | str | Any,
+        *,
+        status: int = 200,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
     ) -> Fault:
         """Answer with exactly this body (bytes, text, or an object sent as JSON).
 
         For replies no other item produces: odd shapes, bad tool-call
         arguments, an error event inside a 200 event stream
-        (``content_type="text/event-stream"``), ...
+        (``content_type="text/event-stream"``), a compressed body (with
+        ``headers={"content-encoding": "gzip"}``), ...
         """
-        return cls("raw", code=status, body=body, content_type=content_type)
+        extra = tuple((headers or {}).items())
+        return cls("raw", code=status, body=body, content_type=content_type, headers=extra)
 
     @classmethod
     def stall_stream(cls, after_chunks: int = 1, reply: Any = None) -> Fault:
@@ -98,3 +112,40 @@ class Fault:
         early closes the connection.
         """
         return cls("stall_stream", after_chunks=after_chunks, reply=reply)
+
+    @classmethod
+    def endless_body(cls, *, content_length: int | None = None) -> Fault:
+        """Answer 200 with a JSON body that never ends, until the client hangs up.
+
+        The body opens a reply (``{"choices": [{"message": {"content": "xxx...``)
+        and its string never closes. With ``content_length`` the head declares
+        that length (a client may refuse it at once); without, the body is
+        chunked. Each hang-up counts in ``server.disconnects``. For testing that
+        a client bounds what it reads.
+        """
+        return cls("endless_body", content_length=content_length)
+
+    @classmethod
+    def endless_line(cls) -> Fault:
+        """Answer an event stream whose first line never ends, until the client hangs up."""
+        return cls("endless_line")
+
+    @classmethod
+    def endless_events(cls) -> Fault:
+        """Answer an event stream of valid text deltas that never finishes.
+
+        Each hang-up counts in ``server.disconnects``. For testing that a
+        client bounds a whole stream (its size, or its time).
+        """
+        return cls("endless_events")
+
+    @classmethod
+    def trickle(cls, reply: Any = None, *, seconds: float = 0.05) -> Fault:
+        """Serve ``reply`` (plain or streamed) one byte every ``seconds`` seconds.
+
+        Every byte arrives well within any per-read timeout, so only a bound on
+        the whole call stops it early. A hang-up counts in ``server.disconnects``.
+        """
+        if seconds < 0:
+            raise ValueError(f"seconds must be >= 0, got {seconds!r}")
+        return cls("trickle", seconds=seconds, reply=reply)

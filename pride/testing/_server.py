@@ -26,6 +26,7 @@ import h11
 import trio
 
 from ._faults import Fault
+from ._floods import endless_parts, send_endless, send_trickle
 from ._wire import (
     anthropic_error,
     anthropic_events,
@@ -83,7 +84,8 @@ class LoopbackServer:
         requests: every request received, in order (when recording).
         request_count: how many requests were received (always counted).
         disconnects: clients that hung up on a
-            [`Fault.stall_stream`][pride.testing.Fault.stall_stream].
+            [`Fault.stall_stream`][pride.testing.Fault.stall_stream], an endless
+            fault or a [`Fault.trickle`][pride.testing.Fault.trickle].
         errors: exceptions raised by script callables or bad script items
             (each answered with HTTP 500, or the connection closed, and logged).
     """
@@ -296,8 +298,7 @@ class LoopbackServer:
                 pass  # the client hung up before the stall began: that is the hang-up
             else:
                 await self._wait_for_hangup(stream)
-            self.disconnects += 1
-            self._notify()
+            self._hung_up()
             return False
         for index, event in enumerate(events):
             if index == cut_after:
@@ -307,6 +308,24 @@ class LoopbackServer:
             return False
         await self._send(conn, stream, h11.EndOfMessage())
         return True
+
+    def _render(
+        self, request: _Request, item: Any, wire: str
+    ) -> tuple[list[tuple[str, str]], bytes]:
+        """The head and the whole body of the reply to ``request`` (plain or an event stream)."""
+        body = request.body
+        reply = as_reply(echo(body) if item is None else item)
+        if isinstance(body, dict) and body.get("stream") is True:
+            render = openai_events if wire == "openai" else anthropic_events
+            events = b"".join(render(reply, body, self.chunk_size))
+            return [("content-type", "text/event-stream"), ("cache-control", "no-cache")], events
+        doc = openai_completion(reply, body) if wire == "openai" else anthropic_message(reply, body)
+        data = json.dumps(doc).encode()
+        return [("content-type", "application/json"), ("content-length", str(len(data)))], data
+
+    def _hung_up(self) -> None:
+        self.disconnects += 1
+        self._notify()
 
     async def _wait_for_hangup(self, stream: trio.SocketStream) -> None:
         try:
@@ -354,7 +373,11 @@ class LoopbackServer:
                 body = body.encode()
             elif not isinstance(body, bytes):
                 body = json.dumps(body).encode()
-            head = [("content-type", fault.content_type), ("content-length", str(len(body)))]
+            head = [
+                ("content-type", fault.content_type),
+                ("content-length", str(len(body))),
+                *fault.headers,
+            ]
             await self._send(
                 conn,
                 stream,
@@ -362,6 +385,17 @@ class LoopbackServer:
                 h11.Data(data=body),
                 h11.EndOfMessage(),
             )
+            return True
+        if fault.kind in ("endless_body", "endless_line", "endless_events"):
+            parts = endless_parts(fault.kind.removeprefix("endless_"), wire)
+            await send_endless(conn, stream, parts, fault.content_length)
+            self._hung_up()
+            return False
+        if fault.kind == "trickle":
+            head, body = self._render(request, fault.reply, wire)
+            if not await send_trickle(conn, stream, head, body, fault.seconds):
+                self._hung_up()
+                return False
             return True
         if fault.kind == "malformed_json":
             await self._send_json(conn, stream, 200, b'{"choices": [{"message": {"content": "x"')

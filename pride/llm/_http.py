@@ -1,0 +1,364 @@
+"""HttpEndpoint: what the OpenAI and Anthropic endpoints share.
+
+The transport (POST JSON, read a bounded JSON body or a bounded event stream,
+all within the call's deadline, failures translated in one place), the loop
+that reads a stream event by event, and the assembly of the one
+[`ModelResponse`][pride.llm.ModelResponse]. A wire format supplies the request body
+(``payload``), how to read a whole reply (``read_reply``) and one stream
+event (``read_event``) into a `ReplyParts`, and
+its usage figures (``usage``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any, Protocol
+
+import attrs
+import httpx
+import trio
+
+from pride.errors import ProviderConnectionError, ProviderError
+
+from ._endpoint import Endpoint, ReplyParts, loads_strict
+from ._errors import error_for_payload, error_for_status, malformed, public_url, translating
+from ._pricing import price_usage
+from ._reading import (
+    ACCEPT_ENCODING,
+    MAX_ERROR_BODY_BYTES,
+    BodyReader,
+    Deadline,
+    LimitExceeded,
+    ResponseLimits,
+    UnreadableBody,
+    read_body,
+    read_prefix,
+)
+from ._shape import WrongShape, as_object
+from ._sse import EventParser
+from ._types import ModelRequest, ModelResponse, Usage
+
+__all__ = ["CLOSE_TIMEOUT", "HttpAccess", "HttpEndpoint"]
+
+#: Seconds allowed for closing a response on an error path (shielded).
+CLOSE_TIMEOUT = 5.0
+
+
+class HttpAccess(Protocol):
+    """What an HTTP endpoint needs from its model: a client, the key, the timeout."""
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds per network operation (named in timeout messages)."""
+        ...
+
+    def http_client(self) -> httpx.AsyncClient:
+        """The HTTP client for the current trio run."""
+        ...
+
+    def api_key(self) -> str | None:
+        """The API key, read now; raises ``AuthenticationFailed`` if required and missing."""
+        ...
+
+
+def _route_url(base_url: str, route: str) -> str:
+    """``route`` appended to the path of ``base_url``, keeping its query (Azure's api-version)."""
+    try:
+        base = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        return base_url.rstrip("/") + route  # httpx refuses it when the call is made
+    return str(base.copy_with(path=base.path.rstrip("/") + route))
+
+
+async def _close(reader: BodyReader) -> None:
+    with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+        await reader.aclose()
+
+
+class HttpEndpoint(Endpoint):
+    """Shared HTTP behaviour of the provider endpoints.
+
+    Args:
+        provider: the provider name.
+        model: the model name sent in requests.
+        base_url: the API root; requests go to ``base_url + route``.
+        access: the model's HTTP client, key and timeout.
+        limits: the bounds on what is read of a reply.
+    """
+
+    #: The path under the API root that this wire format POSTs to.
+    route: str = ""
+    #: Send a ``response_format`` natively (else as an instruction in the system
+    #: text); set from the provider's ``ProviderInfo``.
+    structured_output: bool = False
+
+    public_url: str
+    #: Event data that ends a stream without being JSON (OpenAI's ``[DONE]``).
+    end_markers: frozenset[str] = frozenset()
+    #: What a complete stream ends with, named when one stops short.
+    stream_end = "its end"
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        model: str,
+        base_url: str,
+        access: HttpAccess,
+        limits: ResponseLimits,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.url = url = _route_url(base_url, self.route)
+        self.public_url = public_url(url)
+        self.limits = limits
+        self._access = access
+        self._headers_key: str | None = None
+        self._headers: tuple[dict[str, str], dict[str, str]] = self._make_headers(None)
+
+    # -- what a wire format supplies ----------------------------------------------------
+
+    @abc.abstractmethod
+    def payload(
+        self, request: ModelRequest, options: dict[str, Any], stream: bool
+    ) -> dict[str, Any]:
+        """The JSON body for ``request`` (exposed for tests and debugging)."""
+
+    @abc.abstractmethod
+    def read_reply(self, data: dict[str, Any], reply: ReplyParts) -> None:
+        """Read a whole (plain) reply into ``reply``.
+
+        Raises:
+            WrongShape: a value has the wrong JSON type (its path named).
+        """
+
+    @abc.abstractmethod
+    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> str:
+        """Read one stream event into ``reply``; return its text delta (``""`` if none).
+
+        Raises:
+            WrongShape: a value has the wrong JSON type (its path named).
+            ProviderError: the event reports an error (see `payload_error`).
+        """
+
+    @abc.abstractmethod
+    def usage(self, figures: dict[str, Any]) -> Usage:
+        """The `Usage` of the figures gathered in ``ReplyParts.usage`` (unpriced)."""
+
+    def complete(self, reply: ReplyParts) -> bool:
+        """Whether a stream that ended here had delivered the whole reply."""
+        return reply.done
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        """Request headers carrying ``key`` (``Authorization: Bearer`` by default)."""
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    # -- the two calls ------------------------------------------------------------------
+
+    async def send(
+        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+    ) -> ModelResponse:
+        data = await self.post_json(self.payload(request, options, stream=False), deadline)
+        reply = ReplyParts(self.model)
+        try:
+            self.read_reply(as_object(data, ""), reply)
+        except WrongShape as exc:
+            raise self._wrong_shape(exc) from exc
+        return self.response(reply)
+
+    async def stream(
+        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+    ) -> AsyncGenerator[str | ModelResponse, None]:
+        reply = ReplyParts(self.model)
+        payload = self.payload(request, options, stream=True)
+        number = 0
+        async with aclosing(self.post_sse(payload, deadline)) as events:
+            async for data in events:
+                number += 1
+                if reply.done:
+                    continue  # read to the end so the connection can be reused
+                if data in self.end_markers:
+                    reply.done = True
+                    continue
+                try:
+                    event = loads_strict(data)
+                except (ValueError, RecursionError) as exc:
+                    raise self._malformed(
+                        f"a stream event is not JSON (event {number})", exc
+                    ) from exc
+                try:
+                    text = self.read_event(as_object(event, ""), reply)
+                except WrongShape as exc:
+                    raise self._wrong_shape(exc.in_event(number)) from exc
+                if text:
+                    yield text
+        if not self.complete(reply):
+            raise ProviderConnectionError(
+                f"{self.provider}: the stream from POST {self.public_url} ended before the "
+                f"reply was complete (no {self.stream_end})",
+                provider=self.provider,
+                url=self.public_url,
+            )
+        yield self.response(reply)
+
+    def response(self, reply: ReplyParts) -> ModelResponse:
+        """The one [`ModelResponse`][pride.llm.ModelResponse] of a reply read whole or streamed."""
+        usage = self.usage(reply.usage)
+        if usage.cost_usd is None:
+            cost = price_usage(self.provider, reply.model, usage)
+            if cost is not None:
+                usage = attrs.evolve(usage, cost_usd=cost)
+        return ModelResponse(
+            text="".join(reply.text),
+            tool_calls=reply.tool_calls(),
+            usage=usage,
+            model=reply.model,
+            provider=self.provider,
+            finish_reason=reply.finish_reason,
+        )
+
+    def payload_error(self, error: Any) -> ProviderError:
+        """The exception for an error the provider reported inside a stream."""
+        return error_for_payload(
+            error, provider=self.provider, url=self.public_url, secret=self._headers_key
+        )
+
+    def _malformed(self, what: str, exc: Exception | None = None) -> ProviderError:
+        return malformed(self.provider, self.public_url, what, exc)
+
+    def _wrong_shape(self, exc: WrongShape) -> ProviderError:
+        return malformed(
+            self.provider,
+            self.public_url,
+            f"the JSON has the wrong shape: {exc}",
+            path=exc.path,
+        )
+
+    # -- transport ------------------------------------------------------------------------
+
+    def _make_headers(self, key: str | None) -> tuple[dict[str, str], dict[str, str]]:
+        headers = {**self.auth_headers(key), "accept-encoding": ACCEPT_ENCODING}
+        return headers, {**headers, "accept": "text/event-stream"}
+
+    def _current_headers(self) -> tuple[tuple[dict[str, str], dict[str, str]], str | None]:
+        key = self._access.api_key()
+        if key != self._headers_key:
+            self._headers = self._make_headers(key)
+            self._headers_key = key
+        return self._headers, key
+
+    def _request(self, payload: dict[str, Any], headers: dict[str, str]) -> httpx.Request:
+        return self._access.http_client().build_request(
+            "POST", self.url, json=payload, headers=headers
+        )
+
+    async def _accept(
+        self, response: httpx.Response, key: str | None, deadline: Deadline | None
+    ) -> BodyReader:
+        """A reader of the body of ``response``, if its status is a success.
+
+        ``deadline`` bounds each read of the body (``None``: the caller bounds them).
+
+        The callers send the request themselves (``client.send`` under the
+        deadline), so that this frame is not on the stack of every network
+        wait of a call: each coroutine layer costs on every resumption.
+
+        Raises:
+            ProviderError: a subclass for an error status (the error body is
+                read, up to `MAX_ERROR_BODY_BYTES`).
+        """
+        try:
+            reader = BodyReader(response, deadline)
+        except UnreadableBody:
+            with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await response.aclose()
+            raise
+        if response.status_code >= 400:
+            try:
+                body = await read_prefix(reader, MAX_ERROR_BODY_BYTES)
+            finally:
+                await _close(reader)
+            raise error_for_status(
+                response.status_code,
+                body,
+                response.headers,
+                provider=self.provider,
+                url=self.public_url,
+                model=self.model,
+                secret=key,
+            )
+        return reader
+
+    async def post_json(self, payload: dict[str, Any], deadline: Deadline) -> Any:
+        """POST ``payload`` and return the decoded JSON reply.
+
+        Raises:
+            ProviderError: a subclass for an error status, a transport failure,
+                the deadline, a body past ``limits.max_body_bytes`` or one that
+                is not strict JSON.
+        """
+        (headers, _), key = self._current_headers()
+        access = self._access
+        with translating(
+            self.provider, self.public_url, secret=key, timeout=access.timeout, deadline=deadline
+        ):
+            request = self._request(payload, headers)
+            # One scope bounds the whole exchange: a coroutine may hold one across its awaits.
+            with trio.move_on_at(deadline.at) as scope:
+                response = await access.http_client().send(request, stream=True)
+                reader = await self._accept(response, key, None)
+                try:
+                    body = await read_body(reader, self.limits.max_body_bytes)
+                finally:
+                    await _close(reader)
+            if scope.cancelled_caught:
+                raise trio.TooSlowError
+        try:
+            return loads_strict(body)
+        except (ValueError, RecursionError) as exc:
+            raise self._malformed("the response is not JSON", exc) from exc
+
+    async def post_sse(
+        self, payload: dict[str, Any], deadline: Deadline
+    ) -> AsyncGenerator[str, None]:
+        """POST ``payload`` and yield the data of each server-sent event of the reply.
+
+        Each line and event is bounded by ``limits.max_event_bytes``, the whole
+        stream by ``limits.max_stream_bytes``, and every read by the deadline.
+        The caller must close the generator; closing it closes the response.
+        """
+        (_, headers), key = self._current_headers()
+        limits = self.limits
+        with translating(
+            self.provider,
+            self.public_url,
+            secret=key,
+            timeout=self._access.timeout,
+            deadline=deadline,
+        ):
+            request = self._request(payload, headers)
+            with trio.move_on_at(deadline.at) as scope:
+                response = await self._access.http_client().send(request, stream=True)
+            if scope.cancelled_caught:
+                raise trio.TooSlowError
+            reader = await self._accept(response, key, deadline)
+            try:
+                content_type = reader.content_type
+                if "text/event-stream" not in content_type:
+                    raise UnreadableBody(f"not an event stream (content-type {content_type!r})")
+                parser = EventParser(limits.max_event_bytes)
+                total = 0
+                while chunk := await reader.read():
+                    total += len(chunk)
+                    if total > limits.max_stream_bytes:
+                        raise LimitExceeded(
+                            "max_stream_bytes", limits.max_stream_bytes, "the streamed reply"
+                        )
+                    for data in parser.feed(chunk):
+                        yield data
+                for data in parser.close():
+                    yield data
+            finally:
+                await _close(reader)
