@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from .._version import __version__
-from ._chat import ChatOptions, run_chat
+from ._chat import CHAT_TIMEOUT, ChatOptions, run_chat
 from ._inspect import inspect_store
 from ._lines import MAX_LINE
 from ._mcp import serve_app
@@ -53,6 +53,7 @@ def _root(
 
 @app.command()
 def chat(
+    *,
     model: Annotated[
         str | None,
         typer.Option(
@@ -77,9 +78,20 @@ def chat(
     name: Annotated[
         str, typer.Option(metavar="NAME", help="The conversation's name (its key in the store).")
     ] = "chat",
+    timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.001,
+            metavar="SECONDS",
+            help="How long the model may stay silent (connecting, before its first token, "
+            "between reads) before the attempt fails; retries are shown as they happen.",
+        ),
+    ] = CHAT_TIMEOUT,
 ) -> None:
     """Talk to one branch; replies stream. /help lists the commands."""
-    options = ChatOptions(model=model, base_url=base_url, system=system, store=store, name=name)
+    options = ChatOptions(
+        model=model, base_url=base_url, system=system, store=store, name=name, timeout=timeout
+    )
     raise typer.Exit(run_chat(options))
 
 

@@ -30,8 +30,8 @@ from ..errors import AuthenticationFailed, PrideError, StoreError, UnknownBranch
 from ..llm import (
     CHAT_MODEL_ENV,
     DEFAULT_CHAT_MODEL,
+    RetryNotice,
     ScriptedModel,
-    default_chat_model,
     iModel,
 )
 from ..messages import ChatAndRecord
@@ -54,6 +54,9 @@ COMMANDS = {
 EXIT_USAGE = 2
 """Exit status for a bad ``--model`` or a store that cannot be used."""
 
+CHAT_TIMEOUT = 30.0
+"""Default seconds of silence allowed from the model (``--timeout``): a person is waiting."""
+
 
 @attrs.frozen
 class ChatOptions:
@@ -64,26 +67,31 @@ class ChatOptions:
     system: str | None = None
     store: Path | None = None
     name: str = "chat"
+    timeout: float = CHAT_TIMEOUT
 
 
-def choose_model(spec: str | None, base_url: str | None) -> tuple[iModel, str | None]:
+def choose_model(
+    spec: str | None, base_url: str | None, timeout: float = CHAT_TIMEOUT
+) -> tuple[iModel, str | None]:
     """The chat model, and a notice when pride fell back to the echo model.
 
     ``spec`` (``--model``) wins, then ``$PRIDE_CHAT_MODEL``; both are used as
     given (a missing key is reported at the first turn), at ``base_url``
     when one is given. Otherwise the default provider's model is used when
-    its API key is set, else the scripted echo model.
+    its API key is set, else the scripted echo model. ``timeout`` is the
+    model's per-operation timeout (``--timeout``).
 
     Raises:
         ValueError: an unknown provider without ``base_url``, or a bad spec.
     """
+    configured = os.environ.get(CHAT_MODEL_ENV, "").strip()
     if base_url and not spec:  # a server address alone: the configured model's name, there
-        spec = os.environ.get(CHAT_MODEL_ENV, "").strip() or DEFAULT_CHAT_MODEL
+        spec = configured or DEFAULT_CHAT_MODEL
     if spec:
-        return (iModel(spec, base_url=base_url) if base_url else iModel.from_spec(spec)), None
-    if os.environ.get(CHAT_MODEL_ENV, "").strip():
-        return default_chat_model(), None
-    model = default_chat_model()
+        return _model(spec, base_url, timeout), None
+    if configured:
+        return _model(configured, None, timeout), None
+    model = _model(DEFAULT_CHAT_MODEL, None, timeout)
     try:
         model.api_key()
     except AuthenticationFailed:
@@ -97,13 +105,19 @@ def choose_model(spec: str | None, base_url: str | None) -> tuple[iModel, str | 
     return model, None
 
 
+def _model(spec: str, base_url: str | None, timeout: float) -> iModel:
+    if spec.partition("/")[0] == "scripted":
+        return iModel.from_spec(spec)
+    return iModel(spec, base_url=base_url, timeout=timeout)
+
+
 def run_chat(options: ChatOptions) -> int:
     """Run the REPL until ``/quit`` or end of input; return the exit status."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     out = Console(highlight=False, emoji=False)
     err = Console(stderr=True, highlight=False, emoji=False)
     try:
-        model, notice = choose_model(options.model, options.base_url)
+        model, notice = choose_model(options.model, options.base_url, options.timeout)
     except ValueError as exc:
         err.print(f"pride chat: {exc}", style="red", markup=False, soft_wrap=True)
         return EXIT_USAGE
@@ -136,6 +150,11 @@ class _Repl:
         self.branch: Branch | None = None
         self._turn: trio.CancelScope | None = None
         self._interactive = sys.stdin.isatty()
+        model.on_retry = self.retrying
+
+    def retrying(self, notice: RetryNotice) -> None:
+        """Say why the reply is late, while the model waits to retry."""
+        self.err.print(Text(f"[{notice.message}]", style="yellow"), soft_wrap=True)
 
     @property
     def current(self) -> Branch:
