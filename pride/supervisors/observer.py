@@ -30,7 +30,10 @@ __all__ = ["Filter", "Handler", "Observer"]
 log = logging.getLogger("pride.observer")
 
 Filter = type | tuple[type, ...] | Callable[[Signal], bool]
-"""A signal class (``isinstance``), a tuple of classes (any of them), or a predicate."""
+"""A signal class (``isinstance``), a tuple of classes, or a predicate.
+
+The classes given to one ``observe`` call (alone or in tuples) are
+alternatives: any of them matches. Every predicate must hold."""
 
 Handler = Callable[[Signal], Any]
 """Called with each matching signal; may be sync or async (returning an awaitable)."""
@@ -41,13 +44,12 @@ _H = TypeVar("_H", bound=Handler)
 @attrs.frozen
 class _Subscription:
     handler: Handler
-    types: tuple[type | tuple[type, ...], ...]  # every one must match (isinstance)
-    predicates: tuple[Callable[[Signal], bool], ...]
+    types: tuple[type, ...]  # alternatives: any one matches (isinstance); empty: every signal
+    predicates: tuple[Callable[[Signal], bool], ...]  # every one must hold
 
     def matches(self, signal: Signal) -> bool:
-        for cls in self.types:
-            if not isinstance(signal, cls):
-                return False
+        if self.types and not isinstance(signal, self.types):
+            return False
         for predicate in self.predicates:
             try:
                 if not predicate(signal):
@@ -101,14 +103,18 @@ class Observer:
     def observe(self, *filters: Filter, handler: _H) -> _H: ...
 
     def observe(self, *filters: Filter, handler: Handler | None = None) -> Any:
-        """Subscribe ``handler`` to the signals matching every filter.
+        """Subscribe ``handler`` to the signals the filters select.
 
-        With no filters it sees every signal. Without ``handler`` this
-        returns a decorator that subscribes the function it decorates.
+        The signal classes given (each alone or in a tuple) are alternatives:
+        ``observe(RunEnd, RunFailed, handler=h)`` sees both terminals.
+        Predicates all have to hold. Classes and predicates together mean
+        (any of the classes) and (every predicate). With no filters the
+        handler sees every signal. Without ``handler`` this returns a
+        decorator that subscribes the function it decorates.
 
         Args:
-            *filters: signal classes (``isinstance``), tuples of classes
-                (any of them) or predicates ``(signal) -> bool``; all must match.
+            *filters: signal classes (``isinstance``), tuples of classes,
+                or predicates ``(signal) -> bool``.
             handler: ``handler(signal)``, sync or async.
 
         Returns:
@@ -118,13 +124,13 @@ class Observer:
             TypeError: a filter is neither a class, a tuple of classes nor a
                 callable, or ``handler`` is not callable.
         """
-        types: list[type | tuple[type, ...]] = []
+        types: list[type] = []
         predicates: list[Callable[[Signal], bool]] = []
         for item in filters:
-            if isinstance(item, type) or (
-                isinstance(item, tuple) and item and all(isinstance(c, type) for c in item)
-            ):
+            if isinstance(item, type):
                 types.append(item)
+            elif isinstance(item, tuple) and item and all(isinstance(c, type) for c in item):
+                types.extend(item)
             elif callable(item):
                 predicates.append(item)
             else:

@@ -445,7 +445,9 @@ class Session(Membership):
         """Subscribe to members' signals; see
         [`Observer.observe`][pride.supervisors.observer.Observer.observe] (decorator too).
 
-        Filters are signal classes or predicates, all of which must match.
+        Signal classes given together are alternatives (any of them matches);
+        predicates all have to hold: ``observe(RunStart, RunEnd, handler=h)``
+        sees both.
         Child sessions' signals arrive here too, after their own subscribers.
         """
         return self._observer.observe(*filters, handler=handler)

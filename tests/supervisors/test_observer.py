@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 
 import pytest
 import trio
@@ -10,11 +11,13 @@ import trio.testing
 
 from pride import (
     Branch,
+    BranchStarted,
     MessageAdded,
     Observer,
     RunEnd,
     RunFailed,
     RunStart,
+    Session,
     Signal,
 )
 from tests.helpers import echo_model
@@ -25,7 +28,7 @@ def _start() -> RunStart:
 
 
 class TestSubscriptions:
-    """Filters are AND-composed; handlers run in subscription order."""
+    """Classes are alternatives, predicates all hold; handlers run in subscription order."""
 
     def test_type_filters_use_isinstance(self) -> None:
         """A class filter matches its subclasses; others are skipped."""
@@ -88,6 +91,60 @@ class TestSubscriptions:
         """A filter that is neither class nor callable is refused at once."""
         with pytest.raises(TypeError, match="filters"):
             Observer().observe("RunEnd", handler=print)  # type: ignore[arg-type]
+
+
+class TestAlternatives:
+    """The classes of one observe call are alternatives (DESIGN.md, "Sessions, pinned")."""
+
+    def test_classes_listed_together_each_match(self) -> None:
+        """observe(RunStart, RunEnd) sees both kinds (it once saw neither, silently)."""
+        observer = Observer()
+        seen: list[str] = []
+        observer.observe(RunStart, RunEnd, handler=lambda s: seen.append(type(s).__name__))
+        for signal in (_start(), RunEnd(), RunFailed()):
+            observer.dispatch(signal)
+        assert seen == ["RunStart", "RunEnd"]
+
+    def test_classes_and_predicates_mean_any_class_and_every_predicate(self) -> None:
+        """(RunStart or RunEnd) and the name is "b" and the turn id is set."""
+        observer = Observer()
+        seen: list[Signal] = []
+        observer.observe(
+            RunStart,
+            RunEnd,
+            lambda s: s.branch_name == "b",
+            lambda s: s.turn_id is not None,
+            handler=seen.append,
+        )
+        turn = uuid.uuid4()
+        candidates = [
+            RunStart(branch_name="b", turn_id=turn),  # yes
+            RunEnd(branch_name="b", turn_id=turn),  # yes
+            RunFailed(branch_name="b", turn_id=turn),  # no class matches
+            RunEnd(branch_name="a", turn_id=turn),  # a predicate fails
+            RunEnd(branch_name="b"),  # the other predicate fails
+        ]
+        for signal in candidates:
+            observer.dispatch(signal)
+        assert seen == candidates[:2]
+
+    def test_tuples_and_classes_mix(self) -> None:
+        """The tuple form stays accepted, alone or beside classes."""
+        observer = Observer()
+        seen: list[str] = []
+        observer.observe((RunStart, RunEnd), RunFailed, handler=lambda s: seen.append("x"))
+        for signal in (_start(), RunEnd(), RunFailed(), BranchStarted()):
+            observer.dispatch(signal)
+        assert seen == ["x", "x", "x"]
+
+    async def test_a_session_observer_sees_every_kind_it_lists(self) -> None:
+        """Through a real session turn: both listed lifecycle kinds arrive, in order."""
+        seen: list[str] = []
+        async with Session() as session:
+            session.observe(RunStart, RunEnd, handler=lambda s: seen.append(type(s).__name__))
+            branch = await session.spawn(Branch(chat_model=echo_model()))
+            assert await branch.chat("hi") == "re: hi"
+        assert seen == ["RunStart", "RunEnd"]
 
 
 class TestIsolation:
