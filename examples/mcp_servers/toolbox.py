@@ -18,7 +18,7 @@ import anyio
 from mcp.server.fastmcp import Context, FastMCP, Image
 from mcp.server.fastmcp.exceptions import ToolError
 
-server = FastMCP("toolbox")
+server = FastMCP("toolbox", log_level="WARNING")  # no log line per request on stderr
 cancelled_calls: list[str] = []
 
 # A 1x1 transparent PNG, for the image tool.
@@ -127,7 +127,6 @@ def main() -> None:
     else:
         server.settings.host = "127.0.0.1"
         server.settings.port = args.http
-        server.settings.log_level = "WARNING"
         server.run("streamable-http")
 
 
