@@ -14,6 +14,7 @@ PrideError
 ├── ReentrancyError (RuntimeError)     A asks B asks A: would deadlock
 ├── TurnFinalizingError (RuntimeError) re-entry while the turn finalises
 ├── TurnCancelled                      the turn was cancelled (restart/shutdown/caller)
+├── BudgetExceeded                     a turn ran past a Budget's limit
 ├── UnknownBranch (LookupError)        no such member / name
 ├── UnknownOperation (LookupError)     no such registered operation
 ├── MembershipError (ValueError)       the branch belongs to another session
@@ -52,6 +53,7 @@ __all__ = [
     "BranchClosed",
     "BranchNotRunning",
     "EndpointNotFound",
+    "BudgetExceeded",
     "Escalate",
     "InvalidMessage",
     "LoopBreak",
@@ -166,6 +168,51 @@ class TurnCancelled(PrideError):
         self.reason = reason
         text = f"turn cancelled ({reason})"
         super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class BudgetExceeded(PrideError):
+    """Work ran past a [`Budget`][pride.Budget] limit; the turn was stopped.
+
+    Raised to the caller of the turn, after its one ``RunFailed``.
+
+    Attributes:
+        limit: the Budget field that was exceeded (``"max_model_calls"``).
+        used: the figure that went past it: tokens or dollars used, the
+            number of the call that was refused (``4`` for the fourth call
+            under ``max_model_calls=3``), or seconds elapsed.
+        allowed: the limit's value.
+        scope: whose allowance it was: ``"turn"`` (the command's or the
+            branch's budget) or ``"session <name>"``.
+    """
+
+    def __init__(self, limit: str, used: float, allowed: float, *, scope: str = "turn") -> None:
+        self.limit = limit
+        self.used = used
+        self.allowed = allowed
+        self.scope = scope
+        super().__init__(f"{scope} budget exceeded: {_overrun(limit, used, allowed)}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only ``scope`` would be lost by the default pickling (Ray carries errors).
+        return (_budget_exceeded, (self.limit, self.used, self.allowed, self.scope))
+
+
+def _budget_exceeded(limit: str, used: float, allowed: float, scope: str) -> BudgetExceeded:
+    return BudgetExceeded(limit, used, allowed, scope=scope)
+
+
+def _overrun(limit: str, used: float, allowed: float) -> str:
+    if limit in ("max_model_calls", "max_tool_calls"):
+        kind = "model" if limit == "max_model_calls" else "tool"
+        return (
+            f"{limit}={allowed:g} allows {allowed:g} {kind} calls; call {used:g} was refused "
+            "(give the work a larger Budget, or none)"
+        )
+    if limit == "max_cost_usd":
+        return f"{limit}={allowed:g}, but ${used:.6g} was spent"
+    if limit == "max_duration":
+        return f"{limit}={allowed:g} s, and {used:.3g} s have passed"
+    return f"{limit}={allowed:g}, but {used:g} were used"
 
 
 class UnknownBranch(PrideError, LookupError):

@@ -10,7 +10,7 @@ from uuid import UUID
 import attrs
 from hypothesis import strategies as st
 
-from pride.messages import RoledMessage, codec, commands
+from pride.messages import Budget, RoledMessage, codec, commands
 
 json_scalars = (
     st.none()
@@ -29,7 +29,8 @@ json_values = st.recursive(
 json_objects = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
 # A decoded Call refuses model configurations in its arguments (keys such as
 # base_url); arbitrary argument names stay clear of them.
-_MODEL_KEYS = {"base_url", "api_key", "provider", "key_env", *commands.MODEL_FIELDS}
+# "budget" is the Call's own field, never one of its arguments.
+_MODEL_KEYS = {"base_url", "api_key", "provider", "key_env", "budget", *commands.MODEL_FIELDS}
 call_kwargs = st.dictionaries(
     st.text(max_size=8).filter(lambda key: key not in _MODEL_KEYS),
     st.recursive(
@@ -48,6 +49,20 @@ call_kwargs = st.dictionaries(
 )
 
 
+_counts = st.none() | st.integers(min_value=0, max_value=2**53)
+_amounts = st.none() | st.floats(min_value=0, allow_nan=False, allow_infinity=False)
+budgets = st.builds(
+    Budget,
+    max_input_tokens=_counts,
+    max_output_tokens=_counts,
+    max_cost_usd=_amounts,
+    max_model_calls=_counts,
+    max_tool_calls=_counts,
+    max_duration=_amounts,
+)
+"""Every valid Budget (limits are non-negative and finite)."""
+
+
 def for_type(tp: Any) -> st.SearchStrategy[Any]:
     """A strategy producing wire-valid values of annotation ``tp``."""
     origin = typing.get_origin(tp)
@@ -62,6 +77,8 @@ def for_type(tp: Any) -> st.SearchStrategy[Any]:
         }[marker]
     if tp is Any:
         return json_values
+    if tp is Budget:
+        return budgets
     if tp is commands.ToolSelection:
         return st.booleans() | st.lists(st.text(max_size=8), max_size=3).map(tuple)
     if tp is str:
@@ -97,6 +114,11 @@ def instances(cls: type) -> st.SearchStrategy[Any]:
     """Instances of an attrs class with every init field drawn from its type."""
     hints = typing.get_type_hints(cls, include_extras=True)
     if cls is commands.Call:
-        return st.builds(lambda op, kw: commands.Call(op, **kw), st.text(max_size=10), call_kwargs)
+        return st.builds(
+            lambda op, budget, kw: commands.Call(op, budget=budget, **kw),
+            st.text(max_size=10),
+            st.none() | budgets,
+            call_kwargs,
+        )
     kwargs = {field.alias: for_type(hints[field.name]) for field in attrs.fields(cls) if field.init}
     return st.fixed_dictionaries(kwargs).map(lambda kw: cls(**kw))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
 
@@ -46,9 +47,19 @@ from ..errors import (
     StoreError,
     TurnCancelled,
 )
-from ..messages import Attach, Detach, PriorityCommand, RunEnd, RunFailed, RunStart, Stop
+from ..messages import (
+    Attach,
+    Detach,
+    PriorityCommand,
+    RunEnd,
+    RunFailed,
+    RunStart,
+    Stop,
+    WorkCommand,
+)
 from ..messages._ids import new_id
 from . import turn, wiring
+from .budget import Account, Meter
 from .mailbox import Mailbox, MailboxStatistics, Reply
 from .target import announce_live, withdraw_live
 from .turn import FINALIZE_GRACE, await_bounded
@@ -92,10 +103,13 @@ class Actor:
         hooks: the session's hook bus, while attached.
         owner_id: the id of the session the branch belongs to, while attached.
         directory: resolves branch names for sends made from the branch's turns.
+        account: the branch's usage, counted over all its turns (``branch.usage``);
+            while attached, its parent is the session's account.
     """
 
     __slots__ = (
         "_barriers",
+        "account",
         "branch",
         "directory",
         "envelope",
@@ -119,6 +133,7 @@ class Actor:
         self.hooks: HookSink | None = None
         self.owner_id: UUID | None = None
         self.directory: Any = None
+        self.account = Account(None, scope=f"branch {branch.name}")
         self._barriers: list[TurnBarrier] | None = None
 
     def __repr__(self) -> str:
@@ -314,8 +329,13 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     """Serve a work command that is not a model turn (``Act``): no context, no signals."""
     reply.start(None, cancel)
     step = enter_step(reply)  # its tools waiting on this branch would deadlock
+    command: WorkCommand = reply.command  # type: ignore[assignment]
+    meter = _meter(actor, command)
     try:
-        result = await run_command(actor.branch, reply.command, None)  # type: ignore[arg-type]
+        if meter.limited:  # the budget's cancel scope, its deadline the max_duration
+            result = await meter.run(partial(run_command, actor.branch, command, None, meter))
+        else:
+            result = await run_command(actor.branch, command, None, meter)
     except trio.Cancelled:
         if reply.cancel_reason is None:
             reply.fail(TurnCancelled("shutdown"))
@@ -334,6 +354,7 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         else:
             reply.fail(failure)
     finally:
+        meter.close()
         leave_step(step)
 
 
@@ -364,6 +385,12 @@ def _uncommitted(actor: Actor) -> StoreError:
     return StoreError(message)
 
 
+def _meter(actor: Actor, command: WorkCommand) -> Meter:
+    """The allowance of one work item: its command's budget, else its branch's."""
+    budget = command.budget if command.budget is not None else actor.branch.budget
+    return Meter(budget, actor.account)
+
+
 # ------------------------------------------------------------ the turn driver
 
 
@@ -374,7 +401,8 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     context = turn.TurnExecutionContext(
         turn_id=new_id(), model=branch.chat_model, owner_task=trio.lowlevel.current_task()
     )
-    state = turn.TurnState(context, command, actor.host)  # type: ignore[arg-type]
+    meter = _meter(actor, command)  # type: ignore[arg-type]
+    state = turn.TurnState(context, command, actor.host, meter=meter)  # type: ignore[arg-type]
     scope = turn.TurnScope(state, owns_lifecycle=True, stream=reply.stream)
     observed = actor.observer is not None
     reply.start(context.turn_id, cancel)
@@ -395,11 +423,18 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
                         command=type(command).__name__,
                     ),
                 )
-            result = await run_command(branch, command, scope)  # type: ignore[arg-type]
+            if meter.limited:  # the budget's cancel scope, its deadline the max_duration
+                meter.on_trip = state.cancel_nested
+                result = await meter.run(partial(run_command, branch, command, scope))  # type: ignore[arg-type]
+            else:
+                result = await run_command(branch, command, scope)  # type: ignore[arg-type]
         except BaseException as exc:
             error = exc
         finally:
             context.advance("finalizing")
+            meter.close()
+        if meter.error is not None:
+            error = _over_budget(meter.error, error, reply)
         if reply.stream is not None:
             reply.stream.close()
         outcome = _classify(error, reply)
@@ -482,6 +517,21 @@ async def _finalise(
     return outcome
 
 
+def _over_budget(
+    exceeded: BaseException, error: BaseException | None, reply: Reply
+) -> BaseException | None:
+    """What a turn whose allowance was exceeded failed with: the BudgetExceeded,
+    unless the turn crashed (Escalate, an error of the runtime) or the actor is
+    being shut down, which keep their meaning."""
+    if error is None or error is exceeded:
+        return exceeded
+    if isinstance(error, Escalate) or not isinstance(error, Exception | trio.Cancelled):
+        return error
+    if isinstance(error, trio.Cancelled) and reply.cancel_reason is None:
+        return error  # the actor is being cancelled from outside: finalise, then let it go
+    return exceeded
+
+
 def _escalated(state: turn.TurnState, outcome: _Outcome) -> _Outcome:
     """The outcome once the turn's own tasks had their say: an Escalate from a
     nested task or an async hook escalates the turn (after it finalises)."""
@@ -537,6 +587,7 @@ def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> Any:
             cached_tokens=state.cached_tokens,
             total_cost_usd=state.cost_usd,
             num_turns=state.model_calls,
+            tool_calls=state.tool_calls,
             duration_ms=duration_ms,
         )
     return RunFailed(
@@ -547,4 +598,10 @@ def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> Any:
         error_message=str(outcome.failure),
         cancelled=outcome.cancelled,
         duration_ms=duration_ms,
+        input_tokens=state.input_tokens,
+        output_tokens=state.output_tokens,
+        cached_tokens=state.cached_tokens,
+        total_cost_usd=state.cost_usd,
+        num_turns=state.model_calls,
+        tool_calls=state.tool_calls,
     )

@@ -26,10 +26,12 @@ from ..context.capabilities import apply_block
 from ..llm import iModel
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
+    Budget,
     RoledMessage,
     Signal,
     Stop,
     System,
+    Usage,
     commands as cmd,
 )
 from ..messages.coerce import PRIDE_SYSTEM_MESSAGE, action_calls, system_message
@@ -94,6 +96,8 @@ class Branch:
         memory: an explicit memory store, kept by identity.
         mailbox_size: work envelopes the mailbox holds before ``send`` waits.
         observer: a signal sink for standalone observation (sessions attach theirs).
+        budget: a [`Budget`][pride.Budget] for each of its turns (a fresh
+            allowance every turn; a command's own ``budget`` replaces it).
     """
 
     # Slots, not a __dict__: an idle branch should cost little (100,000 of
@@ -114,6 +118,7 @@ class Branch:
         "_private",
         "_providers",
         "_rewrite_listeners",
+        "budget",
         "created_at",
         "id",
         "id_str",
@@ -147,6 +152,7 @@ class Branch:
         id: UUID | None = None,
         created_at: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if mailbox_size < 1:
             raise ValueError(f"mailbox_size must be at least 1, got {mailbox_size}")
@@ -167,6 +173,11 @@ class Branch:
         self.created_at: float = created_at if created_at is not None else time.time()
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.mailbox_size = mailbox_size
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a pride.Budget or None, got {type(budget).__name__}")
+        self.budget: Budget | None = budget
+        """The allowance each of the branch's turns gets (None: no limit); settable,
+        for turns that start after the change."""
 
         # The five managers (ADR-0016 D1).
         self._messages = History(messages or ())
@@ -420,8 +431,8 @@ class Branch:
         """A new branch with a copy of this conversation (ADR-0016 D5); not started.
 
         Messages get fresh ids, ``sender`` (default: this branch's id) as
-        sender and the clone as recipient; tools and models carry over (a
-        distinct parse model stays distinct); ``metadata["clone_from"]`` holds
+        sender and the clone as recipient; tools, models and the budget carry
+        over (a distinct parse model stays distinct); ``metadata["clone_from"]`` holds
         this branch's id, user, created_at and message ids. Logs, memory,
         providers, capabilities, operations and session wiring do not.
         Start it with ``async with`` or ``session.spawn``.
@@ -559,6 +570,14 @@ class Branch:
         if turn_id is not None and turn_id != context.turn_id:
             return None
         return context
+
+    @property
+    def usage(self) -> Usage:
+        """What the branch's turns (and ``Act`` items) have used so far, in this process.
+
+        Counted as calls happen: a running turn's calls are in it already.
+        """
+        return self._actor.account.usage()
 
     @property
     def active_turn_id(self) -> UUID | None:

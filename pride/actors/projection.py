@@ -451,6 +451,7 @@ def clone(branch: Branch, sender: str | UUID | None = None) -> Branch:
         parse_model=None if aliased else branch.parse_model,
         metadata={"clone_from": clone_source(branch, source)},
         mailbox_size=branch.mailbox_size,
+        budget=branch.budget,
     )
 
 

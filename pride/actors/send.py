@@ -19,6 +19,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -27,6 +28,7 @@ import trio
 from ..errors import TurnFinalizingError, UnknownBranch
 from ..messages import Command, WorkCommand
 from . import turn
+from .budget import Meter
 from .mailbox import Reply
 from .target import BranchRef, Target, is_target, live_target
 from .view import run_command
@@ -186,9 +188,29 @@ async def _run_nested(
             f"branch {branch.name!r}: turn {scope.turn_id} is finalising; a call from its own "
             "task lineage cannot wait for it (schedule the work after the terminal signal)"
         )
-    nested = turn.TurnScope(scope.state, owns_lifecycle=False)
     with _deadline(timeout):
+        return await _run_inline(branch, command, scope, None)
+
+
+async def _run_inline(
+    branch: Branch,
+    command: WorkCommand,
+    scope: turn.TurnScope,
+    stream: trio.MemorySendChannel[Any] | None,
+) -> Any:
+    """Run ``command`` as nested work of ``scope``'s turn; a ``budget`` of its own
+    bounds it (inside the turn's, which it draws on)."""
+    if command.budget is None:
+        nested = turn.TurnScope(scope.state, owns_lifecycle=False, stream=stream)
         return await run_command(branch, command, nested)
+    meter = Meter(command.budget, scope.allowance, scope="command")
+    nested = turn.TurnScope(scope.state, owns_lifecycle=False, stream=stream, meter=meter)
+    if not meter.limited:  # Budget() with no limit set
+        return await run_command(branch, command, nested)
+    try:
+        return await meter.run(partial(run_command, branch, command, nested))
+    finally:
+        meter.close()
 
 
 class StreamItems:
@@ -288,14 +310,13 @@ async def _nested_stream(
     """A stream inside the target's own turn: the producer is nested work of that turn."""
     if scope.context.phase != "active":
         raise TurnFinalizingError(f"turn {scope.turn_id} is finalising")
-    nested = turn.TurnScope(scope.state, owns_lifecycle=False, stream=send_channel)
     items = StreamItems(receive_channel, None)
     finished = trio.Event()
 
     async def produce() -> None:
         try:
             async with send_channel:
-                await run_command(branch, command, nested)
+                await _run_inline(branch, command, scope, send_channel)
         except Exception as exc:  # surfaced to the consumer after the last item
             items._error = exc
         finally:

@@ -33,6 +33,7 @@ import trio
 
 from ..errors import Escalate, LoopBreak, StopStream
 from ..messages import WorkCommand
+from .budget import Meter
 
 if TYPE_CHECKING:
     from .actor import Actor
@@ -133,24 +134,53 @@ class TurnState:
         context: the turn's `TurnExecutionContext`.
         command: the work command the turn serves.
         started_at: ``time.perf_counter()`` when the turn started.
-        input_tokens, output_tokens, cached_tokens, cost_usd, model_calls:
-            usage of the turn's model calls so far (reported on ``RunEnd``).
+        meter: the turn's allowance and usage so far (`pride.actors.budget`):
+            what ``RunEnd`` reports, and what every model and tool call is
+            checked against.
         host: the actor's long-lived nursery, hosting the turn's task groups.
         nested: the turn's nested tasks (ADR-0018's "turn nursery"), once any started.
         signals: the turn's pending signal deliveries (the signal drain), once any.
+        trace: the tracer's record of the turn, when tracing is on (`pride.actors.instrument`).
     """
 
     context: TurnExecutionContext
     command: WorkCommand
     host: trio.Nursery | None = attrs.field(default=None, repr=False)
     started_at: float = attrs.field(factory=time.perf_counter)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float | None = None
-    model_calls: int = 0
+    meter: Meter = attrs.field(factory=lambda: Meter(None, None), repr=False)
     nested: TurnTasks | None = attrs.field(default=None, repr=False)
     signals: TurnTasks | None = attrs.field(default=None, repr=False)
+    trace: Any = attrs.field(default=None, repr=False)
+
+    @property
+    def input_tokens(self) -> int:
+        """Prompt tokens of the turn's model calls so far."""
+        return self.meter.input_tokens
+
+    @property
+    def output_tokens(self) -> int:
+        """Completion tokens of the turn's model calls so far."""
+        return self.meter.output_tokens
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens served from a provider cache, so far."""
+        return self.meter.cached_tokens
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The cost of the turn's model calls so far (None: none reported one)."""
+        return self.meter.cost_usd
+
+    @property
+    def model_calls(self) -> int:
+        """The turn's model calls so far."""
+        return self.meter.model_calls
+
+    @property
+    def tool_calls(self) -> int:
+        """The turn's tool calls so far."""
+        return self.meter.tool_calls
 
     def nested_group(self) -> TurnTasks:
         """The group holding this turn's nested tasks (created on first use)."""
@@ -164,6 +194,11 @@ class TurnState:
             self.signals = TurnTasks(self._host(), f"signals of turn {self.context.turn_id}")
         return self.signals
 
+    def cancel_nested(self) -> None:
+        """Cancel the turn's nested tasks now (a budget stopped the turn)."""
+        if self.nested is not None:
+            self.nested.cancel()
+
     def _host(self) -> trio.Nursery:
         if self.host is None:
             raise RuntimeError(f"turn {self.context.turn_id} has no actor to host its tasks")
@@ -172,13 +207,16 @@ class TurnState:
     def record_usage(
         self, input_tokens: int, output_tokens: int, cached_tokens: int, cost_usd: float | None
     ) -> None:
-        """Add one model call's usage to the turn's totals (reported on RunEnd)."""
-        self.model_calls += 1
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
-        self.cached_tokens += cached_tokens
-        if cost_usd is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + cost_usd
+        """Add one model call's usage to the turn's totals (reported on RunEnd).
+
+        For a model call made outside `TurnView.call_model` (which counts its
+        own): the call is counted, then its usage, against the turn's budgets.
+
+        Raises:
+            BudgetExceeded: the turn's (or its session's) allowance is spent.
+        """
+        self.meter.admit_model_call()
+        self.meter.add_tokens(input_tokens, output_tokens, cached_tokens, cost_usd)
 
 
 @attrs.frozen
@@ -188,12 +226,20 @@ class TurnScope:
     ``owns_lifecycle`` is True for the top-level entry (the driver, which
     emits lifecycle signals) and False for nested calls, which share the same
     turn and never emit lifecycle signals. ``stream`` is where this scope's
-    items go (a ``pride.stream`` consumer), if anywhere.
+    items go (a ``pride.stream`` consumer), if anywhere. ``meter`` is a
+    nested command's own allowance (its ``budget``), drawing on the turn's;
+    None uses the turn's.
     """
 
     state: TurnState = attrs.field(repr=False)
     owns_lifecycle: bool
     stream: trio.MemorySendChannel[Any] | None = None
+    meter: Meter | None = attrs.field(default=None, repr=False)
+
+    @property
+    def allowance(self) -> Meter:
+        """The meter this scope's calls are checked against and counted on."""
+        return self.meter if self.meter is not None else self.state.meter
 
     @property
     def context(self) -> TurnExecutionContext:
@@ -260,8 +306,18 @@ class TurnScope:
     def record_usage(
         self, input_tokens: int, output_tokens: int, cached_tokens: int, cost_usd: float | None
     ) -> None:
-        """Add one model call's usage to the turn's totals (reported on RunEnd)."""
-        self.state.record_usage(input_tokens, output_tokens, cached_tokens, cost_usd)
+        """Add one model call's usage to the turn's totals (reported on RunEnd).
+
+        For a model call made outside `TurnView.call_model` (a registered
+        operation calling a model itself): the call counts against the turn's
+        budgets like any other.
+
+        Raises:
+            BudgetExceeded: the turn's (or its session's) allowance is spent.
+        """
+        meter = self.allowance
+        meter.admit_model_call()
+        meter.add_tokens(input_tokens, output_tokens, cached_tokens, cost_usd)
 
 
 class TurnTasks:
@@ -289,6 +345,11 @@ class TurnTasks:
 
     def __len__(self) -> int:
         return len(self._scopes)
+
+    def cancel(self) -> None:
+        """Cancel the running tasks now (without waiting; see `cancel_and_wait`)."""
+        for scope in self._scopes:
+            scope.cancel()
 
     def start_soon(
         self, async_fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None

@@ -5,11 +5,13 @@ branch and its turn scope. It is the one place where what an operation does
 reaches the runtime:
 
 * `BranchTurn.call_model`: every model call of every verb, with the
+  budget check before it (`pride.actors.budget`), the
   ``before_model_call``/``model_stream_chunk``/``after_model_call`` hooks,
   token streaming to the turn's consumer, usage on the turn (``RunEnd``) and
-  the call log;
+  on the branch and session, and the call log;
 * `BranchTurn.call_tools`: every batch of tool calls; each call passes
-  `BranchTurn.before_tool_call` (the blocking hook that may deny it) and
+  `BranchTurn.before_tool_call` (the blocking hook that may deny it), the
+  budget check and count (`BranchTurn.around_tool_call`) and
   `BranchTurn.after_tool_call` (the call log, the after/error hooks);
 * `BranchTurn.gather_context`: the context providers, once per turn.
 
@@ -35,6 +37,7 @@ from ..messages.commands import ModelName
 from ..operations import execute
 from ..tools import ActionOutcome
 from . import wiring
+from .budget import Meter
 from .turn import TurnScope
 
 if TYPE_CHECKING:
@@ -53,8 +56,13 @@ _M = TypeVar("_M", bound=RoledMessage)
 _NOT_VERBS = frozenset({"serve", "deliver", "run_hook", "aclone"})
 
 
-async def run_command(branch: Branch, command: WorkCommand, scope: TurnScope | None) -> Any:
+async def run_command(
+    branch: Branch, command: WorkCommand, scope: TurnScope | None, meter: Meter | None = None
+) -> Any:
     """Run ``command``'s operation in the calling task (the turn driver or a nested call).
+
+    ``meter`` is the allowance of a work item served outside a turn (an
+    ``Act``); a turn's calls use the scope's.
 
     A ``Call`` runs the branch's verb of that name (attribute first), else the
     registered operation, which receives the branch itself.
@@ -73,7 +81,7 @@ async def run_command(branch: Branch, command: WorkCommand, scope: TurnScope | N
         if operation is None:
             raise UnknownOperation(name)
         return await operation(branch, **command.kwargs)
-    return await execute(BranchTurn(branch, scope), command)
+    return await execute(BranchTurn(branch, scope, meter), command)
 
 
 def _verb(branch: Branch, name: str) -> Callable[..., Any]:
@@ -96,14 +104,16 @@ class BranchTurn:
     """A branch's turn as its operations see it (a `TurnView`).
 
     ``scope`` is None for an ``Act`` served outside any turn: no turn id, no
-    streaming, no loop control, no context providers, no usage.
+    streaming, no loop control, no context providers, no turn usage (its
+    ``meter``, if given, still counts its tool calls and applies its budget).
     """
 
-    __slots__ = ("_branch", "_scope", "acts", "messages")
+    __slots__ = ("_branch", "_meter", "_scope", "acts", "messages")
 
-    def __init__(self, branch: Branch, scope: TurnScope | None) -> None:
+    def __init__(self, branch: Branch, scope: TurnScope | None, meter: Meter | None = None) -> None:
         self._branch = branch
         self._scope = scope
+        self._meter = meter if meter is not None or scope is None else scope.allowance
         self.messages: History = branch._messages
         """The recorded conversation."""
         self.acts: ActionManager = branch._actions
@@ -200,7 +210,8 @@ class BranchTurn:
         if scope is None:
             return self
         stream = scope.stream if stream_tokens else None
-        return BranchTurn(self._branch, TurnScope(scope.state, owns_lifecycle=False, stream=stream))
+        nested = TurnScope(scope.state, owns_lifecycle=False, stream=stream, meter=scope.meter)
+        return BranchTurn(self._branch, nested)
 
     # ------------------------------------------------------------ the turn
 
@@ -258,6 +269,10 @@ class BranchTurn:
         """Call ``model``; stream text chunks to the turn's consumer when there is one.
 
         Raises:
+            BudgetExceeded: the turn's (or session's) allowance is spent, before
+                the call; or the call's usage passed a token or cost limit (its
+                reply is not returned); or a streamed reply ran past
+                ``max_output_tokens`` (the stream is cut).
             ProviderError: the provider call failed (after the model's retries).
             StopStream: the stream consumer left, or a CANCEL directive (``control``).
             LoopBreak: a BREAK directive (``control``).
@@ -266,6 +281,9 @@ class BranchTurn:
         """
         branch = self._branch
         scope = self._scope
+        meter = self._meter
+        if meter is not None:
+            meter.admit_model_call()
         actor = branch._actor
         hooked = actor.hooks is not None
         if hooked:
@@ -277,8 +295,12 @@ class BranchTurn:
         turn_id = scope.turn_id if scope is not None else None
         try:
             if stream_tokens and scope is not None and scope.stream is not None:
+                watched = meter is not None and meter.watches_output
+                streamed = 0  # this reply's output tokens so far (an estimate)
                 async with model.stream(request) as chunks:
                     async for delta in chunks:
+                        if watched:  # cut the stream the moment the allowance runs out
+                            streamed = meter.streamed(delta, streamed)  # type: ignore[union-attr]
                         if hooked:
                             wiring.fire_hook(
                                 actor, "model_stream_chunk", {"branch": branch, "chunk": delta}
@@ -298,10 +320,6 @@ class BranchTurn:
             )
             raise
         usage = response.usage
-        if scope is not None:
-            scope.state.record_usage(
-                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
-            )
         logs.record(
             "model",
             model.model,
@@ -319,6 +337,10 @@ class BranchTurn:
             wiring.fire_hook(
                 actor, "after_model_call", {"branch": branch, "model": model, "response": response}
             )
+        if meter is not None:  # last: a reply past a token or cost limit is not returned
+            meter.add_tokens(
+                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
+            )
         return response
 
     # ------------------------------------------------------------ tool calls
@@ -333,13 +355,17 @@ class BranchTurn:
     ) -> list[ActionOutcome]:
         """Execute ``calls`` through the branch's tools; one outcome per call, in order.
 
-        Each call passes `before_tool_call` first and `after_tool_call` with
-        its outcome; its progress reports go to `tool_progress`, naming it by
-        its entry in ``call_ids`` (default: its ``call_id``).
+        Each call passes `before_tool_call` first, `around_tool_call` around
+        the tool itself, and `after_tool_call` with its outcome; its progress
+        reports go to `tool_progress`, naming it by its entry in ``call_ids``
+        (default: its ``call_id``).
 
         Raises:
             Escalate: a tool or hook escalated.
             ValueError: ``strategy`` or ``max_concurrent`` is invalid.
+
+        A call refused by the budget has a ``BudgetExceeded`` error outcome,
+        and the turn is stopped (its cancel scope cancelled).
         """
         hooked = self._branch._actor.hooks is not None
 
@@ -357,7 +383,19 @@ class BranchTurn:
             before_call=self.before_tool_call if hooked else None,
             after_call=self.after_tool_call,
             on_progress=progress,
+            around_call=self.around_tool_call if self._meter is not None else None,
         )
+
+    async def around_tool_call(self, call: ActionCall, invoke: Callable[[], Any]) -> Any:
+        """Runs around each tool call the hooks let through: the budget's check and count.
+
+        Raises:
+            BudgetExceeded: the allowance is spent; the tool is not called.
+        """
+        meter = self._meter
+        if meter is not None:
+            meter.admit_tool_call()
+        return await invoke()
 
     async def before_tool_call(self, call: ActionCall) -> None:
         """Runs before each tool call: the blocking ``before_tool_call`` hook.

@@ -27,6 +27,7 @@ from ..memory import MemoryStore
 from ..messages import AssistantResponse, Attach, MessageAdded, RoledMessage, Signal
 from ..operations.registry import OperationManager
 from . import turn
+from .budget import Account
 
 if TYPE_CHECKING:
     from .actor import Actor
@@ -90,6 +91,7 @@ def check_attachment(command: Attach) -> None:
         ("operations", OperationManager, "an OperationManager"),
         ("memory", MemoryStore, "a MemoryStore"),
         ("owner_id", UUID, "a UUID"),
+        ("account", Account, "a usage Account"),
     )
     for field, expected, what in wrong:
         value = getattr(command, field)
@@ -108,6 +110,7 @@ def attach(actor: Actor, command: Attach) -> None:
     actor.observer = command.observer
     actor.hooks = command.hooks
     actor.directory = command.directory
+    actor.account.parent = command.account
     branch = actor.branch
     if command.operations is not None:
         branch._operations = command.operations
@@ -116,8 +119,10 @@ def attach(actor: Actor, command: Attach) -> None:
 
 
 def detach(actor: Actor) -> None:
-    """Undo an attachment: owner, observer, hooks and directory cleared, a fresh registry."""
+    """Undo an attachment: owner, observer, hooks, directory and the session's
+    account cleared, a fresh registry."""
     actor.owner_id = None
+    actor.account.parent = None
     actor.observer = None
     actor.hooks = None
     actor.directory = None

@@ -4,6 +4,7 @@ This package imports nothing else of pride; every other layer builds on it.
 """
 
 from ._errors import InvalidMessage, PrideError
+from .budget import Budget, Usage
 from .codec import from_json, structure, to_json, unstructure
 from .commands import (
     Act,
@@ -63,6 +64,7 @@ __all__ = [
     "BranchRestarted",
     "BranchStarted",
     "BranchStopped",
+    "Budget",
     "Call",
     "CapabilityViolation",
     "Chat",
@@ -92,6 +94,7 @@ __all__ = [
     "StructuredOutput",
     "System",
     "ToolProgress",
+    "Usage",
     "WorkCommand",
     "from_json",
     "structure",

@@ -41,6 +41,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 from . import commands, conversation, signals
 from ._errors import InvalidMessage
 from ._json import MAX_DEPTH, TOO_DEEP, dump_json, number_problem, parse_json
+from .budget import BUDGET_FIELDS, Budget, limit_problem
 
 __all__ = [
     "MAX_DEPTH",
@@ -267,6 +268,23 @@ def _unstructure_response_format(value: Any) -> Any:
     )
 
 
+def _structure_budget(value: Any, _: Any) -> Budget:
+    # Checked field by field here rather than by Budget's own validators, so a
+    # bad limit is named by its path (``Chat.budget.max_tool_calls``).
+    if not isinstance(value, Mapping):
+        raise _Problem(f"expected a budget object, got {_type_name(value)}")
+    unknown = sorted(str(key) for key in value if key not in BUDGET_FIELDS)
+    if unknown:
+        raise _Problem(f"unknown field(s) {', '.join(unknown)}")
+    for name in BUDGET_FIELDS:
+        problem = limit_problem(name, value.get(name))
+        if problem is None:
+            problem = number_problem(value.get(name))
+        if problem is not None:
+            raise _Problem(problem, name)
+    return Budget(**{name: value.get(name) for name in BUDGET_FIELDS})
+
+
 def _structure_tool_selection(value: Any, _: Any) -> commands.ToolSelection:
     if isinstance(value, bool):
         return value
@@ -367,6 +385,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook_func(_is_marker("pride:live"), lambda value, _: None)
     converter.register_unstructure_hook_func(_is_marker("pride:live"), lambda value: None)
     converter.register_structure_hook(commands.ToolSelection, _structure_tool_selection)
+    converter.register_structure_hook(Budget, _structure_budget)
     converter.register_structure_hook_factory(_is_homogeneous_tuple, _tuple_hook(converter))
     converter.register_structure_hook_factory(_is_str_mapping, _mapping_hook(converter))
     converter.register_structure_hook_func(
@@ -390,7 +409,14 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
 
         def build(data: Mapping[str, Any], _: Any) -> commands.Call:
             raw = converter.structure(data, _CallWire)
-            return commands.Call(raw.operation, **_call_kwargs(raw.kwargs, "kwargs"))
+            if "budget" in raw.kwargs:  # what Call("op", budget=...) means in process
+                raise _Problem(
+                    "'budget' is the Call's own field (it bounds the turn), not an argument "
+                    "of the operation: give it beside 'kwargs'",
+                    "kwargs.budget",
+                )
+            kwargs = _call_kwargs(raw.kwargs, "kwargs")
+            return commands.Call(raw.operation, budget=raw.budget, **kwargs)
 
         base_structure: Callable[[Any, Any], Any] = build
     else:
@@ -428,6 +454,7 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
 class _CallWire:
     operation: str
     kwargs: Mapping[str, commands.JsonValue] = attrs.field(factory=dict)
+    budget: Budget | None = None
 
 
 def _structure_by_tag(converter: cattrs.Converter, base: type) -> Callable[[Any, Any], Any]:

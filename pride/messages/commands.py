@@ -37,6 +37,8 @@ from uuid import UUID
 
 import attrs
 
+from .budget import Budget
+
 __all__ = [
     "Act",
     "ActionCall",
@@ -144,16 +146,27 @@ class Command:
     lane: ClassVar[Literal["work", "priority"]]
 
 
+def _check_budget(instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, Budget):
+        raise TypeError(f"budget must be a pride.Budget or None, got {type(value).__name__}")
+
+
 @attrs.frozen
 class WorkCommand(Command):
     """A command served in mailbox order, normally as one turn.
 
     ``model_turn`` is False only for [`Act`][pride.Act], which runs in order but has
     no turn context and no RunStart/RunEnd of its own.
+
+    ``budget`` bounds the work of this command's turn (see
+    [`Budget`][pride.Budget]); given, it replaces the branch's budget for that
+    turn, and a session's budget still applies beside it.
     """
 
     lane: ClassVar[Literal["work", "priority"]] = "work"
     model_turn: ClassVar[bool] = True
+
+    budget: Budget | None = attrs.field(default=None, kw_only=True, validator=_check_budget)
 
 
 @attrs.frozen
@@ -167,8 +180,12 @@ class PriorityCommand(Command):
 
 
 @attrs.frozen
-class _Prompt:
-    """The fields every model-calling verb shares."""
+class _Prompt(WorkCommand):
+    """The fields every model-calling verb shares.
+
+    A WorkCommand itself, so that its fields and ``budget`` share one slotted
+    layout (two slotted bases with fields cannot be combined).
+    """
 
     instruction: str = ""
     guidance: str | None = _kw()
@@ -350,13 +367,15 @@ class Call(WorkCommand):
 
     ``Call("summarise", style="short")`` calls ``await op(branch, style="short")``
     where ``op`` is found with ``branch.get_operation`` (attribute first).
+    ``budget`` is the Call's own (it bounds the turn), never an argument of
+    the operation.
     """
 
     operation: str
     kwargs: Mapping[str, JsonValue] = attrs.field(factory=dict)
 
-    def __init__(self, operation: str, /, **kwargs: Any) -> None:
-        self.__attrs_init__(operation, kwargs)
+    def __init__(self, operation: str, /, *, budget: Budget | None = None, **kwargs: Any) -> None:
+        self.__attrs_init__(operation, kwargs, budget=budget)
 
 
 # ----------------------------------------------------------------- priority lane
@@ -378,11 +397,13 @@ class Attach(PriorityCommand):
     operations: LiveRef = None
     memory: LiveRef = None
     directory: LiveRef = None
+    account: LiveRef = None
 
 
 @attrs.frozen(kw_only=True)
 class Detach(PriorityCommand):
-    """Undo an Attach: clear owner, observer and hooks; fresh operation registry."""
+    """Undo an Attach: clear owner, observer, hooks and usage account; fresh operation
+    registry."""
 
 
 @attrs.frozen(kw_only=True)

@@ -18,6 +18,7 @@ from uuid import UUID
 
 import attrs
 
+from .budget import Usage
 from .conversation import RoledMessage
 
 __all__ = [
@@ -65,7 +66,8 @@ class RunEnd(Signal):
     """A turn finished. Usage is summed over the turn's model calls.
 
     ``total_cost_usd`` is None when no call reported or priced its cost; it is
-    never coerced to 0. ``num_turns`` counts model calls.
+    never coerced to 0. ``num_turns`` counts model calls, ``tool_calls`` the
+    tool calls made; ``usage`` has them as one [`pride.Usage`][pride.Usage].
     """
 
     turn_id: UUID | None = None
@@ -74,18 +76,51 @@ class RunEnd(Signal):
     cached_tokens: int = 0
     total_cost_usd: float | None = None
     num_turns: int = 0
+    tool_calls: int = 0
     duration_ms: float = 0.0
+
+    @property
+    def usage(self) -> Usage:
+        """The turn's usage as a [`pride.Usage`][pride.Usage]."""
+        return Usage(
+            self.input_tokens,
+            self.output_tokens,
+            self.total_cost_usd,
+            self.num_turns,
+            self.tool_calls,
+        )
 
 
 @attrs.frozen(kw_only=True)
 class RunFailed(Signal):
-    """A turn failed or was cancelled. ``error_type`` is the exception class name."""
+    """A turn failed or was cancelled. ``error_type`` is the exception class name.
+
+    The usage fields say what the turn had used when it ended (a turn stopped
+    by its budget, say), as on [`RunEnd`][pride.RunEnd].
+    """
 
     turn_id: UUID | None = None
     error_type: str = ""
     error_message: str = ""
     cancelled: bool = False
     duration_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    total_cost_usd: float | None = None
+    num_turns: int = 0
+    tool_calls: int = 0
+
+    @property
+    def usage(self) -> Usage:
+        """What the turn had used, as a [`pride.Usage`][pride.Usage]."""
+        return Usage(
+            self.input_tokens,
+            self.output_tokens,
+            self.total_cost_usd,
+            self.num_turns,
+            self.tool_calls,
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -20,6 +20,7 @@ import trio
 
 from ..actors import Branch, BranchRef, send, send_nowait
 from ..actors.branch import live_branch
+from ..actors.budget import Account
 from ..actors.target import Target, is_target
 from ..actors.waits import serving_branch
 from ..actors.wiring import detach
@@ -51,6 +52,7 @@ class Membership(Supervisor):
     _restarts_below: int
     _joining: set[Branch]  # branches an include is adding right now
     _persistence: Persistence | None  # the branch store wiring, when the session has a store
+    _account: Account  # the session's usage, against its budget
 
     if TYPE_CHECKING:
 
@@ -198,6 +200,7 @@ class Membership(Supervisor):
             operations=self._operations,
             memory=self.memory,  # a default: the branch keeps a store it claimed
             directory=self,
+            account=self._account,
         )
         reply = await send(branch, attach)
         await reply.result()
@@ -218,6 +221,8 @@ class Membership(Supervisor):
             return
         _owners[child_session] = self
         child_session._parent = self
+        child_session._account.parent = self._account  # its usage counts here too
+        child_session._account.begin(trio.current_time())
         child_session._observer._forward = self._observer
         async with self._lock:
             if existing is None:
@@ -326,6 +331,7 @@ class Membership(Supervisor):
                 self._persistence.unwire(actor)
         elif isinstance(actor, Membership):
             actor._parent = None
+            actor._account.parent = None
             actor._observer._forward = None
             actor._close_for_good()
             if not self._closed:  # it leaves the list: keep its restarts in the count

@@ -34,9 +34,10 @@ import trio
 
 from ..actors import Branch, Reply, Target, ask, send
 from ..actors.actor import FINALIZE_GRACE
+from ..actors.budget import Account
 from ..errors import UnknownBranch, exception_leaves
 from ..memory import InMemoryStore, MemoryStore
-from ..messages import Call, Command, RunEnd, RunFailed, Signal
+from ..messages import Budget, Call, Command, RunEnd, RunFailed, Signal, Usage
 from ..operations.registry import OperationManager
 from ..store import BranchStore
 from ._membership import Membership
@@ -104,10 +105,14 @@ class Session(Membership):
         store: a [`BranchStore`][pride.store.BranchStore] (or a path to open one at):
             members with a stable name are restored from it when spawned and
             every recorded message is persisted, one commit per turn.
+        budget: a [`Budget`][pride.Budget] for the session's whole life,
+            shared by all its members and every session below it (its
+            ``max_duration`` counts from the session's start); each turn's own
+            budget applies beside it.
 
     Raises:
         ValueError: a bad strategy, ``max_restarts``, ``period`` or ``grace``.
-        TypeError: ``memory`` is not a MemoryStore.
+        TypeError: ``memory`` is not a MemoryStore, or ``budget`` not a Budget.
 
     Use it as ``async with Session(...) as session:``; leaving the block stops
     the members (gracefully; at once if the block raised) and raises
@@ -126,8 +131,11 @@ class Session(Membership):
         grace: float = DEFAULT_GRACE,
         memory: MemoryStore | None = None,
         store: BranchStore | str | Path | None = None,
+        budget: Budget | None = None,
     ) -> None:
         super().__init__(check_strategy(strategy), RestartIntensity(max_restarts, period))
+        if budget is not None and not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a pride.Budget or None, got {type(budget).__name__}")
         if memory is not None and not isinstance(memory, MemoryStore):
             raise TypeError(
                 f"memory must be a MemoryStore (store/retrieve/search), got {type(memory).__name__}"
@@ -135,6 +143,9 @@ class Session(Membership):
         self.grace = _check_grace(grace)
         self.id: UUID = uuid.uuid4()
         self.name: str = name if name is not None else f"session-{self.id.hex[:8]}"
+        self.budget: Budget | None = budget
+        """The session's budget (read-only in effect: its allowance is fixed at construction)."""
+        self._account = Account(budget, scope=f"session {self.name}")
         self.hooks: HookBus = HookBus()
         """The session's hook bus, attached to every member (see
         [`pride.supervisors.hooks`][pride.supervisors.hooks])."""
@@ -172,8 +183,15 @@ class Session(Membership):
         """The branch store members are persisted to, if any."""
         return self._persistence.store if self._persistence is not None else None
 
+    @property
+    def usage(self) -> Usage:
+        """What the members of this session (and of the sessions below it) have
+        used while they belonged to it, counted as calls happen."""
+        return self._account.usage()
+
     async def __aenter__(self) -> Self:
         self._check_startable()
+        self._account.begin(trio.current_time())
         if self._store_path is not None:  # a path: the session opens and closes the store
             store = BranchStore(self._store_path)
             await store.open()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -35,7 +36,7 @@ from ._outcome import ActionOutcome
 from ._progress import ProgressSink, bind_progress, unbind_progress
 from ._tool import Tool
 
-__all__ = ["ActionManager", "AfterCall", "BeforeCall", "Strategy"]
+__all__ = ["ActionManager", "AfterCall", "AroundCall", "BeforeCall", "Strategy"]
 
 logger = logging.getLogger("pride.tools")
 
@@ -44,6 +45,9 @@ BeforeCall: TypeAlias = Callable[[ActionCall], Awaitable[None] | None]
 """Runs before each call; raising denies the call (``error="denied: ..."``)."""
 AfterCall: TypeAlias = Callable[[ActionOutcome], Awaitable[None] | None]
 """Runs after each call with its outcome; its failures are logged and ignored."""
+AroundCall: TypeAlias = Callable[[ActionCall, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+"""Wraps each call's invocation: ``await around_call(call, invoke)`` returns what
+``await invoke()`` returns (the tool's output), or raises as the call's error."""
 ToolLike: TypeAlias = Tool | Callable[..., Any]
 
 
@@ -193,6 +197,7 @@ class ActionManager:
         before_call: BeforeCall | None = None,
         after_call: AfterCall | None = None,
         on_progress: ProgressSink | None = None,
+        around_call: AroundCall | None = None,
     ) -> list[ActionOutcome]:
         """Run tool calls and return one outcome per call, in the order of ``calls``.
 
@@ -219,6 +224,11 @@ class ActionManager:
             on_progress: Receives ``(call, progress, total, message)`` each
                 time a running tool calls `report_progress`
                 (an MCP tool does for each progress notification).
+            around_call: Wraps each invocation, after ``before_call`` let it
+                through: ``await around_call(call, invoke)`` must return
+                ``await invoke()`` (or a result standing for it) and may raise
+                instead, which is that call's error. The one place to run code
+                around the tool itself: a trace span, a budget's count.
 
         Returns:
             One [`ActionOutcome`][pride.tools.ActionOutcome] per call, in call order. A failed call
@@ -245,7 +255,7 @@ class ActionManager:
             raise ValueError(
                 f"max_concurrent must be a positive int or None, got {max_concurrent!r}"
             )
-        batch = _Batch(dict(self._tools), before_call, after_call, on_progress)
+        batch = _Batch(dict(self._tools), before_call, after_call, on_progress, around_call)
         calls = tuple(calls)
         await trio.lowlevel.checkpoint()
         try:
@@ -266,11 +276,13 @@ class _Batch:
         before_call: BeforeCall | None,
         after_call: AfterCall | None,
         on_progress: ProgressSink | None = None,
+        around_call: AroundCall | None = None,
     ) -> None:
         self.tools = tools
         self.before_call = before_call
         self.after_call = after_call
         self.on_progress = on_progress
+        self.around_call = around_call
 
     async def run_concurrently(
         self, calls: Sequence[ActionCall], max_concurrent: int | None
@@ -326,7 +338,10 @@ class _Batch:
                 return None, exc, True
         token = None if self.on_progress is None else bind_progress(call, self.on_progress)
         try:
-            return await tool.invoke(call.arguments), None, False
+            if self.around_call is None:
+                return await tool.invoke(call.arguments), None, False
+            invoke = partial(tool.invoke, call.arguments)
+            return await self.around_call(call, invoke), None, False
         except Exception as exc:
             if _escalates(exc):
                 raise
