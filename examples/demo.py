@@ -46,6 +46,7 @@ from pride import (
     Session,
     iModel,
 )
+from pride.cluster import host_cluster
 from pride.llm import ModelRequest, ToolCall
 
 TASK = "Write a short brief for a new engineer: why does pride run each agent as an actor?"
@@ -96,9 +97,15 @@ async def consult(teammate: str, prompt: str) -> str:
     """Ask a teammate by name and return its final answer.
 
     This runs inside the planner's turn, so the name resolves in the
-    planner's session; the teammate serves it as a turn of its own.
+    planner's session; the teammate serves it as a turn of its own. On a
+    host process of a cluster (examples/cluster.py), the teammate may live
+    in another process: the host's cluster resolves the name there.
     """
-    items = await pride.ask(teammate, Run(prompt))
+    cluster = host_cluster()
+    if cluster is None:
+        items = await pride.ask(teammate, Run(prompt))
+    else:
+        items = await cluster.ref(teammate).ask(Run(prompt))
     return next(item.text for item in reversed(items) if isinstance(item, AssistantResponse))
 
 
@@ -110,34 +117,40 @@ def model(stand_in: ScriptedModel) -> iModel:
     return iModel.from_spec(REAL_MODEL) if REAL_MODEL else stand_in
 
 
+def make_researcher(*, name: str = "researcher") -> Branch:
+    return Branch(
+        name=name,
+        system="You are the researcher. Use search_notes, then answer in two sentences "
+        "using only what the notes say.",
+        chat_model=model(ScriptedModel(researcher)),
+        tools=[search_notes],
+    )
+
+
+def make_critic(*, name: str = "critic") -> Branch:
+    return Branch(
+        name=name,
+        system="You are the critic. Review a draft in two sentences: "
+        "one strength, one concrete improvement.",
+        chat_model=model(ScriptedModel(critic)),
+    )
+
+
+def make_planner(*, name: str = "planner") -> Branch:
+    return Branch(
+        name=name,
+        system="You are the planner. Ask the researcher for facts, draft a brief, ask the "
+        "critic to review it, then write the final brief in under 120 words.",
+        chat_model=model(ScriptedModel(planner)),
+        tools=[ask_researcher, ask_critic],
+    )
+
+
 async def spawn_team(session: Session) -> None:
     """Spawn the researcher, the critic and the planner into ``session``."""
-    await session.spawn(
-        Branch(
-            name="researcher",
-            system="You are the researcher. Use search_notes, then answer in two sentences "
-            "using only what the notes say.",
-            chat_model=model(ScriptedModel(researcher)),
-            tools=[search_notes],
-        )
-    )
-    await session.spawn(
-        Branch(
-            name="critic",
-            system="You are the critic. Review a draft in two sentences: "
-            "one strength, one concrete improvement.",
-            chat_model=model(ScriptedModel(critic)),
-        )
-    )
-    await session.spawn(
-        Branch(
-            name="planner",
-            system="You are the planner. Ask the researcher for facts, draft a brief, ask the "
-            "critic to review it, then write the final brief in under 120 words.",
-            chat_model=model(ScriptedModel(planner)),
-            tools=[ask_researcher, ask_critic],
-        )
-    )
+    await session.spawn(make_researcher())
+    await session.spawn(make_critic())
+    await session.spawn(make_planner())
 
 
 # ------------------------------------------------- scripted stand-ins (no key)

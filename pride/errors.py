@@ -10,6 +10,7 @@ PrideError
 ├── InvalidMessage (ValueError)        bad wire data; names the path
 ├── BranchNotRunning (RuntimeError)    the branch's actor was never started
 ├── BranchClosed                       the branch's actor has stopped
+│   └── HostLost                       a remote branch's host process died or is unreachable
 ├── MailboxFull                        send_nowait on a full mailbox
 ├── ReentrancyError (RuntimeError)     A asks B asks A: would deadlock
 ├── TurnFinalizingError (RuntimeError) re-entry while the turn finalises
@@ -27,6 +28,8 @@ PrideError
 ├── ParseFailed (ValueError)           text could not be parsed into the response format
 ├── StoreError                         the branch store cannot be opened or written
 │   └── StoreLocked                    another process is writing the store
+├── EnvelopeReplayed                   a remote envelope arrived again: it is not run twice
+├── RemoteError                        a host raised an exception with no wire form
 └── ProviderError                      a model provider call failed
     ├── ProviderConnectionError        transport failure (connect, reset, cut stream)
     ├── ProviderTimeout                no answer within the timeout
@@ -54,7 +57,9 @@ __all__ = [
     "BranchNotRunning",
     "BudgetExceeded",
     "EndpointNotFound",
+    "EnvelopeReplayed",
     "Escalate",
+    "HostLost",
     "InvalidMessage",
     "LoopBreak",
     "MailboxFull",
@@ -67,6 +72,7 @@ __all__ = [
     "ProviderTimeout",
     "RateLimited",
     "ReentrancyError",
+    "RemoteError",
     "ResponseTooLarge",
     "ScriptExhausted",
     "ServerError",
@@ -120,6 +126,51 @@ class BranchClosed(PrideError):
         self.branch_name = branch_name
         text = f"branch {branch_name!r} is closed"
         super().__init__(f"{text}: {detail}" if detail else text)
+
+
+class HostLost(BranchClosed):
+    """The host process serving a remote branch died or cannot be reached.
+
+    Raised to every caller waiting on that host (within about a second of the
+    loss) and to new sends while it is down. A host the cluster restarts
+    reloads its branches from its store; send again once it is back (the
+    envelopes in flight at the loss were not retried: a turn never runs twice).
+    ``host`` names the host process.
+    """
+
+    def __init__(self, branch_name: str, host: str, detail: str = "") -> None:
+        self.host = host
+        text = f"its host {host!r} was lost"
+        super().__init__(branch_name, f"{text} ({detail})" if detail else text)
+
+
+class EnvelopeReplayed(PrideError):
+    """A remote envelope arrived at its host a second time, and was refused.
+
+    Every envelope carries an id the host records before serving it; the same
+    id again (a replayed delivery) is refused instead of running its turn twice.
+    """
+
+    def __init__(self, envelope_id: str, branch_name: str) -> None:
+        self.envelope_id = envelope_id
+        self.branch_name = branch_name
+        super().__init__(
+            f"envelope {envelope_id} to branch {branch_name!r} was already delivered; "
+            "it is not run twice (send a new command to run it again)"
+        )
+
+
+class RemoteError(PrideError):
+    """A host raised an exception whose type cannot cross the wire.
+
+    pride's own exceptions and common builtins arrive as themselves; anything
+    else (a tool's own exception class) arrives as this. ``remote_type`` is
+    the original class's qualified name; the message keeps its text.
+    """
+
+    def __init__(self, remote_type: str, message: str) -> None:
+        self.remote_type = remote_type
+        super().__init__(f"{remote_type}: {message}" if message else remote_type)
 
 
 class MailboxFull(PrideError):

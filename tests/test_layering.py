@@ -1,7 +1,8 @@
 """Imports point one way (DESIGN.md, "Layout"): a lower layer never imports a higher one.
 
-cli -> supervisors -> actors -> operations -> llm, tools, context, memory -> messages;
-store and testing sit beside them; mcp (the optional extra) sits beside tools
+cli -> cluster -> supervisors -> actors -> operations -> llm, tools, context, memory -> messages;
+store and testing sit beside them; cluster (the ray extra) builds on supervisors;
+mcp (the optional extra) sits beside tools
 and supervisors: it builds on actors, tools and messages and never imports
 supervisors at run time, while ``Session.spawn_mcp`` is the one door from
 supervisors into it (a lazy import, so ``import pride`` never loads the SDK).
@@ -33,6 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "mcp": BASE | {"llm", "tools", "context", "memory", "operations", "actors"},
     "store": BASE,
     "testing": BASE | {"llm"},
+    "cluster": BASE
+    | {"llm", "tools", "context", "memory", "operations", "actors", "supervisors", "store"},
     "cli": BASE
     | {
         "llm",
@@ -93,14 +96,47 @@ def test_imports_point_one_way() -> None:
 
 
 def test_no_asyncio_in_pride() -> None:
-    """pride is trio-only."""
+    """pride is trio-only, except the Ray host glue in pride/cluster/ (Ray's loop is asyncio)."""
     offenders = [
         str(path.relative_to(ROOT))
         for path in ROOT.rglob("*.py")
-        if any(
+        if _layer(path) != "cluster"
+        and any(
             isinstance(node, ast.Import | ast.ImportFrom)
             and "asyncio" in ast.unparse(node).split()[1].split(".")
             for node in ast.walk(ast.parse(path.read_text()))
         )
     ]
     assert offenders == []
+
+
+def _imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_optional_extras_stay_in_their_folder() -> None:
+    """ray is imported only inside pride/cluster/ (and asyncio too, for its host glue)."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*.py")
+        if _layer(path) != "cluster" and "ray" in _imported_modules(path)
+    ]
+    assert offenders == []
+
+
+def test_import_pride_does_not_import_ray() -> None:
+    """`import pride` (and `import pride.cluster`) leave ray unimported: it is an optional extra."""
+    import subprocess
+    import sys
+
+    code = "import sys, pride, pride.cluster; assert 'ray' not in sys.modules, 'ray imported'"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr

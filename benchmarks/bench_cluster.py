@@ -1,0 +1,180 @@
+"""Remote branches on a local Ray cluster, against a bare Ray actor call in the same run.
+
+Targets (issue 16), figures from one process and one Ray cluster:
+
+* a remote ``ask(ref, Chat)`` (a whole turn on a host) over a bare Ray actor
+  call (``ray.get(actor.ping.remote(b"x"))``, no pride at all): at most 1.5x
+  at p50;
+* at least 10,000 messages/s per host pair with 1,000 concurrent senders
+  (batched): a message is an envelope delivered, served in mailbox order and
+  answered (``Act`` with no calls: the mailbox round trip without a model);
+  remote ``Chat`` turns/s at the same concurrency are printed beside it;
+* caller cancel to remote cancellation, p50 at most 20 ms: from
+  ``reply.cancel()`` until the caller's observer holds the turn's terminal
+  ``RunFailed`` (so the figure is the whole round trip back, an upper bound);
+* memory per host process (PSS), reported.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import trio
+
+from benchmarks._harness import figure_line, ratio_line
+from pride import Act, Call, Chat, RunFailed, RunStart, Signal
+from pride.cluster import Cluster
+
+FACTORY = "benchmarks._cluster_branches:bench"
+
+
+def _p50(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+async def _bare_calls(ray: Any, actor: Any, n: int) -> list[float]:
+    def run() -> list[float]:
+        samples = []
+        for _ in range(n):
+            start = time.perf_counter()
+            ray.get(actor.ping.remote(b"x"))
+            samples.append(time.perf_counter() - start)
+        return samples
+
+    return await trio.to_thread.run_sync(run)
+
+
+async def _asks(ref: Any, n: int) -> list[float]:
+    samples = []
+    command = Chat("hi")
+    for _ in range(n):
+        start = time.perf_counter()
+        await ref.ask(command)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def _throughput(ref: Any, command: Any, senders: int, per_sender: int) -> float:
+    async def sender() -> None:
+        for _ in range(per_sender):
+            await ref.ask(command)
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(senders):
+            nursery.start_soon(sender)
+    return senders * per_sender / (time.perf_counter() - start)
+
+
+async def _cancel_latencies(cluster: Cluster, ref: Any, n: int) -> list[float]:
+    ended: dict[Any, float] = {}
+    events: dict[Any, trio.Event] = {}
+    start_event = trio.Event()
+    last_start: list[Any] = []
+
+    def seen(signal: Signal) -> None:
+        if signal.branch_name != ref.name:
+            return
+        if isinstance(signal, RunStart):
+            last_start.append(signal.turn_id)
+            start_event.set()
+        elif isinstance(signal, RunFailed) and signal.turn_id in events:
+            ended[signal.turn_id] = time.perf_counter()
+            events[signal.turn_id].set()
+
+    cluster.observe((RunStart, RunFailed), handler=seen)
+    samples = []
+    for _ in range(n):
+        start_event = trio.Event()
+        last_start.clear()
+        reply = await ref.send(Call("block"))
+        await start_event.wait()
+        turn_id = last_start[0]
+        events[turn_id] = trio.Event()
+        cancelled_at = time.perf_counter()
+        reply.cancel()
+        await events[turn_id].wait()
+        samples.append(ended[turn_id] - cancelled_at)
+    cluster.unobserve(seen)
+    return samples
+
+
+def _pss_mib(pid: int) -> float:
+    import psutil
+
+    return float(psutil.Process(pid).memory_full_info().pss) / 2**20
+
+
+async def _main(ray: Any, smoke: bool) -> None:
+    storage = tempfile.mkdtemp(prefix="pride-bench-cluster-")
+    latency_n = 30 if smoke else 600
+    senders, per_sender = (50, 2) if smoke else (1000, 10)
+    cancels = 3 if smoke else 40
+
+    @ray.remote(num_cpus=0, max_concurrency=1000)
+    class Bare:
+        async def ping(self, payload: bytes) -> bytes:
+            return payload
+
+    bare = Bare.remote()
+    await _bare_calls(ray, bare, 20)
+    async with Cluster(namespace="pride-bench", storage=storage) as cluster:
+        ref = await cluster.spawn(FACTORY, name="bench", host="bench")
+        await _asks(ref, 20)
+        # Interleaved rounds: a change in machine load lands on both sides alike.
+        bare_samples: list[float] = []
+        ask_samples: list[float] = []
+        rounds = 3
+        for _ in range(rounds):
+            bare_samples += await _bare_calls(ray, bare, latency_n // rounds)
+            ask_samples += await _asks(ref, latency_n // rounds)
+        bare_p50, ask_p50 = _p50(bare_samples), _p50(ask_samples)
+        print(f"bare Ray actor call (ray.get)                    p50 {bare_p50 * 1e3:8.3f} ms")
+        print(f"remote ask(ref, Chat): a turn on a host          p50 {ask_p50 * 1e3:8.3f} ms")
+        ratio = ask_p50 / bare_p50
+        print(ratio_line("remote ask / bare Ray call, p50", ratio, "<= 1.5x", ratio <= 1.5))
+
+        await _throughput(ref, Act(()), senders // 5, 2)
+        messages = await _throughput(ref, Act(()), senders, per_sender)
+        turns = await _throughput(ref, Chat("hi"), senders, per_sender)
+        print(f"  {senders} concurrent senders: {turns:,.0f} remote Chat turns/s (info)")
+        print(
+            figure_line(
+                f"messages/s per host pair, {senders} concurrent senders",
+                messages,
+                "/s",
+                ">= 10000",
+                messages >= 10_000,
+            )
+        )
+
+        latencies = await _cancel_latencies(cluster, ref, cancels)
+        cancel_p50 = _p50(latencies) * 1e3
+        print(
+            figure_line(
+                "caller cancel -> remote RunFailed seen, p50",
+                cancel_p50,
+                "ms",
+                "<= 20",
+                cancel_p50 <= 20,
+            )
+        )
+        pid = await ref.ask(Call("pid"))
+        print(f"  host process memory: {_pss_mib(pid):.1f} MiB PSS (pid {pid}, one branch)")
+
+
+def main(smoke: bool) -> None:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import ray
+
+    started = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    print(f"  ray.init: {time.perf_counter() - started:.1f} s")
+    try:
+        trio.run(_main, ray, smoke)
+    finally:
+        ray.shutdown()

@@ -1,0 +1,19 @@
+"""Branches on other processes and hosts, on Ray: `Cluster` and `RemoteBranchRef`.
+
+Needs the ``ray`` extra (``pip install 'pride[ray]'``). Importing this package
+does not import Ray; connecting a `Cluster` does. ``import pride``
+never imports it.
+"""
+
+from ._link import RemoteReply, RemoteStreamItems
+from .cluster import DEFAULT_HOST, DEFAULT_STREAM_WINDOW, Cluster, RemoteBranchRef, host_cluster
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_STREAM_WINDOW",
+    "Cluster",
+    "RemoteBranchRef",
+    "RemoteReply",
+    "RemoteStreamItems",
+    "host_cluster",
+]

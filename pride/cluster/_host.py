@@ -1,0 +1,659 @@
+"""The trio side of a host process: a Session serving the branches placed on it.
+
+A host is one Ray actor process. Its Ray glue (`pride.cluster._actor`)
+runs on Ray's asyncio loop and hands everything to this runtime, which runs
+``trio.run`` in a thread of its own and serves branches with the ordinary
+public API (``pride.send``, ``send_nowait``, ``stream``) against a local
+`Session` with a durable store.
+
+What this module does with what arrives (one batch at a time, in order):
+
+* **Order.** Each caller connection numbers its batches; a batch that
+  overtook an earlier one (Ray does reorder) waits until the gap is filled,
+  so every caller's envelopes reach each mailbox in the order it sent them.
+  A batch seen twice is ignored.
+* **Backpressure.** An envelope goes straight into a mailbox with room;
+  otherwise it waits in a per-(caller, branch) intake that awaits
+  ``pride.send`` in order, and the caller hears "queued" only then.
+* **Cancellation** travels by envelope id and is applied on arrival, even
+  ahead of its batch: a queued envelope is dropped (no RunStart), a running
+  turn is cancelled (terminal RunFailed), and a cancel that overtook its
+  envelope is remembered so the envelope is refused when it arrives.
+* **Streams** are pulled: the caller grants credits, and the host forwards
+  at most that many items ahead of the caller's consumption.
+* **Signals** of the hosted branches go to every connection that asked to
+  watch, in emission order (so per turn: RunStart, messages, terminal).
+
+Everything the host sends back is queued per connection and handed to the
+glue thread in one batch per trio tick (`Outbound`).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from .. import actors as _actors
+from ..actors import Branch, Reply
+from ..errors import (
+    BranchClosed,
+    EnvelopeReplayed,
+    InvalidMessage,
+    MailboxFull,
+    PrideError,
+    StoreError,
+    TurnCancelled,
+    UnknownBranch,
+)
+from ..messages import RunStart, Signal, WorkCommand, structure, unstructure
+from ..supervisors import Session
+from ._wire import encode_error, encode_value
+
+__all__ = ["HostRuntime", "Outbound", "import_factory"]
+
+log = logging.getLogger("pride.cluster")
+
+MAX_HELD_BATCHES = 4096
+"""Batches a connection may have waiting for an earlier one before it is refused."""
+MAX_REMEMBERED_CANCELS = 100_000
+"""Cancels that overtook their envelopes, remembered per connection."""
+STORE_OPEN_PATIENCE = 10.0
+"""Seconds a restarted host retries opening its store (the old process may still hold it)."""
+
+
+class Outbound(Protocol):
+    """Where the runtime hands what it sends back (the glue thread's outboxes)."""
+
+    def post(self, conn: str, items: list[dict[str, Any]]) -> None: ...
+
+
+def import_factory(path: str) -> Callable[..., Any]:
+    """The callable ``"package.module:attribute"`` names.
+
+    Raises:
+        ValueError: ``path`` is not of that form.
+        ImportError, AttributeError: the module or attribute does not exist here.
+    """
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"factory {path!r} should be 'package.module:callable'")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"factory {path!r} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+@attrs.define(eq=False)
+class _Call:
+    """One envelope a caller sent, from arrival until its outcome is posted."""
+
+    id: str
+    branch: str
+    mode: str  # "ask" | "wait" | "nowait" | "stream"
+    command: WorkCommand
+    window: int = 0
+    replayed: bool = False
+    reply: Reply | None = None
+    answered: bool = False
+    scope: trio.CancelScope | None = None  # the intake's wait for room, or the stream
+    credit: int = 0
+    credit_changed: trio.Event = attrs.field(factory=trio.Event)
+    closing: str | None = None  # "close" (clean) or "cancel", for a stream
+
+
+@attrs.define(eq=False)
+class _Conn:
+    """One caller connection: its order, its calls, what it is owed."""
+
+    id: str
+    expected: int = 0
+    held: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
+    calls: dict[str, _Call] = attrs.field(factory=dict)
+    cancelled: set[str] = attrs.field(factory=set)
+    intake: dict[str, collections.deque[_Call]] = attrs.field(factory=dict)
+    out: list[dict[str, Any]] = attrs.field(factory=list)
+    flush_scheduled: bool = False
+    watching: bool = False
+
+
+class HostRuntime:
+    """The trio runtime of one host (see the module docstring).
+
+    Args:
+        name: the host's name.
+        directory: where its store (``branches.db``) and placements live.
+        outbound: where replies go (the glue's outboxes).
+        session_options: keyword arguments for the host's Session.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        directory: Path,
+        outbound: Outbound,
+        session_options: dict[str, Any] | None = None,
+        *,
+        cluster_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.cluster_options = cluster_options
+        self.directory = directory
+        self.outbound = outbound
+        self.session_options = dict(session_options or {})
+        self.session: Session | None = None
+        self.token: trio.lowlevel.TrioToken | None = None
+        self._nursery: trio.Nursery | None = None
+        self._conns: dict[str, _Conn] = {}
+        self._running: dict[str, collections.deque[tuple[_Conn, _Call]]] = {}
+        self._stop = trio.Event()
+        self._turn_notes: Callable[[list[tuple[str, str]]], None] | None = None
+        self.restored: list[str] = []
+
+    @property
+    def placements_path(self) -> Path:
+        return self.directory / "placements.json"
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def main(
+        self,
+        ready: Callable[[HostRuntime], None],
+        turn_notes: Callable[[list[tuple[str, str]]], None] | None = None,
+    ) -> None:
+        """Serve until `stop`; call ``ready(self)`` once restored and serving."""
+        self.token = trio.lowlevel.current_trio_token()
+        self._turn_notes = turn_notes
+        async with trio.open_nursery() as nursery, self._cluster():
+            self._nursery = nursery
+            session = await self._open_session()
+            async with session:
+                self.session = session
+                session.observe(Signal, handler=self._on_signal)
+                for spec in self._load_placements():
+                    await self._place(spec, record=False)
+                    self.restored.append(spec["name"])
+                ready(self)
+                await self._stop.wait()
+            self.session = None
+            nursery.cancel_scope.cancel()
+
+    @contextlib.asynccontextmanager
+    async def _cluster(self) -> AsyncIterator[None]:
+        """The host's own Cluster (for its branches' tools, see ``host_cluster``)."""
+        options = self.cluster_options
+        if options is None or "namespace" not in options:
+            yield
+            return
+        from .cluster import Cluster, set_host_cluster
+
+        async with Cluster(
+            namespace=options["namespace"],
+            storage=options.get("storage"),
+            reconnect_timeout=options.get("reconnect_timeout", 30.0),
+            stop_hosts=False,
+        ) as cluster:
+            set_host_cluster(cluster)
+            try:
+                yield
+            finally:
+                set_host_cluster(None)
+
+    async def _open_session(self) -> Session:
+        from ..store import BranchStore
+
+        path = self.directory / "branches.db"
+        deadline = trio.current_time() + STORE_OPEN_PATIENCE
+        while True:
+            store = BranchStore(path)
+            try:
+                await store.open()
+            except StoreError:
+                # A restarted host: the process it replaces may still hold the store.
+                if trio.current_time() > deadline:
+                    raise
+                await trio.sleep(0.2)
+                continue
+            break
+        session = Session(name=f"host:{self.name}", store=store, **self.session_options)
+        self._store = store
+        return session
+
+    def start_soon(self, function: Callable[[], Any]) -> None:
+        """Run ``function()`` as a task of the host's nursery (from the trio thread)."""
+        assert self._nursery is not None
+        self._nursery.start_soon(function)
+
+    def stop(self) -> None:
+        """Ask `main` to stop the session and return (thread-safe through the token)."""
+        self._stop.set()
+
+    async def close_store(self) -> None:
+        await self._store.aclose()
+
+    # ------------------------------------------------------------ placement
+
+    def _load_placements(self) -> list[dict[str, Any]]:
+        try:
+            data = json.loads(self.placements_path.read_text())
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read {self.placements_path}: {exc}") from exc
+        if not isinstance(data, list):
+            raise StoreError(f"{self.placements_path} is not a list of placements")
+        return data
+
+    def _save_placements(self, specs: list[dict[str, Any]]) -> None:
+        # Written whole to a temporary file, then renamed: a crash leaves the old or the new.
+        tmp = self.placements_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(specs))
+        os.replace(tmp, self.placements_path)
+
+    async def place(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Build a branch with its factory and spawn it; return its description."""
+        return await self._place(spec, record=True)
+
+    async def _place(self, spec: dict[str, Any], *, record: bool) -> dict[str, Any]:
+        session = self.session
+        assert session is not None
+        name = spec["name"]
+        if record:
+            placed = next((s for s in self._load_placements() if s["name"] == name), None)
+            if placed is not None:
+                same = all(
+                    placed.get(key) == spec.get(key) for key in ("factory", "args", "kwargs")
+                )
+                if not same:
+                    raise ValueError(
+                        f"host {self.name!r} already serves a branch named {name!r}, "
+                        f"made by {placed['factory']!r} with other arguments"
+                    )
+                # Placed before (by an earlier run of the caller): the same branch, kept.
+                return self.describe(session.get_branch(name))
+        factory = import_factory(spec["factory"])
+        branch = factory(*spec.get("args", ()), name=name, **spec.get("kwargs", {}))
+        if not isinstance(branch, Branch):
+            raise TypeError(
+                f"factory {spec['factory']!r} returned a {type(branch).__name__}, not a Branch"
+            )
+        if branch.name != name:
+            raise ValueError(
+                f"factory {spec['factory']!r} made a branch named {branch.name!r}, "
+                f"not {name!r} (pass the name= it is given to Branch)"
+            )
+        await session.spawn(branch, restart=spec.get("restart", "permanent"))
+        if record:
+            specs = [s for s in self._load_placements() if s["name"] != name]
+            specs.append(spec)
+            await trio.to_thread.run_sync(self._save_placements, specs)
+        return self.describe(branch)
+
+    def describe(self, branch: Branch) -> dict[str, Any]:
+        return {"name": branch.name, "id": branch.id_str, "capacity": branch.mailbox_size}
+
+    def branches(self) -> list[dict[str, Any]]:
+        session = self.session
+        return [] if session is None else [self.describe(b) for b in session.branches]
+
+    # ------------------------------------------------------------ arrivals
+
+    def on_batch(self, conn_id: str, seq: int, items: list[dict[str, Any]], seen: set[str]) -> None:
+        """Take one batch from a connection (in the trio thread, at once)."""
+        conn = self._conns.get(conn_id)
+        if conn is None:
+            conn = self._conns[conn_id] = _Conn(conn_id)
+        ordered = []
+        for received in items:
+            item = received
+            kind = item.get("k")
+            if kind == "cancel":
+                self._cancel(conn, item)
+            elif kind == "credit":
+                self._credit(conn, item)
+            elif kind == "close":
+                self._close_stream(conn, item)
+            else:
+                if kind == "send" and item.get("id") in seen:
+                    item = {**item, "replayed": True}
+                ordered.append(item)
+        if seq < conn.expected or seq in conn.held:
+            log.warning("host %r: batch %d of %s arrived twice; ignored", self.name, seq, conn_id)
+            return
+        if len(conn.held) >= MAX_HELD_BATCHES:
+            log.error(
+                "host %r: connection %s is %d batches out of order",
+                self.name,
+                conn_id,
+                len(conn.held),
+            )
+            return
+        conn.held[seq] = ordered
+        while conn.expected in conn.held:
+            for item in conn.held.pop(conn.expected):
+                self._apply(conn, item)
+            conn.expected += 1
+
+    def forget(self, conn_id: str) -> None:
+        """A connection is gone: cancel what it still has running."""
+        conn = self._conns.pop(conn_id, None)
+        if conn is None:
+            return
+        for call in list(conn.calls.values()):
+            call.answered = True
+            if call.reply is not None:
+                call.reply.cancel("caller")
+            if call.scope is not None:
+                call.scope.cancel()
+
+    def _apply(self, conn: _Conn, item: dict[str, Any]) -> None:
+        kind = item.get("k")
+        if kind == "watch":
+            conn.watching = bool(item.get("on", True))
+            return
+        if kind != "send":
+            log.error("host %r: unknown item kind %r from %s", self.name, kind, conn.id)
+            return
+        envelope_id = item.get("id")
+        if not isinstance(envelope_id, str):
+            log.error("host %r: an envelope without an id from %s", self.name, conn.id)
+            return
+        branch_name = item.get("b")
+        mode = item.get("mode")
+        try:
+            if not isinstance(branch_name, str):
+                raise InvalidMessage([("envelope.b", "expected a branch name")])
+            if mode not in ("ask", "wait", "nowait", "stream"):
+                raise InvalidMessage([("envelope.mode", f"unknown mode {mode!r}")])
+            command: WorkCommand = structure(item.get("cmd"), WorkCommand)
+        except InvalidMessage as exc:
+            self._refuse(conn, envelope_id, exc)
+            return
+        window = item.get("window", 0)
+        call = _Call(
+            envelope_id, branch_name, mode, command, window if isinstance(window, int) else 0
+        )
+        if envelope_id in conn.cancelled:
+            conn.cancelled.discard(envelope_id)
+            self._refuse(conn, envelope_id, TurnCancelled("caller", "dropped before it started"))
+            return
+        if item.get("replayed"):
+            self._refuse(conn, envelope_id, EnvelopeReplayed(envelope_id, branch_name))
+            return
+        session = self.session
+        try:
+            if session is None:
+                raise BranchClosed(branch_name, f"host {self.name!r} is stopping")
+            branch = session.get_branch(branch_name)
+        except (UnknownBranch, BranchClosed) as exc:
+            self._refuse(conn, envelope_id, exc)
+            return
+        conn.calls[envelope_id] = call
+        waiting = conn.intake.get(branch_name)
+        if waiting is not None:
+            if mode == "nowait":  # senders are waiting for room: the mailbox is full
+                self._refuse(conn, envelope_id, MailboxFull(branch_name, branch.mailbox_size))
+            else:
+                waiting.append(call)
+            return
+        if mode != "stream":
+            try:
+                reply = _actors.send_nowait(branch, command)
+            except MailboxFull as exc:
+                if mode == "nowait":
+                    self._refuse(conn, envelope_id, exc)
+                    return
+            except PrideError as exc:
+                self._refuse(conn, envelope_id, exc)
+                return
+            else:
+                self._accepted(conn, call, branch, reply)
+                return
+        conn.intake[branch_name] = collections.deque([call])
+        assert self._nursery is not None
+        self._nursery.start_soon(self._intake, conn, branch, name=f"intake {branch_name}")
+
+    async def _intake(self, conn: _Conn, branch: Branch) -> None:
+        """Queue one connection's envelopes for ``branch`` in order, waiting for room."""
+        queue = conn.intake[branch.name]
+        assert self._nursery is not None
+        try:
+            while queue:
+                call = queue[0]
+                if not call.answered:
+                    with trio.CancelScope() as scope:
+                        call.scope = scope
+                        try:
+                            if call.mode == "stream":
+                                await self._nursery.start(self._stream, conn, call, branch)
+                            else:
+                                reply = await _actors.send(branch, call.command)
+                                self._accepted(conn, call, branch, reply)
+                        except Exception as exc:
+                            self._refuse(conn, call.id, exc)
+                    if scope.cancelled_caught and not call.answered:
+                        self._refuse(
+                            conn, call.id, TurnCancelled("caller", "dropped before it started")
+                        )
+                    call.scope = None
+                queue.popleft()
+        finally:
+            if conn.intake.get(branch.name) is queue:
+                del conn.intake[branch.name]
+
+    def _accepted(self, conn: _Conn, call: _Call, branch: Branch, reply: Reply) -> None:
+        call.reply = reply
+        if call.mode != "ask":  # an asking caller waits for the outcome only
+            self._send(conn, {"k": "ack", "id": call.id, "room": _room(branch)})
+            self._running.setdefault(branch.name, collections.deque()).append((conn, call))
+        assert self._nursery is not None
+        self._nursery.start_soon(self._answer, conn, call, branch)
+
+    async def _answer(self, conn: _Conn, call: _Call, branch: Branch) -> None:
+        reply = call.reply
+        assert reply is not None
+        try:
+            value = await reply.result()
+        except trio.Cancelled:
+            raise  # the host is going away: its callers hear HostLost
+        except BaseException as exc:
+            self._finish(conn, call, branch, error=exc)
+        else:
+            self._finish(conn, call, branch, value=value)
+
+    def _finish(
+        self,
+        conn: _Conn,
+        call: _Call,
+        branch: Branch | None,
+        *,
+        value: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        if call.answered:
+            return
+        call.answered = True
+        conn.calls.pop(call.id, None)
+        turn_id = call.reply.turn_id if call.reply is not None else None
+        item: dict[str, Any] = {"k": "done", "id": call.id}
+        if turn_id is not None:
+            item["turn"] = str(turn_id)
+        if branch is not None:
+            item["room"] = _room(branch)
+        if error is None:
+            try:
+                item["value"] = encode_value(value)
+            except InvalidMessage as exc:
+                error = exc
+        if error is not None:
+            item["error"] = encode_error(error)
+        self._send(conn, item)
+
+    def _refuse(self, conn: _Conn, envelope_id: str, error: BaseException) -> None:
+        call = conn.calls.pop(envelope_id, None)
+        if call is not None:
+            if call.answered:
+                return
+            call.answered = True
+        self._send(conn, {"k": "refused", "id": envelope_id, "error": encode_error(error)})
+
+    # ------------------------------------------------------------ cancellation
+
+    def _cancel(self, conn: _Conn, item: dict[str, Any]) -> None:
+        envelope_id = item.get("id")
+        call = conn.calls.get(envelope_id)  # type: ignore[arg-type]
+        if call is None:
+            if not isinstance(envelope_id, str):
+                return
+            # Overtook its envelope (or the envelope was already answered: harmless).
+            if len(conn.cancelled) < MAX_REMEMBERED_CANCELS:
+                conn.cancelled.add(envelope_id)
+            else:
+                log.error("host %r: too many early cancels from %s; dropping", self.name, conn.id)
+            return
+        if call.mode == "stream":
+            call.closing = "cancel"
+            call.credit_changed.set()
+            if call.reply is not None:
+                call.reply.cancel("caller")
+            elif call.scope is not None:
+                call.scope.cancel()
+            else:
+                self._refuse(conn, call.id, TurnCancelled("caller", "dropped before it started"))
+            return
+        if call.reply is None:  # still waiting in the intake for room
+            if call.scope is not None:
+                call.scope.cancel()
+            else:
+                self._refuse(conn, call.id, TurnCancelled("caller", "dropped before it started"))
+            return
+        call.reply.cancel("caller")
+        if call.reply.done and call.reply.state == "dropped":
+            # Dropped at once: answer now rather than after the turn ahead of it.
+            self._finish(
+                conn, call, None, error=TurnCancelled("caller", "dropped before it started")
+            )
+
+    # ------------------------------------------------------------ streams
+
+    def _credit(self, conn: _Conn, item: dict[str, Any]) -> None:
+        call = conn.calls.get(item.get("id"))  # type: ignore[arg-type]
+        n = item.get("n")
+        if call is not None and isinstance(n, int) and n > 0:
+            call.credit += n
+            call.credit_changed.set()
+
+    def _close_stream(self, conn: _Conn, item: dict[str, Any]) -> None:
+        call = conn.calls.get(item.get("id"))  # type: ignore[arg-type]
+        if call is not None and call.mode == "stream":
+            call.closing = call.closing or "close"
+            call.credit_changed.set()
+
+    async def _stream(
+        self,
+        conn: _Conn,
+        call: _Call,
+        branch: Branch,
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        call.credit = call.window
+        entered = False
+        try:
+            async with _actors.stream(branch, call.command) as items:
+                entered = True
+                call.reply = items.reply
+                self._send(conn, {"k": "ack", "id": call.id, "room": _room(branch)})
+                if items.reply is not None:
+                    self._running.setdefault(branch.name, collections.deque()).append((conn, call))
+                task_status.started()
+                async for value in items:
+                    while call.credit <= 0 and call.closing is None:
+                        call.credit_changed = trio.Event()
+                        await call.credit_changed.wait()
+                    if call.closing is not None:
+                        break
+                    call.credit -= 1
+                    try:
+                        encoded = encode_value(value, "item")
+                    except InvalidMessage as exc:
+                        self._finish(conn, call, branch, error=exc)
+                        return
+                    self._send(conn, {"k": "item", "id": call.id, "value": encoded})
+        except trio.Cancelled:
+            raise
+        except BaseException as exc:
+            if not entered:
+                raise  # out of nursery.start: the intake refuses the envelope
+            self._finish(conn, call, branch, error=exc)
+            return
+        if call.closing == "cancel":
+            self._finish(conn, call, branch, error=TurnCancelled("caller"))
+        else:
+            self._finish(conn, call, branch, value=None)
+
+    # ------------------------------------------------------------ signals
+
+    def _on_signal(self, signal: Signal) -> None:
+        if isinstance(signal, RunStart) and signal.branch_name is not None:
+            self._started(signal)
+        watchers = [conn for conn in self._conns.values() if conn.watching]
+        if watchers:
+            data = {"k": "signal", "signal": unstructure(signal)}
+            for conn in watchers:
+                self._send(conn, data)
+
+    def _started(self, signal: RunStart) -> None:
+        running = self._running.get(signal.branch_name)  # type: ignore[arg-type]
+        while running:
+            conn, call = running[0]
+            reply = call.reply
+            if reply is None or reply.done or call.answered:
+                running.popleft()
+                continue
+            if reply.turn_id == signal.turn_id:
+                running.popleft()
+                self._send(conn, {"k": "start", "id": call.id, "turn": str(signal.turn_id)})
+                if self._turn_notes is not None:
+                    self._turn_notes([(call.id, str(signal.turn_id))])
+            return
+
+    # ------------------------------------------------------------ outbound
+
+    def _send(self, conn: _Conn, item: dict[str, Any]) -> None:
+        if conn.id not in self._conns:
+            return  # forgotten: nobody is listening
+        conn.out.append(item)
+        if not conn.flush_scheduled:
+            conn.flush_scheduled = True
+            assert self.token is not None
+            self.token.run_sync_soon(self._flush, conn)
+
+    def _flush(self, conn: _Conn) -> None:
+        conn.flush_scheduled = False
+        items, conn.out = conn.out, []
+        if items:
+            try:
+                self.outbound.post(conn.id, items)
+            except Exception:  # raising in a run_sync_soon callback would kill the trio loop
+                log.exception(
+                    "host %r: could not hand %d items to %s", self.name, len(items), conn.id
+                )
+
+
+def _room(branch: Branch) -> int:
+    stats = branch.mailbox_statistics()
+    if stats is None or stats.closed:
+        return 0
+    return max(0, stats.capacity - stats.queued)

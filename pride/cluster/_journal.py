@@ -1,0 +1,113 @@
+"""The host's envelope journal: every envelope id it accepted, durable before it runs.
+
+A host records the id of each envelope it is handed before the envelope can
+reach a mailbox, and the turn id once the turn starts. An id seen before
+(a replayed delivery, from this process or an earlier incarnation of the
+host) is refused with `EnvelopeReplayed` instead of being run
+twice. An envelope that was recorded but lost with a crashed host is refused
+too: a turn may run at most once, never silently twice.
+
+The durable turn journal of issue 19 can take this one's place: it is the
+one object that answers "was this envelope delivered before?".
+
+One SQLite file per host, in WAL mode with ``synchronous=NORMAL``: a commit
+survives the host process being killed (the failure this guards against),
+and costs a write, not an fsync, on the envelope's path. It is used from
+the host's Ray glue thread only, never from the trio thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..errors import StoreError
+
+__all__ = ["EnvelopeJournal"]
+
+log = logging.getLogger("pride.cluster")
+
+_APPLICATION = "pride-envelope-journal"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS envelopes (
+    envelope_id TEXT PRIMARY KEY,
+    branch_name TEXT NOT NULL,
+    turn_id TEXT,
+    received_at REAL NOT NULL
+);
+"""
+
+
+class EnvelopeJournal:
+    """Envelope ids a host has accepted (see the module docstring).
+
+    Raises (on creation):
+        StoreError: the file cannot be opened, or belongs to something else.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            db.execute(
+                "INSERT OR IGNORE INTO journal_meta(key, value) VALUES ('application', ?)",
+                (_APPLICATION,),
+            )
+            (owner,) = db.execute(
+                "SELECT value FROM journal_meta WHERE key='application'"
+            ).fetchone()
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the envelope journal {path}: {exc}") from exc
+        if owner != _APPLICATION:
+            db.close()
+            raise StoreError(f"{path} belongs to {owner!r}, not a pride envelope journal")
+        self._db = db
+
+    def record(self, envelopes: Iterable[tuple[str, str]]) -> set[str]:
+        """Record ``(envelope_id, branch_name)`` pairs; return the ids seen before.
+
+        One transaction for the lot. Ids already recorded are left as they were.
+        """
+        pairs = list(envelopes)
+        if not pairs:
+            return set()
+        now = time.time()
+        seen: set[str] = set()
+        db = self._db
+        with db:
+            db.execute("BEGIN")
+            for envelope_id, branch_name in pairs:
+                cursor = db.execute(
+                    "INSERT OR IGNORE INTO envelopes(envelope_id, branch_name, received_at) "
+                    "VALUES (?,?,?)",
+                    (envelope_id, branch_name, now),
+                )
+                if cursor.rowcount == 0:
+                    seen.add(envelope_id)
+        return seen
+
+    def note_turns(self, turns: Iterable[tuple[str, str]]) -> None:
+        """Record the turn id each ``(envelope_id, turn_id)`` pair started."""
+        pairs = [(turn_id, envelope_id) for envelope_id, turn_id in turns]
+        if pairs:
+            with self._db:
+                self._db.executemany("UPDATE envelopes SET turn_id=? WHERE envelope_id=?", pairs)
+
+    def turn_of(self, envelope_id: str) -> str | None:
+        """The turn id recorded for an envelope, if its turn started."""
+        row = self._db.execute(
+            "SELECT turn_id FROM envelopes WHERE envelope_id=?", (envelope_id,)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def close(self) -> None:
+        self._db.close()

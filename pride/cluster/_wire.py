@@ -1,0 +1,255 @@
+"""What crosses the wire between a caller and a host: plain JSON, never pickles.
+
+Commands, conversation messages and signals go through pride's one codec
+(`pride.messages.codec`). Results and stream items are encoded by
+`encode_value`: JSON scalars and lists as they are, and every other
+shape as a one-key object naming it:
+
+```text
+{"$tuple": [...]}                 a tuple
+{"$dict": {...}}                  a str-keyed dict (or a user's attrs, dataclass or
+                                  pydantic value, as its fields)
+{"$pride": {...}}                 a codec type (Instruction, AssistantResponse, RunEnd, ...)
+{"$result": {"class": "OperateResult", "fields": {...}}}   one of pride's result types
+```
+
+Errors are encoded by `encode_error` and come back as the same pride
+exception class (with the same message and public attributes), or as the
+builtin class for builtins; anything else arrives as `RemoteError`
+naming the original type (`RemoteError`). Decoding is strict: data that does not fit
+raises `InvalidMessage` naming the path, because a peer's bytes
+are input like any other.
+
+Nothing here imports ray: the caller and host sides both use it, and tests
+check it without a cluster.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, cast
+
+import attrs
+
+from .. import errors
+from ..errors import InvalidMessage, PrideError, RemoteError
+from ..messages import ActionCall, Command, RoledMessage, Signal, structure, unstructure
+from ..messages.codec import registered_types
+from ..operations import Analysis, OperateResult, ReActAnalysis, Reason
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "decode_error",
+    "decode_value",
+    "dumps",
+    "encode_error",
+    "encode_value",
+    "loads",
+]
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest batch either side accepts (a peer's bytes are bounded input)."""
+
+_RESULT_TYPES: dict[str, type] = {
+    cls.__name__: cls for cls in (OperateResult, Reason, ReActAnalysis, Analysis, ActionCall)
+}
+_TAGGED: dict[str, type] = {cls.__name__: cls for cls in registered_types()}
+_WIRE_TYPES = (RoledMessage, Command, Signal)
+
+# Builtin exceptions that come back as themselves (anything else builtin is RemoteError).
+_BUILTIN_ERRORS = frozenset(
+    {
+        "ArithmeticError",
+        "AssertionError",
+        "AttributeError",
+        "ConnectionError",
+        "ImportError",
+        "KeyError",
+        "LookupError",
+        "ModuleNotFoundError",
+        "NotImplementedError",
+        "OSError",
+        "RecursionError",
+        "RuntimeError",
+        "TimeoutError",
+        "TypeError",
+        "ValueError",
+        "ZeroDivisionError",
+    }
+)
+
+
+def _problem(path: str, reason: str) -> InvalidMessage:
+    return InvalidMessage([(path, reason)])
+
+
+# ------------------------------------------------------------------ values
+
+
+def encode_value(value: Any, path: str = "result") -> Any:
+    """Plain JSON data for ``value`` (see the module docstring).
+
+    Raises:
+        InvalidMessage: ``value`` (or something inside it) has no wire form.
+    """
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise _problem(path, f"{value!r} cannot cross the wire (JSON has no such number)")
+        return value
+    if isinstance(value, list):
+        return [encode_value(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, tuple):
+        return {"$tuple": [encode_value(item, f"{path}[{i}]") for i, item in enumerate(value)]}
+    if isinstance(value, Mapping):
+        return {"$dict": _encode_mapping(value, path)}
+    if isinstance(value, _WIRE_TYPES):
+        return {"$pride": unstructure(value)}
+    name = type(value).__name__
+    if _RESULT_TYPES.get(name) is type(value):
+        fields = {
+            field.name: encode_value(getattr(value, field.name), f"{path}.{field.name}")
+            for field in attrs.fields(cast(Any, type(value)))
+        }
+        return {"$result": {"class": name, "fields": fields}}
+    # A user's own types cross as their fields (the class stays on the host).
+    if attrs.has(type(value)):
+        return {"$dict": _encode_mapping(attrs.asdict(value, recurse=False), path)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"$dict": _encode_mapping(fields, path)}
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):  # pydantic
+        return {"$dict": _encode_mapping(dump(mode="json"), path)}
+    raise _problem(path, f"a {name} has no wire form (return JSON data, messages or attrs values)")
+
+
+def _encode_mapping(value: Mapping[Any, Any], path: str) -> dict[str, Any]:
+    out = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise _problem(path, f"has a non-string key {key!r}")
+        out[key] = encode_value(item, f"{path}.{key}")
+    return out
+
+
+def decode_value(data: Any, path: str = "result") -> Any:
+    """The value `encode_value` encoded.
+
+    Raises:
+        InvalidMessage: ``data`` is not a well-formed encoded value.
+    """
+    if data is None or isinstance(data, str | bool | int | float):
+        return data
+    if isinstance(data, list):
+        return [decode_value(item, f"{path}[{i}]") for i, item in enumerate(data)]
+    if not isinstance(data, dict) or len(data) != 1:
+        raise _problem(path, "expected a JSON value or a one-key encoded object")
+    ((kind, inner),) = data.items()
+    if kind == "$tuple" and isinstance(inner, list):
+        return tuple(decode_value(item, f"{path}[{i}]") for i, item in enumerate(inner))
+    if kind == "$dict" and isinstance(inner, dict):
+        return {str(key): decode_value(item, f"{path}.{key}") for key, item in inner.items()}
+    if kind == "$pride" and isinstance(inner, dict):
+        tag = inner.get("type")
+        cls = _TAGGED.get(tag) if isinstance(tag, str) else None
+        if cls is None:
+            raise _problem(path, f"unknown pride type tag {inner.get('type')!r}")
+        return structure(inner, cls)
+    if kind == "$result" and isinstance(inner, dict):
+        cls = _RESULT_TYPES.get(str(inner.get("class")))
+        fields = inner.get("fields")
+        if cls is None or not isinstance(fields, dict):
+            raise _problem(path, f"unknown result class {inner.get('class')!r}")
+        values = {key: decode_value(item, f"{path}.{key}") for key, item in fields.items()}
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise _problem(path, f"{cls.__name__}: {exc}") from None
+    raise _problem(path, f"unknown encoded kind {kind!r}")
+
+
+# ------------------------------------------------------------------ errors
+
+
+def encode_error(exc: BaseException) -> dict[str, Any]:
+    """Plain data for an exception raised on a host (see `decode_error`)."""
+    cls = type(exc)
+    data: dict[str, Any] = {"type": cls.__name__, "message": str(exc)}
+    if isinstance(exc, PrideError) and getattr(errors, cls.__name__, None) is cls:
+        data["kind"] = "pride"
+        fields: dict[str, Any] = {}
+        for key, item in vars(exc).items():
+            if key.startswith("_"):
+                continue
+            try:
+                fields[key] = encode_value(item, key)
+            except InvalidMessage:
+                continue  # an attribute with no wire form stays behind; the message says enough
+        data["fields"] = fields
+    elif cls.__module__ == "builtins" and cls.__name__ in _BUILTIN_ERRORS:
+        data["kind"] = "builtin"
+    else:
+        data["kind"] = "other"
+        data["type"] = f"{cls.__module__}.{cls.__qualname__}"
+    return data
+
+
+def decode_error(data: Any) -> BaseException:
+    """The exception `encode_error` encoded: the same pride class where it is one.
+
+    Never raises: data that does not describe an error becomes an
+    `InvalidMessage` to raise instead.
+    """
+    if not isinstance(data, dict):
+        return _problem("error", "expected an encoded error object")
+    name, message, kind = data.get("type"), data.get("message"), data.get("kind")
+    if not isinstance(name, str) or not isinstance(message, str):
+        return _problem("error", "an encoded error needs a string type and message")
+    if kind == "pride":
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, PrideError):
+            exc = cls.__new__(cls)
+            Exception.__init__(exc, message)
+            fields = data.get("fields")
+            if isinstance(fields, dict):
+                for key, item in fields.items():
+                    if isinstance(key, str) and not key.startswith("_"):
+                        try:
+                            setattr(exc, key, decode_value(item, key))
+                        except (InvalidMessage, AttributeError):
+                            continue
+            return exc
+    if kind == "builtin" and name in _BUILTIN_ERRORS:
+        builtin: type[BaseException] = getattr(builtins, name)
+        return builtin(message)
+    return RemoteError(name, message)
+
+
+# ------------------------------------------------------------------ batches
+
+
+def dumps(data: Any) -> bytes:
+    """Compact JSON bytes (``data`` is already plain)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def loads(payload: Any, what: str) -> Any:
+    """Parse a peer's JSON bytes, bounded in size.
+
+    Raises:
+        InvalidMessage: not bytes, too large, or not JSON.
+    """
+    if not isinstance(payload, bytes | bytearray):
+        raise _problem(what, f"expected JSON bytes, got {type(payload).__name__}")
+    if len(payload) > MAX_MESSAGE_BYTES:
+        raise _problem(what, f"{len(payload)} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
+    try:
+        return json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        raise _problem(what, f"invalid JSON: {exc}") from None

@@ -1,0 +1,690 @@
+"""Cluster and RemoteBranchRef: branches hosted by other processes, on Ray.
+
+```python
+async with Cluster() as cluster:               # a local Ray cluster, or address=...
+    ref = await cluster.spawn("myapp.team:make_researcher", name="researcher")
+    answer = await ref.ask(Chat("what do the notes say?"))
+```
+
+A **host** is a Ray actor process running a pride Session with a durable
+store; ``spawn`` places a branch on one (``host=`` names it; it is created on
+first use) by calling an importable factory *on the host*, so tools and
+models are built there and never pickled. The `RemoteBranchRef` it
+returns is a target for ``pride.send``, ``send_nowait``, ``ask`` and
+``stream`` like a local branch. ``cluster.ref(name)`` gives the ref of a
+branch any process placed, from any process attached to the same cluster.
+
+Failure semantics (see docs/cluster.md): a host that dies fails every call
+waiting on it with `HostLost` within about a second; Ray
+restarts the process (``host_restarts`` times), the host reloads its branches
+from its store, and sends made meanwhile wait for it (up to
+``reconnect_timeout``). Ray never retries a delivery, and every envelope id
+is journalled by its host before it can run, so no turn runs twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Self
+from uuid import UUID
+
+import trio
+
+from ..actors.send import STREAM_CLOSE_GRACE
+from ..errors import BranchNotRunning, HostLost, UnknownBranch, exception_leaves
+from ..messages import Signal
+from ..supervisors import Observer, Session
+from ._driver import RayConnection, import_ray, wait_ref
+from ._link import Link, RemoteReply, RemoteStreamItems, check_work
+from ._wire import decode_error, dumps, loads
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_STREAM_WINDOW", "Cluster", "RemoteBranchRef", "host_cluster"]
+
+log = logging.getLogger("pride.cluster")
+
+DEFAULT_HOST = "default"
+"""The host ``spawn`` places a branch on when no ``host=`` is given."""
+DEFAULT_STREAM_WINDOW = 16
+"""Items a remote stream's turn may run ahead of the caller's consumption."""
+HOST_PREFIX = "pride-host:"
+"""Ray actor names of hosts: ``pride-host:<host name>`` in the cluster's namespace."""
+SHUTDOWN_GRACE = 30.0
+"""Seconds a host this cluster created gets to stop its session when the cluster closes."""
+
+
+class RemoteBranchRef:
+    """The address of a branch on a host: a target for ``pride.send/ask/stream``.
+
+    ``name`` is the branch's name; ``host`` the host serving it (None until
+    resolved, for a ref made by ``cluster.ref(name)`` in a process that did
+    not place the branch); ``id`` the branch's id once known.
+
+    The methods are what ``pride.send``, ``send_nowait``, ``ask`` and
+    ``stream`` do with a remote target.
+    """
+
+    __slots__ = ("_cluster", "capacity", "host", "id", "name")
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        name: str,
+        host: str | None = None,
+        id: UUID | None = None,
+        capacity: int | None = None,
+    ) -> None:
+        self._cluster = cluster
+        self.name = name
+        self.host = host
+        self.id = id
+        self.capacity = capacity
+
+    def __repr__(self) -> str:
+        return f"<RemoteBranchRef {self.name!r} on {self.host or '?'}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RemoteBranchRef):
+            return NotImplemented
+        return self._cluster is other._cluster and self.name == other.name
+
+    def __hash__(self) -> int:
+        return hash((id(self._cluster), self.name))
+
+    async def send(self, command: Any) -> RemoteReply:
+        """Queue ``command`` in the remote mailbox; return once it is queued.
+
+        Waits while the remote mailbox is full (backpressure).
+
+        Raises:
+            TypeError: not a work command.
+            UnknownBranch: no host serves a branch of this name.
+            BranchClosed: the branch has stopped.
+            HostLost: its host is down (and not back within ``reconnect_timeout``).
+
+        Cancellation: the envelope is cancelled on the host (dropped unstarted).
+        """
+        command = check_work(command)
+        link = await self._cluster._link_for(self)
+        reply = RemoteReply(self, command, link)
+        link.submit(reply, "wait")
+        try:
+            await reply._acked.wait()
+        except BaseException:
+            reply.cancel("caller")
+            raise
+        if reply._refusal is not None:
+            raise reply._refusal
+        return reply
+
+    def send_nowait(self, command: Any) -> RemoteReply:
+        """Queue ``command`` without waiting; `MailboxFull` if it cannot be.
+
+        Raises MailboxFull at once when this caller knows the remote mailbox
+        is full (its last answer from the host said so, counting what it sent
+        since); a mailbox that fills while the envelope travels fails the
+        reply with MailboxFull instead.
+
+        Raises:
+            UnknownBranch: the ref's host is not known yet (await a send, or
+                ``cluster.lookup(name)``, first).
+            HostLost: its host is down.
+        """
+        command = check_work(command)
+        link = self._cluster._known_link(self)
+        link.check_up(self.name)
+        link.check_room(self.name, self.capacity)
+        reply = RemoteReply(self, command, link)
+        link.submit(reply, "nowait")
+        return reply
+
+    async def ask(self, command: Any, timeout: float | None = None) -> Any:
+        """Send ``command`` and wait for its result (see `pride.ask`).
+
+        Raises:
+            trio.TooSlowError: ``timeout`` expired (the remote command was cancelled).
+            HostLost: the host died or became unreachable first.
+            Exception: what the command raised on the host, as the same pride type.
+
+        Cancellation: the remote command is cancelled: dropped if queued,
+        cancelled and finalised (terminal RunFailed) if running.
+        """
+        command = check_work(command)
+        with _deadline(timeout):
+            link = await self._cluster._link_for(self)
+            reply = RemoteReply(self, command, link)
+            link.submit(reply, "ask")
+            try:
+                return await reply.result()
+            except BaseException:
+                if not reply.done:
+                    reply.cancel("caller")
+                raise
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, command: Any, *, window: int = DEFAULT_STREAM_WINDOW
+    ) -> AsyncIterator[RemoteStreamItems]:
+        """Run ``command`` remotely and iterate its items (see `pride.stream`).
+
+        The remote turn runs at most ``window`` items ahead of consumption.
+        Leaving the block early closes the stream (the turn finalises; an
+        exception or cancellation cancels it); the exit waits for the remote
+        turn's outcome, bounded by ``STREAM_CLOSE_GRACE``.
+        """
+        command = check_work(command)
+        if not isinstance(window, int) or window < 1:
+            raise ValueError(f"window must be a positive number of items, got {window!r}")
+        link = await self._cluster._link_for(self)
+        reply = RemoteReply(self, command, link)
+        link.submit(reply, "stream", window)
+        try:
+            await reply._acked.wait()
+        except BaseException:
+            reply.cancel("caller")
+            raise
+        if reply._refusal is not None:
+            raise reply._refusal
+        items = RemoteStreamItems(reply, window)
+        clean = False
+        try:
+            yield items
+            clean = True
+        finally:
+            with trio.move_on_after(STREAM_CLOSE_GRACE) as cleanup:
+                cleanup.shield = True
+                if not reply.done:
+                    if clean:
+                        link.push({"k": "close", "id": reply.id})
+                    else:
+                        reply.cancel("caller")
+                await reply.wait_done()
+            if cleanup.cancelled_caught:
+                log.warning(
+                    "remote stream to %r did not finish within %ss", self.name, STREAM_CLOSE_GRACE
+                )
+
+
+async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
+    """Leave the private nursery, raising one exception rather than a group."""
+    try:
+        return bool(await cm.__aexit__(*exc_info))
+    except BaseExceptionGroup as group:
+        leaves = exception_leaves(group)
+        chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
+        raise chosen from chosen.__cause__
+
+
+def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
+    if timeout is None:
+        return contextlib.nullcontext()
+    if not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+    return trio.fail_after(timeout)
+
+
+class Cluster:
+    """A connection to a Ray cluster, and the hosts and branches placed through it.
+
+    Args:
+        address: a running cluster's address (``"auto"``, ``"ray://..."``,
+            ``"host:6379"``); None starts a local one (or uses the
+            connection this process already has).
+        num_cpus: CPUs of a local cluster (None: Ray's default, all of them).
+        namespace: the Ray namespace of the hosts; processes sharing it see
+            each other's branches.
+        storage: the directory under which each host keeps its store and
+            journal (``<storage>/<namespace>/<host>/``), on the machine the
+            host runs on; default: the system temporary directory.
+        host_restarts: times Ray restarts a host process that died (Ray's
+            ``max_restarts``); past it the host is gone for good.
+        reconnect_timeout: seconds a send waits for a lost host to come back.
+        runtime_env: Ray's runtime environment for host processes; default:
+            ``PYTHONPATH`` set to this process's import path, so factories
+            importable here are importable on the hosts of a local cluster.
+        host_session: keyword arguments of each host's Session (strategy,
+            max_restarts, period, grace).
+        session: a local Session whose observer also receives the signals
+            of the remote branches.
+        num_cpus_per_host: CPUs Ray reserves for each host process (default 0).
+        stop_hosts: stop the hosts this cluster created when it closes
+            (their sessions get their grace). False creates them *detached*:
+            they go on serving other processes after this one exits, until
+            killed (``ray kill``) or the Ray cluster stops.
+        init_options: more keyword arguments for ``ray.init``.
+
+    Use as ``async with Cluster(...) as cluster:``. Leaving it stops the
+    hosts this cluster created (unless ``stop_hosts=False``) and disconnects
+    from a cluster it started.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        *,
+        namespace: str = "pride",
+        storage: str | Path | None = None,
+        host_restarts: int = 3,
+        reconnect_timeout: float = 30.0,
+        runtime_env: dict[str, Any] | None = None,
+        host_session: dict[str, Any] | None = None,
+        session: Session | None = None,
+        num_cpus_per_host: float = 0,
+        stop_hosts: bool = True,
+        init_options: dict[str, Any] | None = None,
+    ) -> None:
+        if host_restarts < 0:
+            raise ValueError(f"host_restarts must be >= 0, got {host_restarts!r}")
+        if not reconnect_timeout > 0:
+            raise ValueError(f"reconnect_timeout must be positive, got {reconnect_timeout!r}")
+        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        options.update(init_options or {})
+        if address is not None:
+            options["address"] = address
+        if num_cpus is not None:
+            options["num_cpus"] = num_cpus
+        self.address = address
+        self.namespace = namespace
+        self.storage = (
+            Path(storage) if storage is not None else Path(tempfile.gettempdir()) / "pride-cluster"
+        )
+        self.host_restarts = host_restarts
+        self.reconnect_timeout = float(reconnect_timeout)
+        self._runtime_env = runtime_env if runtime_env is not None else _default_runtime_env()
+        self._host_session = dict(host_session or {})
+        self._session = session
+        self._cpus_per_host = num_cpus_per_host
+        self._stop_hosts = stop_hosts
+        self._connection = RayConnection(options)
+        self._observer = Observer()
+        self._watching = False
+        self._links: dict[str, Link] = {}
+        self._handles: dict[str, Any] = {}
+        self._owned: list[str] = []
+        self._names: dict[str, RemoteBranchRef] = {}
+        self._link_lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self._cm: Any = None
+        self._signals: trio.MemorySendChannel[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Cluster namespace={self.namespace!r} hosts={sorted(self._links)}>"
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Self:
+        await trio.to_thread.run_sync(self._connection.start)
+        cm = trio.open_nursery()
+        nursery = await cm.__aenter__()
+        self._cm, self._nursery = cm, nursery
+        send, receive = trio.open_memory_channel[Any](math.inf)
+        self._signals = send
+        nursery.start_soon(self._dispatch_signals, receive)
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool:
+        try:
+            with trio.CancelScope(shield=True):
+                await self._close()
+        except BaseException as late:
+            exc_info = (type(late), late, late.__traceback__)
+        cm, self._cm = self._cm, None
+        try:
+            return await _exit_unwrapped(cm, exc_info)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._connection.stop)
+
+    async def _close(self) -> None:
+        for host, link in self._links.items():
+            if host not in self._owned and link.state == "up":
+                link.handle.forget.remote(link.conn)  # fire and forget: the host drops our calls
+            link.close()  # before stopping hosts: their end is no loss to report
+        with trio.move_on_after(SHUTDOWN_GRACE):
+            async with trio.open_nursery() as nursery:
+                for host in self._owned:
+                    nursery.start_soon(self._shutdown_host, host)
+        if self._signals is not None:
+            self._signals.close()
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+
+    async def _shutdown_host(self, host: str) -> None:
+        handle = self._handles[host]
+        with contextlib.suppress(Exception):
+            await wait_ref(handle.shutdown.remote())
+        ray = import_ray()
+        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
+
+    # ------------------------------------------------------------ placing
+
+    async def spawn(
+        self,
+        factory: Callable[..., Any] | str,
+        *args: Any,
+        name: str,
+        host: str = DEFAULT_HOST,
+        resources: dict[str, float] | None = None,
+        restart: str = "permanent",
+        **kwargs: Any,
+    ) -> RemoteBranchRef:
+        """Build a branch on a host with ``factory(*args, name=name, **kwargs)``; return its ref.
+
+        ``factory`` is an importable callable (or its ``"module:function"``
+        path) returning a `Branch` named ``name``; it runs on
+        the host, so tools, models and connections are made there. ``args``
+        and ``kwargs`` must be JSON data (they are recorded, and replayed
+        when the host restarts). A branch stored under that name on the host
+        comes back with its conversation.
+
+        Args:
+            host: the host process's name; created on first use.
+            resources: Ray resources the host needs (``{"GPU": 1}``), used
+                when this call creates it.
+            restart: the branch's restart type in its host's session.
+
+        Raises:
+            TypeError: ``factory`` is not importable by name, or an argument is not JSON data.
+            ValueError: the factory made a branch with another name, or the
+                host already has a branch with this name.
+            HostLost: the host died while placing it.
+            ImportError, AttributeError: the host cannot import the factory.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError("spawn needs a branch name (name=...)")
+        spec = {
+            "factory": _factory_path(factory),
+            "args": _json_data(list(args), "args"),
+            "kwargs": _json_data(kwargs, "kwargs"),
+            "name": name,
+            "restart": restart,
+        }
+        link = await self._link(host, create=True, resources=resources)
+        await link.wait_up(name)
+        try:
+            answer = loads(await wait_ref(link.handle.place.remote(dumps(spec))), "placement")
+        except Exception as exc:
+            if _is_ray_loss(exc):
+                raise HostLost(name, host, type(exc).__name__) from exc
+            raise
+        if "error" in answer:
+            raise decode_error(answer["error"])
+        described = answer["branch"]
+        ref = RemoteBranchRef(self, name, host, UUID(described["id"]), described["capacity"])
+        self._names[name] = ref
+        return ref
+
+    def ref(self, name: str, host: str | None = None) -> RemoteBranchRef:
+        """The ref of the branch named ``name``, placed by any process of the cluster.
+
+        Never waits: a name this process has not seen is resolved (by asking
+        the hosts) on the first send; no host serving it raises UnknownBranch there.
+        """
+        known = self._names.get(name)
+        if known is not None and host in (None, known.host):
+            return known
+        return RemoteBranchRef(self, name, host)
+
+    async def lookup(self, name: str) -> RemoteBranchRef:
+        """The ref of ``name``, resolved now (its host, id and mailbox capacity).
+
+        Raises:
+            UnknownBranch: no host of this cluster's namespace serves it.
+        """
+        ref = self.ref(name)
+        await self._link_for(ref)
+        return self._names.get(name, ref)
+
+    @property
+    def hosts(self) -> list[str]:
+        """The hosts this cluster has connected to."""
+        return sorted(self._links)
+
+    # ------------------------------------------------------------ observing
+
+    def observe(self, *filters: Any, handler: Any = None) -> Any:
+        """Subscribe to the signals of every remote branch (see `pride.Observer.observe`).
+
+        Signals arrive in the order their host emitted them: per turn,
+        RunStart, its messages, then one terminal, all with the turn's id.
+        """
+        result = self._observer.observe(*filters, handler=handler)
+        self._watch()
+        return result
+
+    def unobserve(self, handler: Any) -> int:
+        """Remove ``handler``'s subscriptions; return how many there were."""
+        return self._observer.unobserve(handler)
+
+    @property
+    def observer(self) -> Observer:
+        """The observer remote signals are dispatched to."""
+        return self._observer
+
+    def _watch(self) -> None:
+        if self._watching:
+            return
+        self._watching = True
+        for link in self._links.values():
+            link.watch()
+
+    def _on_signal(self, signal: Signal) -> None:
+        # Synchronous subscribers run here, as the signal arrives, so they have seen
+        # a turn's terminal before its caller gets the outcome (as with a local
+        # branch); asynchronous ones are awaited one after another, in order.
+        for observer in (self._observer, self._session.observer if self._session else None):
+            if observer is None:
+                continue
+            pending = observer.dispatch(signal)
+            if pending is not None and self._signals is not None:
+                with contextlib.suppress(trio.ClosedResourceError):
+                    self._signals.send_nowait(pending)
+
+    async def _dispatch_signals(self, receive: trio.MemoryReceiveChannel[Any]) -> None:
+        async for pending in receive:
+            await pending
+
+    # ------------------------------------------------------------ links
+
+    async def _link_for(self, ref: RemoteBranchRef) -> Link:
+        if ref.host is None:
+            await self._resolve(ref)
+        assert ref.host is not None
+        link = await self._link(ref.host, create=False)
+        await link.wait_up(ref.name)
+        return link
+
+    def _known_link(self, ref: RemoteBranchRef) -> Link:
+        host = ref.host or (self._names[ref.name].host if ref.name in self._names else None)
+        link = self._links.get(host) if host is not None else None
+        if link is None:
+            raise UnknownBranch(
+                ref.name, "this process (await a send or `cluster.lookup(name)` first)"
+            )
+        return link
+
+    async def _resolve(self, ref: RemoteBranchRef) -> None:
+        known = self._names.get(ref.name)
+        if known is not None:
+            ref.host, ref.id, ref.capacity = known.host, known.id, known.capacity
+            return
+        hosts = await trio.to_thread.run_sync(self._list_hosts)
+        for host in hosts:
+            link = await self._link(host, create=False)
+            if link.state != "up":
+                continue
+            try:
+                info = loads(await wait_ref(link.handle.hello.remote()), "hello")
+            except Exception as exc:
+                if _is_ray_loss(exc):
+                    continue
+                raise
+            for described in info.get("branches", []):
+                found = RemoteBranchRef(
+                    self, described["name"], host, UUID(described["id"]), described["capacity"]
+                )
+                self._names.setdefault(found.name, found)
+            if ref.name in self._names:
+                known = self._names[ref.name]
+                ref.host, ref.id, ref.capacity = known.host, known.id, known.capacity
+                return
+        raise UnknownBranch(ref.name, f"the hosts of namespace {self.namespace!r}")
+
+    def _list_hosts(self) -> list[str]:
+        ray = import_ray()
+        found = ray.util.list_named_actors(all_namespaces=True)
+        return sorted(
+            entry["name"].removeprefix(HOST_PREFIX)
+            for entry in found
+            if entry.get("namespace") == self.namespace and entry["name"].startswith(HOST_PREFIX)
+        )
+
+    async def _link(
+        self, host: str, *, create: bool, resources: dict[str, float] | None = None
+    ) -> Link:
+        link = self._links.get(host)
+        if link is not None:
+            return link
+        if self._nursery is None:
+            raise BranchNotRunning(f"cluster {self.namespace!r}")
+        async with self._link_lock:
+            link = self._links.get(host)
+            if link is not None:
+                return link
+            handle, created = await trio.to_thread.run_sync(self._handle, host, create, resources)
+            self._handles[host] = handle
+            if created and self._stop_hosts:
+                self._owned.append(host)
+            link = Link(
+                host,
+                handle,
+                reconnect_timeout=self.reconnect_timeout,
+                on_signal=self._on_signal,
+            )
+            link.watching = self._watching
+            self._links[host] = link
+            await self._nursery.start(link.run)
+            return link
+
+    def _handle(
+        self, host: str, create: bool, resources: dict[str, float] | None
+    ) -> tuple[Any, bool]:
+        """The Ray handle of ``host`` (in a worker thread: these calls block)."""
+        ray = import_ray()
+        actor_name = HOST_PREFIX + host
+        try:
+            return ray.get_actor(actor_name, namespace=self.namespace), False
+        except ValueError:
+            if not create:
+                raise UnknownBranch(host, f"the hosts of namespace {self.namespace!r}") from None
+        from ._actor import HostActor
+
+        options: dict[str, Any] = {
+            "name": actor_name,
+            "namespace": self.namespace,
+            "get_if_exists": True,
+            "max_restarts": self.host_restarts,
+            "max_task_retries": 0,  # a turn is never run twice by Ray
+            "num_cpus": self._cpus_per_host,
+            "max_concurrency": 1000,
+        }
+        if not self._stop_hosts:
+            # Ray destroys an actor once no handle to it is left (named or not): a host
+            # meant to outlive this Cluster must not depend on this process's handles.
+            options["lifetime"] = "detached"
+        if self._runtime_env:
+            options["runtime_env"] = self._runtime_env
+        if resources:
+            options["resources"] = resources
+        directory = self.storage / self.namespace / host
+        host_options = {
+            "session": self._host_session,
+            "namespace": self.namespace,
+            "storage": str(self.storage),
+            "reconnect_timeout": self.reconnect_timeout,
+        }
+        handle = (
+            _host_class(ray, HostActor)
+            .options(**options)
+            .remote(host, str(directory), host_options)
+        )
+        return handle, True
+
+
+_HOST_CLASS: Any = None
+_HOST_CLUSTER: Cluster | None = None
+
+
+def host_cluster() -> Cluster | None:
+    """The cluster of the host process this code runs in, or None outside a host.
+
+    A branch's tools use it to reach branches on other hosts:
+
+    ```python
+    cluster = host_cluster()
+    answer = await cluster.ref("researcher").ask(Run(question))
+    ```
+    """
+    return _HOST_CLUSTER
+
+
+def set_host_cluster(cluster: Cluster | None) -> None:
+    """Called by a host's runtime around its serving life."""
+    global _HOST_CLUSTER
+    _HOST_CLUSTER = cluster
+
+
+def _host_class(ray: Any, actor: type) -> Any:
+    global _HOST_CLASS
+    if _HOST_CLASS is None:
+        _HOST_CLASS = ray.remote(actor)
+    return _HOST_CLASS
+
+
+def _is_ray_loss(exc: BaseException) -> bool:
+    ray = import_ray()
+    return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.ActorUnavailableError)
+
+
+def _factory_path(factory: Callable[..., Any] | str) -> str:
+    if isinstance(factory, str):
+        module, sep, attribute = factory.partition(":")
+        if not sep or not module or not attribute:
+            raise TypeError(f"factory {factory!r} should be 'package.module:callable'")
+        return factory
+    module_name = getattr(factory, "__module__", None)
+    qualname = getattr(factory, "__qualname__", None)
+    if not callable(factory) or not module_name or not qualname:
+        raise TypeError(f"factory must be a function or 'module:function', got {factory!r}")
+    if module_name == "__main__" or "<" in qualname:
+        raise TypeError(
+            f"factory {qualname!r} cannot be imported by the hosts (defined in "
+            f"{'__main__' if module_name == '__main__' else 'a function'}): define it at the top "
+            "level of a module they can import, or pass 'module:function'"
+        )
+    return f"{module_name}:{qualname}"
+
+
+def _json_data(value: Any, what: str) -> Any:
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"spawn {what} must be JSON data (they are replayed on restart): {exc}"
+        ) from None
+
+
+def _default_runtime_env() -> dict[str, Any]:
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    cwd = os.getcwd()
+    if cwd not in paths:
+        paths.insert(0, cwd)
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}

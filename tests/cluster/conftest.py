@@ -1,0 +1,51 @@
+"""The cluster suite: one real local Ray cluster (``num_cpus=2``) for the whole test session.
+
+``make unit`` runs this directory in a pytest process of its own, without
+xdist (``ray.init`` takes seconds and an idle cluster holds ~450 MB; under
+xdist each worker would start one). The cluster is
+shut down when the session ends, and the hosts each test created are stopped
+by its Cluster, so no Ray process outlives the run.
+
+Most tests share one host process (``shared``) in one namespace, with branch
+names of their own: a host process takes a second or two to start. Tests that
+kill or break a host start their own.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from pride.cluster import Cluster
+
+NAMESPACE = f"pride-tests-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """ray.init once per test session; yields the hosts' storage directory."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield tmp_path_factory.mktemp("hosts")
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+async def cluster(ray_session: Path) -> AsyncIterator[Cluster]:
+    """A Cluster attached to the session's Ray; the hosts it makes serve the whole session."""
+    async with Cluster(namespace=NAMESPACE, storage=ray_session, stop_hosts=False) as attached:
+        yield attached
+
+
+@pytest.fixture
+def name() -> str:
+    """A branch name no other test uses."""
+    return f"b-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,77 @@
+"""Branch factories the cluster tests place on hosts (importable by the host processes)."""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+import pride
+from pride import Branch, Escalate, ScriptedModel
+from pride.llm import ModelRequest
+
+
+def echo(*, name: str, prefix: str = "echo", mailbox_size: int = 64) -> Branch:
+    """Answers every prompt with ``<prefix>: <last user message>``."""
+
+    def reply(request: ModelRequest) -> str:
+        return f"{prefix}: {request.messages[-1]['content']}"
+
+    return Branch(name=name, chat_model=ScriptedModel(reply), mailbox_size=mailbox_size)
+
+
+class Worker(Branch):
+    """An echo branch whose methods are operations (``Call("block")``...).
+
+    Methods, not ``register_operation``: a session's Attach replaces a branch's
+    own operation registry with the session's, and a host spawns its branches
+    into a session.
+    """
+
+    __slots__ = ()
+
+    async def block(self, seconds: float = 60.0) -> str:
+        """Run until cancelled (or ``seconds`` pass)."""
+        await trio.sleep(seconds)
+        return "slept"
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+    async def escalate(self) -> None:
+        raise Escalate("this branch's state is not to be trusted")
+
+    async def fail(self, kind: str = "value") -> None:
+        if kind == "value":
+            raise ValueError("bad value on the host")
+        if kind == "closed":
+            raise pride.BranchClosed("elsewhere", "for the test")
+        raise _Custom("a class the caller cannot have")
+
+    async def note(self, caller: int, n: int) -> None:
+        """Note the arrival of envelope ``n`` of ``caller``."""
+        self.metadata.setdefault("notes", []).append([caller, n])
+
+    async def notes(self) -> list[list[int]]:
+        return list(self.metadata.get("notes", []))
+
+    async def history(self) -> list[str]:
+        """The recorded messages, as ``Kind:id``."""
+        return [f"{type(m).__name__}:{m.id}" for m in self.messages]
+
+
+class _Custom(Exception):
+    pass
+
+
+def worker(*, name: str, mailbox_size: int = 64) -> Branch:
+    """A :class:`Worker` echoing ``echo: <prompt>``."""
+
+    def reply(request: ModelRequest) -> str:
+        return f"echo: {request.messages[-1]['content']}"
+
+    return Worker(name=name, chat_model=ScriptedModel(reply), mailbox_size=mailbox_size)
+
+
+def not_a_branch(*, name: str) -> str:
+    return name

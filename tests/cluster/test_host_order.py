@@ -1,0 +1,109 @@
+"""A host's ordering and cancellation rules, on its trio runtime in this process (no Ray).
+
+Ray may deliver one caller's batches in any order; these tests hand a host
+runtime batches out of order, twice, and with cancels ahead of their envelopes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from pride import Call, Chat, RunStart, Signal
+from pride.cluster._host import HostRuntime
+from pride.cluster._wire import decode_error, decode_value
+from pride.messages import unstructure
+
+
+class Outbox:
+    """What the runtime sends back, per connection, with a way to wait for it."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+        self.changed = trio.Event()
+
+    def post(self, conn: str, items: list[dict[str, Any]]) -> None:
+        self.items.extend(items)
+        self.changed.set()
+
+    async def answer(self, envelope_id: str) -> dict[str, Any]:
+        while True:
+            for item in self.items:
+                if item.get("id") == envelope_id and item["k"] in ("done", "refused"):
+                    return item
+            self.changed = trio.Event()
+            await self.changed.wait()
+
+
+@pytest.fixture
+async def host(tmp_path: Path) -> AsyncIterator[tuple[HostRuntime, Outbox]]:
+    outbox = Outbox()
+    runtime = HostRuntime("local", tmp_path, outbox)
+    async with trio.open_nursery() as nursery:
+        ready = trio.Event()
+        nursery.start_soon(runtime.main, lambda _: ready.set())
+        await ready.wait()
+        await runtime.place(
+            {"factory": "tests.cluster.factories:worker", "name": "w", "args": [], "kwargs": {}}
+        )
+        yield runtime, outbox
+        runtime.stop()
+
+
+def envelope(command: Any, mode: str = "ask") -> dict[str, Any]:
+    return {
+        "k": "send",
+        "id": uuid.uuid4().hex,
+        "b": "w",
+        "mode": mode,
+        "cmd": unstructure(command),
+    }
+
+
+async def test_batches_out_of_order_reach_the_mailbox_in_order(
+    host: tuple[HostRuntime, Outbox],
+) -> None:
+    runtime, outbox = host
+    notes = [envelope(Call("note", caller=0, n=n)) for n in range(6)]
+    batches = [notes[0:2], notes[2:4], notes[4:6]]
+    runtime.on_batch("c", 2, batches[2], set())
+    runtime.on_batch("c", 1, batches[1], set())
+    runtime.on_batch("c", 1, batches[1], set())  # delivered twice: ignored
+    runtime.on_batch("c", 0, batches[0], set())
+    for item in notes:
+        assert "error" not in await outbox.answer(item["id"])
+    ask = envelope(Call("notes"))
+    runtime.on_batch("c", 3, [ask], set())
+    answer = await outbox.answer(ask["id"])
+    assert decode_value(answer["value"]) == [[0, n] for n in range(6)]
+
+
+async def test_a_cancel_that_overtakes_its_envelope_is_remembered(
+    host: tuple[HostRuntime, Outbox],
+) -> None:
+    runtime, outbox = host
+    starts: list[Signal] = []
+    assert runtime.session is not None
+    runtime.session.observe(RunStart, handler=starts.append)
+    late = envelope(Chat("never"))
+    runtime.on_batch("c", 1, [{"k": "cancel", "id": late["id"]}], set())
+    runtime.on_batch("c", 0, [late], set())
+    refused = await outbox.answer(late["id"])
+    assert refused["k"] == "refused"
+    assert type(decode_error(refused["error"])).__name__ == "TurnCancelled"
+    await trio.testing.wait_all_tasks_blocked()
+    assert starts == []  # it never started
+
+
+async def test_a_replayed_envelope_id_is_refused(host: tuple[HostRuntime, Outbox]) -> None:
+    runtime, outbox = host
+    item = envelope(Chat("once"))
+    runtime.on_batch("c", 0, [item], {item["id"]})  # the journal had seen it
+    refused = await outbox.answer(item["id"])
+    assert type(decode_error(refused["error"])).__name__ == "EnvelopeReplayed"
