@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+import pride
 from benchmarks._harness import figure_line, ratio_line
 from pride import Act, Call, Chat, RunFailed, RunStart, Signal
 from pride.cluster import Cluster
@@ -53,7 +54,7 @@ async def _asks(ref: Any, n: int) -> list[float]:
     command = Chat("hi")
     for _ in range(n):
         start = time.perf_counter()
-        await ref.ask(command)
+        await pride.ask(ref, command)
         samples.append(time.perf_counter() - start)
     return samples
 
@@ -61,7 +62,7 @@ async def _asks(ref: Any, n: int) -> list[float]:
 async def _throughput(ref: Any, command: Any, senders: int, per_sender: int) -> float:
     async def sender() -> None:
         for _ in range(per_sender):
-            await ref.ask(command)
+            await pride.ask(ref, command)
 
     start = time.perf_counter()
     async with trio.open_nursery() as nursery:
@@ -91,7 +92,7 @@ async def _cancel_latencies(cluster: Cluster, ref: Any, n: int) -> list[float]:
     for _ in range(n):
         start_event = trio.Event()
         last_start.clear()
-        reply = await ref.send(Call("block"))
+        reply = await pride.send(ref, Call("block"))
         await start_event.wait()
         turn_id = last_start[0]
         events[turn_id] = trio.Event()
@@ -163,7 +164,7 @@ async def _main(ray: Any, smoke: bool) -> None:
                 cancel_p50 <= 20,
             )
         )
-        pid = await ref.ask(Call("pid"))
+        pid = await pride.ask(ref, Call("pid"))
         print(f"  host process memory: {_pss_mib(pid):.1f} MiB PSS (pid {pid}, one branch)")
 
 

@@ -24,6 +24,7 @@ import uuid
 import demo  # examples/demo.py: run from this directory's parent or this directory
 import trio
 
+import pride
 from pride import ActionRequest, AssistantResponse, MessageAdded, Run, RunEnd
 from pride.cluster import Cluster
 
@@ -48,7 +49,7 @@ async def main() -> None:
 
         print(f"\nyou -> planner: {demo.TASK}\n")
         answering = False
-        async with planner.stream(Run(demo.TASK)) as items:
+        async with pride.stream(planner, Run(demo.TASK)) as items:
             async for item in items:
                 if isinstance(item, str):
                     if not answering:

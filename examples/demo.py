@@ -102,10 +102,8 @@ async def consult(teammate: str, prompt: str) -> str:
     in another process: the host's cluster resolves the name there.
     """
     cluster = host_cluster()
-    if cluster is None:
-        items = await pride.ask(teammate, Run(prompt))
-    else:
-        items = await cluster.ref(teammate).ask(Run(prompt))
+    target = teammate if cluster is None else cluster.ref(teammate)
+    items = await pride.ask(target, Run(prompt))
     return next(item.text for item in reversed(items) if isinstance(item, AssistantResponse))
 
 

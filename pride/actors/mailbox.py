@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
 import attrs
@@ -32,7 +32,7 @@ from .waits import check_wait_allowed, record_wait, remove_wait
 if TYPE_CHECKING:
     from .target import Canceller, Target
 
-__all__ = ["Mailbox", "MailboxStatistics", "Reply", "ReplyConsumedError", "ReplyState"]
+__all__ = ["Holder", "Mailbox", "MailboxStatistics", "Reply", "ReplyConsumedError", "ReplyState"]
 
 log = logging.getLogger("pride.mailbox")
 
@@ -99,8 +99,9 @@ class Reply:
         self._cancel_scope: Canceller | None = None
         self._cancel_reason: str | None = None
         self._stream = stream
-        # The mailbox whose work lane holds this reply, until the actor takes it.
-        self._queued_in: Mailbox | None = None
+        # What holds this reply queued (a mailbox's work lane, or a remote target's
+        # record of it) until it starts: told when the caller drops it.
+        self._queued_in: Holder | None = None
 
     def __repr__(self) -> str:
         return (
@@ -180,6 +181,15 @@ class Reply:
 
     # ------------------------------------------------------- actor side
 
+    def hold(self, holder: Holder) -> None:
+        """Note that ``holder`` keeps the envelope queued (called by the target).
+
+        If the caller drops the envelope before it starts,
+        ``holder.forget_dropped()`` is called, so the target can let it go: a
+        mailbox gives its room back, a remote target tells its host.
+        """
+        self._queued_in = holder
+
     def start(self, turn_id: UUID | None, cancel_scope: Canceller | None) -> None:
         """Mark the command running (called by the target serving it).
 
@@ -234,6 +244,12 @@ class Reply:
             if self.state != "dropped":
                 self.state = "done"
             self._finish()
+
+
+class Holder(Protocol):
+    """What keeps a queued envelope (see [`Reply.hold`][pride.actors.mailbox.Reply.hold])."""
+
+    def forget_dropped(self) -> None: ...
 
 
 @attrs.frozen

@@ -14,9 +14,11 @@ What an implementation does with the envelope it was given:
   [`BranchClosed`][pride.BranchClosed] (it has stopped, or its host is gone),
   [`BranchNotRunning`][pride.BranchNotRunning] (it never started),
   [`MailboxFull`][pride.MailboxFull] (``deliver_nowait`` only: no room);
-* or **accept it**, and then answer it exactly once: ``reply.start(turn_id,
-  canceller)`` when it starts serving it (``canceller.cancel()`` is how a
-  caller's `cancel` reaches the running command),
+* or **accept it**, and then answer it exactly once: ``reply.hold(holder)``
+  while it keeps it queued, if it must hear of a caller dropping it
+  (``holder.forget_dropped()``: a remote target tells its host);
+  ``reply.start(turn_id, canceller)`` when it starts serving it
+  (``canceller.cancel()`` is how a caller's `cancel` reaches the running command),
   ``reply.turn_id`` set as soon as the turn id is known, items of a
   streaming command sent to ``reply.stream`` (closed when the turn ends),
   and finally ``reply.succeed(result)`` or ``reply.fail(error)``.

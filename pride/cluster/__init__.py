@@ -5,7 +5,6 @@ does not import Ray; connecting a `Cluster` does. ``import pride``
 never imports it.
 """
 
-from ._link import RemoteReply, RemoteStreamItems
 from .cluster import DEFAULT_HOST, DEFAULT_STREAM_WINDOW, Cluster, RemoteBranchRef, host_cluster
 
 __all__ = [
@@ -13,7 +12,5 @@ __all__ = [
     "DEFAULT_STREAM_WINDOW",
     "Cluster",
     "RemoteBranchRef",
-    "RemoteReply",
-    "RemoteStreamItems",
     "host_cluster",
 ]

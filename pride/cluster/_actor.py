@@ -49,6 +49,8 @@ START_TIMEOUT = 120.0
 """Seconds a host may take to restore its branches before its creation fails."""
 POLL_TIMEOUT = 15.0
 """Seconds a poll waits for something to return before it returns nothing."""
+DELIVERY_LINGER = 0.005
+"""Seconds a delivery waits for answers to carry back before it returns without."""
 
 
 class HostActor:
@@ -67,7 +69,9 @@ class HostActor:
         self._journal = EnvelopeJournal(self._directory / "journal.db")
         self._lock = threading.Lock()
         self._outboxes: dict[str, list[dict[str, Any]]] = {}
+        self._out_seq: dict[str, int] = {}
         self._pollers: dict[str, asyncio.Future[None]] = {}
+        self._deliverers: dict[str, list[asyncio.Future[None]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._serving = False
         self._graceful = False
@@ -113,10 +117,18 @@ class HostActor:
             loop.call_soon_threadsafe(self._journal.note_turns, pairs)
 
     def post(self, conn: str, items: list[dict[str, Any]]) -> None:
-        """Queue items for ``conn``'s next poll (called from the trio thread)."""
+        """Queue a numbered batch of items for ``conn`` (called from the trio thread).
+
+        The batch goes back with the next delivery of that connection still
+        waiting for answers, else with its poll; the caller applies batches in
+        number order whichever brought them.
+        """
         with self._lock:
-            self._outboxes.setdefault(conn, []).extend(items)
-            waiting = self._pollers.get(conn)
+            seq = self._out_seq.get(conn, 0)
+            self._out_seq[conn] = seq + 1
+            self._outboxes.setdefault(conn, []).append({"s": seq, "items": items})
+            waiters = self._deliverers.get(conn)
+            waiting = waiters.pop(0) if waiters else self._pollers.get(conn)
         if waiting is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(_wake, waiting)
 
@@ -205,18 +217,35 @@ class HostActor:
     async def deliver(self, payload: bytes) -> bytes | None:
         """Take one batch from a caller: journal its envelopes, hand it to trio.
 
-        Returns None, or an encoded `InvalidMessage` when the
-        batch is malformed (then nothing of it was taken). Errors are answers,
-        not exceptions: a caller must be able to read them without unpickling.
+        Returns ``{"out": [numbered answer batches]}`` when answers for this
+        connection are ready within `DELIVERY_LINGER`, None when none are,
+        or ``{"error": ...}`` (an `InvalidMessage`) when the batch is malformed
+        (then nothing of it was taken). Errors are answers, not exceptions: a
+        caller must be able to read them without unpickling.
         """
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         try:
-            self._take_batch(payload)
+            conn = self._take_batch(payload)
         except InvalidMessage as exc:
             return dumps({"error": encode_error(exc)})
-        return None
+        # Linger briefly for the answers: a short turn's outcome then rides back on
+        # this call instead of costing the poll a round trip of its own.
+        waiter: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            out = self._outboxes.pop(conn, None)
+            if not out:
+                self._deliverers.setdefault(conn, []).append(waiter)
+        if not out:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiter), DELIVERY_LINGER)
+            with self._lock:
+                waiters = self._deliverers.get(conn)
+                if waiters and waiter in waiters:
+                    waiters.remove(waiter)
+                out = self._outboxes.pop(conn, None)
+        return dumps({"out": out}) if out else None
 
-    def _take_batch(self, payload: bytes) -> None:
+    def _take_batch(self, payload: bytes) -> str:
         batch = loads(payload, "batch")
         if not isinstance(batch, dict):
             raise InvalidMessage([("batch", "expected an object")])
@@ -232,10 +261,12 @@ class HostActor:
         ]
         seen = self._journal.record(envelopes)
         self._token().run_sync_soon(self._runtime.on_batch, conn, seq, items, seen)
+        return conn
 
     async def poll(self, conn: str, timeout: float = POLL_TIMEOUT) -> bytes:
         """What the host owes ``conn`` (waiting up to ``timeout`` for something)."""
         self._loop = loop = asyncio.get_running_loop()
+        previous = None
         with self._lock:
             items = self._outboxes.pop(conn, None)
             if not items:
@@ -259,6 +290,8 @@ class HostActor:
         await self._on_trio(self._runtime.forget, conn)
         with self._lock:
             self._outboxes.pop(conn, None)
+            self._out_seq.pop(conn, None)
+            self._deliverers.pop(conn, None)
             waiter = self._pollers.pop(conn, None)
         if waiter is not None:
             _wake(waiter)

@@ -52,6 +52,7 @@ from ..errors import (
     MailboxFull,
     PrideError,
     StoreError,
+    StoreLocked,
     TurnCancelled,
     UnknownBranch,
 )
@@ -67,6 +68,8 @@ MAX_HELD_BATCHES = 4096
 """Batches a connection may have waiting for an earlier one before it is refused."""
 MAX_REMEMBERED_CANCELS = 100_000
 """Cancels that overtook their envelopes, remembered per connection."""
+LAZY_FLUSH = 0.002
+"""Seconds an answer that nobody waits on (a turn's start) may wait for company."""
 STORE_OPEN_PATIENCE = 10.0
 """Seconds a restarted host retries opening its store (the old process may still hold it)."""
 
@@ -104,6 +107,7 @@ class _Call:
     mode: str  # "ask" | "wait" | "nowait" | "stream"
     command: WorkCommand
     window: int = 0
+    ack: bool = False  # the caller waits for "queued" (it believes the mailbox full)
     replayed: bool = False
     reply: Reply | None = None
     answered: bool = False
@@ -158,6 +162,8 @@ class HostRuntime:
         self._conns: dict[str, _Conn] = {}
         self._running: dict[str, collections.deque[tuple[_Conn, _Call]]] = {}
         self._stop = trio.Event()
+        self._lazy: set[_Conn] = set()
+        self._lazy_due = trio.Event()
         self._turn_notes: Callable[[list[tuple[str, str]]], None] | None = None
         self.restored: list[str] = []
 
@@ -177,6 +183,7 @@ class HostRuntime:
         self._turn_notes = turn_notes
         async with trio.open_nursery() as nursery, self._cluster():
             self._nursery = nursery
+            nursery.start_soon(self._flush_lazily)
             session = await self._open_session()
             async with session:
                 self.session = session
@@ -187,6 +194,8 @@ class HostRuntime:
                 ready(self)
                 await self._stop.wait()
             self.session = None
+            with trio.CancelScope(shield=True):
+                await self._store.aclose()  # the session was handed it: closing it is ours
             nursery.cancel_scope.cancel()
 
     @contextlib.asynccontextmanager
@@ -219,7 +228,7 @@ class HostRuntime:
             store = BranchStore(path)
             try:
                 await store.open()
-            except StoreError:
+            except StoreLocked:
                 # A restarted host: the process it replaces may still hold the store.
                 if trio.current_time() > deadline:
                     raise
@@ -238,9 +247,6 @@ class HostRuntime:
     def stop(self) -> None:
         """Ask `main` to stop the session and return (thread-safe through the token)."""
         self._stop.set()
-
-    async def close_store(self) -> None:
-        await self._store.aclose()
 
     # ------------------------------------------------------------ placement
 
@@ -374,7 +380,7 @@ class HostRuntime:
         try:
             if not isinstance(branch_name, str):
                 raise InvalidMessage([("envelope.b", "expected a branch name")])
-            if mode not in ("ask", "wait", "nowait", "stream"):
+            if mode not in ("ask", "wait", "nowait", "stream"):  # "ask": an older "wait"
                 raise InvalidMessage([("envelope.mode", f"unknown mode {mode!r}")])
             command: WorkCommand = structure(item.get("cmd"), WorkCommand)
         except InvalidMessage as exc:
@@ -382,7 +388,12 @@ class HostRuntime:
             return
         window = item.get("window", 0)
         call = _Call(
-            envelope_id, branch_name, mode, command, window if isinstance(window, int) else 0
+            envelope_id,
+            branch_name,
+            "wait" if mode == "ask" else mode,
+            command,
+            window if isinstance(window, int) else 0,
+            ack=item.get("ack") is True,
         )
         if envelope_id in conn.cancelled:
             conn.cancelled.discard(envelope_id)
@@ -454,9 +465,9 @@ class HostRuntime:
 
     def _accepted(self, conn: _Conn, call: _Call, branch: Branch, reply: Reply) -> None:
         call.reply = reply
-        if call.mode != "ask":  # an asking caller waits for the outcome only
+        if call.ack:  # its caller waits for room
             self._send(conn, {"k": "ack", "id": call.id, "room": _room(branch)})
-            self._running.setdefault(branch.name, collections.deque()).append((conn, call))
+        self._running.setdefault(branch.name, collections.deque()).append((conn, call))
         assert self._nursery is not None
         self._nursery.start_soon(self._answer, conn, call, branch)
 
@@ -624,21 +635,43 @@ class HostRuntime:
                 continue
             if reply.turn_id == signal.turn_id:
                 running.popleft()
-                self._send(conn, {"k": "start", "id": call.id, "turn": str(signal.turn_id)})
+                # Lazy unless streamed: a short turn's start leaves with its outcome.
+                self._send(
+                    conn,
+                    {"k": "start", "id": call.id, "turn": str(signal.turn_id)},
+                    lazy=call.mode != "stream",
+                )
                 if self._turn_notes is not None:
                     self._turn_notes([(call.id, str(signal.turn_id))])
             return
 
     # ------------------------------------------------------------ outbound
 
-    def _send(self, conn: _Conn, item: dict[str, Any]) -> None:
+    def _send(self, conn: _Conn, item: dict[str, Any], *, lazy: bool = False) -> None:
+        """Queue ``item`` for ``conn``: sent at the end of this tick, or (``lazy``)
+        within `LAZY_FLUSH` seconds, with whatever else is queued by then."""
         if conn.id not in self._conns:
             return  # forgotten: nobody is listening
         conn.out.append(item)
-        if not conn.flush_scheduled:
-            conn.flush_scheduled = True
-            assert self.token is not None
-            self.token.run_sync_soon(self._flush, conn)
+        if conn.flush_scheduled:
+            return
+        if lazy:
+            self._lazy.add(conn)
+            self._lazy_due.set()
+            return
+        conn.flush_scheduled = True
+        assert self.token is not None
+        self.token.run_sync_soon(self._flush, conn)
+
+    async def _flush_lazily(self) -> None:
+        while True:
+            await self._lazy_due.wait()
+            await trio.sleep(LAZY_FLUSH)
+            self._lazy_due = trio.Event()
+            lazy, self._lazy = self._lazy, set()
+            for conn in lazy:
+                if not conn.flush_scheduled:
+                    self._flush(conn)
 
     def _flush(self, conn: _Conn) -> None:
         conn.flush_scheduled = False

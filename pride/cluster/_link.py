@@ -4,40 +4,43 @@ Per host, a caller process keeps one `Link` with a connection id and:
 
 * an outgoing list of items (envelopes, cancels, stream credits), sent by a
   flusher task as numbered batches: the first item goes at once, and while
-  ``MAX_IN_FLIGHT`` deliveries are under way further items wait and leave
+  `MAX_IN_FLIGHT` deliveries are under way further items wait and leave
   together, so a busy caller sends few large calls instead of many small ones;
-* one ``poll`` call always waiting on the host, which answers with everything
-  the host owes the connection (acks, turn starts, outcomes, stream items,
-  signals) as soon as there is something;
-* loss detection: the host's beacon (an object its process owns) failing,
-  or a delivery or poll failing, means the process died: Ray reports the
-  beacon within milliseconds, and every call in flight fails with
-  `HostLost` at once; then the link reconnects under a new
+* answers back on two paths: a delivery returns what the host owes the
+  connection by the time its batch was taken (or shortly after), and one
+  ``poll`` call always waits on the host for the rest. The host numbers what
+  it sends; the link applies it in that order whichever path brought it;
+* loss detection: the host's beacon (an object its process owns that never
+  resolves) failing, or a delivery or poll failing, means the process died:
+  Ray reports the beacon within milliseconds, and every envelope in flight
+  fails with `HostLost` at once; then the link reconnects under a new
   connection id (fresh numbering) when Ray has restarted the host, and new
   sends wait for that, up to the cluster's ``reconnect_timeout``.
+
+An envelope here is pride's own `Reply` (the send API made it): the link
+answers it through the target protocol (``hold``, ``start``, ``succeed``,
+``fail``, its ``stream``).
 """
 
 from __future__ import annotations
 
-import contextlib
+import collections
 import functools
 import logging
-import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
 
 import trio
 
-from ..actors.mailbox import ReplyConsumedError
-from ..errors import HostLost, InvalidMessage, MailboxFull, TurnCancelled
+from ..actors import Reply
+from ..errors import HostLost, InvalidMessage, MailboxFull
 from ..messages import Command, Signal, WorkCommand, structure, unstructure
 from ..messages._ids import new_id
 from ._driver import import_ray, on_done, wait_ref
 from ._wire import decode_error, decode_value, dumps, loads
 
-if TYPE_CHECKING:
-    from .cluster import RemoteBranchRef
-
-__all__ = ["MAX_BATCH", "MAX_IN_FLIGHT", "Link", "RemoteReply", "RemoteStreamItems", "check_work"]
+__all__ = ["MAX_BATCH", "MAX_IN_FLIGHT", "Envelope", "Link", "check_work"]
 
 log = logging.getLogger("pride.cluster")
 
@@ -47,157 +50,134 @@ MAX_BATCH = 512
 """Items in one delivery."""
 
 
-class RemoteReply:
-    """The handle on a command sent to a remote branch: what `Reply` offers.
+class Envelope:
+    """The link's record of one envelope sent to a host, from submission to outcome.
 
-    ``turn_id`` is None until the host reports the turn started (and stays
-    None for commands that are not model turns). ``await reply.result()``
-    returns the result or raises the command's error, once. ``cancel()``
-    reaches the remote turn: queued, it is dropped (no RunStart); running,
-    it is cancelled and finalised (terminal RunFailed); the outcome
-    (``TurnCancelled``) arrives from the host.
+    It is the envelope's holder while queued (a caller dropping it sends a
+    cancel), its canceller once running, and, for a streamed command, the
+    forwarder of its items into the caller's zero-buffer stream channel,
+    returning one credit to the host per item consumed.
     """
 
-    def __init__(self, ref: RemoteBranchRef, command: WorkCommand, link: Link) -> None:
-        self.ref = ref
-        self.command = command
-        self.id = new_id().hex
-        self.state = "queued"
-        self.turn_id: Any = None
-        self._link = link
-        self._acked = trio.Event()
-        self._finished = trio.Event()
-        self._refusal: BaseException | None = None
-        self._result: Any = None
-        self._error: BaseException | None = None
-        self._consumed = False
-        self._cancel_reason: str | None = None
-        self._items: tuple[trio.MemorySendChannel[Any], trio.MemoryReceiveChannel[Any]] | None = (
-            None
-        )
+    __slots__ = (
+        "_ended",
+        "_items",
+        "_items_changed",
+        "_owed",
+        "acked",
+        "branch",
+        "id",
+        "link",
+        "outcome",
+        "refusal",
+        "reply",
+        "waiting",
+        "window",
+    )
 
-    def __repr__(self) -> str:
-        return (
-            f"<RemoteReply {type(self.command).__name__} to {self.ref.name!r} "
-            f"{self.state} turn_id={self.turn_id}>"
-        )
-
-    @property
-    def done(self) -> bool:
-        """True once the command has an outcome."""
-        return self._finished.is_set()
-
-    @property
-    def cancel_reason(self) -> str | None:
-        """Why the command was cancelled, if it was."""
-        return self._cancel_reason
-
-    async def result(self) -> Any:
-        """Wait for the outcome; return the result or raise the command's error.
-
-        Raises:
-            HostLost: the host died or became unreachable before the outcome.
-            TurnCancelled: the command was cancelled.
-            RuntimeError: the outcome was already delivered.
-            Exception: whatever the command raised on the host.
-
-        Cancelling the wait does not cancel the command; use `cancel`.
-        """
-        if self._consumed:
-            raise ReplyConsumedError(f"{self!r}: result() already delivered its outcome")
-        await self._finished.wait()
-        self._consumed = True
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-    async def wait_done(self) -> None:
-        """Wait until the command has an outcome, without taking it."""
-        await self._finished.wait()
-
-    def cancel(self, reason: str = "caller") -> None:
-        """Give up on the command (idempotent, never blocks); see the class docstring."""
-        if self.done or self._cancel_reason is not None:
-            return
-        self._cancel_reason = reason
-        self._link.push({"k": "cancel", "id": self.id})
-
-    # ------------------------------------------------------------ link side
-
-    def _ack(self) -> None:
-        self._acked.set()
-
-    def _start(self, turn_id: Any) -> None:
-        self.state = "running"
-        self.turn_id = turn_id
-        self._acked.set()
-
-    def _finish(self, value: Any = None, error: BaseException | None = None) -> None:
-        if self.done:
-            return
-        self._result, self._error = value, error
-        if isinstance(error, TurnCancelled) and self.state == "queued":
-            self.state = "dropped"
-        else:
-            self.state = "done"
-        self._acked.set()
-        self._finished.set()
-        if self._items is not None:
-            self._items[0].close()
-
-    def _refuse(self, error: BaseException) -> None:
-        self._refusal = error
-        self._finish(error=error)
-
-    def _item(self, value: Any) -> None:
-        if self._items is not None and not self.done:
-            # A consumer that left is no error: the host hears close or cancel.
-            with contextlib.suppress(trio.BrokenResourceError):
-                self._items[0].send_nowait(value)
-
-
-class RemoteStreamItems:
-    """What ``stream`` on a remote branch yields: its items, in order, with backpressure.
-
-    The host runs at most ``window`` items ahead of consumption: each item
-    consumed here returns a credit (sent in batches of half the window).
-    After the last item, a failed turn raises its exception from the loop.
-    """
-
-    def __init__(self, reply: RemoteReply, window: int) -> None:
-        assert reply._items is not None
+    def __init__(self, link: Link, reply: Reply, branch: str, *, window: int = 0) -> None:
+        self.link = link
         self.reply = reply
-        self._receive = reply._items[1]
-        self._window = window
+        self.branch = branch
+        self.id = new_id().hex
+        self.window = window
+        self.waiting = False  # the deliverer waits for the host's ack
+        self.acked = trio.Event()
+        self.refusal: BaseException | None = None
+        self.outcome: tuple[Any, BaseException | None] | None = None
+        self._items: collections.deque[Any] = collections.deque()
+        self._items_changed = trio.Event()
+        self._ended = False
         self._owed = 0
-        self._exhausted = False
 
-    def __aiter__(self) -> RemoteStreamItems:
-        return self
+    # ------------------------------------------------------------ caller side
 
-    async def __anext__(self) -> Any:
-        if self._exhausted:
-            raise StopAsyncIteration
-        try:
-            value = await self._receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            pass
+    def forget_dropped(self) -> None:
+        """The caller dropped the queued envelope: tell the host."""
+        self._cancel()
+
+    def cancel(self) -> None:
+        """The caller gave up on the running command: tell the host."""
+        self._cancel()
+
+    def _cancel(self) -> None:
+        if self.reply.stream is not None and self.reply.cancel_reason == "stream_closed":
+            self.link.push({"k": "close", "id": self.id})  # a clean end: the turn finalises
         else:
-            self._owed += 1
-            if self._owed >= max(1, self._window // 2):
-                self.reply._link.push({"k": "credit", "id": self.reply.id, "n": self._owed})
-                self._owed = 0
-            return value
-        self._exhausted = True
-        await self.reply.result()
-        raise StopAsyncIteration
+            self.link.push({"k": "cancel", "id": self.id})
+
+    # ------------------------------------------------------------ host side
+
+    def started(self, turn_id: UUID | None) -> None:
+        if not self.reply.done:
+            self.reply.start(turn_id, self)
+
+    def refused(self, error: BaseException) -> None:
+        if self.waiting and not self.acked.is_set():
+            self.refusal = error  # raised by the waiting deliver: nothing was queued
+            self.acked.set()
+        self.finish(None, error)
+
+    def finish(self, value: Any, error: BaseException | None) -> None:
+        """The outcome arrived (or the host was lost): answer once the items are out."""
+        if self.outcome is not None:
+            return
+        self.outcome = (value, error)
+        self.acked.set()
+        if self.reply.stream is None:
+            self._answer()
+        else:
+            self._ended = True
+            self._items_changed.set()
+
+    def item(self, value: Any) -> None:
+        if self.outcome is None:
+            self._items.append(value)
+            self._items_changed.set()
+
+    def _answer(self) -> None:
+        assert self.outcome is not None
+        value, error = self.outcome
+        if error is None:
+            self.reply.succeed(value)
+        else:
+            self.reply.fail(error)
+
+    async def forward(self) -> None:
+        """Feed the stream's items to its consumer, then answer (a task per stream)."""
+        stream = self.reply.stream
+        assert stream is not None
+        try:
+            while True:
+                while not self._items and not self._ended:
+                    self._items_changed = trio.Event()
+                    await self._items_changed.wait()
+                if not self._items:
+                    break
+                try:
+                    await stream.send(self._items.popleft())
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._items.clear()  # the consumer left; the host hears close or cancel
+                    while not self._ended:
+                        self._items_changed = trio.Event()
+                        await self._items_changed.wait()
+                    break
+                self._owed += 1
+                if self._owed >= max(1, self.window // 2):
+                    self.link.push({"k": "credit", "id": self.id, "n": self._owed})
+                    self._owed = 0
+        finally:
+            stream.close()
+            if self.outcome is not None:
+                self._answer()
 
 
 class Link:
     """One caller's connection to one host (see the module docstring).
 
     Run `run` in a nursery; it serves until cancelled or the host is
-    gone for good.
+    gone for good. ``spawn`` starts a task that outlives a connection (the
+    forwarders of streamed items).
     """
 
     def __init__(
@@ -206,20 +186,24 @@ class Link:
         handle: Any,
         *,
         reconnect_timeout: float,
-        on_signal: Any,
+        on_signal: Callable[[Signal], None],
+        spawn: Callable[[Callable[[], Any]], None],
     ) -> None:
         self.host = host
         self.handle = handle
         self.reconnect_timeout = reconnect_timeout
         self._on_signal = on_signal
+        self._spawn = spawn
         self.state = "connecting"  # "up", "lost" (reconnecting), "dead"
         self.conn = ""
         self._seq = 0
         self._outgoing: list[dict[str, Any]] = []
         self._in_flight = 0
-        self._calls: dict[str, RemoteReply] = {}
+        self._envelopes: dict[str, Envelope] = {}
         self._room: dict[str, int] = {}
-        self._unacked: dict[str, int] = {}
+        self._outstanding: dict[str, int] = {}
+        self._expected = 0  # the next answer batch to apply
+        self._held: dict[int, list[dict[str, Any]]] = {}
         self._kick = trio.Event()
         self._up = trio.Event()
         self._scope: trio.CancelScope | None = None
@@ -249,32 +233,42 @@ class Link:
         if self.state != "up":
             raise HostLost(branch_name, self.host, f"it is {self.state}")
 
-    def submit(self, reply: RemoteReply, mode: str, window: int = 0) -> None:
-        """Queue ``reply``'s envelope for the next delivery (never blocks)."""
-        branch = reply.ref.name
-        item: dict[str, Any] = {
-            "k": "send",
-            "id": reply.id,
-            "b": branch,
-            "mode": mode,
-            "cmd": unstructure(reply.command),
-        }
-        if mode == "stream":
-            item["window"] = window
-            reply._items = trio.open_memory_channel[Any](math.inf)
-        self._calls[reply.id] = reply
-        self._unacked[branch] = self._unacked.get(branch, 0) + 1
-        self.push(item)
+    def has_room(self, branch: str) -> bool:
+        """True when this caller believes ``branch``'s mailbox has room for one more."""
+        room = self._room.get(branch)
+        return room is not None and self._outstanding.get(branch, 0) < room
+
+    def know_room(self, branch: str, room: int) -> None:
+        self._room.setdefault(branch, room)
 
     def check_room(self, branch: str, capacity: int | None) -> None:
         """Raise MailboxFull if this caller knows ``branch``'s mailbox is full."""
         room = self._room.get(branch)
-        if room is not None and self._unacked.get(branch, 0) >= room:
+        if room is not None and self._outstanding.get(branch, 0) >= room:
             raise MailboxFull(branch, capacity if capacity is not None else room)
+
+    def submit(self, envelope: Envelope, mode: str, *, ack: bool) -> None:
+        """Queue ``envelope`` for the next delivery (never blocks)."""
+        item: dict[str, Any] = {
+            "k": "send",
+            "id": envelope.id,
+            "b": envelope.branch,
+            "mode": mode,
+            "cmd": unstructure(envelope.reply.command),
+        }
+        if ack:
+            item["ack"] = True
+            envelope.waiting = True
+        if mode == "stream":
+            item["window"] = envelope.window
+            self._spawn(envelope.forward)
+        self._envelopes[envelope.id] = envelope
+        self._outstanding[envelope.branch] = self._outstanding.get(envelope.branch, 0) + 1
+        self.push(item)
 
     def push(self, item: dict[str, Any]) -> None:
         if self.state != "up":
-            return  # nothing reaches a lost host; its calls were failed already
+            return  # nothing reaches a lost host; its envelopes were failed already
         self._outgoing.append(item)
         self._kick.set()
 
@@ -319,10 +313,8 @@ class Link:
             try:
                 info = loads(await wait_ref(self.handle.hello.remote()), "hello")
                 break
-            except ray.exceptions.ActorDiedError as exc:
-                last: BaseException = exc
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                last = exc
+                last: BaseException = exc
             if trio.current_time() > deadline:
                 raise HostLost(
                     "*", self.host, f"no answer within {self.reconnect_timeout}s: {last}"
@@ -332,10 +324,12 @@ class Link:
         self.branches = info.get("branches", []) if isinstance(info, dict) else []
         self.conn = new_id().hex
         self._seq = 0
+        self._expected = 0
+        self._held.clear()
         self._outgoing = [{"k": "watch", "on": True}] if self.watching else []
         self._in_flight = 0
-        self._room.clear()
-        self._unacked.clear()
+        self._room = {b["name"]: b["capacity"] for b in self.branches if "capacity" in b}
+        self._outstanding.clear()
         self._loss = None
         self.connections += 1
         self.state = "up"
@@ -363,11 +357,11 @@ class Link:
             self._scope.cancel()
 
     def _fail_all(self, error: BaseException | None) -> None:
-        calls, self._calls = self._calls, {}
+        envelopes, self._envelopes = self._envelopes, {}
         self._outgoing = []
         detail = f"{type(error).__name__}" if error is not None else "disconnected"
-        for reply in calls.values():
-            reply._finish(error=HostLost(reply.ref.name, self.host, detail))
+        for envelope in envelopes.values():
+            envelope.refused(HostLost(envelope.branch, self.host, detail))
 
     async def _flush_loop(self) -> None:
         while True:
@@ -380,8 +374,7 @@ class Link:
             self._seq += 1
             ref = self.handle.deliver.remote(payload)
             self._in_flight += 1
-            conn = self.conn
-            on_done(ref, functools.partial(self._delivered, conn, batch))
+            on_done(ref, functools.partial(self._delivered, self.conn, batch))
             await trio.lowlevel.checkpoint()
 
     def _delivered(self, conn: str, batch: list[dict[str, Any]], future: Any) -> None:
@@ -392,7 +385,10 @@ class Link:
         try:
             answer = future.result()
             if answer is not None:
-                raise decode_error(loads(answer, "delivery").get("error"))
+                data = loads(answer, "delivery")
+                if "error" in data:
+                    raise decode_error(data["error"])
+                self._receive(data.get("out", []))
         except Exception as exc:
             if _is_loss(exc):
                 self._lose(exc)
@@ -400,11 +396,9 @@ class Link:
             # The host refused the batch as malformed: a bug on this side; say so to its callers.
             log.error("host %r refused a batch: %r", self.host, exc)
             for item in batch:
-                reply = (
-                    self._calls.pop(item.get("id", ""), None) if item.get("k") == "send" else None
-                )
-                if reply is not None:
-                    reply._refuse(InvalidMessage([("batch", f"refused by the host: {exc}")]))
+                envelope = self._envelopes.pop(str(item.get("id")), None)
+                if envelope is not None and item.get("k") == "send":
+                    envelope.refused(InvalidMessage([("batch", f"refused by the host: {exc}")]))
 
     async def _poll_loop(self) -> None:
         while True:
@@ -416,48 +410,60 @@ class Link:
                     return
                 raise
             try:
-                items = loads(payload, "poll")
-                if not isinstance(items, list):
-                    raise InvalidMessage([("poll", "expected a list")])
+                self._receive(loads(payload, "poll"))
             except InvalidMessage as exc:
                 log.error("host %r sent an unreadable answer: %s", self.host, exc)
+
+    def _receive(self, batches: Any) -> None:
+        """Apply the host's numbered answer batches in order, whichever path brought them."""
+        if not isinstance(batches, list):
+            raise InvalidMessage([("answers", "expected a list of numbered batches")])
+        for batch in batches:
+            seq, items = batch.get("s"), batch.get("items")
+            if not isinstance(seq, int) or not isinstance(items, list) or seq < self._expected:
                 continue
-            for item in items:
+            self._held[seq] = items
+        while self._expected in self._held:
+            for item in self._held.pop(self._expected):
                 try:
                     self._take(item)
-                except (InvalidMessage, KeyError, TypeError, AttributeError) as exc:
+                except (InvalidMessage, KeyError, TypeError, AttributeError, ValueError) as exc:
                     log.error("host %r sent a bad item %.200r: %s", self.host, item, exc)
+            self._expected += 1
 
     def _take(self, item: dict[str, Any]) -> None:
         kind = item["k"]
         if kind == "signal":
             self._on_signal(structure(item["signal"], Signal))
             return
-        reply = self._calls.get(item["id"])
-        if reply is None:
+        envelope = self._envelopes.get(item["id"])
+        if envelope is None:
             return  # answered already (lost, or refused locally)
-        branch = reply.ref.name
-        if "room" in item and isinstance(item["room"], int):
+        branch = envelope.branch
+        if isinstance(item.get("room"), int):
             self._room[branch] = item["room"]
-        if kind in ("ack", "refused", "done") and not reply._acked.is_set():
-            self._unacked[branch] = max(0, self._unacked.get(branch, 0) - 1)
+        if kind in ("ack", "start", "refused", "done") and not envelope.acked.is_set():
+            self._outstanding[branch] = max(0, self._outstanding.get(branch, 0) - 1)
         if kind == "ack":
-            reply._ack()
+            envelope.acked.set()
         elif kind == "start":
-            reply._start(item.get("turn"))
+            envelope.acked.set()
+            turn = item.get("turn")
+            envelope.started(UUID(turn) if isinstance(turn, str) else None)
         elif kind == "item":
-            reply._item(decode_value(item.get("value"), "item"))
+            envelope.item(decode_value(item.get("value"), "item"))
         elif kind == "refused":
-            del self._calls[reply.id]
-            reply._refuse(decode_error(item.get("error")))
+            del self._envelopes[envelope.id]
+            envelope.refused(decode_error(item.get("error")))
         elif kind == "done":
-            del self._calls[reply.id]
-            if item.get("turn") is not None and reply.turn_id is None:
-                reply.turn_id = item["turn"]
+            del self._envelopes[envelope.id]
+            turn = item.get("turn")
+            if isinstance(turn, str) and envelope.reply.turn_id is None:
+                envelope.reply.turn_id = UUID(turn)
             if "error" in item:
-                reply._finish(error=decode_error(item["error"]))
+                envelope.finish(None, decode_error(item["error"]))
             else:
-                reply._finish(value=decode_value(item.get("value")))
+                envelope.finish(decode_value(item.get("value")), None)
         else:
             raise InvalidMessage([("item.k", f"unknown kind {kind!r}")])
 

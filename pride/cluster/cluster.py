@@ -3,7 +3,7 @@
 ```python
 async with Cluster() as cluster:               # a local Ray cluster, or address=...
     ref = await cluster.spawn("myapp.team:make_researcher", name="researcher")
-    answer = await ref.ask(Chat("what do the notes say?"))
+    answer = await pride.ask(ref, Chat("what do the notes say?"))
 ```
 
 A **host** is a Ray actor process running a pride Session with a durable
@@ -31,19 +31,20 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 from uuid import UUID
 
 import trio
 
-from ..actors.send import STREAM_CLOSE_GRACE
+from ..actors import Reply
 from ..errors import BranchNotRunning, HostLost, UnknownBranch, exception_leaves
 from ..messages import Signal
 from ..supervisors import Observer, Session
 from ._driver import RayConnection, import_ray, wait_ref
-from ._link import Link, RemoteReply, RemoteStreamItems, check_work
+from ._link import Envelope, Link, check_work
 from ._wire import decode_error, dumps, loads
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_STREAM_WINDOW", "Cluster", "RemoteBranchRef", "host_cluster"]
@@ -63,15 +64,18 @@ SHUTDOWN_GRACE = 30.0
 class RemoteBranchRef:
     """The address of a branch on a host: a target for ``pride.send/ask/stream``.
 
-    ``name`` is the branch's name; ``host`` the host serving it (None until
-    resolved, for a ref made by ``cluster.ref(name)`` in a process that did
-    not place the branch); ``id`` the branch's id once known.
+    It implements pride's [`Target`][pride.Target] protocol, so
+    ``await pride.ask(ref, Chat(...))``, ``pride.send``, ``pride.send_nowait``
+    and ``pride.stream`` work with it as with a local branch.
 
-    The methods are what ``pride.send``, ``send_nowait``, ``ask`` and
-    ``stream`` do with a remote target.
+    Attributes:
+        name: the branch's name.
+        host: the host serving it (None until resolved, for a ref made by
+            ``cluster.ref(name)`` in a process that did not place it).
+        capacity: its mailbox's capacity, once known.
     """
 
-    __slots__ = ("_cluster", "capacity", "host", "id", "name")
+    __slots__ = ("_cluster", "_id", "capacity", "host", "name")
 
     def __init__(
         self,
@@ -84,8 +88,17 @@ class RemoteBranchRef:
         self._cluster = cluster
         self.name = name
         self.host = host
-        self.id = id
+        self._id = id
         self.capacity = capacity
+
+    @property
+    def id(self) -> UUID:
+        """The branch's id; until resolved, a stable stand-in derived from its name."""
+        if self._id is not None:
+            return self._id
+        return uuid.uuid5(
+            uuid.NAMESPACE_URL, f"pride-cluster:{self._cluster.namespace}:{self.name}"
+        )
 
     def __repr__(self) -> str:
         return f"<RemoteBranchRef {self.name!r} on {self.host or '?'}>"
@@ -98,118 +111,62 @@ class RemoteBranchRef:
     def __hash__(self) -> int:
         return hash((id(self._cluster), self.name))
 
-    async def send(self, command: Any) -> RemoteReply:
-        """Queue ``command`` in the remote mailbox; return once it is queued.
+    async def deliver(self, envelope: Reply) -> None:
+        """Carry ``envelope`` to the branch's host (the [`Target`][pride.Target] protocol).
 
-        Waits while the remote mailbox is full (backpressure).
+        Returns at once while this caller believes the remote mailbox has
+        room (the host's last answers said so); otherwise waits until the host
+        has queued it (backpressure). Refusals that arrive later (the branch
+        stopped meanwhile) fail the envelope's reply instead. A streamed
+        command always waits for its host to start streaming.
 
         Raises:
-            TypeError: not a work command.
+            TypeError: not a work command (a remote branch is supervised by its host).
             UnknownBranch: no host serves a branch of this name.
             BranchClosed: the branch has stopped.
             HostLost: its host is down (and not back within ``reconnect_timeout``).
 
-        Cancellation: the envelope is cancelled on the host (dropped unstarted).
+        Cancellation: cancelled while waiting, the envelope is withdrawn.
         """
-        command = check_work(command)
+        check_work(envelope.command)
         link = await self._cluster._link_for(self)
-        reply = RemoteReply(self, command, link)
-        link.submit(reply, "wait")
+        streamed = envelope.stream is not None
+        remote = Envelope(link, envelope, self.name, window=self._cluster.stream_window)
+        wait = streamed or not link.has_room(self.name)
+        link.submit(remote, "stream" if streamed else "wait", ack=wait)
+        envelope.hold(remote)
+        if not wait:
+            return
         try:
-            await reply._acked.wait()
+            await remote.acked.wait()
         except BaseException:
-            reply.cancel("caller")
+            remote.forget_dropped()
             raise
-        if reply._refusal is not None:
-            raise reply._refusal
-        return reply
+        if remote.refusal is not None:
+            raise remote.refusal
 
-    def send_nowait(self, command: Any) -> RemoteReply:
-        """Queue ``command`` without waiting; `MailboxFull` if it cannot be.
+    def deliver_nowait(self, envelope: Reply) -> None:
+        """Carry ``envelope`` to the host now, or raise (the [`Target`][pride.Target] protocol).
 
-        Raises MailboxFull at once when this caller knows the remote mailbox
-        is full (its last answer from the host said so, counting what it sent
-        since); a mailbox that fills while the envelope travels fails the
-        reply with MailboxFull instead.
+        Raises [`MailboxFull`][pride.MailboxFull] at once when this caller
+        knows the remote mailbox is full (its last answer from the host said
+        so, counting what it sent since); a mailbox that fills while the
+        envelope travels fails the reply with MailboxFull instead.
 
         Raises:
-            UnknownBranch: the ref's host is not known yet (await a send, or
-                ``cluster.lookup(name)``, first).
+            UnknownBranch: the ref's host is not known yet (send to it once, or
+                ``await cluster.lookup(name)``, first).
             HostLost: its host is down.
         """
-        command = check_work(command)
+        check_work(envelope.command)
+        if envelope.stream is not None:
+            raise TypeError("a stream is delivered with `deliver`, not `deliver_nowait`")
         link = self._cluster._known_link(self)
         link.check_up(self.name)
         link.check_room(self.name, self.capacity)
-        reply = RemoteReply(self, command, link)
-        link.submit(reply, "nowait")
-        return reply
-
-    async def ask(self, command: Any, timeout: float | None = None) -> Any:
-        """Send ``command`` and wait for its result (see `pride.ask`).
-
-        Raises:
-            trio.TooSlowError: ``timeout`` expired (the remote command was cancelled).
-            HostLost: the host died or became unreachable first.
-            Exception: what the command raised on the host, as the same pride type.
-
-        Cancellation: the remote command is cancelled: dropped if queued,
-        cancelled and finalised (terminal RunFailed) if running.
-        """
-        command = check_work(command)
-        with _deadline(timeout):
-            link = await self._cluster._link_for(self)
-            reply = RemoteReply(self, command, link)
-            link.submit(reply, "ask")
-            try:
-                return await reply.result()
-            except BaseException:
-                if not reply.done:
-                    reply.cancel("caller")
-                raise
-
-    @contextlib.asynccontextmanager
-    async def stream(
-        self, command: Any, *, window: int = DEFAULT_STREAM_WINDOW
-    ) -> AsyncIterator[RemoteStreamItems]:
-        """Run ``command`` remotely and iterate its items (see `pride.stream`).
-
-        The remote turn runs at most ``window`` items ahead of consumption.
-        Leaving the block early closes the stream (the turn finalises; an
-        exception or cancellation cancels it); the exit waits for the remote
-        turn's outcome, bounded by ``STREAM_CLOSE_GRACE``.
-        """
-        command = check_work(command)
-        if not isinstance(window, int) or window < 1:
-            raise ValueError(f"window must be a positive number of items, got {window!r}")
-        link = await self._cluster._link_for(self)
-        reply = RemoteReply(self, command, link)
-        link.submit(reply, "stream", window)
-        try:
-            await reply._acked.wait()
-        except BaseException:
-            reply.cancel("caller")
-            raise
-        if reply._refusal is not None:
-            raise reply._refusal
-        items = RemoteStreamItems(reply, window)
-        clean = False
-        try:
-            yield items
-            clean = True
-        finally:
-            with trio.move_on_after(STREAM_CLOSE_GRACE) as cleanup:
-                cleanup.shield = True
-                if not reply.done:
-                    if clean:
-                        link.push({"k": "close", "id": reply.id})
-                    else:
-                        reply.cancel("caller")
-                await reply.wait_done()
-            if cleanup.cancelled_caught:
-                log.warning(
-                    "remote stream to %r did not finish within %ss", self.name, STREAM_CLOSE_GRACE
-                )
+        remote = Envelope(link, envelope, self.name)
+        link.submit(remote, "nowait", ack=False)
+        envelope.hold(remote)
 
 
 async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
@@ -220,14 +177,6 @@ async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
         leaves = exception_leaves(group)
         chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
         raise chosen from chosen.__cause__
-
-
-def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
-    if timeout is None:
-        return contextlib.nullcontext()
-    if not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
-        raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
-    return trio.fail_after(timeout)
 
 
 class Cluster:
@@ -254,6 +203,8 @@ class Cluster:
         session: a local Session whose observer also receives the signals
             of the remote branches.
         num_cpus_per_host: CPUs Ray reserves for each host process (default 0).
+        stream_window: items a remote stream's turn may run ahead of its
+            consumer (the host waits for credits past it).
         stop_hosts: stop the hosts this cluster created when it closes
             (their sessions get their grace). False creates them *detached*:
             they go on serving other processes after this one exits, until
@@ -279,10 +230,15 @@ class Cluster:
         session: Session | None = None,
         num_cpus_per_host: float = 0,
         stop_hosts: bool = True,
+        stream_window: int = DEFAULT_STREAM_WINDOW,
         init_options: dict[str, Any] | None = None,
     ) -> None:
         if host_restarts < 0:
             raise ValueError(f"host_restarts must be >= 0, got {host_restarts!r}")
+        if not isinstance(stream_window, int) or stream_window < 1:
+            raise ValueError(
+                f"stream_window must be a positive number of items, got {stream_window!r}"
+            )
         if not reconnect_timeout > 0:
             raise ValueError(f"reconnect_timeout must be positive, got {reconnect_timeout!r}")
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -303,6 +259,7 @@ class Cluster:
         self._session = session
         self._cpus_per_host = num_cpus_per_host
         self._stop_hosts = stop_hosts
+        self.stream_window = stream_window
         self._connection = RayConnection(options)
         self._observer = Observer()
         self._watching = False
@@ -420,6 +377,7 @@ class Cluster:
         described = answer["branch"]
         ref = RemoteBranchRef(self, name, host, UUID(described["id"]), described["capacity"])
         self._names[name] = ref
+        link.know_room(name, described["capacity"])
         return ref
 
     def ref(self, name: str, host: str | None = None) -> RemoteBranchRef:
@@ -498,6 +456,9 @@ class Cluster:
         if ref.host is None:
             await self._resolve(ref)
         assert ref.host is not None
+        if ref._id is None and ref.name in self._names:
+            known = self._names[ref.name]
+            ref._id, ref.capacity = known._id, known.capacity
         link = await self._link(ref.host, create=False)
         await link.wait_up(ref.name)
         return link
@@ -514,7 +475,7 @@ class Cluster:
     async def _resolve(self, ref: RemoteBranchRef) -> None:
         known = self._names.get(ref.name)
         if known is not None:
-            ref.host, ref.id, ref.capacity = known.host, known.id, known.capacity
+            ref.host, ref._id, ref.capacity = known.host, known._id, known.capacity
             return
         hosts = await trio.to_thread.run_sync(self._list_hosts)
         for host in hosts:
@@ -534,7 +495,7 @@ class Cluster:
                 self._names.setdefault(found.name, found)
             if ref.name in self._names:
                 known = self._names[ref.name]
-                ref.host, ref.id, ref.capacity = known.host, known.id, known.capacity
+                ref.host, ref._id, ref.capacity = known.host, known._id, known.capacity
                 return
         raise UnknownBranch(ref.name, f"the hosts of namespace {self.namespace!r}")
 
@@ -568,6 +529,7 @@ class Cluster:
                 handle,
                 reconnect_timeout=self.reconnect_timeout,
                 on_signal=self._on_signal,
+                spawn=self._nursery.start_soon,
             )
             link.watching = self._watching
             self._links[host] = link
@@ -630,7 +592,7 @@ def host_cluster() -> Cluster | None:
 
     ```python
     cluster = host_cluster()
-    answer = await cluster.ref("researcher").ask(Run(question))
+    answer = await pride.ask(cluster.ref("researcher"), Run(question))
     ```
     """
     return _HOST_CLUSTER

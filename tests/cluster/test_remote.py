@@ -36,8 +36,8 @@ async def test_ask_returns_the_remote_result(cluster: Cluster, name: str) -> Non
     ref = await cluster.spawn(ECHO, name=name, host="shared", prefix="remote")
     assert isinstance(ref, RemoteBranchRef)
     assert ref.host == "shared" and ref.id is not None
-    assert await ref.ask(Chat("hello")) == "remote: hello"
-    pair = await ref.ask(Chat("pair", return_ins_res_message=True))
+    assert await pride.ask(ref, Chat("hello")) == "remote: hello"
+    pair = await pride.ask(ref, Chat("pair", return_ins_res_message=True))
     assert isinstance(pair, tuple)
     assert isinstance(pair[0], Instruction) and isinstance(pair[1], AssistantResponse)
     assert pair[1].text == "remote: pair"
@@ -49,34 +49,34 @@ async def test_ref_by_name_resolves_through_the_hosts(cluster: Cluster, name: st
     async with Cluster(namespace=cluster.namespace, storage=cluster.storage) as other:
         ref = other.ref(name)
         assert ref.host is None  # not known here until the first send resolves it
-        assert await ref.ask(Chat("found")) == "echo: found"
+        assert await pride.ask(ref, Chat("found")) == "echo: found"
         assert ref.host == "shared"
         with pytest.raises(UnknownBranch):
-            await other.ref("nobody-has-this").ask(Chat("?"))
+            await pride.ask(other.ref("nobody-has-this"), Chat("?"))
 
 
 async def test_remote_errors_arrive_as_the_same_types(cluster: Cluster, name: str) -> None:
     """pride errors and builtins keep their class; other classes arrive as RemoteError."""
     ref = await cluster.spawn(WORKER, name=name, host="shared")
     with pytest.raises(ValueError, match="bad value on the host"):
-        await ref.ask(Call("fail", kind="value"))
+        await pride.ask(ref, Call("fail", kind="value"))
     with pytest.raises(BranchClosed) as closed:
-        await ref.ask(Call("fail", kind="closed"))
+        await pride.ask(ref, Call("fail", kind="closed"))
     assert closed.value.branch_name == "elsewhere"
     with pytest.raises(RemoteError) as other:
-        await ref.ask(Call("fail", kind="custom"))
+        await pride.ask(ref, Call("fail", kind="custom"))
     assert other.value.remote_type.endswith("_Custom")
     with pytest.raises(pride.UnknownOperation):
-        await ref.ask(Call("no-such-operation"))
+        await pride.ask(ref, Call("no-such-operation"))
     with pytest.raises(TypeError, match="work commands only"):
-        await ref.send(Stop())
-    assert await ref.ask(Chat("still serving")) == "echo: still serving"
+        await pride.send(ref, Stop())
+    assert await pride.ask(ref, Chat("still serving")) == "echo: still serving"
 
 
 async def test_send_returns_once_queued_with_the_turn_id(cluster: Cluster, name: str) -> None:
     """send returns a reply at once; its turn id arrives when the turn starts."""
     ref = await cluster.spawn(ECHO, name=name, host="shared")
-    reply = await ref.send(Chat("later"))
+    reply = await pride.send(ref, Chat("later"))
     assert await reply.result() == "echo: later"
     assert reply.turn_id is not None
     with pytest.raises(RuntimeError):
@@ -87,7 +87,7 @@ async def test_stream_yields_items_in_order(cluster: Cluster, name: str) -> None
     """A remote Run streams its Instruction, text chunks and answer, then ends."""
     ref = await cluster.spawn(ECHO, name=name, host="shared")
     seen = []
-    async with ref.stream(Run("stream me"), window=1) as items:
+    async with pride.stream(ref, Run("stream me")) as items:
         async for item in items:
             seen.append(item)
     assert isinstance(seen[0], Instruction)
@@ -95,36 +95,45 @@ async def test_stream_yields_items_in_order(cluster: Cluster, name: str) -> None
     chunks = [item for item in seen if isinstance(item, str)]
     assert "".join(chunks) == "echo: stream me"
     # Leaving early closes the stream and lets the turn finalise; the branch serves on.
-    async with ref.stream(Run("leave early")) as items:
+    async with pride.stream(ref, Run("leave early")) as items:
         async for _ in items:
             break
-    assert await ref.ask(Chat("after")) == "echo: after"
+    assert await pride.ask(ref, Chat("after")) == "echo: after"
 
 
 async def test_send_nowait_on_a_full_remote_mailbox(cluster: Cluster, name: str) -> None:
     """send_nowait raises MailboxFull once this caller knows the mailbox is full."""
     ref = await cluster.spawn(WORKER, name=name, host="shared", mailbox_size=1)
-    running = await ref.send(Call("block"))
-    queued = await ref.send(Chat("queued"))
+    running = await pride.send(ref, Call("block"))
+    queued = await pride.send(ref, Chat("queued"))
     with pytest.raises(MailboxFull):
-        ref.send_nowait(Chat("no room"))
+        pride.send_nowait(ref, Chat("no room"))
     running.cancel()
     with pytest.raises(TurnCancelled):
         await running.result()
     assert await queued.result() == "echo: queued"
-    reply = ref.send_nowait(Chat("room again"))
+    reply = pride.send_nowait(ref, Chat("room again"))
     assert await reply.result() == "echo: room again"
 
 
 async def test_caller_cancellation_reaches_the_remote_turn(cluster: Cluster, name: str) -> None:
     """Running: cancelled and finalised (RunFailed). Queued: dropped, never started."""
     signals: list[Signal] = []
-    cluster.observe(lambda s: s.branch_name == name, handler=signals.append)
+    started = trio.Event()
+
+    def seen(signal: Signal) -> None:
+        signals.append(signal)
+        if isinstance(signal, RunStart):
+            started.set()
+
+    cluster.observe(lambda s: s.branch_name == name, handler=seen)
     ref = await cluster.spawn(WORKER, name=name, host="shared")
     with pytest.raises(trio.TooSlowError):
-        await ref.ask(Call("block"), timeout=0.5)
-    blocker = await ref.send(Call("block"))
-    queued = await ref.send(Chat("never runs"))
+        await pride.ask(ref, Call("block"), timeout=0.5)
+    started = trio.Event()
+    blocker = await pride.send(ref, Call("block"))
+    await started.wait()  # the blocker is running on the host
+    queued = await pride.send(ref, Chat("never runs"))
     queued.cancel()
     with pytest.raises(TurnCancelled):
         await queued.result()
@@ -132,22 +141,24 @@ async def test_caller_cancellation_reaches_the_remote_turn(cluster: Cluster, nam
     blocker.cancel()
     with pytest.raises(TurnCancelled):
         await blocker.result()
-    assert await ref.ask(Chat("next")) == "echo: next"
+    assert await pride.ask(ref, Chat("next")) == "echo: next"
     starts = [s for s in signals if isinstance(s, RunStart)]
     failed = [s for s in signals if isinstance(s, RunFailed)]
-    assert [s.command for s in starts] == ["Call", "Call", "Chat"]  # the dropped Chat never started
-    assert len(failed) == 2 and all(s.cancelled for s in failed)
-    assert {s.turn_id for s in failed} == {s.turn_id for s in starts[:2]}
+    assert [s.command for s in starts if s.command == "Chat"] == ["Chat"]  # not the dropped one
+    # Every turn that started and was cancelled ended with a cancelled RunFailed.
+    assert {s.turn_id for s in starts if s.command == "Call"} == {s.turn_id for s in failed}
+    assert all(s.cancelled for s in failed)
+    assert blocker.turn_id in {s.turn_id for s in failed}
 
 
 async def test_order_of_1000_concurrent_sends_from_10_callers(cluster: Cluster, name: str) -> None:
     """Every caller's envelopes reach the mailbox in the order it sent them."""
     ref = await cluster.spawn(WORKER, name=name, host="shared", mailbox_size=2048)
-    replies: list[pride.cluster.RemoteReply] = []
+    replies: list[pride.Reply] = []
 
     async def caller(index: int) -> None:
         for n in range(100):
-            replies.append(ref.send_nowait(Call("note", caller=index, n=n)))
+            replies.append(pride.send_nowait(ref, Call("note", caller=index, n=n)))
             if n % 10 == 0:
                 await trio.lowlevel.checkpoint()  # interleave the callers
 
@@ -156,7 +167,7 @@ async def test_order_of_1000_concurrent_sends_from_10_callers(cluster: Cluster, 
             nursery.start_soon(caller, index)
     for reply in replies:
         await reply.result()
-    notes = await ref.ask(Call("notes"))
+    notes = await pride.ask(ref, Call("notes"))
     assert len(notes) == 1000
     for index in range(10):
         assert [n for c, n in notes if c == index] == list(range(100))
@@ -174,7 +185,7 @@ async def test_observer_sees_remote_signals_in_turn_order(cluster: Cluster, name
 
     cluster.observe(lambda s: s.branch_name == name, handler=seen)
     ref = await cluster.spawn(ECHO, name=name, host="shared")
-    assert await ref.ask(ChatAndRecord("remember")) == "echo: remember"
+    assert await pride.ask(ref, ChatAndRecord("remember")) == "echo: remember"
     await turn_ended.wait()
     turn = [s for s in signals if getattr(s, "turn_id", None) is not None]
     assert isinstance(turn[0], RunStart) and isinstance(turn[-1], RunEnd)
