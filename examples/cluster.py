@@ -30,38 +30,53 @@ from pride.cluster import Cluster
 
 
 async def main() -> None:
-    print("pride cluster demo: the team in two host processes of a local Ray cluster")
+    show = demo.view()
+    show.header("scripted models, in two host processes of a local Ray cluster")
     turns = 0
 
     def count(signal: RunEnd) -> None:
         nonlocal turns
         turns += 1
 
+    def show_teamwork(signal: MessageAdded) -> None:
+        """What the researcher and the critic do inside the planner's turn, across processes."""
+        message, who = signal.message, signal.branch_name
+        if who == "planner" or who is None:
+            return
+        if isinstance(message, ActionRequest):
+            arguments = ", ".join(f"{key}={value!r}" for key, value in message.arguments.items())
+            show.calls(who, message.function, arguments)
+        elif isinstance(message, AssistantResponse):
+            show.says(who, message.text)
+
     storage = tempfile.mkdtemp(prefix="pride-cluster-example-")
     namespace = f"pride-example-{uuid.uuid4().hex[:8]}"
     async with Cluster(num_cpus=2, namespace=namespace, storage=storage) as cluster:
-        cluster.observe(MessageAdded, handler=demo.show_teamwork)
+        cluster.observe(MessageAdded, handler=show_teamwork)
         cluster.observe(RunEnd, handler=count)
         await cluster.spawn(demo.make_researcher, name="researcher", host="library")
         await cluster.spawn(demo.make_critic, name="critic", host="library")
         planner = await cluster.spawn(demo.make_planner, name="planner", host="desk")
-        print(f"hosts: {', '.join(cluster.hosts)} (this process: pid {os.getpid()})")
 
-        print(f"\nyou -> planner: {demo.TASK}\n")
+        show.ask(demo.TASK)
         answering = False
         async with pride.stream(planner, Run(demo.TASK)) as items:
             async for item in items:
-                if isinstance(item, str):
+                if isinstance(item, str):  # a token chunk, from the planner's host process
                     if not answering:
-                        print("\nplanner: ", end="")
+                        show.answer_starts()
                         answering = True
-                    print(item, end="", flush=True)
+                    show.chunk(item)
                 elif isinstance(item, ActionRequest):
-                    print(f"  planner calls {item.function}")
-                elif isinstance(item, AssistantResponse):
-                    print()
+                    show.calls("planner", item.function, None)
+                elif isinstance(item, AssistantResponse) and answering:
+                    show.answer_ends()
                     answering = False
-    print(f"\n{turns} turns served by branches in {len(cluster.hosts)} host processes.")
+        hosts = cluster.hosts
+    show.summary(
+        f"{turns} turns served by branches in {len(hosts)} host processes "
+        f"({', '.join(hosts)}), this process (pid {os.getpid()}) placing and streaming."
+    )
 
 
 if __name__ == "__main__":

@@ -19,12 +19,14 @@ terminal as it is produced (``pride.stream``).
 The same team runs as a long-running process, taking requests on stdin::
 
     pride run examples/demo.py:spawn_team
+    pride run examples/demo.py:spawn_team --cluster     # in two host processes of a Ray cluster
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import trio
 from rich.console import Console
@@ -46,7 +48,7 @@ from pride import (
     Session,
     iModel,
 )
-from pride.cluster import host_cluster
+from pride.cluster import Cluster, host_cluster
 from pride.llm import ModelRequest, ToolCall
 
 TASK = "Write a short brief for a new engineer: why does pride run each agent as an actor?"
@@ -144,11 +146,22 @@ def make_planner(*, name: str = "planner") -> Branch:
     )
 
 
-async def spawn_team(session: Session) -> None:
-    """Spawn the researcher, the critic and the planner into ``session``."""
-    await session.spawn(make_researcher())
-    await session.spawn(make_critic())
-    await session.spawn(make_planner())
+async def spawn_team(session: Session, cluster: Cluster | None = None) -> None:
+    """Spawn the researcher, the critic and the planner into ``session``.
+
+    With a cluster (``pride run examples/demo.py:spawn_team --cluster``) they are
+    placed in two host processes instead: the factories run there, imported by
+    this file's module name (its directory is on the hosts' import path).
+    """
+    if cluster is None:
+        await session.spawn(make_researcher())
+        await session.spawn(make_critic())
+        await session.spawn(make_planner())
+        return
+    module = Path(__file__).stem
+    await cluster.spawn(f"{module}:make_researcher", name="researcher", host="library")
+    await cluster.spawn(f"{module}:make_critic", name="critic", host="library")
+    await cluster.spawn(f"{module}:make_planner", name="planner", host="desk")
 
 
 # ------------------------------------------------- scripted stand-ins (no key)

@@ -48,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
         "store",
         "testing",
         "mcp",
+        "cluster",
     },
 }
 

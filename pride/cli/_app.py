@@ -138,6 +138,16 @@ def run(
             help="The longest request line; a longer one is answered with an error and skipped.",
         ),
     ] = MAX_LINE,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            metavar="[ADDRESS]",
+            show_default=False,
+            help="Place the branches on a Ray cluster (the ray extra): a running one's "
+            "ADDRESS ('auto', 'HOST:6379'), or a local one started here when no ADDRESS "
+            "is given. The app function then takes (session, cluster).",
+        ),
+    ] = None,
 ) -> None:
     """Run a supervisor tree as a long-running process; JSON-line requests on stdin."""
     options = RunOptions(
@@ -148,6 +158,7 @@ def run(
         exit_on_eof=exit_on_eof,
         log_level=log_level,
         max_line_bytes=max_line_bytes,
+        cluster=cluster,
     )
     raise typer.Exit(run_app(options))
 
@@ -211,6 +222,23 @@ def inspect(
     raise typer.Exit(trio.run(inspect_store, store, branch, out, err))
 
 
+LOCAL_CLUSTER = "local"
+"""What ``pride run --cluster`` without an address means: start a local Ray cluster."""
+
+
 def main() -> None:
     """The console-script entry point (``pride``); exits with the command's status."""
-    app(prog_name="pride")
+    app(args=_optional_cluster_address(sys.argv[1:]), prog_name="pride")
+
+
+def _optional_cluster_address(argv: list[str]) -> list[str]:
+    """``--cluster`` may stand alone (a local cluster); typer's options always take
+    a value, so a bare one is given `LOCAL_CLUSTER`."""
+    out = []
+    for index, arg in enumerate(argv):
+        out.append(arg)
+        if arg == "--cluster":
+            following = argv[index + 1] if index + 1 < len(argv) else None
+            if following is None or following.startswith("-"):
+                out.append(LOCAL_CLUSTER)
+    return out

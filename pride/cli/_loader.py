@@ -71,8 +71,11 @@ def _load_file(path: Path) -> Any:
     return module
 
 
-async def call_app(function: Callable[..., Any], session: Session) -> None:
+async def call_app(function: Callable[..., Any], session: Session, cluster: Any = None) -> None:
     """Call ``function(session)`` and add what it returns to ``session``.
+
+    With a ``cluster`` (``pride run --cluster``) the call is ``function(session,
+    cluster)``: the function places its branches with ``cluster.spawn(...)``.
 
     The function (sync or async) normally spawns its branches and child
     sessions into ``session`` and returns None. A factory that instead
@@ -84,7 +87,11 @@ async def call_app(function: Callable[..., Any], session: Session) -> None:
             something else.
     """
     try:
-        result = function(session)
+        if cluster is None:
+            result = function(session)
+        else:
+            _check_takes_cluster(function)
+            result = function(session, cluster)
         if inspect.isawaitable(result):
             result = await result
         members = result if isinstance(result, list | tuple) else [result]
@@ -104,3 +111,15 @@ async def call_app(function: Callable[..., Any], session: Session) -> None:
         raise
     except Exception as exc:
         raise AppError(f"the app failed to start: {type(exc).__name__}: {exc}") from exc
+
+
+def _check_takes_cluster(function: Callable[..., Any]) -> None:
+    try:
+        inspect.signature(function).bind(None, None)
+    except TypeError:
+        raise AppError(
+            f"with --cluster, the app function {getattr(function, '__name__', function)!r} "
+            "takes (session, cluster) and places its branches with cluster.spawn(...)"
+        ) from None
+    except ValueError:  # no signature to read: let the call say
+        pass

@@ -39,7 +39,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,8 @@ import attrs
 import trio
 from rich.console import Console
 
-from ..actors import Reply
-from ..errors import BranchClosed, InvalidMessage, StoreError, SupervisorFailed
+from ..actors import Reply, send
+from ..errors import BranchClosed, InvalidMessage, StoreError, SupervisorFailed, UnknownBranch
 from ..messages import (
     BranchRestarted,
     BranchStarted,
@@ -88,6 +88,7 @@ class RunOptions:
     exit_on_eof: bool = False
     log_level: str = "INFO"
     max_line_bytes: int = MAX_LINE
+    cluster: str | None = None  # a Ray address, "local", or None: no cluster
 
 
 def run_app(options: RunOptions) -> int:
@@ -114,12 +115,12 @@ def run_app(options: RunOptions) -> int:
 async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         session = Session("pride-run", store=options.store, grace=options.grace)
-        process = _Process(session, options)
         try:
-            async with session:
+            async with _placement(options, session) as cluster, session:
+                process = _Process(session, options, cluster)
                 session.observe(RunEnd, handler=process.tokens)
                 session.observe(lambda s: isinstance(s, _LIFECYCLE), handler=process.on_signal)
-                await call_app(function, session)
+                await call_app(function, session, cluster)
                 stats = session.statistics()
                 log.info(
                     "app %s started (branches: %d, sessions: %d); reading requests on stdin",
@@ -137,15 +138,37 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
         except SupervisorFailed as exc:
             log.error("the root session failed: %s", exc)
             return EXIT_FAILED
+        except ImportError as exc:  # --cluster without the ray extra
+            log.error("%s", exc)
+            return EXIT_APP_ERROR
         return code
+
+
+@contextlib.asynccontextmanager
+async def _placement(options: RunOptions, session: Session) -> AsyncIterator[Any]:
+    """The cluster ``--cluster`` asks for (its remote signals reach ``session``), or None.
+
+    It outlives the session: the session stops first, then the hosts this
+    process created.
+    """
+    if options.cluster is None:
+        yield None
+        return
+    from ..cluster import Cluster
+
+    address = None if options.cluster == "local" else options.cluster
+    log.info("placing branches on %s", address or "a local Ray cluster")
+    async with Cluster(address=address, namespace="pride-run", session=session) as cluster:
+        yield cluster
 
 
 class _Process:
     """The serving part: requests, signals, the status line, the drain."""
 
-    def __init__(self, session: Session, options: RunOptions) -> None:
+    def __init__(self, session: Session, options: RunOptions, cluster: Any = None) -> None:
         self.session = session
         self.options = options
+        self.cluster = cluster
         self.tokens = TokenCounter()
         self.exit_code = 0
         self.stopping = False
@@ -216,7 +239,7 @@ class _Process:
     async def _dispatch(self, request: Request, work: trio.Nursery) -> None:
         """Queue the request's command, in reading order, and answer it from its own task."""
         try:
-            reply = await self.session.send(request.to, request.command)
+            reply = await self._send(request)
         except trio.Cancelled:  # stopping while waiting for room in a full mailbox
             self._refuse(request, BranchClosed(request.to, "the process is stopping; not queued"))
             raise
@@ -232,6 +255,15 @@ class _Process:
         )
         self.in_flight += 1
         work.start_soon(self._answer, request, reply)
+
+    async def _send(self, request: Request) -> Reply:
+        """Send to a branch of the tree, else (with ``--cluster``) to a placed one."""
+        try:
+            return await self.session.send(request.to, request.command)
+        except UnknownBranch:
+            if self.cluster is None:
+                raise
+        return await send(self.cluster.ref(request.to), request.command)
 
     async def _answer(self, request: Request, reply: Reply) -> None:
         try:

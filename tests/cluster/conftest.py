@@ -46,6 +46,14 @@ async def cluster(ray_session: Path) -> AsyncIterator[Cluster]:
 
 
 @pytest.fixture
+def ray_address(ray_session: Path) -> str:
+    """The address other processes use to join the session's Ray cluster."""
+    import ray
+
+    return str(ray.get_runtime_context().gcs_address)
+
+
+@pytest.fixture
 def name() -> str:
     """A branch name no other test uses."""
     return f"b-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,37 @@
+"""``pride run APP --cluster ADDRESS``: the demo team placed on a Ray cluster, as a real process."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import trio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_pride_run_places_the_demo_team_on_a_cluster(ray_address: str) -> None:
+    """Requests by name reach branches in host processes; every request gets its answer."""
+    requests = [
+        {
+            "id": "r1",
+            "to": "critic",
+            "command": {"type": "ChatAndRecord", "instruction": "a draft"},
+        },
+        {"id": "r2", "to": "planner", "command": {"type": "Chat", "instruction": "a plan?"}},
+        {"id": "r3", "to": "nobody", "command": {"type": "Chat", "instruction": "?"}},
+    ]
+    stdin = "".join(json.dumps(request) + "\n" for request in requests).encode()
+    command = [sys.executable, "-m", "pride.cli", "run", "examples/demo.py:spawn_team"]
+    command += ["--cluster", ray_address, "--exit-on-eof", "--no-status"]
+    with trio.fail_after(120):
+        done = await trio.run_process(
+            command, stdin=stdin, capture_stdout=True, capture_stderr=True, cwd=ROOT, check=False
+        )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    answers = {line["id"]: line for line in map(json.loads, done.stdout.decode().splitlines())}
+    assert answers["r1"]["ok"] is True and answers["r1"]["result"].startswith("Strong:")
+    assert answers["r2"]["ok"] is True
+    assert answers["r3"]["ok"] is False and answers["r3"]["error"]["type"] == "UnknownBranch"
+    assert "placing branches on" in done.stderr.decode()
