@@ -249,11 +249,6 @@ class HttpEndpoint(Endpoint):
             self._headers_key = key
         return self._headers, key
 
-    def _request(self, payload: dict[str, Any], headers: dict[str, str]) -> httpx.Request:
-        return self._access.http_client().build_request(
-            "POST", self.url, json=payload, headers=headers
-        )
-
     async def _accept(
         self, response: httpx.Response, key: str | None, deadline: Deadline | None
     ) -> BodyReader:
@@ -304,10 +299,11 @@ class HttpEndpoint(Endpoint):
         with translating(
             self.provider, self.public_url, secret=key, timeout=access.timeout, deadline=deadline
         ):
-            request = self._request(payload, headers)
+            client = access.http_client()
+            request = client.build_request("POST", self.url, json=payload, headers=headers)
             # One scope bounds the whole exchange: a coroutine may hold one across its awaits.
             with trio.move_on_at(deadline.at) as scope:
-                response = await access.http_client().send(request, stream=True)
+                response = await client.send(request, stream=True)
                 reader = await self._accept(response, key, None)
                 try:
                     body = await read_body(reader, self.limits.max_body_bytes)
@@ -338,9 +334,10 @@ class HttpEndpoint(Endpoint):
             timeout=self._access.timeout,
             deadline=deadline,
         ):
-            request = self._request(payload, headers)
+            client = self._access.http_client()
+            request = client.build_request("POST", self.url, json=payload, headers=headers)
             with trio.move_on_at(deadline.at) as scope:
-                response = await self._access.http_client().send(request, stream=True)
+                response = await client.send(request, stream=True)
             if scope.cancelled_caught:
                 raise trio.TooSlowError
             reader = await self._accept(response, key, deadline)
