@@ -37,6 +37,7 @@ from ..llm import (
 from ..messages import ChatAndRecord
 from ..supervisors import Session
 from ._lines import LineReader
+from ._terminal import shown
 
 __all__ = ["COMMANDS", "ChatOptions", "choose_model", "run_chat"]
 
@@ -162,10 +163,10 @@ class _Repl:
         return self.branch
 
     def say(self, text: str, style: str = "") -> None:
-        self.out.print(Text(text, style=style), soft_wrap=True)
+        self.out.print(Text(shown(text), style=style), soft_wrap=True)
 
     def complain(self, text: str) -> None:
-        self.err.print(Text(text, style="red"), soft_wrap=True)
+        self.err.print(Text(shown(text), style="red"), soft_wrap=True)
 
     async def start(self, options: ChatOptions, notice: str | None) -> None:
         store = self.session.store
@@ -234,8 +235,8 @@ class _Repl:
             try:
                 async with stream(branch, ChatAndRecord(text)) as chunks:
                     async for chunk in chunks:
-                        if isinstance(chunk, str):
-                            self.out.print(chunk, end="", markup=False, soft_wrap=True)
+                        if isinstance(chunk, str):  # a model's text: never escape codes
+                            self.out.print(shown(chunk), end="", markup=False, soft_wrap=True)
             except Exception as exc:  # a failed turn: say why and keep going
                 self.out.print()
                 if not isinstance(exc, PrideError):

@@ -15,6 +15,7 @@ from rich.text import Text
 from ..errors import StoreError
 from ..messages import ActionRequest, ActionResponse, RoledMessage
 from ..store import BranchStore, StoredBranch
+from ._terminal import shown
 
 __all__ = ["EXIT_BAD_STORE", "inspect_store"]
 
@@ -41,7 +42,7 @@ async def inspect_store(path: Path, branch: str | None, out: Console, err: Conso
             if await store.load(branch) is None:
                 names = ", ".join(b.name for b in await store.branches()) or "none"
                 err.print(
-                    f"pride inspect: no branch {branch!r} in {path} (stored: {names})",
+                    shown(f"pride inspect: no branch {branch!r} in {path} (stored: {names})"),
                     style="red",
                     markup=False,
                     soft_wrap=True,
@@ -50,7 +51,7 @@ async def inspect_store(path: Path, branch: str | None, out: Console, err: Conso
             _print_conversation(out, branch, await store.load_messages(branch))
             return 0
     except StoreError as exc:
-        err.print(f"pride inspect: {exc}", style="red", markup=False, soft_wrap=True)
+        err.print(f"pride inspect: {shown(str(exc))}", style="red", markup=False, soft_wrap=True)
         return EXIT_BAD_STORE
 
 
@@ -65,8 +66,8 @@ def _print_branches(out: Console, path: Path, branches: list[StoredBranch]) -> N
     table.add_column("last update", no_wrap=True)
     for stored in branches:
         table.add_row(
-            Text(stored.name),
-            stored.branch_id,
+            Text(shown(stored.name)),
+            shown(stored.branch_id),
             str(stored.message_count),
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stored.updated_at)),
         )
@@ -74,7 +75,7 @@ def _print_branches(out: Console, path: Path, branches: list[StoredBranch]) -> N
 
 
 def _print_conversation(out: Console, name: str, messages: list[RoledMessage]) -> None:
-    out.print(Text(f"{name}: {len(messages)} messages", style="bold"))
+    out.print(Text(f"{shown(name)}: {len(messages)} messages", style="bold"))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(justify="right", no_wrap=True)
     grid.add_column()
@@ -87,5 +88,5 @@ def _print_conversation(out: Console, name: str, messages: list[RoledMessage]) -
             text = f"{message.function} -> {message.result_text}"
         else:
             label, text = message.role, message.text
-        grid.add_row(Text(label, style=_ROLE_STYLE.get(message.role, "")), Text(text))
+        grid.add_row(Text(label, style=_ROLE_STYLE.get(message.role, "")), Text(shown(text)))
     out.print(grid)

@@ -100,3 +100,16 @@ async def test_ctrl_c_interrupts_the_reply_and_the_repl_goes_on(tmp_path: Path) 
             await cli.close_stdin()
             assert await cli.exit_code() == 0
         model.release.set()
+
+
+async def test_issue14_escape_sequences_in_a_reply_never_reach_the_terminal() -> None:
+    """A model reply holding terminal escape sequences (retitle, clear, OSC 52 clipboard
+    write) is printed with them made visible, streamed or not."""
+    reply = "see \x1b]52;c;ZXZpbA==\x07 and \x1b[2J\x9b31m done"
+    async with openai_server(lambda body: reply) as server:
+        env = cli_env(OPENAI_API_KEY="test-key")
+        model = ("--model", "openai/test-model", "--base-url", server.base_url)
+        cli = await _chat(*model, lines=["hi", "/quit"], env=env)
+    out = "\n".join(cli.stdout)
+    assert not any(char in out for char in "\x1b\x07\x9b"), repr(out)
+    assert "see \\x1b]52;c;ZXZpbA==\\x07 and \\x1b[2J\\x9b31m done" in out

@@ -113,3 +113,31 @@ def test_another_applications_database_is_refused(tmp_path: Path) -> None:
     assert code == 2
     assert "another application" in err
     assert path.read_bytes() == before
+
+
+def test_issue14_control_characters_in_a_store_never_reach_the_terminal(tmp_path: Path) -> None:
+    """Escape sequences in stored text (a model's reply, a doctored file) are shown as
+    visible escapes, never sent to the terminal: no title change, no cleared screen, no
+    clipboard write (OSC 52)."""
+    from pride import AssistantResponse, Instruction
+    from pride.store import BranchStore
+
+    path = tmp_path / "agents.db"
+    hostile = "ada\x1b[31m"
+
+    async def fill() -> None:
+        async with BranchStore(path) as store:
+            messages = [
+                Instruction(instruction="hi \x1b]0;pwned\x07 \x1b[2J"),
+                AssistantResponse(assistant_response="ok \x1b]52;c;ZXZpbA==\x07 \x9b31m"),
+            ]
+            await store.save_branch(hostile, "id", {}, messages)
+
+    trio.run(fill)
+    for args in ([str(path)], [str(path), hostile], [str(path), "nobody"]):
+        code, stdout, stderr = _inspect(*args)
+        for stream in (stdout, stderr):
+            assert not any(char in stream for char in "\x1b\x07\x9b"), repr(stream)
+    code, stdout, _ = _inspect(str(path), hostile)
+    assert code == 0
+    assert "\\x1b]52;c;ZXZpbA==" in stdout
