@@ -200,6 +200,12 @@ _NOT_OFFERED = (
     "a model configuration cannot come from outside (it could name its own base_url, "
     "provider or key); give the name of a model the application made available"
 )
+# request_options go into the provider's request body, where "model" would pick
+# a model the application never offered, on its endpoint and with its key.
+_OPTIONS_MODEL = (
+    "a decoded command may not choose the model through request_options; name one of "
+    "the models the application made available in chat_model"
+)
 # Keys of a model configuration: an object holding one, anywhere in a decoded
 # Call's arguments, is a model configuration in disguise.
 _CONFIG_KEYS = frozenset({"base_url", "api_key", "provider", "key_env"})
@@ -228,6 +234,8 @@ def _call_kwargs(value: Any, path: str) -> Any:
         out = {}
         for key, item in value.items():
             where = f"{path}.{key}"
+            if key == "request_options" and isinstance(item, Mapping) and "model" in item:
+                raise _Problem(_OPTIONS_MODEL, f"{where}.model")
             if key in commands.MODEL_FIELDS and item is not None:
                 if not isinstance(item, str):
                     raise _Problem(_NOT_OFFERED, where)
@@ -439,6 +447,9 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
         if tag != name:
             raise _Problem(f"type tag {tag!r} does not match {name}")
         fields = {key: value for key, value in data.items() if key != TAG}
+        options = fields.get("request_options")
+        if isinstance(options, Mapping) and "model" in options:
+            raise _Problem(_OPTIONS_MODEL, "request_options.model")
         obj = base_structure(fields, cls)
         for field in model_fields:  # say where a model name came from, for its errors
             value = getattr(obj, field)

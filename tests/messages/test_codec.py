@@ -322,6 +322,11 @@ CONFIG = {"provider": "openai", "model": "x", "base_url": "http://127.0.0.1:9/v1
             "Call.kwargs.o[0].cfg",
         ),
         ({"type": "Call", "operation": "op", "kwargs": {"provider": "openai"}}, "Call.kwargs"),
+        ({"type": "Chat", "request_options": {"model": "gpt-4-32k"}}, "Chat.request_options.model"),
+        (
+            {"type": "Call", "operation": "chat", "kwargs": {"request_options": {"model": "m"}}},
+            "Call.kwargs.request_options.model",
+        ),
     ],
 )
 def test_issue14_a_decoded_model_configuration_is_refused(data: object, path: str) -> None:
@@ -330,6 +335,9 @@ def test_issue14_a_decoded_model_configuration_is_refused(data: object, path: st
     with pytest.raises(InvalidMessage, match="made available") as info:
         structure(data, Command)
     assert info.value.path == path
+    assert structure({"type": "Chat", "request_options": {"temperature": 0}}, Command) == Chat(
+        request_options={"temperature": 0}
+    )
 
 
 def test_issue14_a_decoded_model_is_a_name_that_says_where_it_came_from() -> None:
