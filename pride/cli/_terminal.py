@@ -5,7 +5,7 @@ hold escape sequences: to a terminal they are commands (retitle the window,
 clear the screen, hide text, even write the clipboard with OSC 52), not
 text. rich drops a few control characters (bell, backspace) but passes
 ``ESC`` through, so everything the CLI prints that did not come from pride
-itself goes through :func:`shown` first: each C0 and C1 control character
+itself goes through `shown` first: each C0 and C1 control character
 except newline and tab, and DEL, is shown as a visible ``\\xNN`` escape.
 """
 
