@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -11,7 +12,9 @@ import trio
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_pride_run_places_the_demo_team_on_a_cluster(ray_address: str) -> None:
+async def test_pride_run_places_the_demo_team_on_a_cluster(
+    ray_address: str, tmp_path: Path
+) -> None:
     """Requests by name reach branches in host processes; every request gets its answer."""
     requests = [
         {
@@ -25,9 +28,18 @@ async def test_pride_run_places_the_demo_team_on_a_cluster(ray_address: str) -> 
     stdin = "".join(json.dumps(request) + "\n" for request in requests).encode()
     command = [sys.executable, "-m", "pride.cli", "run", "examples/demo.py:spawn_team"]
     command += ["--cluster", ray_address, "--exit-on-eof", "--no-status"]
+    # Hosts keep their stores under the temporary directory: a private one, so that no
+    # other run on this machine (another checkout, another schema) shares them.
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
     with trio.fail_after(120):
         done = await trio.run_process(
-            command, stdin=stdin, capture_stdout=True, capture_stderr=True, cwd=ROOT, check=False
+            command,
+            stdin=stdin,
+            capture_stdout=True,
+            capture_stderr=True,
+            cwd=ROOT,
+            check=False,
+            env=env,
         )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     answers = {line["id"]: line for line in map(json.loads, done.stdout.decode().splitlines())}
