@@ -310,7 +310,11 @@ class Branch:
 
     @property
     def operations(self) -> OperationManager:
-        """The named-operation registry (shared with the session while attached)."""
+        """The branch's own named-operation registry.
+
+        While the branch is attached, the session's registry stands behind it
+        (``operations.shared``): lookups find the branch's names first.
+        """
         return self._operations
 
     def register_operation(
@@ -332,7 +336,8 @@ class Branch:
         self._operations.register(name, operation, update=update)
 
     def get_operation(self, name: str) -> Callable[..., Any] | None:
-        """The operation called ``name``: a Branch attribute first, then the registry."""
+        """The operation called ``name``: a Branch attribute first, then the
+        branch's own registry, then the session's (while attached); else None."""
         if hasattr(self, name):
             found: Callable[..., Any] = getattr(self, name)
             return found

@@ -3,8 +3,9 @@
 A session's references arrive in an ``Attach`` (applied by the actor between
 turns, all or nothing) and are kept on the branch's `Actor`:
 the observer (a `SignalSink`), the hook bus (a `HookSink`), the
-owner id and a name directory. The session's operation registry and memory
-default go to the branch itself.
+owner id and a name directory. The session's operation registry stands behind
+the branch's own (the branch's names are found first, and survive detaching);
+the memory default goes to the branch itself.
 
 Delivery follows ADR-0018: synchronous subscribers and handlers run at once,
 isolated; asynchronous ones returned as one awaitable are spawned into the
@@ -104,29 +105,32 @@ def attach(actor: Actor, command: Attach) -> None:
 
     Raises:
         TypeError: see `check_attachment`.
+        ValueError: ``command.operations`` is the branch's own registry (or
+            already stands in front of it).
     """
     check_attachment(command)
+    branch = actor.branch
+    if command.operations is not None:
+        # First, so a registry that would stand behind itself refuses the lot.
+        branch.operations.shared = command.operations  # behind the branch's own, never over it
     actor.owner_id = command.owner_id
     actor.observer = command.observer
     actor.hooks = command.hooks
     actor.directory = command.directory
     actor.account.parent = command.account
-    branch = actor.branch
-    if command.operations is not None:
-        branch._operations = command.operations
     if branch._memory is None and command.memory is not None:
         branch._memory = command.memory  # first claim: never replace a store in use
 
 
 def detach(actor: Actor) -> None:
-    """Undo an attachment: owner, observer, hooks, directory and the session's
-    account cleared, a fresh registry."""
+    """Undo an attachment: owner, observer, hooks, directory, the session's
+    account and its operation registry cleared; the branch's own operations stay."""
     actor.owner_id = None
     actor.account.parent = None
     actor.observer = None
     actor.hooks = None
     actor.directory = None
-    actor.branch._operations = OperationManager()
+    actor.branch.operations.shared = None
 
 
 # ------------------------------------------------------------ signals, hooks

@@ -1,9 +1,14 @@
 """Named operations: ``async def op(branch, **kwargs)`` registered under a name.
 
-A branch owns one registry; a session shares one among its members. Lookup
-through [`Branch.get_operation`][pride.actors.branch.Branch.get_operation] is attribute-first, so a
-registered name
-can never shadow a built-in verb (ADR-0016 D5).
+A branch owns one registry; a session shares one among its members. While a
+branch is attached, the session's registry stands behind the branch's own
+([`OperationManager.shared`][pride.operations.registry.OperationManager.shared]):
+a name is looked up in the branch's registry first, then in the session's, so
+what the branch registered keeps its meaning whatever session it joins, the
+way attribute-first lookup through
+[`Branch.get_operation`][pride.actors.branch.Branch.get_operation] keeps a
+built-in verb from being shadowed (ADR-0016 D5). Detaching takes the shared
+registry away and leaves the branch's own.
 """
 
 from __future__ import annotations
@@ -16,12 +21,40 @@ __all__ = ["OperationManager"]
 
 
 class OperationManager:
-    """A registry of named async operations."""
+    """A registry of named async operations, optionally layered over a shared one.
 
-    __slots__ = ("_registry",)
+    ``register`` and ``unregister`` change this registry only; ``get``, ``in``,
+    iteration, ``len`` and ``registry`` see this registry's names first, then
+    those of `shared` that it does not define.
+    """
+
+    __slots__ = ("_registry", "_shared")
 
     def __init__(self) -> None:
         self._registry: dict[str, Callable[..., Any]] = {}
+        self._shared: OperationManager | None = None
+
+    @property
+    def shared(self) -> OperationManager | None:
+        """The registry consulted after this one (a session's, while attached), or None.
+
+        Raises:
+            ValueError: on assignment, if this registry is already behind the
+                new one (a registry cannot stand behind itself).
+            TypeError: on assignment of anything but an OperationManager or None.
+        """
+        return self._shared
+
+    @shared.setter
+    def shared(self, registry: OperationManager | None) -> None:
+        if registry is not None and not isinstance(registry, OperationManager):
+            raise TypeError(f"shared must be an OperationManager, got {type(registry).__name__}")
+        behind = registry
+        while behind is not None:
+            if behind is self:
+                raise ValueError("an operation registry cannot stand behind itself")
+            behind = behind._shared
+        self._shared = registry
 
     def register(self, name: str, operation: Callable[..., Any], *, update: bool = False) -> None:
         """Register ``operation`` under ``name``.
@@ -47,19 +80,24 @@ class OperationManager:
         del self._registry[name]
 
     def get(self, name: str) -> Callable[..., Any] | None:
-        """The operation registered as ``name``, or None."""
-        return self._registry.get(name)
+        """The operation registered as ``name`` here, else in `shared`, or None."""
+        found = self._registry.get(name)
+        if found is None and self._shared is not None:
+            return self._shared.get(name)
+        return found
 
     def __contains__(self, name: object) -> bool:
-        return name in self._registry
+        return name in self._registry or (self._shared is not None and name in self._shared)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._registry)
+        return iter(self.registry)
 
     def __len__(self) -> int:
-        return len(self._registry)
+        return len(self.registry)
 
     @property
     def registry(self) -> dict[str, Callable[..., Any]]:
-        """A copy of the name → operation mapping."""
-        return dict(self._registry)
+        """A copy of the name → operation mapping, this registry's entries winning."""
+        merged = self._shared.registry if self._shared is not None else {}
+        merged.update(self._registry)
+        return merged

@@ -259,6 +259,21 @@ async def test_a_registry_entry_cannot_shadow_an_attribute() -> None:
         assert await branch.call("chat", instruction="hi") == "re: hi"
 
 
+async def test_an_attach_with_the_branchs_own_registry_is_refused_whole() -> None:
+    """Bad input: a registry cannot stand behind itself; nothing of that Attach
+    applies and the branch goes on serving with its own operations."""
+
+    async def op(branch: Branch) -> str:
+        return "mine"
+
+    async with Branch(chat_model=echo_model()) as branch:
+        branch.register_operation("op", op)
+        with pytest.raises(ValueError, match="behind itself"):
+            await pride.ask(branch, Attach(owner_name="s", operations=branch.operations))
+        assert branch.owner_id is None and branch.operations.shared is None
+        assert await branch.call("op") == "mine"
+
+
 @pytest.mark.parametrize("name", ["chat", "memory", "messages", "name", "to_dict", "id"])
 def test_register_operation_rejects_a_name_that_shadows_an_attribute(name: str) -> None:
     """Branch.register_operation refuses names attribute-first lookup could never reach."""

@@ -21,12 +21,7 @@ def echo(*, name: str, prefix: str = "echo", mailbox_size: int = 64) -> Branch:
 
 
 class Worker(Branch):
-    """An echo branch whose methods are operations (``Call("block")``...).
-
-    Methods, not ``register_operation``: a session's Attach replaces a branch's
-    own operation registry with the session's, and a host spawns its branches
-    into a session.
-    """
+    """An echo branch whose methods are operations (``Call("block")``...)."""
 
     __slots__ = ()
 

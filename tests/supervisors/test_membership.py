@@ -36,11 +36,11 @@ class TestSpawn:
     """spawn/include wire the session's references into the branch between turns."""
 
     async def test_spawn_returns_after_attach_was_applied(self) -> None:
-        """On return the branch is owned, observed and shares the registry."""
+        """On return the branch is owned, observed and has the session's registry behind its own."""
         async with Session(name="s") as session:
             branch = await session.spawn(Branch(name="a", chat_model=echo_model()))
             assert branch.owner_id == session.id
-            assert branch.operations is session.operations
+            assert branch.operations.shared is session.operations
             assert branch.running
             recorder = Recorder()
             session.observe(handler=recorder.dispatch)
@@ -252,6 +252,41 @@ class TestLookupAndExchange:
             assert await session.run_operation("noop", branch="second") == "second"
             with pytest.raises(pride.UnknownOperation):
                 await session.run_operation("missing")
+
+    async def test_a_members_own_operations_survive_attachment(self) -> None:
+        """A branch's own registry and the session's both serve: the branch's first.
+
+        Regression: Attach used to replace the branch's registry with the
+        session's, so operations registered on the branch were lost.
+        """
+
+        async def mine(branch: Branch) -> str:
+            return f"{branch.name}'s own"
+
+        async def shared(branch: Branch) -> str:
+            return "the session's"
+
+        branch = Branch(name="a", chat_model=echo_model())
+        branch.register_operation("mine", mine)
+        branch.register_operation("both", mine)
+        async with Session() as session:
+            session.register_operation("shared", shared)
+            session.register_operation("both", shared)
+            await session.spawn(branch)
+            assert await session.run_operation("mine") == "a's own"
+            assert await session.run_operation("shared") == "the session's"
+            assert await session.run_operation("both") == "a's own"
+            assert await pride.ask(branch, pride.Call("mine")) == "a's own"
+            assert branch.get_operation("shared") is shared
+            assert {"mine", "both", "shared"} <= set(branch.operations)
+            # Registered on the branch while attached: its own, not the session's.
+            branch.register_operation("later", mine)
+            assert "later" not in session.operations
+            await session.remove(branch)
+        assert branch.get_operation("mine") is mine
+        assert branch.get_operation("both") is mine
+        assert branch.get_operation("later") is mine
+        assert branch.get_operation("shared") is None
 
     async def test_statistics_count_members_turns_and_queue(self) -> None:
         """statistics() reports members, running actors, queued work and turns."""
