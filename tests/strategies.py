@@ -93,6 +93,8 @@ def for_type(tp: Any) -> st.SearchStrategy[Any]:
         return st.uuids()
     if tp is RoledMessage:
         return st.one_of([instances(cls) for cls in codec._MESSAGE_TYPES])
+    if tp is commands.Decision:
+        return st.one_of([instances(cls) for cls in codec._DECISION_TYPES])
     if origin is typing.Literal:
         return st.sampled_from(typing.get_args(tp))
     if origin in (typing.Union, __import__("types").UnionType):

@@ -10,13 +10,15 @@ The turn driver (`_run_turn`) is the single owner of a turn's
 lifecycle (ADR-0018 D4), read top-down in this module:
 
 ```text
+open the turn's journal run          (a Resume: the journaled turn it continues)
 RunStart
 body (the operation), with nested work in the turn nursery
 phase -> "finalizing"               (shielded and bounded from here on)
+end the journal run                  (finished, or suspended for approval)
 cancel and await nested tasks
 drain the turn's message-signal tasks
 pass the turn barriers (a store's commit)
-exactly one terminal: RunEnd or RunFailed
+exactly one terminal: RunEnd, RunFailed or RunSuspended
 publish last_context_report, phase -> "closed", clear pointer and binding
 answer the reply
 ```
@@ -40,6 +42,7 @@ import attrs
 import trio
 
 from ..errors import (
+    ApprovalRequired,
     BranchClosed,
     BranchNotRunning,
     Escalate,
@@ -54,12 +57,14 @@ from ..messages import (
     RunEnd,
     RunFailed,
     RunStart,
+    RunSuspended,
     Stop,
     WorkCommand,
 )
 from ..messages._ids import new_id
 from . import turn, wiring
 from .budget import Account, Meter
+from .journal import BranchJournal, open_run
 from .mailbox import Mailbox, MailboxStatistics, Reply
 from .target import announce_live, withdraw_live
 from .turn import FINALIZE_GRACE, await_bounded
@@ -75,8 +80,9 @@ log = logging.getLogger("pride.actor")
 
 StopReason = Literal["normal", "shutdown", "suspend"]
 
-TurnBarrier = Callable[[], Awaitable[None]]
-"""Awaited at the end of every turn, before its terminal signal (a store's commit)."""
+TurnBarrier = Callable[["turn.TurnState | None"], Awaitable[None]]
+"""Awaited at the end of every turn (with its state) and ``Act`` (with None),
+before its terminal signal and its reply (a store's commit)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -105,6 +111,7 @@ class Actor:
         directory: resolves branch names for sends made from the branch's turns.
         account: the branch's usage, counted over all its turns (``branch.usage``);
             while attached, its parent is the session's account.
+        journal: the branch's turn journal (`pride.actors.journal`), if it keeps one.
     """
 
     __slots__ = (
@@ -115,6 +122,7 @@ class Actor:
         "envelope",
         "hooks",
         "host",
+        "journal",
         "last_context_report",
         "mailbox",
         "observer",
@@ -134,6 +142,7 @@ class Actor:
         self.owner_id: UUID | None = None
         self.directory: Any = None
         self.account = Account(None, scope=f"branch {branch.name}")
+        self.journal: BranchJournal | None = None
         self._barriers: list[TurnBarrier] | None = None
 
     def __repr__(self) -> str:
@@ -205,7 +214,8 @@ class Actor:
     # ------------------------------------------------------------ barriers
 
     def add_turn_barrier(self, barrier: TurnBarrier) -> None:
-        """Await ``barrier()`` at the end of every turn, before its terminal and reply.
+        """Await ``barrier(state)`` at the end of every turn (``barrier(None)`` after
+        an ``Act``), before its terminal and reply.
 
         A failing barrier fails the turn (a store that could not commit says
         so to the caller).
@@ -332,6 +342,8 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     command: WorkCommand = reply.command  # type: ignore[assignment]
     meter = _meter(actor, command)
     try:
+        if actor.journal is not None:
+            actor.journal.check_free()  # an Act would record after unanswered tool calls
         if meter.limited:  # the budget's cancel scope, its deadline the max_duration
             result = await meter.run(partial(run_command, actor.branch, command, None, meter))
         else:
@@ -367,7 +379,7 @@ async def _commit_step(actor: Actor) -> Exception | None:
         guard.shield = True
         for barrier in actor._barriers:
             try:
-                await barrier()
+                await barrier(None)
             except Exception as exc:
                 log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
                 return exc
@@ -398,11 +410,23 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     branch = actor.branch
     command = reply.command
     assert actor.host is not None, "a turn runs only inside a serving actor"
+    try:
+        run = open_run(actor, reply)
+    except Exception as exc:  # refused before it started (a bad Resume, a pending approval)
+        reply.start(None, cancel)
+        reply.fail(exc)
+        return
+    if run is not None and run.command is not None:
+        command = run.command  # a Resume runs the command that started the turn
     context = turn.TurnExecutionContext(
-        turn_id=new_id(), model=branch.chat_model, owner_task=trio.lowlevel.current_task()
+        turn_id=run.turn_id if run is not None else new_id(),
+        model=branch.chat_model,
+        owner_task=trio.lowlevel.current_task(),
     )
-    meter = _meter(actor, command)  # type: ignore[arg-type]
-    state = turn.TurnState(context, command, actor.host, meter=meter)  # type: ignore[arg-type]
+    # A Resume's own budget, when it has one, bounds the rest of the turn.
+    budgeted = reply.command if getattr(reply.command, "budget", None) is not None else command
+    meter = _meter(actor, budgeted)  # type: ignore[arg-type]
+    state = turn.TurnState(context, command, actor.host, meter=meter, journal=run)  # type: ignore[arg-type]
     scope = turn.TurnScope(state, owns_lifecycle=True, stream=reply.stream)
     observed = actor.observer is not None
     reply.start(context.turn_id, cancel)
@@ -421,8 +445,11 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
                         branch_name=branch.name,
                         turn_id=context.turn_id,
                         command=type(command).__name__,
+                        resumed=run is not None and run.resumed,
                     ),
                 )
+            if run is not None and run.abandon is not None:
+                raise run.abandoned()
             if meter.limited:  # the budget's cancel scope, its deadline the max_duration
                 meter.on_trip = state.cancel_nested
                 result = await meter.run(partial(run_command, branch, command, scope))  # type: ignore[arg-type]
@@ -438,10 +465,14 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         if reply.stream is not None:
             reply.stream.close()
         outcome = _classify(error, reply)
+        if run is not None:
+            outcome = _end_journal_run(actor, state, run, outcome)
         if observed or state.nested is not None or state.signals is not None or actor._barriers:
             outcome = await _finalise(actor, state, outcome, observed)
     except BaseException as exc:  # a fault of the runtime itself: answer, then crash
         outcome = _Outcome(exc, reraise=exc)
+        if run is not None and not state.suspended:
+            run.end(exc, can_suspend=False)
     finally:
         actor.last_context_report = context.provider_report
         context.advance("closed")
@@ -480,7 +511,7 @@ async def _finalise(
         outcome = _escalated(state, outcome)
         for barrier in actor._barriers or ():
             try:
-                await barrier()
+                await barrier(state)
             except Exception as exc:
                 # The turn's messages may not be durable: say so to the caller.
                 log.error("turn %s of branch %r: %s", turn_id, name, exc, exc_info=exc)
@@ -504,7 +535,7 @@ async def _finalise(
             if not committed:  # cut short before its commit: commit now, still first
                 for barrier in actor._barriers or ():
                     try:
-                        await barrier()
+                        await barrier(state)
                     except Exception as exc:
                         log.error("turn %s of branch %r: %s", turn_id, name, exc)
                         if outcome.failure is None:
@@ -530,6 +561,19 @@ def _over_budget(
     if isinstance(error, trio.Cancelled) and reply.cancel_reason is None:
         return error  # the actor is being cancelled from outside: finalise, then let it go
     return exceeded
+
+
+def _end_journal_run(actor: Actor, state: turn.TurnState, run: Any, outcome: _Outcome) -> _Outcome:
+    """End the turn's journal run; a run with calls waiting for approval suspends,
+    and its caller gets ApprovalRequired (even if the operation swallowed it)."""
+    can_suspend = outcome.reraise is None and not outcome.cancelled
+    if not run.end(outcome.failure, can_suspend=can_suspend):
+        return outcome
+    state.suspended = True
+    failure = outcome.failure
+    if not (isinstance(failure, ApprovalRequired) and failure.turn_id == run.turn_id):
+        failure = ApprovalRequired(run.turn_id, run.pending, actor.branch.name)
+    return _Outcome(failure)
 
 
 def _escalated(state: turn.TurnState, outcome: _Outcome) -> _Outcome:
@@ -589,6 +633,22 @@ def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> Any:
             num_turns=state.model_calls,
             tool_calls=state.tool_calls,
             duration_ms=duration_ms,
+        )
+    if state.suspended and state.journal is not None:
+        return RunSuspended(
+            branch_id=branch.id,
+            branch_name=branch.name,
+            turn_id=state.context.turn_id,
+            error_type=type(outcome.failure).__name__,
+            error_message=str(outcome.failure),
+            duration_ms=duration_ms,
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+            cached_tokens=state.cached_tokens,
+            total_cost_usd=state.cost_usd,
+            num_turns=state.model_calls,
+            tool_calls=state.tool_calls,
+            pending=tuple(call.call_id for call in state.journal.pending),
         )
     return RunFailed(
         branch_id=branch.id,

@@ -733,6 +733,10 @@ class Branch:
     """``async with branch.run(...) as items:`` (see [`Run`][pride.Run])."""
     call = verb(cmd.Call)
     """Run a registered operation as a turn (see [`Call`][pride.Call])."""
+    resume = verb(cmd.Resume)
+    """Continue this branch's turn that stopped for approval or was interrupted by a
+    crash (see [`Resume`][pride.Resume]; a session's ``resolve`` finds the branch
+    for you)."""
 
 
 if TYPE_CHECKING:

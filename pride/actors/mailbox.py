@@ -60,6 +60,9 @@ class Reply:
     Attributes:
         branch: the target the command was sent to.
         command: the command.
+        tag: the sender's label for the envelope (a str, an int or None), kept
+            with its turn in the turn journal and given back when the turn is
+            resumed after a restart (``pride run`` tags with its request id).
     """
 
     __slots__ = (
@@ -74,6 +77,7 @@ class Reply:
         "branch",
         "command",
         "state",
+        "tag",
         "turn_id",
         "waiting_tasks",
     )
@@ -84,9 +88,11 @@ class Reply:
         command: Command,
         *,
         stream: trio.MemorySendChannel[Any] | None = None,
+        tag: str | int | None = None,
     ) -> None:
         self.branch = target
         self.command = command
+        self.tag = tag
         self.state: ReplyState = "queued"
         self.turn_id: UUID | None = None
         self._done = False

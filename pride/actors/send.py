@@ -69,7 +69,7 @@ def resolve(target: Any) -> Target:
         if bound is not None:
             directory = bound.actor.directory
             if directory is not None:
-                return directory.resolve(target)  # type: ignore[no-any-return]
+                return directory.resolve_name(target)  # type: ignore[no-any-return]
         if isinstance(target, UUID):
             found = live_target(target)
             if found is not None:
@@ -89,6 +89,12 @@ def _check_command(command: Any) -> Command:
     return command
 
 
+def _check_tag(tag: Any) -> str | int | None:
+    if tag is None or isinstance(tag, str) or (isinstance(tag, int) and not isinstance(tag, bool)):
+        return tag
+    raise TypeError(f"a tag is a str, an int or None, got {type(tag).__name__}")
+
+
 def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
     if timeout is None:
         return contextlib.nullcontext()
@@ -97,11 +103,13 @@ def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
     return trio.fail_after(timeout)
 
 
-async def send(target: Any, command: Command) -> Reply:
+async def send(target: Any, command: Command, *, tag: str | int | None = None) -> Reply:
     """Put ``command`` in the target's mailbox and return its [`Reply`][pride.Reply] at once.
 
     Waits while the mailbox is full (backpressure). Priority commands
-    (``Attach``, ``Detach``, ``Stop``) never wait.
+    (``Attach``, ``Detach``, ``Stop``) never wait. ``tag`` labels the envelope
+    (``reply.tag``): it is journaled with the turn and given back if the turn
+    is resumed after a restart (see docs/durability.md).
 
     Raises:
         TypeError: ``command`` is not a pride command.
@@ -113,7 +121,7 @@ async def send(target: Any, command: Command) -> Reply:
     command's checkpoint), nothing was queued.
     """
     destination = resolve(target)
-    reply = Reply(destination, _check_command(command))
+    reply = Reply(destination, _check_command(command), tag=_check_tag(tag))
     # Cancelled means "nothing happened": check before delivering, never after.
     await trio.lowlevel.checkpoint_if_cancelled()
     await destination.deliver(reply)
@@ -121,11 +129,11 @@ async def send(target: Any, command: Command) -> Reply:
     return reply
 
 
-def send_nowait(target: Any, command: Command) -> Reply:
+def send_nowait(target: Any, command: Command, *, tag: str | int | None = None) -> Reply:
     """Like [`send`][pride.send], but raise [`MailboxFull`][pride.MailboxFull] instead of
     waiting."""
     destination = resolve(target)
-    reply = Reply(destination, _check_command(command))
+    reply = Reply(destination, _check_command(command), tag=_check_tag(tag))
     destination.deliver_nowait(reply)
     return reply
 

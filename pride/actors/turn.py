@@ -38,6 +38,7 @@ from .budget import Meter
 if TYPE_CHECKING:
     from .actor import Actor
     from .branch import Branch
+    from .journal import JournalRun
 
 __all__ = [
     "FINALIZE_GRACE",
@@ -141,6 +142,9 @@ class TurnState:
         nested: the turn's nested tasks (ADR-0018's "turn nursery"), once any started.
         signals: the turn's pending signal deliveries (the signal drain), once any.
         trace: the tracer's record of the turn, when tracing is on (`pride.actors.instrument`).
+        journal: the turn's journal run (`pride.actors.journal`), when the branch
+            keeps a journal.
+        suspended: the turn stopped for approval (set as it finalises).
     """
 
     context: TurnExecutionContext
@@ -151,6 +155,8 @@ class TurnState:
     nested: TurnTasks | None = attrs.field(default=None, repr=False)
     signals: TurnTasks | None = attrs.field(default=None, repr=False)
     trace: Any = attrs.field(default=None, repr=False)
+    journal: JournalRun | None = attrs.field(default=None, repr=False)
+    suspended: bool = False
 
     @property
     def input_tokens(self) -> int:

@@ -15,6 +15,10 @@ reaches the runtime:
   `BranchTurn.after_tool_call` (the call log, the after/error hooks);
 * `BranchTurn.gather_context`: the context providers, once per turn.
 
+When the turn keeps a journal (`pride.actors.journal`), both effects ask it
+first: a step the journal holds is answered from it (a resumed turn), and
+every step made live is recorded in it.
+
 `run_command` runs a work command's operation (or a registered
 operation, for ``Call``) in the calling task.
 """
@@ -28,11 +32,21 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from uuid import UUID
 
+import attrs
 import trio
 
 from ..errors import InvalidMessage, StopStream, UnknownOperation
 from ..llm import ModelRequest, ModelResponse, iModel
-from ..messages import ActionCall, Call, Instruction, RoledMessage, ToolProgress, WorkCommand
+from ..messages import (
+    ActionCall,
+    Call,
+    Instruction,
+    Resume,
+    RoledMessage,
+    Signal,
+    ToolProgress,
+    WorkCommand,
+)
 from ..messages.commands import ModelName
 from ..operations import execute
 from ..tools import ActionOutcome
@@ -70,7 +84,13 @@ async def run_command(
     Raises:
         UnknownOperation: a Call names neither a verb nor a registered operation.
         TypeError: ``Call.operation`` is not a str; no operation serves the command.
+        RuntimeError: a ``Resume`` from inside a turn of the same branch.
     """
+    if isinstance(command, Resume):  # the turn driver serves it; nested, it would wait on itself
+        raise RuntimeError(
+            f"branch {branch.name!r}: a turn cannot resume a turn of its own branch; send the "
+            "Resume from outside the branch (session.resolve)"
+        )
     if isinstance(command, Call):
         name = command.operation
         if not isinstance(name, str):
@@ -284,6 +304,11 @@ class BranchTurn:
         meter = self._meter
         if meter is not None:
             meter.admit_model_call()
+        run = scope.state.journal if scope is not None else None
+        if run is not None:  # the journal answers a step it holds (a resumed turn)
+            step, replayed = await run.model_step()
+            if replayed is not None:
+                return await self._replayed(replayed, stream_tokens=stream_tokens)
         actor = branch._actor
         hooked = actor.hooks is not None
         if hooked:
@@ -319,6 +344,8 @@ class BranchTurn:
                 "model", model.model, started=started, status="error", turn_id=turn_id, error=exc
             )
             raise
+        if run is not None:
+            run.model_replied(step, response)
         usage = response.usage
         logs.record(
             "model",
@@ -343,6 +370,30 @@ class BranchTurn:
             )
         return response
 
+    async def _replayed(self, response: ModelResponse, *, stream_tokens: bool) -> ModelResponse:
+        """A model call the journal answered: its usage counts for the turn (the
+        turn's, paid before), its text goes to a stream consumer in one piece; no
+        hooks, no call."""
+        scope = self._scope
+        assert scope is not None
+        usage = response.usage
+        if self._meter is not None:
+            self._meter.add_tokens(
+                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
+            )
+        if stream_tokens and scope.stream is not None and response.text:
+            await scope.emit(response.text)
+        else:
+            await trio.lowlevel.checkpoint()
+        return response
+
+    def signal(self, signal: Signal) -> None:
+        """Deliver ``signal`` (its branch fields filled in) to the branch's observer."""
+        branch = self._branch
+        wiring.emit(
+            branch._actor, attrs.evolve(signal, branch_id=branch.id, branch_name=branch.name)
+        )
+
     # ------------------------------------------------------------ tool calls
 
     async def call_tools(
@@ -364,11 +415,39 @@ class BranchTurn:
             Escalate: a tool or hook escalated.
             ValueError: ``strategy`` or ``max_concurrent`` is invalid.
 
+            ApprovalRequired: a call waits for a person (journaled turns only).
+
         A call refused by the budget has a ``BudgetExceeded`` error outcome,
         and the turn is stopped (its cancel scope cancelled).
         """
-        hooked = self._branch._actor.hooks is not None
+        scope = self._scope
+        run = scope.state.journal if scope is not None else None
+        if run is not None:  # answered from the journal, run, or waiting for approval
 
+            async def execute(chosen: Sequence[ActionCall], **hooks: Any) -> list[ActionOutcome]:
+                return await self._execute(chosen, strategy, max_concurrent, **hooks)
+
+            return await run.tool_steps(self, calls, execute, call_ids)
+        hooked = self._branch._actor.hooks is not None
+        return await self._execute(
+            calls,
+            strategy,
+            max_concurrent,
+            before=self.before_tool_call if hooked else None,
+            after=self.after_tool_call,
+            call_ids=call_ids,
+        )
+
+    async def _execute(
+        self,
+        calls: Sequence[ActionCall],
+        strategy: Literal["concurrent", "sequential"],
+        max_concurrent: int | None,
+        *,
+        before: Any,
+        after: Any,
+        call_ids: Sequence[str] | None,
+    ) -> list[ActionOutcome]:
         async def progress(
             call: ActionCall, done: float, total: float | None, message: str | None
         ) -> None:
@@ -380,11 +459,20 @@ class BranchTurn:
             calls,
             strategy=strategy,
             max_concurrent=max_concurrent,
-            before_call=self.before_tool_call if hooked else None,
-            after_call=self.after_tool_call,
+            before_call=before,
+            after_call=after,
             on_progress=progress,
             around_call=self.around_tool_call if self._meter is not None else None,
         )
+
+    def replayed_tool_call(self) -> None:
+        """A tool call the journal answered counts for the turn, as it did when it ran.
+
+        Raises:
+            BudgetExceeded: the allowance is spent.
+        """
+        if self._meter is not None:
+            self._meter.admit_tool_call()
 
     async def around_tool_call(self, call: ActionCall, invoke: Callable[[], Any]) -> Any:
         """Runs around each tool call the hooks let through: the budget's check and count.

@@ -78,11 +78,15 @@ def check_attachment(command: Attach) -> None:
 
     Raises:
         TypeError: naming the field (an observer without ``dispatch``, hooks
-            without ``emit``, a directory without ``resolve``, an operation
+            without ``emit``, a directory without ``resolve_name``, an operation
             registry or memory store of the wrong type, an owner id that is
             not a UUID).
     """
-    for field, method in (("observer", "dispatch"), ("hooks", "emit"), ("directory", "resolve")):
+    for field, method in (
+        ("observer", "dispatch"),
+        ("hooks", "emit"),
+        ("directory", "resolve_name"),
+    ):
         value = getattr(command, field)
         if value is not None and not callable(getattr(value, method, None)):
             raise TypeError(

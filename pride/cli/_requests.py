@@ -17,6 +17,11 @@ request gets exactly one answer line:
 {"id": "r1", "ok": false, "error": {"type": "BranchClosed", "message": "..."}}
 ```
 
+An error that carries data says it in the error object too:
+``ApprovalRequired`` (and ``ApprovalPending``) add ``turn_id``, ``branch`` and
+``pending`` (each call's ``call_id``, ``function`` and ``arguments``), what a
+``Resume`` request needs to continue the turn.
+
 A line that is not a valid request is answered with an ``InvalidMessage``
 error naming what was wrong (``id`` is null when it could not be read).
 Request lines are read as strict JSON (`pride.messages.codec.parse_json`:
@@ -33,7 +38,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import InvalidMessage
+from ..errors import ApprovalPending, ApprovalRequired, InvalidMessage
 from ..messages import WorkCommand, structure, unstructure
 from ..messages.codec import dump_json, parse_json
 
@@ -143,14 +148,13 @@ def ok_line(request_id: Any, result: Any) -> str:
 
 
 def error_line(request_id: Any, error: BaseException) -> str:
-    """The answer line for an error: its class name and message."""
-    return _dump(
-        {
-            "id": request_id,
-            "ok": False,
-            "error": {"type": type(error).__name__, "message": str(error)},
-        }
-    )
+    """The answer line for an error: its class name and message (and its details,
+    for an error that has them, such as ``ApprovalRequired``)."""
+    described: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    details = getattr(error, "details", None)
+    if isinstance(error, ApprovalRequired | ApprovalPending) and callable(details):
+        described.update(details())
+    return _dump({"id": request_id, "ok": False, "error": described})
 
 
 def _dump(answer: dict[str, Any]) -> str:

@@ -30,6 +30,18 @@ forever), or a bounded drain as OTP's shutdown timeout and hypercorn's
 End of standard input does not stop the process (its work may arrive from
 elsewhere, or not yet) unless ``--exit-on-eof`` is given: then it answers
 the requests it has, stops gracefully and exits 0.
+
+Durable turns (with ``--store``). Each request is sent tagged with its id,
+and the turn journal keeps the tag. When the process restarts on the same
+store, every turn a crash interrupted is resumed (or abandoned, by policy)
+and answered on the id of the request that started it, as if the process
+had never stopped; those answers count as requests in flight for
+``--exit-on-eof``. A turn that stops for approval is answered with an
+``ApprovalRequired`` error line carrying ``turn_id`` and ``pending`` (each
+call's ``call_id``, ``function``, ``arguments``); a ``Resume`` request
+(``{"type": "Resume", "turn_id": ..., "decisions": {call_id: {"type":
+"Approve"} | {"type": "Deny", "reason": ...}}}``) continues it, in this
+process or a later one, and is answered with the turn's result.
 """
 
 from __future__ import annotations
@@ -118,6 +130,7 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
         try:
             async with _placement(options, session) as cluster, session:
                 process = _Process(session, options, cluster)
+                session.on_resume(process.resumed)  # before the app restores its branches
                 session.observe(RunEnd, handler=process.tokens)
                 session.observe(lambda s: isinstance(s, _LIFECYCLE), handler=process.on_signal)
                 await call_app(function, session, cluster)
@@ -176,6 +189,8 @@ class _Process:
         self._stopped = trio.Event()
         self._reading = trio.CancelScope()
         self._outer: trio.Nursery | None = None
+        self._work: trio.Nursery | None = None
+        self._resumed: list[Reply] = []  # resumed while the app started, not yet awaited
         self.status: StatusLine | None = None
         if options.status and sys.stderr.isatty():
             self.status = StatusLine(session, self.tokens, Console(stderr=True))
@@ -188,12 +203,17 @@ class _Process:
             if self.status is not None:
                 outer.start_soon(self.status.run)
             async with trio.open_nursery() as work:
+                self._work = work
+                for reply in self._resumed:
+                    work.start_soon(self._answer_resumed, reply)
+                self._resumed.clear()
                 with self._reading:
                     await self._read_requests(work)
                     if not self.options.exit_on_eof:
                         log.info("stdin closed; serving until SIGINT or SIGTERM")
                         await trio.sleep_forever()
                     log.info("stdin closed (--exit-on-eof): answering %d requests", self.in_flight)
+            self._work = None
             # Every request read has been answered.
             self._begin_stop(self.options.grace)
             await self._stopped.wait()
@@ -259,11 +279,11 @@ class _Process:
     async def _send(self, request: Request) -> Reply:
         """Send to a branch of the tree, else (with ``--cluster``) to a placed one."""
         try:
-            return await self.session.send(request.to, request.command)
+            return await self.session.send(request.to, request.command, tag=request.id)
         except UnknownBranch:
             if self.cluster is None:
                 raise
-        return await send(self.cluster.ref(request.to), request.command)
+        return await send(self.cluster.ref(request.to), request.command, tag=request.id)
 
     async def _answer(self, request: Request, reply: Reply) -> None:
         try:
@@ -279,6 +299,26 @@ class _Process:
             self.in_flight -= 1
         self._write(ok_line(request.id, result))
         log.debug("request %s answered", request.id, extra={"request_id": request.id})
+
+    def resumed(self, reply: Reply) -> None:
+        """A turn the store's journal held was resumed: answer it on the id of the
+        request that started it (its tag)."""
+        self.in_flight += 1
+        if self._work is not None:
+            self._work.start_soon(self._answer_resumed, reply)
+        else:  # the app is still starting: answered once serving begins
+            self._resumed.append(reply)
+
+    async def _answer_resumed(self, reply: Reply) -> None:
+        log.info("answering resumed turn on request %s", reply.tag, extra={"request_id": reply.tag})
+        try:
+            result = await reply.result()
+        except Exception as exc:
+            self._write(error_line(reply.tag, exc))
+            return
+        finally:
+            self.in_flight -= 1
+        self._write(ok_line(reply.tag, result))
 
     def _refuse(self, request: Request, error: Exception) -> None:
         log.info(

@@ -78,6 +78,7 @@ _COMMAND_TYPES: tuple[type, ...] = (
     commands.ReActStream,
     commands.Run,
     commands.Call,
+    commands.Resume,
     commands.Attach,
     commands.Detach,
     commands.Stop,
@@ -86,6 +87,8 @@ _SIGNAL_TYPES: tuple[type, ...] = (
     signals.RunStart,
     signals.RunEnd,
     signals.RunFailed,
+    signals.RunSuspended,
+    signals.ApprovalRequested,
     signals.MessageAdded,
     signals.StructuredOutput,
     signals.CapabilityViolation,
@@ -96,8 +99,9 @@ _SIGNAL_TYPES: tuple[type, ...] = (
     signals.BranchRestarted,
     signals.SessionFailed,
 )
+_DECISION_TYPES: tuple[type, ...] = (commands.Approve, commands.Deny)
 _TAGGED: dict[str, type] = {
-    cls.__name__: cls for cls in _MESSAGE_TYPES + _COMMAND_TYPES + _SIGNAL_TYPES
+    cls.__name__: cls for cls in _MESSAGE_TYPES + _COMMAND_TYPES + _SIGNAL_TYPES + _DECISION_TYPES
 }
 _BASES: tuple[type, ...] = (
     conversation.RoledMessage,
@@ -105,6 +109,7 @@ _BASES: tuple[type, ...] = (
     commands.WorkCommand,
     commands.PriorityCommand,
     signals.Signal,
+    commands.Decision,
 )
 
 

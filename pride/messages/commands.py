@@ -42,12 +42,15 @@ from .budget import Budget
 __all__ = [
     "Act",
     "ActionCall",
+    "Approve",
     "Attach",
     "Call",
     "Chat",
     "ChatAndRecord",
     "Command",
     "Communicate",
+    "Decision",
+    "Deny",
     "Detach",
     "HandleValidation",
     "Interpret",
@@ -57,10 +60,12 @@ __all__ = [
     "ModelSpec",
     "Operate",
     "Parse",
+    "PendingCall",
     "PriorityCommand",
     "ReAct",
     "ReActStream",
     "ResponseFormatSpec",
+    "Resume",
     "Run",
     "Stop",
     "ToolSelection",
@@ -376,6 +381,69 @@ class Call(WorkCommand):
 
     def __init__(self, operation: str, /, *, budget: Budget | None = None, **kwargs: Any) -> None:
         self.__attrs_init__(operation, kwargs, budget=budget)
+
+
+# ------------------------------------------------------------------- approvals
+
+
+@attrs.frozen
+class PendingCall:
+    """A tool call a suspended turn waits on: it runs only once a person approves it.
+
+    Attributes:
+        call_id: the id decisions name it by (the provider's tool-call id, or
+            the id pride gave the call).
+        function: the tool's name.
+        arguments: the arguments the model gave.
+    """
+
+    call_id: str
+    function: str
+    arguments: Mapping[str, JsonValue] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Decision:
+    """A person's decision on a pending tool call: [`Approve`][pride.Approve] or
+    [`Deny`][pride.Deny]."""
+
+
+@attrs.frozen
+class Approve(Decision):
+    """Run the pending call."""
+
+
+@attrs.frozen
+class Deny(Decision):
+    """Do not run the pending call; the model sees an error saying ``reason``."""
+
+    reason: str = "denied"
+
+
+def _decisions(value: Any) -> Mapping[str, Decision]:
+    return dict(value)
+
+
+@attrs.frozen
+class Resume(WorkCommand):
+    """Continue a turn that stopped: one suspended for approval, or one a crash interrupted.
+
+    The turn's own command runs again, its completed steps answered from the
+    turn journal (no model call repeated, no tool run twice), then goes on
+    live; it keeps its turn id. ``decisions`` maps the call ids of the turn's
+    pending calls to [`Approve`][pride.Approve] or [`Deny`][pride.Deny]; calls
+    left undecided keep waiting (the turn suspends again once it reaches
+    them). With ``abandon`` (a reason) the turn is not continued: it ends
+    with [`TurnAbandoned`][pride.TurnAbandoned] and the conversation stays
+    as it was before the turn. See docs/durability.md.
+
+    Usually sent by [`Session.resolve`][pride.supervisors.session.Session.resolve], and by a
+    session restoring a branch whose turn a crash interrupted.
+    """
+
+    turn_id: UUID
+    decisions: Mapping[str, Decision] = attrs.field(factory=dict, converter=_decisions)
+    abandon: str | None = _kw()
 
 
 # ----------------------------------------------------------------- priority lane

@@ -25,9 +25,21 @@ from typing import Any, Literal, overload
 
 from .conversation import RoledMessage, System
 
-__all__ = ["History", "ProviderShape", "merge_entry"]
+__all__ = ["Checkpoint", "History", "ProviderShape", "merge_entry"]
 
 ProviderShape = Literal["openai", "anthropic"]
+
+
+class Checkpoint:
+    """A point of a [`History`][pride.messages.history.History] to roll back to
+    (see [`History.checkpoint`][pride.messages.history.History.checkpoint])."""
+
+    __slots__ = ("length", "saved", "system")
+
+    def __init__(self, length: int, system: System | None) -> None:
+        self.length = length
+        self.system = system
+        self.saved: list[RoledMessage] | None = None
 
 
 class History:
@@ -42,11 +54,12 @@ class History:
     history (the branch store) can take it anew.
     """
 
-    __slots__ = ("_compiled", "_messages", "_system", "on_rewrite")
+    __slots__ = ("_checkpoint", "_compiled", "_messages", "_system", "on_rewrite")
 
     def __init__(self, messages: Iterable[RoledMessage] = ()) -> None:
         self._messages: list[RoledMessage] = []
         self._system: System | None = None
+        self._checkpoint: Checkpoint | None = None
         # Per provider shape, the merged entries of every non-system message.
         self._compiled: dict[str, list[dict[str, Any]]] = {}
         self.on_rewrite: Callable[[], None] | None = None
@@ -119,6 +132,7 @@ class History:
         self._rewritten()
 
     def _put_system(self, system: System | None) -> None:
+        self._before_rewrite()
         if self._system is not None:
             self._messages.remove(self._system)
         self._system = system
@@ -128,6 +142,7 @@ class History:
     def clear(self, *, keep_system: bool = True) -> None:
         """Forget every message (the system message too unless ``keep_system``)."""
         system = self._system if keep_system else None
+        self._before_rewrite()
         self._messages.clear()
         self._compiled.clear()
         self._system = None
@@ -138,6 +153,50 @@ class History:
     def _rewritten(self) -> None:
         if self.on_rewrite is not None:
             self.on_rewrite()
+
+    # ------------------------------------------------------------ checkpoints
+
+    def checkpoint(self) -> Checkpoint:
+        """Remember the history as it is now, so that `rollback` can return to it.
+
+        O(1) while only appends follow (the common case): a rollback then
+        truncates. The first change that is not an append copies what the
+        checkpoint needs. One checkpoint at a time (a new one replaces it).
+        A turn that stops for approval is rolled back this way, so its
+        conversation is as it was before the turn.
+        """
+        mark = Checkpoint(len(self._messages), self._system)
+        self._checkpoint = mark
+        return mark
+
+    def release(self, mark: Checkpoint) -> None:
+        """Forget ``mark`` (nothing to roll back to any more)."""
+        if self._checkpoint is mark:
+            self._checkpoint = None
+
+    def rollback(self, mark: Checkpoint) -> None:
+        """Return to the history as it was at ``checkpoint()``, and forget ``mark``.
+
+        Calls no listener: whoever mirrors the history (the branch store) was
+        never told of what is undone.
+
+        Raises:
+            ValueError: ``mark`` is not this history's current checkpoint.
+        """
+        if self._checkpoint is not mark:
+            raise ValueError("rollback() to a checkpoint that is not this history's current one")
+        self._checkpoint = None
+        if mark.saved is None:
+            del self._messages[mark.length :]
+        else:
+            self._messages[:] = mark.saved
+            self._system = mark.system
+        self._compiled.clear()  # rendered again on the next request
+
+    def _before_rewrite(self) -> None:
+        mark = self._checkpoint
+        if mark is not None and mark.saved is None:
+            mark.saved = self._messages[: mark.length]
 
     # -------------------------------------------------------------- rendering
 

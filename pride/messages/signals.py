@@ -6,7 +6,11 @@ only when a field is removed or renamed; additive fields keep it.
 
 Per turn, an observer sees ``RunStart``, then the turn's ``MessageAdded`` (and
 capability signals), then exactly one terminal: ``RunEnd`` or ``RunFailed``,
-all carrying the same ``turn_id``.
+all carrying the same ``turn_id``. A turn that stops for approval ends its
+run with ``RunSuspended`` (a ``RunFailed``) after one ``ApprovalRequested``
+per pending call; when it is resolved it runs again under the same
+``turn_id``, from a ``RunStart`` with ``resumed=True`` to its terminal. So
+does a turn a crash interrupted, once its branch is restored.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from .conversation import RoledMessage
 
 __all__ = [
     "SIGNAL_SCHEMA_VERSION",
+    "ApprovalRequested",
     "BranchRestarted",
     "BranchStarted",
     "BranchStopped",
@@ -32,6 +37,7 @@ __all__ = [
     "RunEnd",
     "RunFailed",
     "RunStart",
+    "RunSuspended",
     "SessionFailed",
     "Signal",
     "StructuredOutput",
@@ -55,10 +61,16 @@ class Signal:
 
 @attrs.frozen(kw_only=True)
 class RunStart(Signal):
-    """A top-level turn began. ``command`` names the command type (``"Chat"``)."""
+    """A top-level turn began. ``command`` names the command type (``"Chat"``).
+
+    ``resumed`` is True when the turn continues from its journal (after an
+    approval, or after a crash): it keeps the turn id of its first run, and
+    ``command`` names the command that started it.
+    """
 
     turn_id: UUID | None = None
     command: str = ""
+    resumed: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -121,6 +133,33 @@ class RunFailed(Signal):
             self.num_turns,
             self.tool_calls,
         )
+
+
+@attrs.frozen(kw_only=True)
+class RunSuspended(RunFailed):
+    """A turn stopped for approval (its caller got
+    [`ApprovalRequired`][pride.ApprovalRequired]): the terminal of this run of
+    the turn. It is a ``RunFailed`` for observers that pair every ``RunStart``
+    with one terminal; ``pending`` lists the call ids it waits on. Resolved, the
+    turn runs again (``RunStart`` with ``resumed=True``, same ``turn_id``)."""
+
+    pending: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRequested(Signal):
+    """A tool call that needs a person's approval was reached, and did not run.
+
+    Emitted once per pending call, before the turn's
+    [`RunSuspended`][pride.RunSuspended]. Resolve it with
+    ``session.resolve(turn_id, {call_id: Approve() | Deny(reason)})``.
+    """
+
+    turn_id: UUID | None = None
+    call_id: str = ""
+    function: str = ""
+    arguments: Mapping[str, _JsonValue] = attrs.field(factory=dict)
+    reason: str | None = None
 
 
 @attrs.frozen(kw_only=True)

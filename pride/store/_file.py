@@ -50,9 +50,20 @@ try:
 except ImportError:  # not POSIX: the lock is not enforced (say so, never silently)
     _fcntl = None
 
-__all__ = ["APPLICATION", "APPLICATION_ID", "SCHEMA_VERSION", "open_reader", "open_writer"]
+__all__ = [
+    "APPLICATION",
+    "APPLICATION_ID",
+    "READABLE_VERSIONS",
+    "SCHEMA_VERSION",
+    "open_reader",
+    "open_writer",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version 2 added the turn journal (``turns``, ``steps``); a version-1 store is
+upgraded in place, in one transaction, when a writer opens it."""
+READABLE_VERSIONS = frozenset({"1", str(SCHEMA_VERSION)})
+"""Schema versions a reader accepts (a version-1 store simply has no journal)."""
 APPLICATION = "pride-branch-store"
 APPLICATION_ID = 0x70726964
 """``PRAGMA application_id`` of a pride store (the ASCII of ``prid``), SQLite's
@@ -69,6 +80,16 @@ _SCHEMA = (
     "CREATE TABLE messages ("
     "branch_name TEXT NOT NULL, seq INTEGER NOT NULL, message_id TEXT NOT NULL, "
     "data TEXT NOT NULL, PRIMARY KEY (branch_name, seq))",
+)
+# Version 2: the turn journal (`pride.store.journal`).
+_JOURNAL_SCHEMA = (
+    "CREATE TABLE turns ("
+    "turn_id TEXT PRIMARY KEY, branch_name TEXT NOT NULL, status TEXT NOT NULL, "
+    "command TEXT, tag TEXT, detail TEXT, started_at REAL NOT NULL, updated_at REAL NOT NULL)",
+    "CREATE INDEX turns_by_branch ON turns(branch_name)",
+    "CREATE TABLE steps ("
+    "turn_id TEXT NOT NULL, step INTEGER NOT NULL, data TEXT NOT NULL, "
+    "PRIMARY KEY (turn_id, step))",
 )
 
 
@@ -194,7 +215,7 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
         db.execute("BEGIN IMMEDIATE")
         try:
             if _is_empty(db, path):
-                for statement in _SCHEMA:
+                for statement in _SCHEMA + _JOURNAL_SCHEMA:
                     db.execute(statement)
                 db.execute(
                     "INSERT INTO pride_meta(key, value) VALUES ('application', ?), ('schema', ?)",
@@ -202,8 +223,8 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
                 )
                 db.execute(f"PRAGMA application_id={APPLICATION_ID}")
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            else:
-                _check_identity(db, path)
+            elif _check_identity(db, path) != str(SCHEMA_VERSION):
+                _upgrade(db)
             db.execute(
                 "INSERT OR REPLACE INTO pride_meta(key, value) VALUES ('writer', ?)", (writer,)
             )
@@ -235,7 +256,16 @@ def _is_empty(db: sqlite3.Connection, path: Path) -> bool:
     return bool(objects == 0 and user_version == 0 and application_id == 0)
 
 
-def _check_identity(db: sqlite3.Connection, path: Path) -> None:
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Version 1 to 2, inside the opening transaction: add the journal tables."""
+    for statement in _JOURNAL_SCHEMA:
+        db.execute(statement)
+    db.execute("UPDATE pride_meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
+    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def _check_identity(db: sqlite3.Connection, path: Path) -> str:
+    """Refuse what is not a pride store this pride reads; return its schema version."""
     try:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "pride_meta" not in tables:
@@ -248,12 +278,17 @@ def _check_identity(db: sqlite3.Connection, path: Path) -> None:
         raise StoreError(f"{path} is not a SQLite database (refusing to touch it): {exc}") from exc
     if meta.get("application") != APPLICATION:
         raise StoreError(f"{path} belongs to {meta.get('application')!r}, not pride")
-    if meta.get("schema") != str(SCHEMA_VERSION):
+    schema = meta.get("schema")
+    if schema not in READABLE_VERSIONS:
         raise StoreError(
-            f"{path} has pride store schema {meta.get('schema')}, this pride reads {SCHEMA_VERSION}"
+            f"{path} has pride store schema {schema}, this pride reads "
+            f"{', '.join(sorted(READABLE_VERSIONS))}"
         )
     missing = {"branches", "messages"} - tables
+    if schema == str(SCHEMA_VERSION):
+        missing |= {"turns", "steps"} - tables
     if missing:
         raise StoreError(
             f"{path} is a damaged pride store: table(s) {', '.join(sorted(missing))} missing"
         )
+    return str(schema)

@@ -33,18 +33,25 @@ Durability contract:
   when they are built). A row that does not read back (a damaged file) is a
   [`StoreError`][pride.StoreError] naming the branch and the row.
 
+* the turn journal (`pride.store.journal`) is written through the same
+  batches: a turn's steps and its messages are committed by the same
+  flushes, in the order they were queued.
+
 Schema (version `SCHEMA_VERSION`, in ``PRAGMA user_version`` and the
-``pride_meta`` table):
+``pride_meta`` table; a version-1 store is upgraded when a writer opens it):
 
 ```text
 pride_meta(key PRIMARY KEY, value)
 branches(name PRIMARY KEY, branch_id, projection JSON, updated_at)
 messages(branch_name, seq, message_id, data JSON, PRIMARY KEY (branch_name, seq))
+turns(turn_id PRIMARY KEY, branch_name, status, command JSON, tag JSON, detail, ...)
+steps(turn_id, step, data JSON, PRIMARY KEY (turn_id, step))
 ```
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import sqlite3
 import time
@@ -60,8 +67,9 @@ from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure, unstructure
 from ..messages.codec import dump_json, parse_json
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
+from .journal import JournalOp, StoredTurn, Text, delete_branch_turns, load_turns, write_journal
 
-__all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch"]
+__all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredTurn"]
 
 log = logging.getLogger("pride.store")
 
@@ -97,10 +105,16 @@ class SavableBranch(Protocol):
 
 @attrs.define
 class _Batch:
-    """Rows committed together, and the outcome every flush waiting on them shares."""
+    """Rows committed together, and the outcome every flush waiting on them shares.
+
+    ``journal`` holds the journal operations by turn (in the order turns first
+    appear; each turn's in order); ``branches`` counts each branch's rows and
+    operations, so a flush waits only for a batch that holds something of its own.
+    """
 
     rows: list[_Row] = attrs.field(factory=list)
-    branches: set[str] = attrs.field(factory=set)
+    journal: dict[str, list[JournalOp]] = attrs.field(factory=dict)
+    branches: collections.Counter[str] = attrs.field(factory=collections.Counter)
     done: trio.Event = attrs.field(factory=trio.Event)
     error: StoreError | None = None
     refused: dict[str, StoreError] = attrs.field(factory=dict)
@@ -109,8 +123,8 @@ class _Batch:
 
     def holds(self, branch_name: str | None) -> bool:
         if branch_name is None:
-            return bool(self.rows or self.refused)
-        return branch_name in self.branches
+            return bool(self.rows or self.journal or self.refused)
+        return self.branches[branch_name] > 0
 
     def failure(self, branch_name: str | None) -> StoreError | None:
         if self.error is not None:
@@ -118,6 +132,18 @@ class _Batch:
         if branch_name is None:
             return next(iter(self.refused.values()), None)
         return self.refused.get(branch_name)
+
+    def journal_ops(self) -> list[JournalOp]:
+        return [op for ops in self.journal.values() for op in ops]
+
+    def take_back(self, failed: _Batch) -> None:
+        """Put a failed batch's rows back in front of this (newer) one."""
+        self.rows[:0] = failed.rows
+        journal = failed.journal
+        for turn_id, ops in self.journal.items():
+            journal.setdefault(turn_id, []).extend(ops)
+        self.journal = journal
+        self.branches.update(failed.branches)
 
 
 class BranchStore:
@@ -170,14 +196,14 @@ class BranchStore:
             return
         try:
             with trio.CancelScope(shield=True):
-                if self._pending.rows or self._committing is not None:
+                if self._pending.holds(None) or self._committing is not None:
                     try:
                         await self.flush()
                     except StoreError as exc:
                         log.error(
                             "closing %r: %d queued rows of %s were never written: %s",
                             self,
-                            len(self._pending.rows),
+                            len(self._pending.rows) + len(self._pending.journal_ops()),
                             ", ".join(sorted(self._pending.branches)),
                             exc,
                         )
@@ -222,7 +248,7 @@ class BranchStore:
             )
             log.error("%s", error)
             self._pending.refused.setdefault(branch_name, error)
-            self._pending.branches.add(branch_name)
+            self._pending.branches[branch_name] += 1
             return
         self._next_seq[branch_name] = seq + 1
         self._queue((branch_name, seq, str(message.id), data))
@@ -241,7 +267,74 @@ class BranchStore:
 
     def _queue(self, row: _Row) -> None:
         self._pending.rows.append(row)
-        self._pending.branches.add(row[0])
+        self._pending.branches[row[0]] += 1
+
+    # ------------------------------------------------------------- journal
+
+    def journal_begin(
+        self,
+        branch_name: str,
+        turn_id: str,
+        command: Text | None,
+        *,
+        tag: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        """Queue the journal entry of a turn of ``branch_name`` (status ``"running"``):
+        the command that started it (JSON text, or a function returning it, called
+        at commit time) and its sender's tag (JSON text). See `pride.store.journal`."""
+        self._queue_journal(
+            JournalOp("begin", branch_name, turn_id, data=command, tag=tag, detail=detail)
+        )
+
+    def journal_step(self, branch_name: str, turn_id: str, step: int, data: Text) -> None:
+        """Queue step ``step`` of a journaled turn (replacing what that step held)."""
+        self._queue_journal(JournalOp("step", branch_name, turn_id, step=step, data=data))
+
+    def journal_status(
+        self,
+        branch_name: str,
+        turn_id: str,
+        status: str,
+        *,
+        detail: str | None = None,
+        tag: str | None = None,
+    ) -> None:
+        """Queue a status change of a journaled turn (``"running"``, ``"suspended"``);
+        ``tag`` None keeps its tag."""
+        self._queue_journal(
+            JournalOp("status", branch_name, turn_id, status=status, detail=detail, tag=tag)
+        )
+
+    def journal_end(self, branch_name: str, turn_id: str) -> None:
+        """Queue forgetting a journaled turn that ended (with its steps).
+
+        A turn whose begin is still queued (no commit took it yet) is simply
+        taken out of the queue: nothing of it is ever written, and a flush
+        of its branch has nothing to wait for.
+        """
+        self._require(write=True)
+        pending = self._pending
+        ops = pending.journal.get(turn_id)
+        if ops is not None and ops[0].kind == "begin":
+            del pending.journal[turn_id]
+            left = pending.branches[branch_name] - len(ops)
+            if left > 0:
+                pending.branches[branch_name] = left
+            else:
+                del pending.branches[branch_name]
+            return
+        self._queue_journal(JournalOp("end", branch_name, turn_id))
+
+    def _queue_journal(self, op: JournalOp) -> None:
+        self._require(write=True)
+        pending = self._pending
+        ops = pending.journal.get(op.turn_id)
+        if ops is None:
+            pending.journal[op.turn_id] = [op]
+        else:
+            ops.append(op)
+        pending.branches[op.branch_name] += 1
 
     def _registered_seq(self, branch_name: str) -> int:
         seq = self._next_seq.get(branch_name)
@@ -295,8 +388,10 @@ class BranchStore:
         self._committing = batch
         try:
             # Not abandoned on cancellation: a commit under way always finishes.
-            if batch.rows:
-                await trio.to_thread.run_sync(_insert_messages, db, batch.rows)
+            # JSON given as functions is made here, in the event loop's thread.
+            journal = [_materialised(op) for op in batch.journal_ops()]
+            if batch.rows or journal:
+                await trio.to_thread.run_sync(_write_batch, db, batch.rows, journal)
         except Exception as exc:  # any failure (SQLite, the OS, a bug): never a lost batch
             batch.error = StoreError(f"writing to {self.path} failed: {exc}")
             batch.error.__cause__ = exc
@@ -306,10 +401,9 @@ class BranchStore:
                 len(batch.rows),
                 ", ".join(sorted(batch.branches)),
             )
-            self._pending.rows[:0] = batch.rows
-            self._pending.branches |= batch.branches
+            self._pending.take_back(batch)
         else:
-            self.commits += 1 if batch.rows else 0
+            self.commits += 1 if batch.rows or batch.journal else 0
         finally:
             self._committing = None
             batch.done.set()
@@ -345,6 +439,18 @@ class BranchStore:
         projection = dict(branch.to_dict(mode="json"))
         projection.pop("messages", None)
         await self.save_branch(branch.name, branch.id_str, projection, list(branch.messages))
+
+    async def unfinished_turns(self, branch_name: str | None = None) -> list[StoredTurn]:
+        """The journal's unfinished turns (of ``branch_name``, or of every branch),
+        oldest first, each with its steps (see `pride.store.journal`)."""
+        db = self._require()
+        what = (
+            f"reading the turn journal of {branch_name!r} from"
+            if branch_name
+            else ("reading the turn journal of")
+        )
+        turns: list[StoredTurn] = await self._run(what, load_turns, db, branch_name)
+        return turns
 
     async def register(self, name: str) -> None:
         """Let [`append`][pride.store.BranchStore.append] add to a branch already stored
@@ -433,6 +539,16 @@ class BranchStore:
             ) from None
 
 
+def _materialised(op: JournalOp) -> JournalOp:
+    if not callable(op.data):
+        return op
+    try:
+        return attrs.evolve(op, data=op.data())
+    except Exception:  # its producer promises never to raise: say so loudly if it did
+        log.exception("journal row of turn %s could not be made; stored as null", op.turn_id)
+        return attrs.evolve(op, data="null")
+
+
 def _plain(value: Any) -> Any:
     """A projection as JSON data: what is not JSON-like becomes its ``str`` (as
     ``json.dumps(default=str)`` would)."""
@@ -448,10 +564,12 @@ def _plain(value: Any) -> Any:
 # ------------------------------------------------------- worker-thread code
 
 
-def _insert_messages(db: sqlite3.Connection, batch: list[_Row]) -> None:
+def _write_batch(db: sqlite3.Connection, batch: list[_Row], journal: list[JournalOp]) -> None:
     insert = "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)"
     with db:
         db.execute("BEGIN")
+        if journal:
+            write_journal(db, journal)
         rows: list[_Row] = []
         for row in batch:
             if row[1] == _REWRITE:
@@ -462,9 +580,10 @@ def _insert_messages(db: sqlite3.Connection, batch: list[_Row]) -> None:
                 rows.append(row)
         db.executemany(insert, rows)
         names = {row[0] for row in batch}
-        db.executemany(
-            "UPDATE branches SET updated_at=? WHERE name=?", [(time.time(), n) for n in names]
-        )
+        if names:
+            db.executemany(
+                "UPDATE branches SET updated_at=? WHERE name=?", [(time.time(), n) for n in names]
+            )
 
 
 def _replace_branch(
@@ -492,6 +611,7 @@ def _delete_branch(db: sqlite3.Connection, name: str) -> None:
         db.execute("BEGIN")
         db.execute("DELETE FROM messages WHERE branch_name=?", (name,))
         db.execute("DELETE FROM branches WHERE name=?", (name,))
+        delete_branch_turns(db, name)
 
 
 def _message_count(db: sqlite3.Connection, name: str) -> int:

@@ -2,7 +2,7 @@
 
 from .hooks import BLOCKING_POINTS, HOOK_POINTS, HookBus, HookHandler
 from .observer import Filter, Handler, Observer
-from .session import DEFAULT_GRACE, Session, SessionStatistics
+from .session import DEFAULT_GRACE, Session, SessionStatistics, SuspendedTurn
 from .strategy import (
     DEFAULT_MAX_RESTARTS,
     DEFAULT_PERIOD,
@@ -27,4 +27,5 @@ __all__ = [
     "Session",
     "SessionStatistics",
     "Strategy",
+    "SuspendedTurn",
 ]

@@ -53,6 +53,7 @@ class Membership(Supervisor):
     _joining: set[Branch]  # branches an include is adding right now
     _persistence: Persistence | None  # the branch store wiring, when the session has a store
     _account: Account  # the session's usage, against its budget
+    _resume_handlers: list[Any]  # called with the envelope of each turn resumed on restore
 
     if TYPE_CHECKING:
 
@@ -89,7 +90,7 @@ class Membership(Supervisor):
             raise UnknownBranch(name_or_id, f"session {self.name!r}")
         return found
 
-    def resolve(self, name_or_id: str | UUID) -> Branch:
+    def resolve_name(self, name_or_id: str | UUID) -> Branch:
         """Find a branch for a send from a member's turn: nearest first.
 
         This session's branches, then those of its child sessions (depth
@@ -145,7 +146,9 @@ class Membership(Supervisor):
         if child.gone is not None:
             await child.gone.wait()
 
-    async def _adopt(self, branches: list[Any], restart: RestartType) -> None:
+    async def _adopt(
+        self, branches: list[Any], restart: RestartType, durability: Any = None
+    ) -> None:
         self._require_running()
         for branch in branches:
             if not isinstance(branch, Branch):
@@ -167,7 +170,7 @@ class Membership(Supervisor):
         try:
             for index, branch in enumerate(branches):
                 try:
-                    await self._admit(branch, restart)
+                    await self._admit(branch, restart, durability)
                 except BaseException:
                     for left in branches[index:]:
                         if self._member_of(left) is None:
@@ -176,8 +179,9 @@ class Membership(Supervisor):
         finally:
             self._joining.difference_update(branches)
 
-    async def _admit(self, branch: Branch, restart: RestartType) -> None:
+    async def _admit(self, branch: Branch, restart: RestartType, durability: Any = None) -> None:
         child = self._member_of(branch)
+        restored = False
         if child is None or child.state == "stopped":
             if branch.actor.serving:
                 # Serving elsewhere (standalone): take the actor over between turns.
@@ -185,7 +189,8 @@ class Membership(Supervisor):
             async with self._lock:
                 if child is None:
                     if self._persistence is not None:
-                        await self._persistence.restore_or_register(branch)
+                        await self._persistence.restore_or_register(branch, durability)
+                        restored = True
                     child = Child(branch, restart)
                     self._children.append(child)
                 child.restart = restart
@@ -204,6 +209,24 @@ class Membership(Supervisor):
         )
         reply = await send(branch, attach)
         await reply.result()
+        if restored and self._persistence is not None:
+            # Interrupted turns first: before spawn returns, nothing else can be queued.
+            for resumed in self._persistence.recover(branch):
+                self._resumed(resumed)
+
+    def _resumed(self, reply: Any) -> None:
+        """Hand the envelope of a resumed turn to the ``on_resume`` handlers."""
+        if not self._resume_handlers:
+            log.info(
+                "branch %r: turn resumed with no on_resume handler; its result goes to "
+                "observers only",
+                reply.branch.name,
+            )
+        for handler in list(self._resume_handlers):
+            try:
+                handler(reply)
+            except Exception:
+                log.exception("on_resume handler %r failed", handler)
 
     async def _adopt_session(self, child_session: Session, restart: RestartType) -> None:
         self._require_running()
@@ -312,7 +335,7 @@ class Membership(Supervisor):
                 raise UnknownBranch(target.name or target.id, f"session {self.name!r}")
             return found
         if isinstance(target, str | UUID):
-            return self.resolve(target)
+            return self.resolve_name(target)
         if is_target(target):  # a target of its own (a branch on another process)
             return target  # type: ignore[no-any-return]
         raise TypeError(

@@ -1,17 +1,32 @@
-"""Sessions and the branch store: restore conversations on spawn, persist as they grow.
+"""Sessions and the branch store: restore conversations on spawn, persist as they grow,
+and resume the turns a crash interrupted.
 
 A session given a [`BranchStore`][pride.store.BranchStore] wires each member that has
 a stable name (one given by code, so the same across process restarts):
 
 * on spawn, a stored conversation with that name is restored into the branch
   (its id and messages; models, tools and providers are wired by code), or the
-  branch is saved as a new entry;
-* every recorded message is queued for the store as it is added, and a
-  history changed otherwise (cleared, system message replaced) is queued as a
-  rewrite of the stored conversation;
-* every turn ends with one commit of what is queued (a turn barrier), before
-  its terminal signal and before its caller is answered, so a crash loses at
-  most the turn in flight.
+  branch is saved as a new entry; the branch gets its turn journal
+  (`pride.actors.journal`), with the unfinished turns the store holds for it;
+* every recorded message is queued for the store: at once between turns,
+  and at the turn's end for the messages of a turn (so a commit made
+  mid-turn, for the journal or for another branch, never stores half a turn:
+  the stored conversation is always one of whole turns, and a turn that
+  stops for approval leaves none of its messages behind); a history changed
+  otherwise (cleared, system message replaced) is queued as a rewrite;
+* every turn ends with one commit of what is queued (a turn barrier): its
+  messages and its journal entry's end in one transaction, before its
+  terminal signal and before its caller is answered, so a crash loses at
+  most the turn in flight, and that one is in the journal;
+* once a restored branch runs, each turn a crash interrupted is sent to it
+  as a [`Resume`][pride.Resume] before any other work (or, by the branch's
+  [`Durability`][pride.Durability] policy, abandoned); the session's
+  ``on_resume`` handlers get the envelopes (`recover`).
+
+This is also the API a host process uses to take over a store's branches
+(a restarted Ray host): ``Session(store=path)``, spawn the branches by name,
+and every unfinished turn is resumed, its result going to the ``on_resume``
+handlers (with the ``tag`` its first sender gave it).
 """
 
 from __future__ import annotations
@@ -20,8 +35,12 @@ import logging
 from typing import Any
 from uuid import UUID
 
-from ..actors import Branch
-from ..messages import RoledMessage
+import attrs
+
+from ..actors import Branch, Reply
+from ..actors.journal import BranchJournal, Durability
+from ..actors.turn import TurnState
+from ..messages import Resume, RoledMessage
 from ..store import BranchStore
 
 __all__ = ["Persistence"]
@@ -29,47 +48,132 @@ __all__ = ["Persistence"]
 log = logging.getLogger("pride.session")
 
 
+@attrs.frozen
+class _Rewrite:
+    """A history rewritten during a turn: its messages as they were then."""
+
+    messages: list[RoledMessage]
+
+
 class Persistence:
     """The wiring between one store and the members of one session."""
 
-    def __init__(self, store: BranchStore) -> None:
+    def __init__(self, store: BranchStore, durability: Durability | None = None) -> None:
         self.store = store
+        self.durability = durability if durability is not None else Durability()
         self._wired: dict[Branch, tuple[Any, Any, Any]] = {}
 
-    async def restore_or_register(self, branch: Branch) -> bool:
-        """Restore ``branch``'s conversation from the store, or save it as new.
+    async def restore_or_register(
+        self, branch: Branch, durability: Durability | None = None
+    ) -> bool:
+        """Restore ``branch``'s conversation and unfinished turns from the store, or
+        save it as new.
 
         Returns True if a stored conversation was restored. Branches without
         a stable name are left alone (their names change between runs).
         """
         if not branch.stable_name or branch in self._wired:
             return False
-        stored = await self.store.load(branch.name)
+        store = self.store
+        stored = await store.load(branch.name)
         restored = stored is not None
+        journal = BranchJournal(branch.name, store, durability or self.durability)
         if stored is not None:
-            messages = await self.store.load_messages(branch.name)
+            messages = await store.load_messages(branch.name)
             branch.id = UUID(stored["id"]) if "id" in stored else branch.id
             branch.id_str = str(branch.id)
             branch.messages.clear(keep_system=False)
             for message in messages:
                 branch.messages.append(message)
-            await self.store.register(branch.name)
-            log.info("restored branch %r: %d messages", branch.name, len(messages))
+            await store.register(branch.name)
+            for turn in await store.unfinished_turns(branch.name):
+                waiting = journal.adopt(turn)
+                if waiting is not None and waiting.problem is not None:
+                    log.warning(
+                        "branch %r: unfinished turn %s cannot be resumed (%s); it will be "
+                        "abandoned",
+                        branch.name,
+                        waiting.turn_id,
+                        waiting.problem,
+                    )
+            log.info(
+                "restored branch %r: %d messages, %d unfinished turns",
+                branch.name,
+                len(messages),
+                len(journal.waiting),
+            )
         else:
-            await self.store.save(branch)
+            await store.save(branch)
+        branch.actor.journal = journal
         self._wire(branch)
         return restored
 
+    def recover(self, branch: Branch) -> list[Reply]:
+        """Queue a ``Resume`` for each turn of ``branch`` a crash interrupted.
+
+        Called once the branch's actor runs, before any other work can reach
+        it. By the branch's policy the turn is resumed, or abandoned (so is a
+        turn whose journal entry cannot be replayed). Returns the envelopes,
+        each tagged as its turn's first envelope was.
+        """
+        journal = branch.actor.journal
+        if journal is None:
+            return []
+        replies = []
+        for waiting in journal.interrupted():
+            if waiting.command is None:
+                command = Resume(waiting.turn_id, abandon=waiting.problem)
+            elif journal.durability.resume == "abandon":
+                reason = (
+                    f"the process stopped during the turn, and branch {branch.name!r} abandons "
+                    "such turns (Durability(resume='abandon'))"
+                )
+                command = Resume(waiting.turn_id, abandon=reason)
+            else:
+                command = Resume(waiting.turn_id)
+            reply = Reply(branch, command, tag=waiting.tag)
+            branch.deliver_nowait(reply)
+            log.info(
+                "branch %r: %s turn %s",
+                branch.name,
+                "abandoning" if command.abandon else "resuming",
+                waiting.turn_id,
+            )
+            replies.append(reply)
+        return replies
+
     def _wire(self, branch: Branch) -> None:
         store = self.store
+        held: list[RoledMessage | _Rewrite] = []  # the running turn's, until its end
+
+        def drain() -> None:
+            for item in held:
+                if isinstance(item, _Rewrite):
+                    store.rewrite(branch.name, item.messages)
+                else:
+                    store.append(branch.name, item)
+            held.clear()
 
         def persist(branch: Branch, message: RoledMessage) -> None:
+            if branch.actor.turn is not None:
+                held.append(message)
+                return
+            if held:
+                drain()
             store.append(branch.name, message)
 
         def rewrite(branch: Branch) -> None:
+            if branch.actor.turn is not None:
+                held.append(_Rewrite(list(branch.messages)))
+                return
+            held.clear()  # the whole history goes anyway
             store.rewrite(branch.name, list(branch.messages))
 
-        async def commit() -> None:
+        async def commit(state: TurnState | None) -> None:  # None: after an Act
+            if state is not None and state.suspended:
+                held.clear()  # the turn was rolled back: its messages come again on resume
+            else:
+                drain()
             # This branch's rows only: a commit that failed elsewhere fails the
             # turns whose rows it held, not this one.
             await store.flush(branch.name)
@@ -88,3 +192,7 @@ class Persistence:
         branch.remove_message_listener(persist)
         branch.remove_rewrite_listener(rewrite)
         branch.actor.remove_turn_barrier(commit)
+        journal = branch.actor.journal
+        if journal is not None and journal.backend is self.store:
+            # Its unfinished turns stay in the store; in memory they go with the store.
+            branch.actor.journal = None

@@ -26,7 +26,10 @@ session_failed       session, cause; restart intensity was exceeded
 
 ``before_tool_call`` is blocking: its handlers run in registration order and
 the first one that raises denies the call (the tool is not run; the turn
-records an error ``ActionResponse`` the model can read). At every other
+records an error ``ActionResponse`` the model can read). A handler that
+returns (or raises) [`pride.Defer(reason)`][pride.Defer] defers the call
+instead: it waits for a person's approval, as a tool declared
+``requires_approval=True`` does (docs/durability.md). At every other
 point a raising handler is logged to ``pride.hooks`` and the remaining
 handlers still run. [`Escalate`][pride.Escalate] is never swallowed: raised by a
 synchronous handler (or an awaited point's async one) it propagates, so a
@@ -40,7 +43,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, overload
 
-from ..errors import Escalate
+from ..errors import Defer, Escalate
 
 __all__ = ["BLOCKING_POINTS", "HOOK_POINTS", "HookBus", "HookHandler"]
 
@@ -149,6 +152,12 @@ class HookBus:
             self._handlers.pop(point, None)
         return len(kept) != len(handlers)
 
+    @property
+    def intercepts_tools(self) -> bool:
+        """True when ``before_tool_call`` has handlers (one may defer a call for
+        approval, so the branches keep a turn journal even without a store)."""
+        return "before_tool_call" in self._handlers
+
     def handlers(self, point: str) -> tuple[HookHandler, ...]:
         """The handlers registered at ``point``, in order.
 
@@ -189,6 +198,8 @@ class HookBus:
             if result is not None and inspect.isawaitable(result):
                 rest = handlers[index + 1 :]
                 return _finish(point, blocking, (handler, result), rest, payload)
+            if blocking and isinstance(result, Defer):
+                raise result
         return None
 
 
@@ -202,18 +213,23 @@ async def _finish(
     """Await the first awaitable and run ``rest`` in order, isolating failures unless blocking."""
     handler, awaitable = first
     try:
-        await awaitable
+        result = await awaitable
     except Escalate:
         raise
     except Exception:
         if blocking:
             raise
         log.exception("hook %r at %s failed", handler, point)
+    else:
+        if blocking and isinstance(result, Defer):
+            raise result
     for following in rest:
         try:
             result = following(payload)
             if result is not None and inspect.isawaitable(result):
-                await result
+                result = await result
+            if blocking and isinstance(result, Defer):
+                raise result
         except Escalate:
             raise
         except Exception:

@@ -35,9 +35,22 @@ import trio
 from ..actors import Branch, Reply, Target, ask, send
 from ..actors.actor import FINALIZE_GRACE
 from ..actors.budget import Account
-from ..errors import UnknownBranch, exception_leaves
+from ..actors.journal import Durability
+from ..errors import UnknownBranch, UnknownTurn, exception_leaves
 from ..memory import InMemoryStore, MemoryStore
-from ..messages import Budget, Call, Command, RunEnd, RunFailed, Signal, Usage
+from ..messages import (
+    Budget,
+    Call,
+    Command,
+    Decision,
+    PendingCall,
+    Resume,
+    RunEnd,
+    RunFailed,
+    RunSuspended,
+    Signal,
+    Usage,
+)
 from ..operations.registry import OperationManager
 from ..store import BranchStore
 from ._membership import Membership
@@ -55,7 +68,7 @@ from .strategy import (
     check_strategy,
 )
 
-__all__ = ["DEFAULT_GRACE", "Session", "SessionStatistics"]
+__all__ = ["DEFAULT_GRACE", "Session", "SessionStatistics", "SuspendedTurn"]
 
 log = logging.getLogger("pride.session")
 
@@ -78,6 +91,8 @@ class SessionStatistics:
         turns_done: turns that ended with ``RunEnd``.
         turns_failed: turns that ended with ``RunFailed`` (cancellations included).
         restarts: restart events performed (a one_for_all restart counts once).
+        turns_suspended: runs of turns that stopped for approval (``RunSuspended``,
+            not counted as failed).
     """
 
     branches: int
@@ -87,6 +102,23 @@ class SessionStatistics:
     turns_done: int
     turns_failed: int
     restarts: int
+    turns_suspended: int = 0
+
+
+@attrs.frozen
+class SuspendedTurn:
+    """A turn waiting for approval (see
+    [`Session.suspended_turns`][pride.supervisors.session.Session.suspended_turns]).
+
+    Attributes:
+        branch_name: the member it belongs to.
+        turn_id: the turn (what ``resolve`` takes).
+        pending: the calls it waits on (``call_id``, ``function``, ``arguments``).
+    """
+
+    branch_name: str
+    turn_id: UUID
+    pending: tuple[PendingCall, ...]
 
 
 class Session(Membership):
@@ -104,11 +136,15 @@ class Session(Membership):
             branches without one); default: an ``InMemoryStore`` made on first use.
         store: a [`BranchStore`][pride.store.BranchStore] (or a path to open one at):
             members with a stable name are restored from it when spawned and
-            every recorded message is persisted, one commit per turn.
+            every recorded message is persisted, one commit per turn; each
+            turn's steps are journaled, and a turn a crash interrupted is
+            resumed when its branch is spawned again (docs/durability.md).
         budget: a [`Budget`][pride.Budget] for the session's whole life,
             shared by all its members and every session below it (its
             ``max_duration`` counts from the session's start); each turn's own
             budget applies beside it.
+        durability: the members' journal and restart policy (a
+            [`Durability`][pride.Durability]; ``spawn`` may give one per branch).
 
     Raises:
         ValueError: a bad strategy, ``max_restarts``, ``period`` or ``grace``.
@@ -132,10 +168,15 @@ class Session(Membership):
         memory: MemoryStore | None = None,
         store: BranchStore | str | Path | None = None,
         budget: Budget | None = None,
+        durability: Durability | None = None,
     ) -> None:
         super().__init__(check_strategy(strategy), RestartIntensity(max_restarts, period))
         if budget is not None and not isinstance(budget, Budget):
             raise TypeError(f"budget must be a pride.Budget or None, got {type(budget).__name__}")
+        if durability is not None and not isinstance(durability, Durability):
+            raise TypeError(
+                f"durability must be a pride.Durability, got {type(durability).__name__}"
+            )
         if memory is not None and not isinstance(memory, MemoryStore):
             raise TypeError(
                 f"memory must be a MemoryStore (store/retrieve/search), got {type(memory).__name__}"
@@ -158,12 +199,15 @@ class Session(Membership):
         self._closed = False  # finished for good: members released
         self._turns_done = 0
         self._turns_failed = 0
+        self._turns_suspended = 0
         self._restarts_below = 0  # restart events of child sessions already released
         self._joining: set[Branch] = set()
         self._store_path: Path | None = None
         self._persistence: Persistence | None = None
+        self._durability = durability
+        self._resume_handlers: list[Callable[[Reply], Any]] = []
         if isinstance(store, BranchStore):
-            self._persistence = Persistence(store)
+            self._persistence = Persistence(store, durability)
         elif store is not None:
             self._store_path = Path(store)
 
@@ -195,7 +239,7 @@ class Session(Membership):
         if self._store_path is not None:  # a path: the session opens and closes the store
             store = BranchStore(self._store_path)
             await store.open()
-            self._persistence = Persistence(store)
+            self._persistence = Persistence(store, self._durability)
         cm = trio.open_nursery()
         outer = await cm.__aenter__()
         try:
@@ -258,7 +302,13 @@ class Session(Membership):
 
     # ------------------------------------------------------------ membership
 
-    async def spawn(self, member: _Member, *, restart: RestartType = "permanent") -> _Member:
+    async def spawn(
+        self,
+        member: _Member,
+        *,
+        restart: RestartType = "permanent",
+        durability: Durability | None = None,
+    ) -> _Member:
         """Start ``member`` under this session and return it.
 
         ``member`` is a [`Branch`][pride.Branch] (its actor starts, or a running
@@ -269,10 +319,17 @@ class Session(Membership):
         Spawning a member again repairs its wiring, or starts it again if it
         had stopped.
 
+        With a store, a branch with a stored conversation of its name is
+        restored, and each of its turns a crash interrupted is sent to it as
+        a [`Resume`][pride.Resume] before anything else can be (its envelope goes
+        to the `on_resume` handlers).
+
         Args:
             member: the branch or session.
             restart: ``"permanent"``, ``"transient"`` or ``"temporary"``
                 (never restarted after a crash).
+            durability: this branch's journal and restart policy (default: the
+                session's).
 
         Raises:
             MembershipError: it belongs to another session.
@@ -286,7 +343,11 @@ class Session(Membership):
         if isinstance(member, Session):
             await self._adopt_session(member, kind)
         elif isinstance(member, Branch):
-            await self._adopt([member], kind)
+            if durability is not None and not isinstance(durability, Durability):
+                raise TypeError(
+                    f"durability must be a pride.Durability, got {type(durability).__name__}"
+                )
+            await self._adopt([member], kind, durability)
         elif isinstance(member, Service):
             await self._adopt_service(member, kind)
         else:
@@ -396,10 +457,10 @@ class Session(Membership):
 
     # ------------------------------------------------------------ exchange
 
-    async def send(self, target: Any, command: Command) -> Reply:
+    async def send(self, target: Any, command: Command, *, tag: str | int | None = None) -> Reply:
         """[`pride.send`][pride.send] with ``target`` (a Branch, BranchRef, name or id) resolved
-        here."""
-        return await send(self._target(target), command)
+        here (``tag`` labels the envelope, see [`pride.send`][pride.send])."""
+        return await send(self._target(target), command, tag=tag)
 
     async def ask(self, target: Any, command: Command, timeout: float | None = None) -> Any:
         """[`pride.ask`][pride.ask] with ``target`` resolved here (names and ids of this tree).
@@ -450,6 +511,75 @@ class Session(Membership):
             target = self._target(branch)
         return await ask(target, Call(name, **kwargs))
 
+    # ------------------------------------------------------------ durable turns
+
+    def on_resume(self, handler: Callable[[Reply], Any]) -> Callable[[Reply], Any]:
+        """Call ``handler(reply)`` for each turn this session resumes (or abandons)
+        after a restart; usable as a decorator.
+
+        The original caller of such a turn is gone: ``reply`` is the envelope
+        of its ``Resume``, queued before any other work of the branch;
+        ``reply.tag`` is the tag its first sender gave it (``pride run``'s
+        request id) and ``await reply.result()`` its result. Register before
+        spawning the branches. A failing handler is logged.
+        """
+        if not callable(handler):
+            raise TypeError(f"on_resume needs a callable, got {handler!r}")
+        self._resume_handlers.append(handler)
+        return handler
+
+    async def resolve(
+        self, turn_id: UUID | str, decisions: Mapping[str, Decision] | None = None
+    ) -> Any:
+        """Continue a turn that stopped for approval, and return its result.
+
+        ``decisions`` maps call ids of the turn's pending calls to
+        [`Approve()`][pride.Approve] or [`Deny(reason)`][pride.Deny]: approved calls run,
+        denied ones become error results the model sees, and the turn goes on
+        (keeping its turn id) to its terminal. Calls left undecided keep
+        waiting: the turn stops again once it reaches them, and this raises
+        [`ApprovalRequired`][pride.ApprovalRequired] naming them. Works on turns
+        restored from a store by another process as well.
+
+        Raises:
+            UnknownTurn: no member of this tree has a suspended turn with that id.
+            UnknownPendingCall: a decision names a call the turn does not wait on.
+            ApprovalRequired: calls still wait (some were left undecided, or the
+                model asked for another call needing approval).
+            Exception: whatever the continued turn raised.
+        """
+        identity = turn_id if isinstance(turn_id, UUID) else _turn_uuid(turn_id)
+        branch = self._holder_of(identity)
+        if branch is None:
+            raise UnknownTurn(identity, f"session {self.name!r} or its tree")
+        return await ask(branch, Resume(identity, dict(decisions or {})))
+
+    def suspended_turns(self) -> list[SuspendedTurn]:
+        """The turns of this tree's members waiting for approval (after a restart
+        too: a store's suspended turns are restored with their branches)."""
+        found = []
+        for branch in self._tree_branches():
+            journal = branch.actor.journal
+            if journal is None:
+                continue
+            for waiting in journal.waiting.values():
+                if waiting.status == "suspended":
+                    found.append(SuspendedTurn(branch.name, waiting.turn_id, waiting.pending()))
+        return found
+
+    def _holder_of(self, turn_id: UUID) -> Branch | None:
+        for branch in self._tree_branches():
+            journal = branch.actor.journal
+            if journal is not None and turn_id in journal.waiting:
+                return branch
+        return None
+
+    def _tree_branches(self) -> list[Branch]:
+        found = list(self.branches)
+        for child in self.sessions:
+            found.extend(child._tree_branches())
+        return found
+
     @property
     def memory(self) -> MemoryStore:
         """The default memory store offered to members (created on first use; no setter)."""
@@ -482,6 +612,8 @@ class Session(Membership):
     def _count_turn(self, signal: Signal) -> None:
         if isinstance(signal, RunEnd):
             self._turns_done += 1
+        elif isinstance(signal, RunSuspended):
+            self._turns_suspended += 1
         else:
             self._turns_failed += 1
 
@@ -506,8 +638,22 @@ class Session(Membership):
                 mailbox = actor.mailbox_statistics()
                 queued += mailbox.queued if mailbox is not None and not mailbox.closed else 0
         return SessionStatistics(
-            branches, running, sessions, queued, self._turns_done, self._turns_failed, restarts
+            branches,
+            running,
+            sessions,
+            queued,
+            self._turns_done,
+            self._turns_failed,
+            restarts,
+            self._turns_suspended,
         )
+
+
+def _turn_uuid(turn_id: Any) -> UUID:
+    try:
+        return UUID(str(turn_id))
+    except ValueError:
+        raise UnknownTurn(turn_id, "(not a turn id)") from None
 
 
 def _check_grace(grace: Any) -> float:

@@ -72,6 +72,7 @@ class ActionManager:
 
     def __init__(self, tools: ToolLike | Iterable[ToolLike] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._approvals = 0  # tools with requires_approval (read on every turn)
         self.register(tools)
 
     # ------------------------------------------------------------ registry
@@ -113,6 +114,7 @@ class ActionManager:
                 )
             batch[new.name] = new
         self._tools.update(batch)
+        self._count_approvals()
 
     def unregister(self, name: str) -> Tool:
         """Remove the tool called ``name`` and return it.
@@ -121,9 +123,14 @@ class ActionManager:
             KeyError: no tool has that name.
         """
         try:
-            return self._tools.pop(name)
+            removed = self._tools.pop(name)
         except KeyError:
             raise KeyError(self._unknown(name)) from None
+        self._count_approvals()
+        return removed
+
+    def _count_approvals(self) -> None:
+        self._approvals = sum(tool.requires_approval for tool in self._tools.values())
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
@@ -152,6 +159,12 @@ class ActionManager:
 
     def __repr__(self) -> str:
         return f"ActionManager(names={self.names!r})"
+
+    @property
+    def needs_approval(self) -> bool:
+        """True when a registered tool has ``requires_approval`` (its calls wait for a
+        person, so the branch's turns keep a journal even without a store)."""
+        return self._approvals > 0
 
     def schemas(self, selection: bool | Iterable[str] = True) -> tuple[dict[str, Any], ...]:
         """The neutral schemas (``Tool.schema()``) of the selected tools.

@@ -52,11 +52,25 @@ class Tool:
     without validation, so decorating a function with [`tool`][pride.tools.tool] keeps it
     usable from Python.
 
+    Two flags say how a call may be run (docs/durability.md):
+
+    * ``requires_approval``: a call does not run when the model makes it; the
+      turn stops with [`ApprovalRequired`][pride.ApprovalRequired] and the call
+      runs once a person approves it (``session.resolve``);
+    * ``idempotent``: running the call twice does no harm (a lookup, a pure
+      computation). A turn interrupted by a crash while such a call ran simply
+      runs it again when it resumes; a call that is not idempotent (the
+      default: an email sent, a row written) is never run a second time
+      silently: the resumed turn tells the model it was interrupted (or asks
+      a person, by the branch's policy).
+
     Args:
         function: The callable.
         name: The name the model calls it by; defaults to the function's
             ``__name__`` (for a callable object, its class name).
         description: Replaces the description taken from the docstring.
+        requires_approval: Run a call only once a person approved it.
+        idempotent: The call may be run again after a crash interrupted it.
 
     Raises:
         ValueError: the name does not match ``^[a-zA-Z0-9_-]{1,64}$`` (for a
@@ -65,7 +79,15 @@ class Tool:
             or a parameter's type has no JSON schema.
     """
 
-    __slots__ = ("_description", "_function", "_is_async", "_name", "_parameters")
+    __slots__ = (
+        "_description",
+        "_function",
+        "_idempotent",
+        "_is_async",
+        "_name",
+        "_parameters",
+        "_requires_approval",
+    )
 
     def __init__(
         self,
@@ -73,10 +95,16 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
+        requires_approval: bool | None = None,
+        idempotent: bool | None = None,
     ) -> None:
         if isinstance(function, Tool):
             name = function.name if name is None else name
             description = function.description if description is None else description
+            if requires_approval is None:
+                requires_approval = function.requires_approval
+            if idempotent is None:
+                idempotent = function.idempotent
             function = function.function
         if not callable(function):
             raise TypeError(f"a tool needs a callable, got {type(function).__name__}")
@@ -92,6 +120,8 @@ class Tool:
         self._description = doc.description if description is None else description
         self._parameters = Parameters.from_callable(function, name, doc.parameters)
         self._is_async = _is_async(function)
+        self._requires_approval = bool(requires_approval)
+        self._idempotent = bool(idempotent)
 
     @classmethod
     def from_function(
@@ -118,6 +148,16 @@ class Tool:
     def description(self) -> str:
         """What the model is told the tool does (``""`` when there is no docstring)."""
         return self._description
+
+    @property
+    def requires_approval(self) -> bool:
+        """A call runs only once a person approved it (see the class docstring)."""
+        return self._requires_approval
+
+    @property
+    def idempotent(self) -> bool:
+        """A call interrupted by a crash may simply be run again."""
+        return self._idempotent
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -202,14 +242,21 @@ class Tool:
         return self._function(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"Tool(name={self._name!r}, is_async={self._is_async})"
+        flags = "".join(
+            f", {flag}=True" for flag in ("requires_approval", "idempotent") if getattr(self, flag)
+        )
+        return f"Tool(name={self._name!r}, is_async={self._is_async}{flags})"
 
 
 @overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -217,6 +264,8 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool = False,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorate a function to make it a [`Tool`][pride.tools.Tool], with or without options.
 
@@ -228,13 +277,24 @@ def tool(
 
     @tool(name="web-search", description="Search the web.")
     def search2(query: str) -> list[str]: ...
+
+    @tool(requires_approval=True)
+    async def send_email(to: str, body: str) -> str: ...
     ```
 
     The result is a [`Tool`][pride.tools.Tool]; calling it still calls the function.
+    ``requires_approval`` and ``idempotent`` are the Tool's flags.
     """
+    make = functools.partial(
+        Tool,
+        name=name,
+        description=description,
+        requires_approval=requires_approval,
+        idempotent=idempotent,
+    )
     if function is not None:
-        return Tool(function, name=name, description=description)
-    return functools.partial(Tool, name=name, description=description)
+        return make(function)
+    return make
 
 
 def _unwrap_partial(function: Callable[..., Any]) -> Callable[..., Any]:

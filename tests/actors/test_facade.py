@@ -27,6 +27,7 @@ VERBS = {
     "ReActStream": commands.ReActStream,
     "run": commands.Run,
     "call": commands.Call,
+    "resume": commands.Resume,
 }
 STREAMING = {"ReActStream", "run"}
 

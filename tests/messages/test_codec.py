@@ -16,6 +16,7 @@ from pride.messages import (
     Call,
     Chat,
     Command,
+    Decision,
     Instruction,
     InvalidMessage,
     MessageAdded,
@@ -50,7 +51,7 @@ def test_round_trip_through_plain_data_and_json(cls: type, data: st.DataObject) 
 @given(data=st.data())
 def test_tagged_base_dispatches_on_type(cls: type, data: st.DataObject) -> None:
     """Structuring as a base class picks the concrete class from the type tag."""
-    base = next(b for b in (RoledMessage, Command, Signal) if issubclass(cls, b))
+    base = next(b for b in (RoledMessage, Command, Signal, Decision) if issubclass(cls, b))
     obj = data.draw(instances(cls))
     assert type(from_json(to_json(obj), base)) is cls
 

@@ -1,0 +1,201 @@
+"""The turn journal's rows: unfinished turns and their completed steps, in the store file.
+
+A turn of a branch with a store journals each step it completes (a model
+reply with its usage, a tool call's result, an approval decision) so that a
+process that dies mid-turn can resume the turn without repeating them. This
+module is the storage half: the rows and the SQL. What a step means, and
+how a turn is replayed from its steps, is `pride.actors.journal`'s business
+(the store never imports actors); here a step is JSON text under a number.
+
+Schema (part of the store's version 2):
+
+```text
+turns(turn_id PRIMARY KEY, branch_name, status, command JSON, tag JSON, detail,
+      started_at, updated_at)
+steps(turn_id, step, data JSON, PRIMARY KEY (turn_id, step))
+```
+
+``status`` is ``"running"`` (the turn was in flight: after a crash it is
+resumed or abandoned) or ``"suspended"`` (it waits for a person's approval).
+A turn that ends is deleted with its steps, in the same transaction as its
+messages: the journal holds only turns that still have work to do.
+
+Writes go through the store's one writer path: every journal operation is
+queued in the store's pending batch beside the message rows and committed
+by the same [`flush`][pride.store.BranchStore.flush], one transaction, one fsync
+for every branch. Two things keep the journal cheap:
+
+* a turn's rows are queued lazily (its ``begin`` with its first completed
+  step), and their JSON is made at commit time, from a function;
+* a turn that begins and ends within one batch writes nothing at all: its
+  rows would be deleted by the same transaction that inserts them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+import attrs
+
+__all__ = [
+    "JournalOp",
+    "StoredTurn",
+    "Text",
+    "TurnStatus",
+    "delete_branch_turns",
+    "load_turns",
+    "write_journal",
+]
+
+TurnStatus = Literal["running", "suspended"]
+
+Text = str | Callable[[], str]
+"""JSON text, or a function returning it (called when the row is committed)."""
+
+
+@attrs.frozen
+class StoredTurn:
+    """An unfinished turn as the store holds it (JSON still as text).
+
+    Attributes:
+        turn_id: the turn's id (text).
+        branch_name: the branch it belongs to.
+        status: ``"running"`` or ``"suspended"``.
+        command: the work command that started it, as JSON text (None when
+            it could not be journaled; ``detail`` says why).
+        tag: the sender's tag of the envelope that started (or last resumed)
+            it, as JSON text (``pride run`` tags with its request id).
+        detail: a note (why the command is missing, why it was suspended).
+        started_at, updated_at: wall-clock times.
+        steps: ``(step, data)`` pairs in step order, data as JSON text.
+    """
+
+    turn_id: str
+    branch_name: str
+    status: str
+    command: str | None
+    tag: str | None
+    detail: str | None
+    started_at: float
+    updated_at: float
+    steps: tuple[tuple[int, str], ...] = ()
+
+
+@attrs.frozen
+class JournalOp:
+    """One queued journal write (see `write_journal` for what each kind does)."""
+
+    kind: Literal["begin", "step", "status", "end"]
+    branch_name: str
+    turn_id: str
+    step: int = 0
+    data: Text | None = None  # begin: the command; step: the step
+    tag: str | None = None  # begin, status: the tag (status: None keeps it)
+    status: str = "running"  # status
+    detail: str | None = None  # begin, status
+
+
+def _text(value: Text | None) -> str | None:
+    return value() if callable(value) else value
+
+
+def write_journal(db: sqlite3.Connection, ops: Iterable[JournalOp]) -> None:
+    """Apply ``ops`` in order inside the caller's transaction (worker-thread code).
+
+    A turn with both its ``begin`` and its ``end`` among ``ops`` is skipped
+    entirely: nothing of it ever needs to be on disk.
+    """
+    ops = list(ops)
+    begun = {op.turn_id for op in ops if op.kind == "begin"}
+    ended = {op.turn_id for op in ops if op.kind == "end"}
+    skipped = begun & ended
+    now = time.time()
+    for op in ops:
+        if op.turn_id in skipped:
+            continue
+        if op.kind == "begin":
+            db.execute(
+                "INSERT OR REPLACE INTO turns(turn_id, branch_name, status, command, tag, detail, "
+                "started_at, updated_at) VALUES (?,?,'running',?,?,?,?,?)",
+                (op.turn_id, op.branch_name, _text(op.data), op.tag, op.detail, now, now),
+            )
+        elif op.kind == "step":
+            db.execute(
+                "INSERT OR REPLACE INTO steps(turn_id, step, data) VALUES (?,?,?)",
+                (op.turn_id, op.step, _text(op.data)),
+            )
+        elif op.kind == "status":
+            db.execute(
+                "UPDATE turns SET status=?, detail=?, tag=COALESCE(?, tag), updated_at=? "
+                "WHERE turn_id=?",
+                (op.status, op.detail, op.tag, now, op.turn_id),
+            )
+        else:
+            db.execute("DELETE FROM steps WHERE turn_id=?", (op.turn_id,))
+            db.execute("DELETE FROM turns WHERE turn_id=?", (op.turn_id,))
+
+
+def delete_branch_turns(db: sqlite3.Connection, branch_name: str) -> None:
+    """Forget every journaled turn of ``branch_name`` (inside the caller's transaction)."""
+    db.execute(
+        "DELETE FROM steps WHERE turn_id IN (SELECT turn_id FROM turns WHERE branch_name=?)",
+        (branch_name,),
+    )
+    db.execute("DELETE FROM turns WHERE branch_name=?", (branch_name,))
+
+
+def load_turns(db: sqlite3.Connection, branch_name: str | None) -> list[StoredTurn]:
+    """The unfinished turns (of one branch, or of all), oldest first, with their steps.
+
+    A version-1 store (read-only, not upgraded) has no journal: nothing is unfinished.
+    """
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "turns" not in tables:
+        return []
+    query = (
+        "SELECT turn_id, branch_name, status, command, tag, detail, started_at, updated_at "
+        "FROM turns"
+    )
+    rows = (
+        db.execute(query + " ORDER BY started_at, turn_id")
+        if branch_name is None
+        else db.execute(query + " WHERE branch_name=? ORDER BY started_at, turn_id", (branch_name,))
+    ).fetchall()
+    turns = []
+    for turn_id, name, status, command, tag, detail, started, updated in rows:
+        steps = tuple(
+            (step, data if isinstance(data, str) else "")  # not text: fails to parse, later
+            for step, data in db.execute(
+                "SELECT step, data FROM steps WHERE turn_id=? ORDER BY step", (turn_id,)
+            )
+            if isinstance(step, int)
+        )
+        turns.append(
+            StoredTurn(
+                str(turn_id),
+                str(name),
+                str(status),
+                _text_or_none(command),
+                _text_or_none(tag),
+                _text_or_none(detail),
+                _number(started),
+                _number(updated),
+                steps,
+            )
+        )
+    return turns
+
+
+# A damaged file may hold anything in any column: what is not of the column's
+# type reads as missing, and whoever replays the turn says what is missing.
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0

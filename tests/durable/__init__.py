@@ -1,0 +1,1 @@
+"""Durable turns: the journal, resume after a crash, approvals."""
