@@ -51,6 +51,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -171,8 +172,23 @@ async def _placement(options: RunOptions, session: Session) -> AsyncIterator[Any
 
     address = None if options.cluster == "local" else options.cluster
     log.info("placing branches on %s", address or "a local Ray cluster")
-    async with Cluster(address=address, namespace="pride-run", session=session) as cluster:
-        yield cluster
+    if options.store is not None:
+        # The hosts' stores live beside the process's own, so a restart of
+        # `pride run --store X --cluster` finds both again.
+        storage = options.store.parent / f"{options.store.name}.hosts"
+        async with Cluster(
+            address=address, namespace="pride-run", session=session, storage=storage
+        ) as cluster:
+            yield cluster
+        return
+    # No --store: nothing is durable, as without --cluster. A directory of this
+    # run's own keeps hosts from reading files another run (or another pride
+    # version) left in a shared place.
+    with tempfile.TemporaryDirectory(prefix="pride-run-hosts-") as storage_dir:
+        async with Cluster(
+            address=address, namespace="pride-run", session=session, storage=storage_dir
+        ) as cluster:
+            yield cluster
 
 
 class _Process:

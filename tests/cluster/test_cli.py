@@ -15,7 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 async def test_pride_run_places_the_demo_team_on_a_cluster(
     ray_address: str, tmp_path: Path
 ) -> None:
-    """Requests by name reach branches in host processes; every request gets its answer."""
+    """Requests by name reach branches in host processes; every request gets its answer.
+
+    With ``--store`` the hosts keep their stores beside it (never in a shared
+    temporary directory another run or pride version may have left files in).
+    """
     requests = [
         {
             "id": "r1",
@@ -28,9 +32,9 @@ async def test_pride_run_places_the_demo_team_on_a_cluster(
     stdin = "".join(json.dumps(request) + "\n" for request in requests).encode()
     command = [sys.executable, "-m", "pride.cli", "run", "examples/demo.py:spawn_team"]
     command += ["--cluster", ray_address, "--exit-on-eof", "--no-status"]
-    # Hosts keep their stores under the temporary directory: a private one, so that no
-    # other run on this machine (another checkout, another schema) shares them.
+    # TMPDIR too, so that nothing of this run lands in the shared temporary directory.
     env = {**os.environ, "TMPDIR": str(tmp_path)}
+    command += ["--store", str(tmp_path / "run.db")]
     with trio.fail_after(120):
         done = await trio.run_process(
             command,
@@ -47,3 +51,5 @@ async def test_pride_run_places_the_demo_team_on_a_cluster(
     assert answers["r2"]["ok"] is True
     assert answers["r3"]["ok"] is False and answers["r3"]["error"]["type"] == "UnknownBranch"
     assert "placing branches on" in done.stderr.decode()
+    host_stores = sorted((tmp_path / "run.db.hosts" / "pride-run").glob("*/branches.db"))
+    assert host_stores, "the hosts' stores live beside --store"
