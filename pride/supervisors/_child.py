@@ -7,21 +7,29 @@ current one. Reports about an older run are stale and ignored.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
+from uuid import UUID
 
 import attrs
 import trio
 
 from ..actors import Branch
+from ._service import Service
 from .strategy import RestartType
 
-if TYPE_CHECKING:
-    from ._service import Service
-    from .session import Session
-
-__all__ = ["Child", "ChildState", "Run", "Status", "close"]
+__all__ = ["Child", "ChildState", "Member", "Run", "Status", "close"]
 
 ChildState = Literal["running", "stopping", "leaving", "stopped"]
+
+
+class Member(Protocol):
+    """What every member is, to its supervisor: something with a name and an id."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def id(self) -> UUID: ...
 
 
 @attrs.define(eq=False)
@@ -41,13 +49,19 @@ class Run:
 class Child:
     """A member of a session: a branch, a child session or a service, with its restart type.
 
+    ``actor`` is the member itself (a Branch, a Session, a service). A member
+    that is not a branch runs through its ``runner``: the service itself, or
+    a child session's supervisor (both have ``serve`` and ``request_stop``);
+    a branch's actor serves it, so its runner is None.
+
     ``state`` is ``running`` (a run is live), ``stopping`` (the supervisor
     is ending the run), ``leaving`` (``remove`` asked it to stop) or
     ``stopped``. Children keep their start order in the session's list.
     """
 
-    actor: Branch | Session | Service
+    actor: Branch | Member
     restart: RestartType
+    runner: Service | None = None
     state: ChildState = "stopped"
     run: Run | None = None
     gone: trio.Event | None = None  # set once a remove has finished

@@ -1,18 +1,23 @@
 """Membership: who belongs to a session, how it is wired in, and how names resolve.
 
-Membership is exclusive across the process: a branch (or child session)
-belongs to at most one session, claimed before any await so two concurrent
-includes cannot both win, and checked for a whole batch before anything
-changes (the reference system's #1695). Wiring travels as priority-lane
-``Attach``/``Detach`` messages, applied by the branch between turns; when
-no actor is serving (a stopped member) it is applied directly, which is
-between turns too.
+Membership is exclusive across the process: a branch (or child session, or
+service) belongs to at most one session, claimed before any await so two
+concurrent includes cannot both win, and checked for a whole batch before
+anything changes (the reference system's #1695). Wiring travels as
+priority-lane ``Attach``/``Detach`` messages, applied by the branch between
+turns; when no actor is serving (a stopped member) it is applied directly,
+which is between turns too.
+
+A session holds one [`Membership`][pride.supervisors._membership.Membership]
+beside its supervisor; a child session's membership is linked to its
+parent's, so names resolve through the whole tree.
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -26,41 +31,78 @@ from ..actors.waits import serving_branch
 from ..actors.wiring import detach
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
 from ..messages import Attach, Detach, Stop
-from ._child import Child
+from ._child import Child, Member
 from ._service import Service
 from ._supervisor import Supervisor
 from .strategy import RestartType
 
 if TYPE_CHECKING:
+    from ..memory import MemoryStore
     from ..operations.registry import OperationManager
     from ._persistence import Persistence
-    from .session import Session, SessionStatistics
+    from .hooks import HookBus
+    from .observer import Observer
+
+__all__ = ["Membership"]
 
 log = logging.getLogger("pride.session")
 
-# Which session owns each branch or child session.
+# Which session's membership owns each branch, child session or service.
 _owners: weakref.WeakKeyDictionary[Any, Membership] = weakref.WeakKeyDictionary()
 
 
-class Membership(Supervisor):
-    """The membership half of a Session (see the module docstring)."""
+class Membership:
+    """Who belongs to one session, and the wiring that makes them members.
 
-    grace: float
-    _operations: OperationManager
-    _parent: Membership | None
-    _closed: bool
-    _restarts_below: int
-    _joining: set[Branch]  # branches an include is adding right now
-    _persistence: Persistence | None  # the branch store wiring, when the session has a store
-    _account: Account  # the session's usage, against its budget
-    _resume_handlers: list[Any]  # called with the envelope of each turn resumed on restore
+    Args:
+        owner: the session (its id and name go into ``Attach``).
+        supervisor: the session's supervisor, which runs the members.
+        observer: the observer attached to every member.
+        hooks: the hook bus attached to every member.
+        operations: the operation registry shared with every member.
+        memory: returns the memory default offered to members.
+        grace: the session's shutdown grace (a parent stopping it uses it).
+        account: the session's usage, against its budget (members' usage counts here).
+    """
 
-    if TYPE_CHECKING:
+    def __init__(
+        self,
+        owner: Any,
+        supervisor: Supervisor,
+        *,
+        observer: Observer,
+        hooks: HookBus,
+        operations: OperationManager,
+        memory: Callable[[], MemoryStore],
+        grace: float,
+        account: Account,
+    ) -> None:
+        self.owner = owner
+        self.supervisor = supervisor
+        self.observer = observer
+        self.hooks = hooks
+        self.operations = operations
+        self.memory = memory
+        self.grace = grace
+        self.account = account
+        self.parent: Membership | None = None
+        self.persistence: Persistence | None = None  # the branch store wiring, if any
+        self.closed = False  # finished for good: members released
+        self.restarts_below = 0  # restart events of child sessions already released
+        self.resume_handlers: list[Callable[[Any], Any]] = []  # see Session.on_resume
+        self._joining: set[Branch] = set()  # branches an include is adding right now
+        self._subtrees: dict[Any, Membership] = {}  # child session -> its membership
 
-        @property
-        def memory(self) -> Any: ...
+    @property
+    def name(self) -> str:
+        """The session's name."""
+        return self.supervisor.name
 
-        def statistics(self) -> SessionStatistics: ...
+    @property
+    def _children(self) -> list[Child]:
+        return self.supervisor.children
+
+    # ------------------------------------------------------------ who belongs
 
     @property
     def branches(self) -> tuple[Branch, ...]:
@@ -68,16 +110,36 @@ class Membership(Supervisor):
         return tuple(c.actor for c in self._children if isinstance(c.actor, Branch))
 
     @property
-    def sessions(self) -> tuple[Session, ...]:
+    def sessions(self) -> tuple[Any, ...]:
         """Child sessions, in start order."""
-        return tuple(c.actor for c in self._children if isinstance(c.actor, Membership))
+        return tuple(c.actor for c in self._children if c.actor in self._subtrees)
 
     @property
     def services(self) -> tuple[Service, ...]:
         """Member services (MCP servers), in start order."""
         return tuple(
-            c.actor for c in self._children if not isinstance(c.actor, Branch | Membership)
+            c.runner
+            for c in self._children
+            if c.runner is not None and c.actor not in self._subtrees
         )
+
+    def tree_branches(self) -> list[Branch]:
+        """The member branches of this session and of every session below it."""
+        found = list(self.branches)
+        for child in self._children:
+            sub = self._subtrees.get(child.actor)
+            if sub is not None:
+                found.extend(sub.tree_branches())
+        return found
+
+    def subtree(self, session: Any) -> Membership | None:
+        """The membership of ``session``, if it is a child session of this one."""
+        return self._subtrees.get(session)
+
+    def restarts(self) -> int:
+        """Restart events of this session and every session below it."""
+        below = sum(sub.restarts() for sub in self._subtrees.values())
+        return self.supervisor.intensity.total + self.restarts_below + below
 
     def get_branch(self, name_or_id: str | UUID) -> Branch:
         """The member branch with this id (first) or name.
@@ -100,55 +162,81 @@ class Membership(Supervisor):
         Raises:
             UnknownBranch: no branch of the tree has that name or id.
         """
-        session: Membership | None = self
+        members: Membership | None = self
         skip: Membership | None = None
-        while session is not None:
-            found = session._find_in_tree(name_or_id, skip)
+        while members is not None:
+            found = members._find_in_tree(name_or_id, skip)
             if found is not None:
                 return found
-            skip, session = session, session._parent
+            skip, members = members, members.parent
         raise UnknownBranch(name_or_id, f"session {self.name!r} or its tree")
 
-    def _check_startable(self) -> None:
-        if self._closed:
+    def target(self, target: Any) -> Target:
+        """What ``target`` (a Branch or other Target, a BranchRef, a name or id) designates here.
+
+        Raises:
+            UnknownBranch: no such branch in this tree (or, for a BranchRef, the process).
+            TypeError: ``target`` is none of those.
+        """
+        if isinstance(target, Branch):
+            return target
+        if isinstance(target, BranchRef):
+            found = self._find_in_tree(target.id, None) or live_branch(target.id)
+            if found is None:
+                raise UnknownBranch(target.name or target.id, f"session {self.name!r}")
+            return found
+        if isinstance(target, str | UUID):
+            return self.resolve_name(target)
+        if is_target(target):  # a target of its own (a branch on another process)
+            return target  # type: ignore[no-any-return]
+        raise TypeError(
+            "target must be a Branch (or another pride.Target), a BranchRef, a name or an id, "
+            f"got {type(target).__name__}"
+        )
+
+    # ------------------------------------------------------------ lifecycle
+
+    def check_startable(self) -> None:
+        """Refuse to start a session twice, or one that has finished.
+
+        Raises:
+            RuntimeError: it has finished, or it is running (here or under a parent).
+        """
+        if self.closed:
             raise RuntimeError(f"session {self.name!r} has finished; a session runs once")
-        if self._nursery is not None or self._parent is not None:
+        if self.supervisor.nursery is not None or self.parent is not None:
             raise RuntimeError(f"session {self.name!r} is already running")
 
-    def _require_running(self) -> trio.Nursery:
-        if not self.running or self._nursery is None:
+    def _require_running(self) -> None:
+        if not self.supervisor.running or self.supervisor.nursery is None:
             raise RuntimeError(
                 f"session {self.name!r} is not running: use `async with Session(...) as session:`"
             )
-        return self._nursery
 
-    async def _remove(self, member: Any) -> None:
-        child = self._child(member)
-        if _in_turn_of(child.actor):
-            raise ReentrancyError([child.name, child.name])
-        async with self._lock:
-            if child.state == "stopped":
-                self._release(child)
-                if child in self._children:
-                    self._children.remove(child)
-                return
-            if child.state == "running":
-                child.state = "leaving"
-                child.gone = trio.Event()
-                actor = child.actor
-                if isinstance(actor, Branch):
-                    send_nowait(actor, Detach())
-                    send_nowait(actor, Stop())
-                elif isinstance(actor, Membership):
-                    actor._request_stop(trio.current_time() + actor.grace)
-                else:
-                    actor.request_stop(trio.current_time() + self.grace)
-        if child.gone is not None:
-            await child.gone.wait()
+    def close_for_good(self) -> None:
+        """The session is over: release every member (recursively)."""
+        if self.closed:
+            return
+        self.closed = True
+        for child in self._children:
+            if child.state != "stopped":
+                log.error("session %r closed with %r still %s", self.name, child.name, child.state)
+            self.release(child)
 
-    async def _adopt(
+    # ------------------------------------------------------------ joining
+
+    async def adopt(
         self, branches: list[Any], restart: RestartType, durability: Any = None
     ) -> None:
+        """Make ``branches`` members: all are checked first, then each is started
+        (or taken over) and attached.
+
+        Raises:
+            TypeError: one is not a Branch.
+            MembershipError: one belongs to another session.
+            ValueError: a name is taken.
+            RuntimeError: the session is not running, or one is being added already.
+        """
         self._require_running()
         for branch in branches:
             if not isinstance(branch, Branch):
@@ -181,80 +269,99 @@ class Membership(Supervisor):
 
     async def _admit(self, branch: Branch, restart: RestartType, durability: Any = None) -> None:
         child = self._member_of(branch)
+        supervisor = self.supervisor
         restored = False
         if child is None or child.state == "stopped":
             if branch.actor.serving:
                 # Serving elsewhere (standalone): take the actor over between turns.
                 await branch.actor.suspend(None).result()
-            async with self._lock:
+            async with supervisor.lock:
                 if child is None:
-                    if self._persistence is not None:
-                        await self._persistence.restore_or_register(branch, durability)
+                    if self.persistence is not None:
+                        await self.persistence.restore_or_register(branch, durability)
                         restored = True
                     child = Child(branch, restart)
                     self._children.append(child)
                 child.restart = restart
-                await self._start(child, restart=False)
+                await supervisor.start(child, restart=False)
         elif child.state != "running":
             raise RuntimeError(f"branch {branch.name!r} is being stopped by session {self.name!r}")
         attach = Attach(
-            owner_id=self.id,
+            owner_id=supervisor.id,
             owner_name=self.name,
-            observer=self._observer,
+            observer=self.observer,
             hooks=self.hooks,
-            operations=self._operations,
-            memory=self.memory,  # a default: the branch keeps a store it claimed
+            operations=self.operations,
+            memory=self.memory(),  # a default: the branch keeps a store it claimed
             directory=self,
-            account=self._account,
+            account=self.account,
         )
         reply = await send(branch, attach)
         await reply.result()
-        if restored and self._persistence is not None:
+        if restored and self.persistence is not None:
             # Interrupted turns first: before spawn returns, nothing else can be queued.
-            for resumed in self._persistence.recover(branch):
+            for resumed in self.persistence.recover(branch):
                 self._resumed(resumed)
 
     def _resumed(self, reply: Any) -> None:
         """Hand the envelope of a resumed turn to the ``on_resume`` handlers."""
-        if not self._resume_handlers:
+        if not self.resume_handlers:
             log.info(
                 "branch %r: turn resumed with no on_resume handler; its result goes to "
                 "observers only",
                 reply.branch.name,
             )
-        for handler in list(self._resume_handlers):
+        for handler in list(self.resume_handlers):
             try:
                 handler(reply)
             except Exception:
                 log.exception("on_resume handler %r failed", handler)
 
-    async def _adopt_session(self, child_session: Session, restart: RestartType) -> None:
+    async def adopt_session(
+        self, session: Member, members: Membership, restart: RestartType
+    ) -> None:
+        """Start ``session`` (whose membership is ``members``) as a child session.
+
+        Raises:
+            ValueError: it is this session, or its name is taken.
+            MembershipError: it belongs to another session.
+            RuntimeError: this session is not running, or the child cannot start.
+        """
         self._require_running()
-        if child_session is self:
+        if members is self:
             raise ValueError("a session cannot supervise itself")
-        existing = self._member_of(child_session)
+        existing = self._member_of(session)
         if existing is None:
-            self._check_claim(child_session)
-            child_session._check_startable()
-            if any(c.name == child_session.name for c in self._children):
+            self._check_claim(session)
+            members.check_startable()
+            if any(c.name == session.name for c in self._children):
                 raise ValueError(
-                    f"session {self.name!r} already has a member named {child_session.name!r}"
+                    f"session {self.name!r} already has a member named {session.name!r}"
                 )
         elif existing.state != "stopped":
             return
-        _owners[child_session] = self
-        child_session._parent = self
-        child_session._account.parent = self._account  # its usage counts here too
-        child_session._account.begin(trio.current_time())
-        child_session._observer._forward = self._observer
-        async with self._lock:
+        _owners[session] = self
+        members.parent = self
+        members.account.parent = self.account  # its usage counts here too
+        members.account.begin(trio.current_time())
+        members.observer._forward = self.observer  # its signals go up the tree
+        self._subtrees[session] = members
+        async with self.supervisor.lock:
             if existing is None:
-                existing = Child(child_session, restart)
+                existing = Child(session, restart, runner=members.supervisor)
                 self._children.append(existing)
             existing.restart = restart
-            await self._start(existing, restart=False)
+            await self.supervisor.start(existing, restart=False)
 
-    async def _adopt_service(self, service: Service, restart: RestartType) -> None:
+    async def adopt_service(self, service: Service, restart: RestartType) -> None:
+        """Start ``service`` (an MCP server, say) as a supervised child.
+
+        Raises:
+            ValueError: its name is taken.
+            MembershipError: it belongs to another session.
+            RuntimeError: this session is not running.
+            Exception: it failed to start (it does not become a member).
+        """
         self._require_running()
         existing = self._member_of(service)
         if existing is None:
@@ -266,19 +373,74 @@ class Membership(Supervisor):
         elif existing.state != "stopped":
             return
         _owners[service] = self
-        async with self._lock:
+        async with self.supervisor.lock:
             if existing is None:
-                existing = Child(service, restart)
+                existing = Child(service, restart, runner=service)
                 self._children.append(existing)
             existing.restart = restart
             try:
-                await self._start(existing, restart=False)
+                await self.supervisor.start(existing, restart=False)
             except BaseException:
                 # A service that never started is not a member (nothing to restart or stop).
                 if existing.run is not None and not existing.run.started:
                     self._children.remove(existing)
                     _owners.pop(service, None)
                 raise
+
+    # ------------------------------------------------------------ leaving
+
+    async def remove(self, member: Any) -> None:
+        """Stop ``member`` (detached first, if a branch) and take it out; returns when done.
+
+        Raises:
+            UnknownBranch: it is not a member.
+            ReentrancyError: called from the member's own turn.
+        """
+        child = self._child(member)
+        if serving_branch() is child.actor:  # from its own turn: it would wait on itself
+            raise ReentrancyError([child.name, child.name])
+        async with self.supervisor.lock:
+            if child.state == "stopped":
+                self.release(child)
+                if child in self._children:
+                    self._children.remove(child)
+                return
+            if child.state == "running":
+                child.state = "leaving"
+                child.gone = trio.Event()
+                actor = child.actor
+                sub = self._subtrees.get(actor)
+                if isinstance(actor, Branch):
+                    send_nowait(actor, Detach())
+                    send_nowait(actor, Stop())
+                elif sub is not None:
+                    sub.supervisor.request_stop(trio.current_time() + sub.grace)
+                else:
+                    assert child.runner is not None
+                    child.runner.request_stop(trio.current_time() + self.grace)
+        if child.gone is not None:
+            await child.gone.wait()
+
+    def release(self, child: Child) -> None:
+        """Undo the membership of a stopped child (it is not running)."""
+        actor = child.actor
+        if _owners.get(actor) is self:
+            del _owners[actor]
+        if isinstance(actor, Branch):
+            detach(actor.actor)  # no actor is serving: applying it directly is between turns
+            if self.persistence is not None:
+                self.persistence.unwire(actor)
+            return
+        sub = self._subtrees.pop(actor, None)
+        if sub is not None:
+            sub.parent = None
+            sub.account.parent = None
+            sub.observer._forward = None
+            sub.close_for_good()
+            if not self.closed:  # it leaves the list: keep its restarts in the count
+                self.restarts_below += sub.restarts()
+
+    # ------------------------------------------------------------ lookups
 
     def _check_claim(self, member: Any) -> None:
         owner = _owners.get(member)
@@ -294,10 +456,10 @@ class Membership(Supervisor):
         return None
 
     def _child(self, member: Any) -> Child:
-        if isinstance(member, Branch | Membership | Service):
-            found = self._member_of(member)
-        else:
+        if isinstance(member, str | UUID):
             found = next((c for c in self._children if _matches(c.actor, member)), None)
+        else:
+            found = self._member_of(member)
         if found is None:
             raise UnknownBranch(getattr(member, "name", member), f"session {self.name!r}")
         return found
@@ -319,64 +481,16 @@ class Membership(Supervisor):
 
     def _find_in_tree(self, ref: Any, skip: Membership | None) -> Branch | None:
         found = self._find(ref)
-        for session in self.sessions:
+        for child in self._children:
             if found is not None:
                 break
-            if session is not skip:
-                found = session._find_in_tree(ref, None)
+            sub = self._subtrees.get(child.actor)
+            if sub is not None and sub is not skip:
+                found = sub._find_in_tree(ref, None)
         return found
-
-    def _target(self, target: Any) -> Target:
-        if isinstance(target, Branch):
-            return target
-        if isinstance(target, BranchRef):
-            found = self._find_in_tree(target.id, None) or live_branch(target.id)
-            if found is None:
-                raise UnknownBranch(target.name or target.id, f"session {self.name!r}")
-            return found
-        if isinstance(target, str | UUID):
-            return self.resolve_name(target)
-        if is_target(target):  # a target of its own (a branch on another process)
-            return target  # type: ignore[no-any-return]
-        raise TypeError(
-            "target must be a Branch (or another pride.Target), a BranchRef, a name or an id, "
-            f"got {type(target).__name__}"
-        )
-
-    def _release(self, child: Child) -> None:
-        """Undo the membership of a stopped child (it is not running)."""
-        actor = child.actor
-        if _owners.get(actor) is self:
-            del _owners[actor]
-        if isinstance(actor, Branch):
-            detach(actor.actor)  # no actor is serving: applying it directly is between turns
-            if self._persistence is not None:
-                self._persistence.unwire(actor)
-        elif isinstance(actor, Membership):
-            actor._parent = None
-            actor._account.parent = None
-            actor._observer._forward = None
-            actor._close_for_good()
-            if not self._closed:  # it leaves the list: keep its restarts in the count
-                self._restarts_below += actor.statistics().restarts
-
-    def _close_for_good(self) -> None:
-        """The session is over: release every member (recursively)."""
-        if self._closed:
-            return
-        self._closed = True
-        for child in self._children:
-            if child.state != "stopped":
-                log.error("session %r closed with %r still %s", self.name, child.name, child.state)
-            self._release(child)
 
 
 def _matches(actor: Any, ref: Any) -> bool:
     if isinstance(ref, UUID):
         return bool(actor.id == ref)
     return bool(actor.name == ref or str(actor.id) == ref)
-
-
-def _in_turn_of(actor: Any) -> bool:
-    """True when the calling task is part of a live turn (or Act step) of ``actor``."""
-    return serving_branch() is actor

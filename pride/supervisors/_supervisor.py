@@ -25,8 +25,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 import trio
 
@@ -47,16 +48,45 @@ log = logging.getLogger("pride.session")
 
 
 class Supervisor:
-    """The supervision half of a Session (see the module docstring)."""
+    """A session's supervision: its children, their runs, restarts and ordered stops.
 
-    name: str
-    id: Any
-    hooks: HookBus
-    _observer: Observer
+    A component the [`Session`][pride.Session] holds; everything it needs is
+    given here. It serves the way a child does (``serve``, ``request_stop``:
+    the shape of a service, `pride.supervisors._service`), so a parent
+    supervises a child session through its supervisor.
 
-    def __init__(self, strategy: Strategy, intensity: RestartIntensity) -> None:
-        self._strategy = strategy
-        self._intensity = intensity
+    Args:
+        owner: the session, as hook payloads name it (``{"session": owner}``).
+        name: the session's name, for logs, errors and lifecycle signals.
+        id: the session's id.
+        strategy: the restart strategy.
+        intensity: the restart intensity (and its count).
+        observer: where lifecycle signals go.
+        hooks: where lifecycle hook points fire.
+        release: called with a child that leaves (a ``remove`` finished) to
+            undo its membership wiring.
+    """
+
+    def __init__(
+        self,
+        owner: Any,
+        *,
+        name: str,
+        id: UUID,
+        strategy: Strategy,
+        intensity: RestartIntensity,
+        observer: Observer,
+        hooks: HookBus,
+        release: Callable[[Child], None],
+    ) -> None:
+        self.owner = owner
+        self.name = name
+        self.id = id
+        self.observer = observer
+        self.hooks = hooks
+        self._release = release
+        self.strategy = strategy
+        self.intensity = intensity
         self._children: list[Child] = []
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
@@ -75,7 +105,26 @@ class Supervisor:
         """True while the session supervises (between start and the end of its stop)."""
         return self._nursery is not None and not self._finished.is_set()
 
-    async def _supervise_run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> str:
+    @property
+    def children(self) -> list[Child]:
+        """The children, in start order (the supervisor's own list: change it under `lock`)."""
+        return self._children
+
+    @property
+    def lock(self) -> trio.Lock:
+        """Held while children are started, stopped, restarted or taken out."""
+        return self._lock
+
+    @property
+    def nursery(self) -> trio.Nursery | None:
+        """The nursery hosting the children's tasks while the supervisor serves."""
+        return self._nursery
+
+    async def wait_finished(self) -> None:
+        """Wait until the current run of the supervisor is over (stopped, failed, suspended)."""
+        await self._finished.wait()
+
+    async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> str:
         """Serve as a supervisor until stopped, failed or suspended.
 
         Returns ``"normal"`` after a stop and ``"suspend"`` after a suspend.
@@ -90,18 +139,18 @@ class Supervisor:
         self._finished = trio.Event()
         self._deadline = None
         self._suspended = False
-        self._intensity.reset()
+        self.intensity.reset()
         send, receive = trio.open_memory_channel[tuple[Any, ...]](math.inf)
         resume, self._resume = self._resume, []
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery, self._events = nursery, send
                 nursery.start_soon(self._supervise, receive, name=f"supervisor {self.name}")
-                await self._hook("session_start", {"session": self})
+                await self._hook("session_start", {"session": self.owner})
                 async with self._lock:
                     for child in resume:
                         try:
-                            await self._start(child, restart=True)
+                            await self.start(child, restart=True)
                         except Exception as exc:  # failing to start again is a crash too
                             await self._on_crash(child, exc)
                         if self._finished.is_set():
@@ -117,7 +166,7 @@ class Supervisor:
         if self._failure is not None:
             raise SupervisorFailed(
                 f"session {self.name!r} exceeded its restart intensity "
-                f"({self._intensity.max_restarts} per {self._intensity.period}s)"
+                f"({self.intensity.max_restarts} per {self.intensity.period}s)"
             ) from self._failure
         return "suspend" if self._suspended else "normal"
 
@@ -154,10 +203,9 @@ class Supervisor:
                     if isinstance(actor, Branch):
                         # The session's nursery hosts the actor's turn-scoped tasks.
                         run.reason = await actor.serve(self._nursery, task_status=status)
-                    elif isinstance(actor, Supervisor):
-                        run.reason = await actor._supervise_run(task_status=status)
-                    else:
-                        run.reason = await actor.serve(task_status=status)
+                    else:  # a child session (its supervisor) or a service
+                        assert child.runner is not None
+                        run.reason = await child.runner.serve(task_status=status)
                 except Exception as exc:
                     if not run.started:
                         raise  # out of nursery.start: the child failed to start
@@ -167,7 +215,7 @@ class Supervisor:
             if run.started and not run.expected:
                 self._post("exit", child, run)
 
-    async def _start(self, child: Child, *, restart: bool) -> None:
+    async def start(self, child: Child, *, restart: bool) -> None:
         """Start a new run of ``child`` in the session's nursery and announce it."""
         assert self._nursery is not None
         run = Run()
@@ -180,7 +228,7 @@ class Supervisor:
         await self._announce(
             BranchStarted(branch_id=child.actor.id, branch_name=child.name, restart=restart),
             "branch_start",
-            {"session": self, "branch": child.actor, "restart": restart},
+            {"session": self.owner, "branch": child.actor, "restart": restart},
         )
 
     # ------------------------------------------------------------ crashes
@@ -207,11 +255,11 @@ class Supervisor:
         if not restarts_after_crash(child.restart):
             close(child, "it crashed and is temporary (never restarted)")
             return
-        if not self._intensity.allow(trio.current_time()):
+        if not self.intensity.allow(trio.current_time()):
             await self._fail(child, crash)
             return
         running = [c for c in self._children if c.state == "running" or c is child]
-        group = restart_group(self._strategy, running, child)
+        group = restart_group(self.strategy, running, child)
         restartable: set[int] = {id(child)}
         for sibling in reversed(group):
             if sibling is not child and await self._halt(sibling):
@@ -226,10 +274,10 @@ class Supervisor:
             await self._announce(
                 BranchRestarted(branch_id=member.actor.id, branch_name=member.name, cause=cause),
                 "branch_restart",
-                {"session": self, "branch": member.actor, "cause": crash},
+                {"session": self.owner, "branch": member.actor, "cause": crash},
             )
             try:
-                await self._start(member, restart=True)
+                await self.start(member, restart=True)
             except Exception as again:  # it crashed while starting: a crash like any other
                 await self._on_crash(member, again)
                 if self._finished.is_set():  # that crash failed the session
@@ -245,6 +293,7 @@ class Supervisor:
         run.expected = True
         child.state = "stopping"
         actor = child.actor
+        runner = child.runner
         if not run.ended.is_set():
             if isinstance(actor, Branch):
                 suspend: Reply | None = None
@@ -253,11 +302,12 @@ class Supervisor:
                 await run.ended.wait()
                 if suspend is not None and not suspend.done:
                     suspend.cancel("restart")  # never leave a stale Suspend queued
-            elif isinstance(actor, Supervisor):
-                actor._post("suspend")
+            elif isinstance(runner, Supervisor):
+                runner.request_suspend()
                 await run.ended.wait()
             else:
-                await _stop_service(actor, run, trio.current_time())
+                assert runner is not None
+                await _stop_service(runner, run, trio.current_time())
                 if run.crash is None:
                     run.reason = "suspend"  # stopped for the restart, not on purpose
         child.state = "stopped"
@@ -272,7 +322,7 @@ class Supervisor:
         await self._announce(
             SessionFailed(session_name=self.name, cause=cause),
             "session_failed",
-            {"session": self, "cause": crash},
+            {"session": self.owner, "cause": crash},
         )
         self._deadline = trio.current_time()
         resume = [c for c in self._children if c.state == "running" or c is crashed]
@@ -284,7 +334,7 @@ class Supervisor:
 
     # ------------------------------------------------------------ stopping
 
-    def _request_stop(self, deadline: float) -> None:
+    def request_stop(self, deadline: float) -> None:
         """Ask the supervisor to stop every child by ``deadline`` (tightening an earlier ask)."""
         if self._deadline is not None:
             self._deadline = min(self._deadline, deadline)
@@ -294,9 +344,13 @@ class Supervisor:
         self._deadline = deadline
         self._post("stop")
 
+    def request_suspend(self) -> None:
+        """For a parent's restart: halt every child keeping its mailbox, and finish."""
+        self._post("suspend")
+
     async def _shutdown(self) -> None:
         await self._stop_children()
-        await self._hook("session_stop", {"session": self})
+        await self._hook("session_stop", {"session": self.owner})
         self._resume = []
         self._finished.set()
 
@@ -326,6 +380,7 @@ class Supervisor:
         run.expected = True
         child.state = "stopping"
         actor = child.actor
+        runner = child.runner
         if not run.ended.is_set():
             if isinstance(actor, Branch):
                 with contextlib.suppress(PrideError):  # closed: the run is ending by itself
@@ -337,11 +392,12 @@ class Supervisor:
                 if not run.ended.is_set():  # grace is over: cancel the turn (TurnCancelled)
                     run.scope.cancel()
                     await run.ended.wait()
-            elif isinstance(actor, Supervisor):
-                actor._request_stop(self._deadline)
+            elif isinstance(runner, Supervisor):
+                runner.request_stop(self._deadline)
                 await run.ended.wait()
             else:
-                await _stop_service(actor, run, self._deadline)
+                assert runner is not None
+                await _stop_service(runner, run, self._deadline)
         child.state = "stopped"
         close(child, "its session shut down")
         if leaving:
@@ -360,9 +416,6 @@ class Supervisor:
         await self._announce_stop(child, "crash" if run.crash else "normal", run.crash)
         if child.gone is not None:
             child.gone.set()
-
-    def _release(self, child: Child) -> None:
-        """Undo membership wiring (the actor is not running); overridden by Session."""
 
     def _abandon(self) -> None:
         """The nursery is gone: close the mailboxes of children not kept for a restart."""
@@ -390,7 +443,7 @@ class Supervisor:
                 error=f"{type(error).__name__}: {error}" if error is not None else None,
             ),
             "branch_stop",
-            {"session": self, "branch": child.actor, "reason": reason, "error": error},
+            {"session": self.owner, "branch": child.actor, "reason": reason, "error": error},
         )
 
     async def _announce(self, signal: Signal, point: str, payload: Mapping[str, Any]) -> None:
@@ -400,7 +453,7 @@ class Supervisor:
         ``FINALIZE_GRACE`` each (then cancels them, logged): restarts and
         shutdown must never hang on somebody watching them.
         """
-        pending = self._observer.dispatch(signal)
+        pending = self.observer.dispatch(signal)
         if pending is not None:
             await self._bounded(pending, type(signal).__name__)
         await self._hook(point, payload)

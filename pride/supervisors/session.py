@@ -14,10 +14,12 @@ actors by its strategy ([`pride.supervisors.strategy`][pride.supervisors.strateg
 everything in reverse start order on the way out. Membership is exclusive:
 a branch belongs to at most one session at a time.
 
-The supervision mechanics live in `pride.supervisors._supervisor` and
-the membership wiring in `pride.supervisors._membership`; this module
-is the public surface: membership, exchange, observation, operations and the
-session's own lifecycle.
+A session is composed of two parts it holds, each given what it needs when
+the session is made: its supervisor (`pride.supervisors._supervisor`: the
+children's runs, restarts and ordered stops) and its membership
+(`pride.supervisors._membership`: who belongs, their wiring, name
+resolution). This module is the public surface: membership, exchange,
+observation, operations and the session's own lifecycle.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ import attrs
 import trio
 
 from ..actors import Branch, Reply, Target, ask, send
-from ..actors.actor import FINALIZE_GRACE
 from ..actors.budget import Account
 from ..actors.journal import Durability
-from ..errors import UnknownBranch, UnknownTurn, exception_leaves
+from ..actors.nursery import PrivateNursery
+from ..actors.turn import FINALIZE_GRACE
+from ..errors import UnknownBranch, UnknownTurn
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
     Budget,
@@ -53,9 +56,11 @@ from ..messages import (
 )
 from ..operations.registry import OperationManager
 from ..store import BranchStore
+from ._child import Child
 from ._membership import Membership
 from ._persistence import Persistence
 from ._service import Service
+from ._supervisor import Supervisor
 from .hooks import HookBus
 from .observer import Filter, Handler, Observer
 from .strategy import (
@@ -121,7 +126,7 @@ class SuspendedTurn:
     pending: tuple[PendingCall, ...]
 
 
-class Session(Membership):
+class Session:
     """A supervisor: membership, restarts, ordered shutdown, observer, hooks, operations.
 
     Args:
@@ -170,7 +175,8 @@ class Session(Membership):
         budget: Budget | None = None,
         durability: Durability | None = None,
     ) -> None:
-        super().__init__(check_strategy(strategy), RestartIntensity(max_restarts, period))
+        intensity = RestartIntensity(max_restarts, period)
+        strategy = check_strategy(strategy)
         if budget is not None and not isinstance(budget, Budget):
             raise TypeError(f"budget must be a pride.Budget or None, got {type(budget).__name__}")
         if durability is not None and not isinstance(durability, Durability):
@@ -194,38 +200,62 @@ class Session(Membership):
         self._observer.observe((RunEnd, RunFailed), handler=self._count_turn)
         self._operations = OperationManager()
         self._memory = memory
-        self._parent: Membership | None = None
-        self._outer: Any = None  # the private nursery of `async with`
-        self._closed = False  # finished for good: members released
         self._turns_done = 0
         self._turns_failed = 0
         self._turns_suspended = 0
-        self._restarts_below = 0  # restart events of child sessions already released
-        self._joining: set[Branch] = set()
-        self._store_path: Path | None = None
-        self._persistence: Persistence | None = None
         self._durability = durability
-        self._resume_handlers: list[Callable[[Reply], Any]] = []
+        # The two parts of a session, each given what it needs.
+        self._supervisor = Supervisor(
+            self,
+            name=self.name,
+            id=self.id,
+            strategy=strategy,
+            intensity=intensity,
+            observer=self._observer,
+            hooks=self.hooks,
+            release=self._release,
+        )
+        self._members = Membership(
+            self,
+            self._supervisor,
+            observer=self._observer,
+            hooks=self.hooks,
+            operations=self._operations,
+            memory=lambda: self.memory,
+            grace=self.grace,
+            account=self._account,
+        )
+        self._private: PrivateNursery | None = None  # the nursery of `async with`
+        self._store_path: Path | None = None
         if isinstance(store, BranchStore):
-            self._persistence = Persistence(store, durability)
+            self._members.persistence = Persistence(store, durability)
         elif store is not None:
             self._store_path = Path(store)
 
     def __repr__(self) -> str:
-        state = "running" if self.running else "closed" if self._closed else "idle"
-        return f"<Session {self.name!r} {state}, {len(self._children)} members>"
+        state = "running" if self.running else "closed" if self._members.closed else "idle"
+        return f"<Session {self.name!r} {state}, {len(self._supervisor.children)} members>"
+
+    def _release(self, child: Child) -> None:
+        self._members.release(child)
 
     # ------------------------------------------------------------ lifecycle
 
     @property
+    def running(self) -> bool:
+        """True while the session supervises (between start and the end of its stop)."""
+        return self._supervisor.running
+
+    @property
     def strategy(self) -> Strategy:
         """The restart strategy."""
-        return self._strategy
+        return self._supervisor.strategy
 
     @property
     def store(self) -> BranchStore | None:
         """The branch store members are persisted to, if any."""
-        return self._persistence.store if self._persistence is not None else None
+        persistence = self._members.persistence
+        return persistence.store if persistence is not None else None
 
     @property
     def usage(self) -> Usage:
@@ -234,24 +264,19 @@ class Session(Membership):
         return self._account.usage()
 
     async def __aenter__(self) -> Self:
-        self._check_startable()
+        self._members.check_startable()
         self._account.begin(trio.current_time())
         if self._store_path is not None:  # a path: the session opens and closes the store
             store = BranchStore(self._store_path)
             await store.open()
-            self._persistence = Persistence(store, self._durability)
-        cm = trio.open_nursery()
-        outer = await cm.__aenter__()
-        try:
-            await outer.start(self._supervise_run)
-        except BaseException as exc:
-            await cm.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._outer = cm
+            self._members.persistence = Persistence(store, self._durability)
+        private = PrivateNursery()
+        await private.open(self._supervisor.serve)
+        self._private = private
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool:
-        cm, self._outer = self._outer, None
+        private, self._private = self._private, None
         error = exc_info[1]
         try:
             if not self.running or isinstance(error, trio.Cancelled):
@@ -267,12 +292,13 @@ class Session(Membership):
         except BaseException as late:  # cancelled during the grace period
             exc_info = (type(late), late, late.__traceback__)
         try:
-            return await _exit_unwrapped(cm, exc_info)
+            return await private.close(exc_info) if private is not None else False
         finally:
-            self._close_for_good()
-            if self._store_path is not None and self._persistence is not None:
+            self._members.close_for_good()
+            persistence = self._members.persistence
+            if self._store_path is not None and persistence is not None:
                 with trio.CancelScope(shield=True):
-                    await self._persistence.store.aclose()
+                    await persistence.store.aclose()
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop every member, one after another in reverse start order.
@@ -297,8 +323,8 @@ class Session(Membership):
         if not self.running:
             await trio.lowlevel.checkpoint()
             return
-        self._request_stop(deadline)
-        await self._finished.wait()
+        self._supervisor.request_stop(deadline)
+        await self._supervisor.wait_finished()
 
     # ------------------------------------------------------------ membership
 
@@ -341,15 +367,15 @@ class Session(Membership):
         """
         kind = check_restart_type(restart)
         if isinstance(member, Session):
-            await self._adopt_session(member, kind)
+            await self._members.adopt_session(member, member._members, kind)
         elif isinstance(member, Branch):
             if durability is not None and not isinstance(durability, Durability):
                 raise TypeError(
                     f"durability must be a pride.Durability, got {type(durability).__name__}"
                 )
-            await self._adopt([member], kind, durability)
+            await self._members.adopt([member], kind, durability)
         elif isinstance(member, Service):
-            await self._adopt_service(member, kind)
+            await self._members.adopt_service(member, kind)
         else:
             raise TypeError(
                 f"expected a Branch, a Session or a service, got {type(member).__name__}"
@@ -438,7 +464,7 @@ class Session(Membership):
         session, [`MembershipError`][pride.MembershipError] is raised and nothing changes.
         Running standalone branches are adopted between turns.
         """
-        await self._adopt(list(branches), "permanent")
+        await self._members.adopt(list(branches), "permanent")
 
     async def remove(self, member: Any) -> None:
         """Stop a member and take it out of the session, keeping its conversation.
@@ -453,14 +479,14 @@ class Session(Membership):
             UnknownBranch: ``member`` (a branch, session, name or id) is not a member.
             ReentrancyError: called from the member's own turn (it would wait on itself).
         """
-        await self._remove(member)
+        await self._members.remove(member)
 
     # ------------------------------------------------------------ exchange
 
     async def send(self, target: Any, command: Command, *, tag: str | int | None = None) -> Reply:
         """[`pride.send`][pride.send] with ``target`` (a Branch, BranchRef, name or id) resolved
         here (``tag`` labels the envelope, see [`pride.send`][pride.send])."""
-        return await send(self._target(target), command, tag=tag)
+        return await send(self._members.target(target), command, tag=tag)
 
     async def ask(self, target: Any, command: Command, timeout: float | None = None) -> Any:
         """[`pride.ask`][pride.ask] with ``target`` resolved here (names and ids of this tree).
@@ -469,7 +495,7 @@ class Session(Membership):
             UnknownBranch: no such branch; BranchClosed: it has stopped; and
                 whatever [`pride.ask`][pride.ask] raises.
         """
-        return await ask(self._target(target), command, timeout)
+        return await ask(self._members.target(target), command, timeout)
 
     def register_operation(
         self, name: str, operation: Callable[..., Any], *, update: bool = False
@@ -508,7 +534,7 @@ class Session(Membership):
                 raise UnknownBranch("<first member>", f"session {self.name!r} (no branches)")
             target: Target = members[0]
         else:
-            target = self._target(branch)
+            target = self._members.target(branch)
         return await ask(target, Call(name, **kwargs))
 
     # ------------------------------------------------------------ durable turns
@@ -525,7 +551,7 @@ class Session(Membership):
         """
         if not callable(handler):
             raise TypeError(f"on_resume needs a callable, got {handler!r}")
-        self._resume_handlers.append(handler)
+        self._members.resume_handlers.append(handler)
         return handler
 
     async def resolve(
@@ -558,7 +584,7 @@ class Session(Membership):
         """The turns of this tree's members waiting for approval (after a restart
         too: a store's suspended turns are restored with their branches)."""
         found = []
-        for branch in self._tree_branches():
+        for branch in self._members.tree_branches():
             journal = branch.actor.journal
             if journal is None:
                 continue
@@ -568,17 +594,11 @@ class Session(Membership):
         return found
 
     def _holder_of(self, turn_id: UUID) -> Branch | None:
-        for branch in self._tree_branches():
+        for branch in self._members.tree_branches():
             journal = branch.actor.journal
             if journal is not None and turn_id in journal.waiting:
                 return branch
         return None
-
-    def _tree_branches(self) -> list[Branch]:
-        found = list(self.branches)
-        for child in self.sessions:
-            found.extend(child._tree_branches())
-        return found
 
     @property
     def memory(self) -> MemoryStore:
@@ -617,14 +637,46 @@ class Session(Membership):
         else:
             self._turns_failed += 1
 
+    # ------------------------------------------------------------ members
+
+    @property
+    def branches(self) -> tuple[Branch, ...]:
+        """Member branches, in start order."""
+        return self._members.branches
+
+    @property
+    def sessions(self) -> tuple[Session, ...]:
+        """Child sessions, in start order."""
+        return self._members.sessions
+
+    @property
+    def services(self) -> tuple[Service, ...]:
+        """Member services (MCP servers), in start order."""
+        return self._members.services
+
+    def get_branch(self, name_or_id: str | UUID) -> Branch:
+        """The member branch with this id (first) or name.
+
+        Raises:
+            UnknownBranch: no member branch has it (a ``LookupError``).
+        """
+        return self._members.get_branch(name_or_id)
+
+    def resolve_name(self, name_or_id: str | UUID) -> Branch:
+        """Find a branch by name or id, nearest first: this session's branches,
+        then its child sessions' (depth first), then each parent's upwards.
+
+        Raises:
+            UnknownBranch: no branch of the tree has that name or id.
+        """
+        return self._members.resolve_name(name_or_id)
+
     def statistics(self) -> SessionStatistics:
         """Members, queued work, turns and restarts of this session and those below it."""
         branches = running = sessions = queued = 0
-        restarts = self._intensity.total + self._restarts_below
-        for child in self._children:
+        restarts = self._supervisor.intensity.total + self._members.restarts_below
+        for child in self._supervisor.children:
             actor = child.actor
-            if isinstance(actor, Service):
-                continue
             if isinstance(actor, Session):
                 below = actor.statistics()
                 branches += below.branches
@@ -632,7 +684,7 @@ class Session(Membership):
                 sessions += 1 + below.sessions
                 queued += below.queued
                 restarts += below.restarts
-            else:
+            elif isinstance(actor, Branch):
                 branches += 1
                 running += actor.running
                 mailbox = actor.mailbox_statistics()
@@ -660,20 +712,3 @@ def _check_grace(grace: Any) -> float:
     if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
         raise ValueError(f"grace must be a non-negative number of seconds, got {grace!r}")
     return float(grace)
-
-
-async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
-    """Leave the private nursery, re-raising one exception rather than a group.
-
-    A group holding several errors (say the block's own and SupervisorFailed)
-    is reduced to the first that is not ``Cancelled``; the others are logged.
-    """
-    try:
-        return bool(await cm.__aexit__(*exc_info))
-    except BaseExceptionGroup as group:
-        leaves = exception_leaves(group)
-        chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
-        for other in leaves:
-            if other is not chosen and not isinstance(other, trio.Cancelled):
-                log.error("session: another error while leaving: %r", other, exc_info=other)
-        raise chosen from chosen.__cause__
