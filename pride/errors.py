@@ -57,8 +57,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from .messages._errors import InvalidMessage, PrideError
-from .messages.commands import PendingCall
+from .messages import InvalidMessage, PendingCall, PrideError
 
 __all__ = [
     "ApprovalPending",
@@ -200,6 +199,14 @@ class MailboxFull(PrideError):
             f"mailbox of branch {branch_name!r} is full ({capacity} envelopes); "
             "use `await pride.send(...)` to wait for room"
         )
+
+
+class ReplyConsumedError(PrideError, RuntimeError):
+    """``Reply.result()`` was awaited again after it had delivered its outcome.
+
+    A reply delivers its outcome once, like trio's ``outcome`` values: keep the
+    result of the first ``await reply.result()`` instead of asking again.
+    """
 
 
 class ReentrancyError(PrideError, RuntimeError):

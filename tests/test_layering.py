@@ -1,4 +1,4 @@
-"""Imports point one way (DESIGN.md, "Layout"): a lower layer never imports a higher one.
+"""Imports point one way (DESIGN.md, "Layout"), and no package reaches into another's privates.
 
 cli -> cluster -> supervisors -> actors -> operations -> llm, tools, context, memory -> messages;
 store and testing sit beside them; cluster (the ray extra) builds on supervisors;
@@ -8,12 +8,21 @@ supervisors at run time, while ``Session.spawn_mcp`` is the one door from
 supervisors into it (a lazy import, so ``import pride`` never loads the SDK).
 Imports under ``if TYPE_CHECKING:`` count too: a type-only import is still a
 dependency a reader has to follow (and a cycle through one is a cycle).
+
+Every check here reads the source through one walker, `imports`, which
+resolves each import (relative ones too, at any depth, inside functions and
+under TYPE_CHECKING) to the absolute module it names.
 """
 
 from __future__ import annotations
 
 import ast
+import collections
+from collections.abc import Iterable
 from pathlib import Path
+
+import attrs
+import pytest
 
 import pride
 
@@ -52,37 +61,116 @@ ALLOWED: dict[str, set[str]] = {
     },
 }
 
+# Packages whose modules import no module of their own package back (type-only
+# imports included). actors/ is the exception: its lower modules name the
+# Branch class in annotations, so only its run-time imports must form no circle.
+ACYCLIC = ["supervisors", "operations", "llm", "testing", "tools", "context", "memory", "messages"]
+
+
+# ------------------------------------------------------------------ the walker
+
+
+@attrs.frozen
+class Imported:
+    """One import statement's target, resolved to an absolute module name."""
+
+    module: str  # "pride.llm._tokens", "trio", ...
+    names: tuple[str, ...]  # the names taken from it (``from m import a, b``); () for ``import m``
+    type_only: bool  # under ``if TYPE_CHECKING:``
+    line: int
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """``pride/actors/branch.py`` -> ``pride.actors.branch`` (a package's face is its name)."""
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, root: Path = ROOT) -> list[Imported]:
+    """Every import in ``path``, wherever it is (module level, functions, TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            type_only.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    own = module_name(path, root)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            names = tuple(alias.name for alias in node.names)
+            found.append(Imported(module, names, id(node) in type_only, node.lineno))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                found.append(Imported(alias.name, (), id(node) in type_only, node.lineno))
+    return found
+
 
 def _layer(path: Path) -> str:
     relative = path.relative_to(ROOT)
     return relative.parts[0].removesuffix(".py") if len(relative.parts) > 1 else path.stem
 
 
-def _runtime_imports(path: Path) -> list[str]:
-    """Pride packages imported by ``path``, TYPE_CHECKING blocks included."""
-    tree = ast.parse(path.read_text())
-    package = path.relative_to(ROOT.parent).with_suffix("").parts
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = list(package[: len(package) - node.level])
-                parts = base + (node.module.split(".") if node.module else [])
-                if not node.module:
-                    parts = [*base, node.names[0].name]
-            else:
-                parts = (node.module or "").split(".")
-        elif isinstance(node, ast.Import):
-            parts = node.names[0].name.split(".")
-        else:
-            continue
-        if parts and parts[0] == "pride" and len(parts) > 1:
-            found.append(parts[1])
+def _modules_of(package: str) -> list[Path]:
+    return sorted((ROOT / package).glob("*.py"))
+
+
+def _imported_modules(package: str) -> set[str]:
+    """Every module imported by a module of ``pride.<package>``."""
+    return {imp.module for path in _modules_of(package) for imp in imports(path)}
+
+
+def _graph(package: str, *, type_only: bool = True) -> dict[str, set[str]]:
+    """Module -> modules of the same package it imports (``from . import x`` counts x)."""
+    prefix = f"pride.{package}"
+    modules = {module_name(path) for path in _modules_of(package)}
+    graph: dict[str, set[str]] = {}
+    for path in _modules_of(package):
+        targets: set[str] = set()
+        for imp in imports(path):
+            if imp.type_only and not type_only:
+                continue
+            if not (imp.module == prefix or imp.module.startswith(prefix + ".")):
+                continue
+            submodules = {f"{imp.module}.{name}" for name in imp.names} & modules
+            if submodules:  # from . import _tokens: the module, not the package face
+                targets.update(submodules)
+            elif imp.module in modules:
+                targets.add(imp.module)
+        graph[module_name(path)] = targets - {module_name(path)}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle found by a depth-first walk (each reported once, from its start)."""
+    found: list[list[str]] = []
+    state: dict[str, str] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == "open":
+                found.append([*trail[trail.index(target) :], target])
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
     return found
 
 
+# ------------------------------------------------------------------ layers
+
+
 def test_imports_point_one_way() -> None:
-    """Every runtime import of a pride package goes to an allowed (lower) layer."""
+    """Every import of a pride package (type-only too) goes to an allowed (lower) layer."""
     violations = []
     for path in sorted(ROOT.rglob("*.py")):
         layer = _layer(path)
@@ -90,35 +178,31 @@ def test_imports_point_one_way() -> None:
             continue
         allowed = ALLOWED.get(layer)
         assert allowed is not None, f"{path}: layer {layer!r} has no rule in this test"
-        for target in _runtime_imports(path):
+        for imp in imports(path):
+            parts = imp.module.split(".")
+            if parts[0] != "pride" or len(parts) < 2:
+                continue
+            target = parts[1]
             if target != layer and target not in allowed:
                 violations.append(f"{path.relative_to(ROOT)} imports pride.{target}")
     assert violations == []
 
 
+def test_operations_never_see_the_actor_runtime() -> None:
+    """Operations receive a TurnView; no operation imports pride.actors, even for types."""
+    assert {m for m in _imported_modules("operations") if m.startswith("pride.actors")} == set()
+
+
 def test_no_asyncio_in_pride() -> None:
     """pride is trio-only, except the Ray host glue in pride/cluster/ (Ray's loop is asyncio)."""
     offenders = [
-        str(path.relative_to(ROOT))
+        f"{path.relative_to(ROOT)}:{imp.line}"
         for path in ROOT.rglob("*.py")
         if _layer(path) != "cluster"
-        and any(
-            isinstance(node, ast.Import | ast.ImportFrom)
-            and "asyncio" in ast.unparse(node).split()[1].split(".")
-            for node in ast.walk(ast.parse(path.read_text()))
-        )
+        for imp in imports(path)
+        if imp.module.split(".")[0] == "asyncio"
     ]
     assert offenders == []
-
-
-def _imported_modules(path: Path) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            found.add(node.module.split(".")[0])
-    return found
 
 
 def test_optional_extras_stay_in_their_folder() -> None:
@@ -126,9 +210,47 @@ def test_optional_extras_stay_in_their_folder() -> None:
     offenders = [
         str(path.relative_to(ROOT))
         for path in ROOT.rglob("*.py")
-        if _layer(path) != "cluster" and "ray" in _imported_modules(path)
+        if _layer(path) != "cluster"
+        and "ray" in {imp.module.split(".")[0] for imp in imports(path)}
     ]
     assert offenders == []
+
+
+def test_messages_import_nothing_else_of_pride() -> None:
+    """No module of pride/messages imports another pride package (nor trio/httpx)."""
+    offenders = []
+    for path in _modules_of("messages"):
+        for imp in imports(path):
+            inside = imp.module == "pride.messages" or imp.module.startswith("pride.messages.")
+            if imp.module.split(".")[0] in {"pride", "trio", "httpx"} and not inside:
+                offenders.append(f"{path.name}: {imp.module}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("package", "permitted"),
+    [
+        ("tools", ("pride.errors", "pride.messages")),
+        ("memory", ("pride.errors", "pride.messages")),
+        ("context", ("pride.errors", "pride.messages", "pride.llm")),
+        ("llm", ("pride.errors",)),
+        ("testing", ("pride.errors", "pride.llm")),
+    ],
+)
+def test_low_packages_import_only_what_is_below_them(
+    package: str, permitted: tuple[str, ...]
+) -> None:
+    """tools and memory: errors and messages; context also counts tokens with llm; llm
+    depends on errors alone; testing uses llm (and errors)."""
+    inside = f"pride.{package}"
+    offenders = {
+        module
+        for module in _imported_modules(package)
+        if module.split(".")[0] == "pride"
+        and not (module == inside or module.startswith(inside + "."))
+        and not any(module == ok or module.startswith(ok + ".") for ok in permitted)
+    }
+    assert offenders == set()
 
 
 def test_import_pride_does_not_import_ray() -> None:
@@ -141,3 +263,154 @@ def test_import_pride_does_not_import_ray() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+# ------------------------------------------------------------------ circles
+
+
+@pytest.mark.parametrize("package", ACYCLIC)
+def test_no_import_circle_inside_the_package(package: str) -> None:
+    """No module of the package imports, even only for type checking, one that imports it back.
+
+    The package face (``__init__``) imports the private modules, so a private
+    module importing the face counts as a circle too.
+    """
+    assert cycles(_graph(package)) == []
+
+
+def test_no_run_time_import_circle_inside_actors() -> None:
+    """actors/ may name Branch in annotations of lower modules, but nothing more."""
+    assert cycles(_graph("actors", type_only=False)) == []
+
+
+def test_the_circle_check_sees_type_only_and_local_imports(tmp_path: Path) -> None:
+    """A circle closed only by a TYPE_CHECKING import and a function-local one is found."""
+    package = tmp_path / "pride" / "fake"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from ._a import A as A\n")
+    (package / "_a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._b import B\nA = 1\n"
+    )
+    (package / "_b.py").write_text("def make():\n    from pride.fake._a import A\n")
+    (package / "_c.py").write_text("import pride.fake\n")
+    root = tmp_path / "pride"
+    graph = {
+        module_name(path, root): {
+            imp.module
+            for imp in imports(path, root)
+            if imp.module.startswith("pride.fake") and imp.module != module_name(path, root)
+        }
+        for path in sorted(package.glob("*.py"))
+    }
+    assert graph == {
+        "pride.fake": {"pride.fake._a"},
+        "pride.fake._a": {"pride.fake._b"},
+        "pride.fake._b": {"pride.fake._a"},
+        "pride.fake._c": {"pride.fake"},
+    }
+    assert cycles(graph) == [["pride.fake._a", "pride.fake._b", "pride.fake._a"]]
+
+
+# ------------------------------------------------------------------ privates
+
+
+def test_no_private_module_or_name_of_another_package_is_imported() -> None:
+    """Each package uses the others through their public faces: no ``pride.x._module``,
+    no ``from pride.x.y import _name`` from outside ``pride.x``."""
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        layer = _layer(path)
+        for imp in imports(path):
+            parts = imp.module.split(".")
+            if parts[0] != "pride" or len(parts) < 2 or parts[1] == layer:
+                continue
+            private = [part for part in parts[1:] if part.startswith("_")]
+            private += [name for name in imp.names if name.startswith("_")]
+            if private and parts[1] != "_version":
+                offenders.append(f"{path.relative_to(ROOT)}:{imp.line}: {imp.module} {private}")
+    assert offenders == []
+
+
+def _defined_names(paths: Iterable[Path]) -> set[str]:
+    """Every name a package defines anywhere: attributes it assigns, functions and
+    classes, ``__slots__`` entries, parameters, module names and import aliases."""
+    names: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names.add(node.value)  # __slots__ entries
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.alias):
+                names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def private_reaches(paths: list[Path], package_root: Path = ROOT) -> list[str]:
+    """``obj._name`` reads and writes in ``paths`` whose ``_name`` no module of the
+    same pride package defines: a reach into another package's privates.
+
+    ``self._x``/``cls._x`` are the object's own; a stdlib or third-party module's
+    underscore names (``os._exit``) are not pride's business here.
+    """
+    by_package: dict[str, list[Path]] = collections.defaultdict(list)
+    for path in package_root.rglob("*.py"):
+        relative = path.relative_to(package_root)
+        by_package[relative.parts[0] if len(relative.parts) > 1 else ""].append(path)
+    defined = {package: _defined_names(files) for package, files in by_package.items()}
+    found = []
+    for path in paths:
+        relative = path.relative_to(package_root)
+        package = relative.parts[0] if len(relative.parts) > 1 else ""
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        foreign_modules = {
+            (alias.asname or alias.name).split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+            if alias.name.split(".")[0] != "pride"
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            name = node.attr
+            if not name.startswith("_") or name.startswith("__"):
+                continue
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in {"self", "cls", *foreign_modules}:
+                continue
+            if name not in defined[package]:
+                found.append(f"{relative}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_reaches_into_another_packages_private_attributes() -> None:
+    """No module reads or writes ``obj._name`` where ``_name`` belongs to another package."""
+    assert private_reaches(sorted(ROOT.rglob("*.py"))) == []
+
+
+def test_the_private_reach_check_sees_a_reach(tmp_path: Path) -> None:
+    """The check flags an attribute only another package defines, and nothing else."""
+    root = tmp_path / "pkg"
+    (root / "low").mkdir(parents=True)
+    (root / "high").mkdir()
+    (root / "low" / "thing.py").write_text(
+        "class Thing:\n    def __init__(self):\n        self._state = 1\n"
+    )
+    (root / "high" / "user.py").write_text(
+        "import os\n"
+        "class User:\n"
+        "    def __init__(self):\n        self._mine = 2\n"
+        "    def use(self, thing, other):\n"
+        "        other._mine = 3\n"  # an attribute this package defines: allowed
+        "        os._exit\n"  # the standard library's: not this check's business
+        "        return thing._state\n"  # another package's: a reach
+    )
+    paths = sorted(root.rglob("*.py"))
+    assert private_reaches(paths, root) == ["high/user.py:8: thing._state"]

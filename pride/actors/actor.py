@@ -60,8 +60,8 @@ from ..messages import (
     RunSuspended,
     Stop,
     WorkCommand,
+    new_id,
 )
-from ..messages._ids import new_id
 from . import turn, wiring
 from .budget import Account, Meter
 from .journal import BranchJournal, open_run

@@ -445,7 +445,7 @@ class Branch:
         Raises:
             TypeError: ``sender`` is not a str or UUID.
         """
-        return projection.clone(self, sender)
+        return projection.clone(self, sender, into=Branch)
 
     async def aclone(self, sender: str | UUID | None = None) -> Branch:
         """`clone`, after a checkpoint.
@@ -454,7 +454,7 @@ class Branch:
         taken between two recordings, never in the middle of one.
         """
         await trio.lowlevel.checkpoint()
-        return projection.clone(self, sender)
+        return projection.clone(self, sender, into=Branch)
 
     # ------------------------------------------------------------ messages
 

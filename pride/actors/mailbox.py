@@ -25,7 +25,7 @@ import attrs
 import outcome
 import trio
 
-from ..errors import BranchClosed, MailboxFull, PrideError, TurnCancelled
+from ..errors import BranchClosed, MailboxFull, ReplyConsumedError, TurnCancelled
 from ..messages import Command
 from .waits import check_wait_allowed, record_wait, remove_wait
 
@@ -39,10 +39,6 @@ log = logging.getLogger("pride.mailbox")
 ReplyState = Literal["queued", "running", "done", "dropped"]
 
 
-class ReplyConsumedError(PrideError, RuntimeError):
-    """``Reply.result()`` was awaited again after it had delivered its outcome."""
-
-
 class Reply:
     """The envelope of one sent command, and its caller's handle on it.
 
@@ -50,7 +46,7 @@ class Reply:
     None for commands that are not model turns). ``await reply.result()``
     returns the command's result or raises its exception; a reply delivers
     its outcome once, like trio's ``outcome`` values, and a second
-    ``result()`` raises [`ReplyConsumedError`][pride.actors.mailbox.ReplyConsumedError].
+    ``result()`` raises [`ReplyConsumedError`][pride.ReplyConsumedError].
     ``cancel()``
     gives up on the command.
 

@@ -50,8 +50,7 @@ import attrs
 
 from ..errors import InvalidMessage
 from ..llm import iModel
-from ..messages import ActionResponse, RoledMessage, System, structure, unstructure
-from ..messages._ids import new_id
+from ..messages import ActionResponse, RoledMessage, System, new_id, structure, unstructure
 from .logs import LogConfig, LogEntry
 
 if TYPE_CHECKING:
@@ -417,7 +416,7 @@ class _Reader:
 # -------------------------------------------------------------------- clone
 
 
-def clone(branch: Branch, sender: str | UUID | None = None) -> Branch:
+def clone(branch: Branch, sender: str | UUID | None = None, *, into: type[B]) -> B:
     """A new, unstarted branch with a copy of ``branch``'s conversation (ADR-0016 D5).
 
     Every message (the system message too) gets a fresh id, ``sender`` (default:
@@ -429,11 +428,11 @@ def clone(branch: Branch, sender: str | UUID | None = None) -> Branch:
     logs and log config, memory, providers and their report, capabilities,
     operations, observer, hooks and ownership.
 
+    ``into`` is the class of the clone (``Branch``).
+
     Raises:
         TypeError: ``sender`` is not a str or UUID.
     """
-    from .branch import Branch
-
     if sender is not None and not isinstance(sender, str | UUID):
         raise TypeError(f"sender must be a str or UUID, got {type(sender).__name__}")
     clone_id = uuid.uuid4()
@@ -442,7 +441,7 @@ def clone(branch: Branch, sender: str | UUID | None = None) -> Branch:
     new_ids = {message.id: new_id() for message in source}
     messages = [_clone_message(m, new_ids, origin, str(clone_id)) for m in source]
     aliased = branch.parse_model is branch.chat_model
-    return Branch(
+    return into(
         id=clone_id,
         user=branch.user,
         messages=messages,

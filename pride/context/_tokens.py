@@ -8,7 +8,7 @@ one token per `CHARS_PER_TOKEN` characters. One definition lives in
 
 from __future__ import annotations
 
-from ..llm._tokens import (
+from ..llm import (
     CHARS_PER_TOKEN,
     estimate_text_tokens as count_tokens,
     load_encoding as load_tokenizer,

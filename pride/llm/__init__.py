@@ -33,6 +33,11 @@ from ._reading import ResponseLimits as ResponseLimits
 from ._retry import RetryNotice as RetryNotice, RetryPolicy as RetryPolicy
 from ._script import echo_text as echo_text
 from ._stream import ModelStream as ModelStream
+from ._tokens import (
+    CHARS_PER_TOKEN as CHARS_PER_TOKEN,
+    estimate_text_tokens as estimate_text_tokens,
+    load_encoding as load_encoding,
+)
 from ._types import (
     ModelRequest as ModelRequest,
     ModelResponse as ModelResponse,
@@ -43,6 +48,7 @@ from ._types import (
 )
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "CHAT_MODEL_ENV",
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CHAT_MODEL",
@@ -63,7 +69,9 @@ __all__ = [
     "Usage",
     "default_chat_model",
     "echo_text",
+    "estimate_text_tokens",
     "iModel",
+    "load_encoding",
 ]
 
 # Tracebacks and reprs name the public home of each class and function.

@@ -4,6 +4,7 @@ This package imports nothing else of pride; every other layer builds on it.
 """
 
 from ._errors import InvalidMessage, PrideError
+from ._ids import new_id
 from .budget import Budget, Usage
 from .codec import from_json, structure, to_json, unstructure
 from .commands import (
@@ -111,6 +112,7 @@ __all__ = [
     "Usage",
     "WorkCommand",
     "from_json",
+    "new_id",
     "structure",
     "to_json",
     "unstructure",
