@@ -35,8 +35,7 @@ import trio
 
 from ..actors import Reply
 from ..errors import HostLost, InvalidMessage, MailboxFull
-from ..messages import Command, Signal, WorkCommand, structure, unstructure
-from ..messages._ids import new_id
+from ..messages import Command, Signal, WorkCommand, new_id, structure, unstructure
 from ._driver import import_ray, on_done, wait_ref
 from ._wire import decode_error, decode_value, dumps, loads
 
