@@ -32,7 +32,7 @@ ARGUMENTS = {"text": "a short benchmark payload"}
 
 
 async def _main(smoke: bool) -> None:
-    ops, repeats = (5, 1) if smoke else (150, 9)
+    ops, repeats = (5, 1) if smoke else (40, 25)
     params = StdioServerParameters(command=sys.executable, args=[str(TOOLBOX)])
     async with (
         stdio_client(params) as (read, write),

@@ -128,12 +128,21 @@ class BranchTurn:
     ``meter``, if given, still counts its tool calls and applies its budget).
     """
 
-    __slots__ = ("_branch", "_meter", "_scope", "acts", "messages")
+    __slots__ = ("_branch", "_meter", "_progress", "_scope", "acts", "messages")
 
-    def __init__(self, branch: Branch, scope: TurnScope | None, meter: Meter | None = None) -> None:
+    def __init__(
+        self,
+        branch: Branch,
+        scope: TurnScope | None,
+        meter: Meter | None = None,
+        progress: trio.MemorySendChannel[Any] | None = None,
+    ) -> None:
         self._branch = branch
         self._scope = scope
         self._meter = meter if meter is not None or scope is None else scope.allowance
+        # Where ToolProgress items go: the turn's consumer, even from a nested
+        # step that streams no tokens (ReActStream's rounds stream only results).
+        self._progress = progress if progress is not None or scope is None else scope.stream
         self.messages: History = branch._messages
         """The recorded conversation."""
         self.acts: ActionManager = branch._actions
@@ -231,7 +240,7 @@ class BranchTurn:
             return self
         stream = scope.stream if stream_tokens else None
         nested = TurnScope(scope.state, owns_lifecycle=False, stream=stream, meter=scope.meter)
-        return BranchTurn(self._branch, nested)
+        return BranchTurn(self._branch, nested, progress=self._progress)
 
     # ------------------------------------------------------------ the turn
 
@@ -517,11 +526,10 @@ class BranchTurn:
             message=message,
         )
         wiring.emit(branch._actor, signal)
-        scope = self._scope
-        if scope is not None and scope.stream is not None:
-            # A consumer that left ends the stream at the next message item, not here.
-            with contextlib.suppress(StopStream):
-                await scope.emit(signal)
+        if self._progress is not None:
+            # A consumer that left ends the stream at the next result item, not here.
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._progress.send(signal)
 
     async def after_tool_call(self, outcome: ActionOutcome) -> None:
         """Runs after each tool call: the call log, then the after/error hook."""

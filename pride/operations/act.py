@@ -16,9 +16,9 @@ by the tool results, the shape providers expect. If the batch is cut short
 request still gets a response recording why it has no result, so the
 history never holds a tool call without its answer (which providers reject).
 
-Progress: a running tool's reports (`pride.report_progress`, an MCP
+Progress: a running tool's reports (`pride.tools.report_progress`, an MCP
 server's progress notifications) become `ToolProgress` signals, delivered to
-the observer and, when the turn streams (``Run``), handed to the stream
+the observer and, when the turn streams (``Run``, ``ReActStream``), handed to the stream
 consumer as items; either way before the call's ActionResponse. They name
 the call by its provider call id, or by its ActionRequest's id when it has none.
 """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trio
 
@@ -111,3 +113,30 @@ async def test_progress_through_ask_reaches_the_observer_only() -> None:
         items = await session.ask(branch, Run("go"))
     assert len(seen) == 1
     assert not any(isinstance(item, ToolProgress) for item in items)
+
+
+async def test_react_stream_yields_progress_of_a_rounds_tools() -> None:
+    """ReActStream's items are its rounds and answer, with the rounds' tool progress between."""
+    from pride import OperateResult
+
+    def reply(request: ModelRequest) -> ScriptedReply | str:
+        name = (request.response_format or {}).get("name")
+        if name == "ReActAnalysis":
+            if not any(m["role"] == "tool" for m in request.messages):
+                return ScriptedReply("", (ToolCall("crawl", {"pages": 2}, id="r1"),))
+            return json.dumps(
+                {
+                    "analysis": "crawled",
+                    "extension_needed": False,
+                    "reason": {"title": "t", "content": "c", "confidence_score": 0.9},
+                }
+            )
+        return '{"answer": "done"}'
+
+    async with Branch(name="b", chat_model=ScriptedModel(reply), tools=[crawl]) as branch:
+        async with branch.ReActStream("crawl two pages", max_extensions=0) as items:
+            streamed = [item async for item in items]
+    kinds = [type(item).__name__ for item in streamed]
+    assert kinds == ["ToolProgress", "ToolProgress", "OperateResult", "str"]
+    assert [item.progress for item in streamed[:2]] == [1.0, 2.0]
+    assert isinstance(streamed[2], OperateResult)
