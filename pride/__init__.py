@@ -131,6 +131,7 @@ from .operations import (
     OperateResult as OperateResult,
     ReActAnalysis as ReActAnalysis,
     Reason as Reason,
+    Unparsed as Unparsed,
 )
 from .supervisors import (
     HookBus as HookBus,
@@ -259,6 +260,7 @@ __all__ = [
     "UnknownOperation",
     "UnknownPendingCall",
     "UnknownTurn",
+    "Unparsed",
     "Usage",
     "WorkCommand",
     "ask",

@@ -347,7 +347,22 @@ class ToolArgumentError(ToolError, ValueError):
 
 
 class ParseFailed(PrideError, ValueError):
-    """Text could not be parsed into the requested response format."""
+    """Text could not be parsed into the requested response format.
+
+    Attributes:
+        failure_kind: how the last attempt failed: ``"extraction"`` (no JSON
+            found in the text), ``"schema"`` (JSON that does not fit the
+            format), or None where a single building step failed outside a
+            parse. The same values as [`Unparsed.failure_kind`][pride.Unparsed].
+    """
+
+    def __init__(self, message: str, failure_kind: str | None = None) -> None:
+        self.failure_kind = failure_kind
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # The default pickling would rebuild from the message alone.
+        return (type(self), (str(self), self.failure_kind))
 
 
 class StoreError(PrideError):

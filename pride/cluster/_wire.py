@@ -39,7 +39,7 @@ from .. import errors
 from ..errors import InvalidMessage, PrideError, RemoteError
 from ..messages import ActionCall, Command, RoledMessage, Signal, structure, unstructure
 from ..messages.codec import registered_types
-from ..operations import Analysis, OperateResult, ReActAnalysis, Reason
+from ..operations import Analysis, OperateResult, ReActAnalysis, Reason, Unparsed
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -55,7 +55,8 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """The largest batch either side accepts (a peer's bytes are bounded input)."""
 
 _RESULT_TYPES: dict[str, type] = {
-    cls.__name__: cls for cls in (OperateResult, Reason, ReActAnalysis, Analysis, ActionCall)
+    cls.__name__: cls
+    for cls in (OperateResult, Reason, ReActAnalysis, Analysis, Unparsed, ActionCall)
 }
 _TAGGED: dict[str, type] = {cls.__name__: cls for cls in registered_types()}
 _WIRE_TYPES = (RoledMessage, Command, Signal)

@@ -103,6 +103,14 @@ _DECISION_TYPES: tuple[type, ...] = (commands.Approve, commands.Deny)
 _TAGGED: dict[str, type] = {
     cls.__name__: cls for cls in _MESSAGE_TYPES + _COMMAND_TYPES + _SIGNAL_TYPES + _DECISION_TYPES
 }
+# Fields renamed by a signal schema version: (old name, new name, the last
+# version that used the old name). Data of that version or older (or without
+# a version) is read under the new name, so stored or sent signals of an
+# older process still decode.
+_RENAMED: dict[type, tuple[tuple[str, str, int], ...]] = {
+    signals.RunEnd: (("num_turns", "model_calls", 1),),
+    signals.RunFailed: (("num_turns", "model_calls", 1),),
+}
 _BASES: tuple[type, ...] = (
     conversation.RoledMessage,
     commands.Command,
@@ -445,6 +453,8 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
         if _is_marker("pride:model")(hints.get(field.name))
     )
 
+    renamed = _RENAMED.get(cls, ())
+
     def structure_tagged(data: Any, _: Any) -> Any:
         if not isinstance(data, Mapping):
             raise _Problem(f"expected an object, got {_type_name(data)}")
@@ -455,6 +465,9 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
         options = fields.get("request_options")
         if isinstance(options, Mapping) and "model" in options:
             raise _Problem(_OPTIONS_MODEL, "request_options.model")
+        for old_name, new_name, last in renamed:
+            if old_name in fields:
+                _rename(fields, old_name, new_name, last)
         obj = base_structure(fields, cls)
         for field in model_fields:  # say where a model name came from, for its errors
             value = getattr(obj, field)
@@ -464,6 +477,20 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
 
     converter.register_unstructure_hook(cls, unstructure_tagged)
     converter.register_structure_hook(cls, structure_tagged)
+
+
+def _rename(fields: dict[str, Any], old_name: str, new_name: str, last: int) -> None:
+    """Read ``old_name`` as ``new_name`` in data of schema version ``last`` or older."""
+    version = fields.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > last:
+        raise _Problem(
+            f"{old_name!r} was renamed {new_name!r} in schema version {last + 1} "
+            f"(this data says version {version})",
+            old_name,
+        )
+    if new_name in fields:
+        raise _Problem(f"both {old_name!r} and its new name {new_name!r} are given", old_name)
+    fields[new_name] = fields.pop(old_name)
 
 
 @attrs.frozen

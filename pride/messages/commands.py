@@ -228,7 +228,8 @@ class Communicate(_Prompt, WorkCommand):
     """Chat, record both messages, then optionally parse into ``response_format``.
 
     ``num_parse_retries`` (capped at 5) bounds the reformat calls to the parse
-    model; ``skip_validation`` returns the raw text.
+    model; ``skip_validation`` returns the raw text. ``handle_validation``
+    says what a reply that does not parse becomes, as for ``Operate``.
     """
 
     parse_model: ModelSpec = _kw()
@@ -248,6 +249,10 @@ class Operate(_Prompt, WorkCommand):
     the model is asked again with the results, for at most ``max_rounds``
     rounds of calls. Returns an ``OperateResult`` when ``reason`` or
     ``actions`` is on, else the parsed format (or the text without one).
+    A reply that does not parse is, by ``handle_validation``, a
+    [`ParseFailed`][pride.ParseFailed] (``"raise"``), an
+    [`Unparsed`][pride.Unparsed] (``"return_value"``) or None, in
+    ``OperateResult.output`` when there is one.
     """
 
     parse_model: ModelSpec = _kw()
@@ -271,6 +276,9 @@ class Parse(WorkCommand):
     ``fuzzy_match`` is off; ``handle_unmatched`` says what happens to keys that
     match nothing (``ignore``/``raise``/``remove``/``fill``/``force``), missing
     keys being filled from ``fill_mapping``, or ``fill_value`` when required.
+    Text that never parses is, by ``handle_validation``, a
+    [`ParseFailed`][pride.ParseFailed] (``"raise"``), an
+    [`Unparsed`][pride.Unparsed] (``"return_value"``) or None.
     """
 
     text: str

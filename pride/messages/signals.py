@@ -2,7 +2,10 @@
 
 Every signal carries ``schema_version`` (`SIGNAL_SCHEMA_VERSION`), the
 emitting branch's id and name, and its creation time. The version is bumped
-only when a field is removed or renamed; additive fields keep it.
+only when a field is removed or renamed; additive fields keep it. Version 2
+renamed ``RunEnd.num_turns`` and ``RunFailed.num_turns`` to ``model_calls``
+(they always counted model calls, not turns); the codec still reads version 1
+data, and ``num_turns`` remains as a deprecated read-only alias.
 
 Per turn, an observer sees ``RunStart``, then the turn's ``MessageAdded`` (and
 capability signals), then exactly one terminal: ``RunEnd`` or ``RunFailed``,
@@ -16,6 +19,7 @@ does a turn a crash interrupted, once its branch is restored.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -44,7 +48,7 @@ __all__ = [
     "ToolProgress",
 ]
 
-SIGNAL_SCHEMA_VERSION = 1
+SIGNAL_SCHEMA_VERSION = 2
 
 _JsonValue = Annotated[Any, "pride:json"]
 
@@ -78,7 +82,8 @@ class RunEnd(Signal):
     """A turn finished. Usage is summed over the turn's model calls.
 
     ``total_cost_usd`` is None when no call reported or priced its cost; it is
-    never coerced to 0. ``num_turns`` counts model calls, ``tool_calls`` the
+    never coerced to 0. ``model_calls`` counts the turn's model calls (a
+    ReAct turn makes several; parse reformat calls count), ``tool_calls`` the
     tool calls made; ``usage`` has them as one [`pride.Usage`][pride.Usage].
     """
 
@@ -87,7 +92,7 @@ class RunEnd(Signal):
     output_tokens: int = 0
     cached_tokens: int = 0
     total_cost_usd: float | None = None
-    num_turns: int = 0
+    model_calls: int = 0
     tool_calls: int = 0
     duration_ms: float = 0.0
 
@@ -98,9 +103,14 @@ class RunEnd(Signal):
             self.input_tokens,
             self.output_tokens,
             self.total_cost_usd,
-            self.num_turns,
+            self.model_calls,
             self.tool_calls,
         )
+
+    @property
+    def num_turns(self) -> int:
+        """Deprecated: ``model_calls`` (the reference system's name; it never counted turns)."""
+        return _num_turns(self)
 
 
 @attrs.frozen(kw_only=True)
@@ -120,7 +130,7 @@ class RunFailed(Signal):
     output_tokens: int = 0
     cached_tokens: int = 0
     total_cost_usd: float | None = None
-    num_turns: int = 0
+    model_calls: int = 0
     tool_calls: int = 0
 
     @property
@@ -130,9 +140,24 @@ class RunFailed(Signal):
             self.input_tokens,
             self.output_tokens,
             self.total_cost_usd,
-            self.num_turns,
+            self.model_calls,
             self.tool_calls,
         )
+
+    @property
+    def num_turns(self) -> int:
+        """Deprecated: ``model_calls``."""
+        return _num_turns(self)
+
+
+def _num_turns(signal: RunEnd | RunFailed) -> int:
+    warnings.warn(
+        f"{type(signal).__name__}.num_turns is deprecated: it counts model calls, "
+        "so read model_calls",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return signal.model_calls
 
 
 @attrs.frozen(kw_only=True)

@@ -35,6 +35,7 @@ from .results import (
     OperateResult as OperateResult,
     ReActAnalysis as ReActAnalysis,
     Reason as Reason,
+    Unparsed as Unparsed,
 )
 from .run import run
 from .view import TurnView as TurnView
@@ -46,6 +47,7 @@ __all__ = [
     "ReActAnalysis",
     "Reason",
     "TurnView",
+    "Unparsed",
     "execute",
 ]
 

@@ -27,7 +27,11 @@ One operate call:
 Returns: with ``reason`` or ``actions`` on, an
 [`OperateResult`][pride.OperateResult]; otherwise the parsed
 response format, or the reply text when there is none (or with
-``skip_validation``).
+``skip_validation``). A final reply that does not parse is never returned
+as a bare ``str``: ``handle_validation`` gives
+[`ParseFailed`][pride.ParseFailed] (``"raise"``), an
+[`Unparsed`][pride.Unparsed] (``"return_value"``, the default) or None
+(``"return_none"``), in ``OperateResult.output`` when there is one.
 
 Loop control: the turn's directive is checked between rounds (BREAK fails
 the turn with LoopBreak; CANCEL ends it cleanly with StopStream).
@@ -124,7 +128,7 @@ async def operate(turn: TurnView, command: Operate) -> Any:
         parsed = await rounds.parse(operative, response.text)
     if isinstance(parsed, Parsed):
         output, reason = parsed.output, parsed.reason
-    else:  # no structure, skip_validation, or a parse failure under return_value/none
+    else:  # no structure or skip_validation (text), or a failure: Unparsed or None
         output, reason = parsed, None
     if command.reason or command.actions:
         return OperateResult(output, reason, tuple(rounds.requested), tuple(rounds.responses))

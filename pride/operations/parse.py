@@ -10,8 +10,15 @@ The algorithm (the reference system's, PR #2511 included):
    error, so a retry is never the same request twice;
 3. when all fail, ``handle_validation`` decides: ``"raise"`` raises
    [`ParseFailed`][pride.ParseFailed] naming the format, the attempts and the last
-   error; ``"return_value"`` returns the original text; ``"return_none"``
-   returns None.
+   error; ``"return_value"`` returns an [`Unparsed`][pride.Unparsed] carrying the
+   original text and why it failed; ``"return_none"`` returns None. Either way
+   the failure says its kind: ``"extraction"`` (no JSON found) or
+   ``"schema"`` (JSON that does not fit), as the reference system splits them
+   (its ``ExtractionError``/``SchemaRejectedError``).
+
+The reference system's ``return_value`` hands back the text as a ``str``
+subclass; pride returns a value of its own type instead, so a failed parse
+cannot pass for an answer (pasted into an f-string, say).
 
 Parsing records nothing in the conversation. Reformat calls go through the
 turn's [`call_model`][pride.operations.view.TurnView.call_model] (hooks, usage
@@ -30,6 +37,7 @@ from ..messages import Instruction, Parse
 from ._fuzzy import HandleUnmatched, match_keys
 from ._request import build_request
 from .formats import FormatTarget, extract_json, schema_keys
+from .results import FailureKind, Unparsed
 
 if TYPE_CHECKING:
     from ..llm import iModel
@@ -113,8 +121,8 @@ async def parse_text(
         fill_mapping: values for specific missing keys.
 
     Returns:
-        What ``target.build`` returned; after every attempt failed, the text
-        (``return_value``) or None (``return_none``).
+        What ``target.build`` returned; after every attempt failed, an
+        [`Unparsed`][pride.Unparsed] (``return_value``) or None (``return_none``).
 
     Raises:
         ParseFailed: every attempt failed and ``handle_validation="raise"``.
@@ -130,19 +138,25 @@ async def parse_text(
     expected, required = schema_keys(body)
 
     def attempt(candidate: str) -> Any:
-        data = extract_json(candidate)
-        if expected and isinstance(data, dict):
-            data = match_keys(
-                data,
-                expected,
-                required=required,
-                fuzzy=fuzzy_match,
-                threshold=similarity_threshold,
-                handle_unmatched=handle_unmatched,
-                fill_value=fill_value,
-                fill_mapping=fill_mapping,
-            )
-        return target.build(data)
+        try:
+            data = extract_json(candidate)
+        except ParseFailed as exc:
+            raise ParseFailed(str(exc), "extraction") from None
+        try:
+            if expected and isinstance(data, dict):
+                data = match_keys(
+                    data,
+                    expected,
+                    required=required,
+                    fuzzy=fuzzy_match,
+                    threshold=similarity_threshold,
+                    handle_unmatched=handle_unmatched,
+                    fill_value=fill_value,
+                    fill_mapping=fill_mapping,
+                )
+            return target.build(data)
+        except ParseFailed as exc:
+            raise ParseFailed(str(exc), "schema") from None
 
     candidate = text
     try:
@@ -161,12 +175,15 @@ async def parse_text(
             return attempt(candidate)
         except ParseFailed as exc:
             error = exc
+    kind: FailureKind = "extraction" if error.failure_kind == "extraction" else "schema"
     if handle_validation == "raise":
         tries = "the direct attempt" + (f" and {retries} reformat calls" if retries else "")
         raise ParseFailed(
-            f"could not parse the reply into {target.name} after {tries}: {error}"
+            f"could not parse the reply into {target.name} after {tries}: {error}", kind
         ) from error
-    return None if handle_validation == "return_none" else text
+    if handle_validation == "return_none":
+        return None
+    return Unparsed(text, kind, str(error), target.name, attempts=1 + retries)
 
 
 async def _reformat(

@@ -19,10 +19,12 @@ The algorithm (the reference system's, plus loop control):
 Every nested ``operate``/``interpret`` runs inline in the same turn (one
 RunStart, one terminal signal), with a nested scope sharing the turn context.
 
-Returns (``ReAct``): the answer, which is the ``Analysis.answer`` text with
-the default format, else the caller's format instance (or the reply text if
-the final reply did not parse). With ``return_analysis``: ``(answer,
-rounds)``, ``rounds`` being each round's
+Returns (``ReAct``): the answer. With the default format it is text: the
+``Analysis.answer``, or the final reply's own text when that did not parse
+into an ``Analysis`` (the answer is text either way). With the caller's
+``response_format`` it is an instance of that format, or an
+[`Unparsed`][pride.Unparsed] when the final reply did not parse. With
+``return_analysis``: ``(answer, rounds)``, ``rounds`` being each round's
 [`OperateResult`][pride.OperateResult] (``.output`` is its
 ReActAnalysis; ``.action_requests``/``.action_responses`` its tool work).
 
@@ -46,7 +48,7 @@ from ..errors import StopStream
 from ..messages import Interpret, Operate, ReAct, ReActStream
 from .interpret import interpret
 from .operate import operate
-from .results import Analysis, OperateResult, ReActAnalysis
+from .results import Analysis, OperateResult, ReActAnalysis, Unparsed
 
 if TYPE_CHECKING:
     from .view import TurnView
@@ -223,8 +225,11 @@ async def _run(
         **shared,
     )
     answer = await operate(inner, final)
-    if command.response_format is None and isinstance(answer, Analysis):
-        return answer.answer
+    if command.response_format is None:
+        if isinstance(answer, Analysis):
+            return answer.answer
+        if isinstance(answer, Unparsed):  # the reply is the answer, only not wrapped in JSON
+            return answer.text
     return answer
 
 

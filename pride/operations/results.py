@@ -3,6 +3,8 @@
 * [`Reason`][pride.Reason]: the ``reason`` field ``operate(reason=True)`` adds.
 * [`OperateResult`][pride.OperateResult]: what ``operate`` returns when ``reason`` or
   ``actions`` is on.
+* [`Unparsed`][pride.Unparsed]: a reply that did not parse into its response
+  format, under ``handle_validation="return_value"``.
 * [`ReActAnalysis`][pride.ReActAnalysis]: the format of each ReAct round.
 * [`Analysis`][pride.Analysis]: ReAct's default final-answer format.
 
@@ -18,7 +20,9 @@ import attrs
 
 from ..messages import ActionCall, ActionResponse
 
-__all__ = ["Analysis", "OperateResult", "ReActAnalysis", "Reason"]
+__all__ = ["Analysis", "OperateResult", "ReActAnalysis", "Reason", "Unparsed"]
+
+FailureKind = Literal["extraction", "schema"]
 
 
 @attrs.frozen
@@ -42,8 +46,9 @@ class OperateResult:
 
     Attributes:
         output: the parsed response format; without a response format, the
-            model's answer text. When parsing failed it is the reply text
-            (``handle_validation="return_value"``) or None (``"return_none"``).
+            model's answer text. When parsing failed it is an
+            [`Unparsed`][pride.Unparsed] (``handle_validation="return_value"``)
+            or None (``"return_none"``).
         reason: the model's [`Reason`][pride.Reason], when ``reason=True`` and it gave one.
         action_requests: every tool call the model asked for, in order,
             executed or not.
@@ -55,6 +60,34 @@ class OperateResult:
     reason: Reason | None = None
     action_requests: tuple[ActionCall, ...] = ()
     action_responses: tuple[ActionResponse, ...] = ()
+
+
+@attrs.frozen
+class Unparsed:
+    """A reply that did not parse into its response format, after every reformat call.
+
+    What ``parse``, ``communicate`` and ``operate`` give back under
+    ``handle_validation="return_value"`` (their default) instead of the
+    format: a value of its own type, so that a failure is never mistaken for
+    an answer (the reference system returns a ``str`` subclass, which reads
+    like one in an f-string). Check for it with ``isinstance(result,
+    pride.Unparsed)``; ``handle_validation="raise"`` raises
+    [`ParseFailed`][pride.ParseFailed] instead, with the same ``failure_kind``.
+
+    Attributes:
+        text: the reply as the model gave it (before any reformat call).
+        failure_kind: ``"extraction"`` when the last attempt found no JSON,
+            ``"schema"`` when it found JSON that does not fit the format.
+        error: what the last attempt said was wrong.
+        format: the name of the format asked for (``"Answer"``).
+        attempts: the attempts made: the direct one plus the reformat calls.
+    """
+
+    text: str
+    failure_kind: FailureKind
+    error: str
+    format: str
+    attempts: int = 1
 
 
 @attrs.frozen

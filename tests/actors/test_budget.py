@@ -84,7 +84,7 @@ async def test_react_loop_stopped_by_max_model_calls() -> None:
     assert info.value.limit == "max_model_calls" and info.value.used == 4
     ends = terminals(recorder)
     assert [type(s) for s in ends] == [RunFailed]
-    assert ends[0].error_type == "BudgetExceeded" and ends[0].num_turns == 3
+    assert ends[0].error_type == "BudgetExceeded" and ends[0].model_calls == 3
     # The three rounds that ran are recorded whole; the refused fourth left nothing.
     replies = [m.assistant_response for m in history if isinstance(m, AssistantResponse)]
     assert replies == [always_more] * 3

@@ -107,7 +107,7 @@ async def test_turn_usage_reaches_run_end() -> None:
     (end,) = recorder.of(RunEnd)
     assert (end.input_tokens, end.output_tokens, end.cached_tokens) == (7, 3, 1)
     assert end.total_cost_usd == 0.5
-    assert end.num_turns == 1
+    assert end.model_calls == 1
     assert end.duration_ms >= 0
 
 

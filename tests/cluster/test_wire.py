@@ -53,6 +53,8 @@ class _Opaque:
             action_requests=(ActionCall("f", {"x": 1}),),
         ),
         [ReActAnalysis(analysis="a", extension_needed=True)],
+        pride.Unparsed("prose", "extraction", "no JSON object found", "Answer", attempts=4),
+        OperateResult(output=pride.Unparsed("{}", "schema", "missing value", "Answer")),
     ],
     ids=lambda value: type(value).__name__,
 )
@@ -110,6 +112,8 @@ def test_pride_errors_keep_their_class_and_attributes() -> None:
     assert isinstance(lost, BranchClosed) and lost.host == "h1" and lost.branch_name == "b"
     limited = decode_error(encode_error(pride.RateLimited("x", retry_after=2.0)))
     assert isinstance(limited, pride.RateLimited) and limited.retry_after == 2.0
+    failed = decode_error(encode_error(pride.ParseFailed("no JSON", "extraction")))
+    assert isinstance(failed, pride.ParseFailed) and failed.failure_kind == "extraction"
 
 
 def test_other_errors_become_builtins_or_remote_errors() -> None:

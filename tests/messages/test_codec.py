@@ -227,6 +227,43 @@ def test_signal_carries_schema_version() -> None:
     assert data["schema_version"] == pride.messages.SIGNAL_SCHEMA_VERSION
 
 
+@pytest.mark.parametrize("cls", [pride.RunEnd, pride.RunFailed], ids=lambda c: c.__name__)
+def test_terminals_name_model_calls_and_read_version_1(cls: type) -> None:
+    """model_calls round-trips; version-1 data (num_turns) still decodes, under the new name."""
+    signal = cls(turn_id=uuid4(), model_calls=4, tool_calls=2)
+    data = unstructure(signal)
+    assert data["model_calls"] == 4 and "num_turns" not in data
+    assert data["schema_version"] == 2
+    assert from_json(to_json(signal), Signal) == signal
+
+    old = {k: v for k, v in data.items() if k != "model_calls"}
+    old |= {"num_turns": 4, "schema_version": 1}
+    back = structure(old, Signal)
+    assert type(back) is cls and back.model_calls == 4 and back.schema_version == 1
+    unversioned = {k: v for k, v in old.items() if k != "schema_version"}
+    assert structure(unversioned, Signal).model_calls == 4
+
+
+def test_num_turns_in_current_data_is_refused_naming_the_rename() -> None:
+    """Version-2 data carrying the old name is bad input, and the error says what it became."""
+    data = unstructure(pride.RunEnd(model_calls=1)) | {"num_turns": 1}
+    del data["model_calls"]
+    with pytest.raises(InvalidMessage, match="renamed 'model_calls' in schema version 2"):
+        structure(data, Signal)
+    both = unstructure(pride.RunEnd(model_calls=1)) | {"num_turns": 1, "schema_version": 1}
+    with pytest.raises(InvalidMessage, match="both 'num_turns' and"):
+        structure(both, Signal)
+
+
+def test_num_turns_is_a_deprecated_alias_of_model_calls() -> None:
+    """Reading num_turns still works, with a DeprecationWarning pointing at model_calls."""
+    end = pride.RunEnd(model_calls=3)
+    with pytest.warns(DeprecationWarning, match="model_calls"):
+        assert end.num_turns == 3
+    with pytest.warns(DeprecationWarning, match="RunFailed.num_turns"):
+        assert pride.RunFailed(model_calls=2).num_turns == 2
+
+
 def test_message_added_embeds_tagged_message() -> None:
     """A signal carrying a message round-trips its concrete message class."""
     signal = MessageAdded(message=Instruction(instruction="hi"), turn_id=uuid4())

@@ -22,6 +22,7 @@ from pride import (
     RunFailed,
     RunStart,
     ScriptedModel,
+    Unparsed,
 )
 from pride.llm import ScriptedReply, ToolCall
 from tests.helpers import Recorder
@@ -272,6 +273,38 @@ async def test_parse_failure_modes() -> None:
         assert await branch.operate("x", response_format=Answer, skip_validation=True) == "not json"
         with pytest.raises(ParseFailed, match="Answer"):
             await branch.operate("y", response_format=Answer, handle_validation="raise")
+
+
+@pytest.mark.parametrize("mode", ["return_value", "return_none", "raise"])
+async def test_a_reply_that_does_not_parse_is_never_a_bare_str(mode: str) -> None:
+    """The shape table of docs/operations.md: under every handle_validation, a failed
+    parse is an Unparsed, None or ParseFailed; with reason on, it is OperateResult.output."""
+    model = ScriptedModel(lambda request: "I'd rather not use JSON")
+    async with Branch(chat_model=model) as branch:
+        for options in ({}, {"reason": True}):
+            command = Operate("x", response_format=Answer, handle_validation=mode, **options)
+            if mode == "raise":
+                with pytest.raises(ParseFailed) as info:
+                    await pride.ask(branch, command)
+                assert info.value.failure_kind == "extraction"
+                continue
+            result = await pride.ask(branch, command)
+            output = result.output if options else result
+            if options:
+                assert isinstance(result, OperateResult) and result.reason is None
+            if mode == "return_none":
+                assert output is None
+            else:
+                assert isinstance(output, Unparsed)
+                assert output.text == "I'd rather not use JSON"
+                assert output.attempts == 4  # the direct attempt and 3 reformat calls
+        if mode == "raise":
+            with pytest.raises(ParseFailed):
+                await branch.communicate("y", response_format=Answer, handle_validation=mode)
+        else:
+            answered = await branch.communicate("y", response_format=Answer, handle_validation=mode)
+            assert answered is None if mode == "return_none" else isinstance(answered, Unparsed)
+        assert await branch.operate("z") == "I'd rather not use JSON"  # no format: the text
 
 
 async def test_bad_input_fails_the_turn_clearly_and_the_actor_keeps_serving() -> None:

@@ -103,7 +103,10 @@ async def test_fuzzy_key_matching_maps_near_miss_keys() -> None:
         strict = await branch.parse(
             '{"valeu": 2}', response_format=Answer, fuzzy_match=False, max_retries=0
         )
-        assert strict == '{"valeu": 2}'  # handle_validation="return_value" gives the text back
+        # handle_validation="return_value": the text back, typed as a failure
+        assert strict == pride.Unparsed(
+            '{"valeu": 2}', "schema", strict.error, "Answer", attempts=1
+        )
         distant = await branch.parse(
             '{"amount": 2}', response_format=Answer, max_retries=0, handle_validation="return_none"
         )
@@ -199,9 +202,13 @@ async def test_parse_fails_clearly_after_max_retries() -> None:
 
 
 async def test_handle_validation_return_value_and_return_none() -> None:
-    """Exhausted retries give the original text back, or None."""
+    """Exhausted retries give an Unparsed carrying the original text, or None."""
     async with Branch(chat_model=_model("x", "y")) as branch:
-        assert await branch.parse("junk", response_format=Answer, max_retries=1) == "junk"
+        unparsed = await branch.parse("junk", response_format=Answer, max_retries=1)
+        assert isinstance(unparsed, pride.Unparsed) and not isinstance(unparsed, str)
+        assert (unparsed.text, unparsed.failure_kind) == ("junk", "extraction")
+        assert unparsed.attempts == 2
+        assert unparsed.format == "Answer" and "no JSON object found" in unparsed.error
         assert (
             await branch.parse(
                 "junk", response_format=Answer, max_retries=1, handle_validation="return_none"
@@ -210,11 +217,39 @@ async def test_handle_validation_return_value_and_return_none() -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [("no json at all", "extraction"), ('{"value": "seven"}', "schema")],
+    ids=["no-json", "json-that-does-not-fit"],
+)
+async def test_a_failure_says_its_kind_under_every_mode(reply: str, kind: str) -> None:
+    """No JSON is an "extraction" failure, JSON that does not fit a "schema" one: on the
+    Unparsed (return_value) and on the ParseFailed (raise) alike, naming the last error."""
+    async with Branch(chat_model=_model()) as branch:
+        unparsed = await branch.parse(reply, response_format=Answer, max_retries=0)
+        with pytest.raises(ParseFailed) as info:
+            await branch.parse(
+                reply, response_format=Answer, max_retries=0, handle_validation="raise"
+            )
+    assert isinstance(unparsed, pride.Unparsed)
+    assert unparsed.failure_kind == kind == info.value.failure_kind
+    assert unparsed.error in str(info.value)
+
+
+def test_parse_failed_keeps_its_kind_through_pickling() -> None:
+    """ParseFailed(message, kind) survives pickling (process pools and Ray carry errors)."""
+    import pickle
+
+    error = pickle.loads(pickle.dumps(ParseFailed("no JSON", "extraction")))
+    assert (str(error), error.failure_kind) == ("no JSON", "extraction")
+
+
 async def test_reformat_calls_are_capped_at_five() -> None:
     """max_retries above 5 makes at most 5 reformat calls."""
     model = ScriptedModel(lambda request: "no json")
     async with Branch(chat_model=model) as branch:
-        assert await branch.parse("junk", response_format=Answer, max_retries=50) == "junk"
+        unparsed = await branch.parse("junk", response_format=Answer, max_retries=50)
+    assert isinstance(unparsed, pride.Unparsed) and unparsed.attempts == 6
     assert len(model.calls) == 5
 
 

@@ -137,6 +137,17 @@ async def test_react_returns_the_callers_format() -> None:
         assert await branch.ReAct("q", response_format=Answer) == Answer(42)
 
 
+async def test_an_unparsed_answer_keeps_the_type_react_promises() -> None:
+    """Default format: a prose answer is still the answer text (a str, as always). The
+    caller's format: an Unparsed, never the bare text posing as the format."""
+    prose = Script(more=False, answer="Forty-two, plainly.")
+    async with Branch(chat_model=prose.model) as branch:
+        assert await branch.ReAct("q") == "Forty-two, plainly."
+        unparsed = await branch.ReAct("q", response_format=Answer)
+    assert isinstance(unparsed, pride.Unparsed)
+    assert (unparsed.text, unparsed.format) == ("Forty-two, plainly.", "Answer")
+
+
 async def test_unparseable_round_moves_to_the_answer() -> None:
     """A round whose reply is not an analysis cannot ask for more; the answer step follows."""
     script = Script(on_round=lambda number: "I am not JSON")
