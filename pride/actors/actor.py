@@ -646,7 +646,7 @@ def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> Any:
             output_tokens=state.output_tokens,
             cached_tokens=state.cached_tokens,
             total_cost_usd=state.cost_usd,
-            num_turns=state.model_calls,
+            model_calls=state.model_calls,
             tool_calls=state.tool_calls,
             pending=tuple(call.call_id for call in state.journal.pending),
         )

@@ -453,7 +453,8 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
         if _is_marker("pride:model")(hints.get(field.name))
     )
 
-    renamed = _RENAMED.get(cls, ())
+    # Subclasses (RunSuspended is a RunFailed) inherit their base's renames.
+    renamed = next((_RENAMED[base] for base in cls.__mro__ if base in _RENAMED), ())
 
     def structure_tagged(data: Any, _: Any) -> Any:
         if not isinstance(data, Mapping):

@@ -227,7 +227,9 @@ def test_signal_carries_schema_version() -> None:
     assert data["schema_version"] == pride.messages.SIGNAL_SCHEMA_VERSION
 
 
-@pytest.mark.parametrize("cls", [pride.RunEnd, pride.RunFailed], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [pride.RunEnd, pride.RunFailed, pride.RunSuspended], ids=lambda c: c.__name__
+)
 def test_terminals_name_model_calls_and_read_version_1(cls: type) -> None:
     """model_calls round-trips; version-1 data (num_turns) still decodes, under the new name."""
     signal = cls(turn_id=uuid4(), model_calls=4, tool_calls=2)
