@@ -6,6 +6,9 @@ mcp (the optional extra) sits beside tools
 and supervisors: it builds on actors, tools and messages and never imports
 supervisors at run time, while ``Session.spawn_mcp`` is the one door from
 supervisors into it (a lazy import, so ``import pride`` never loads the SDK).
+telemetry (the otel extra) sits beside actors: it installs itself in the
+actors' tracer slot and reads llm's retry notices; only the CLI imports it
+(lazily, for ``pride run --otel``), so ``import pride`` never loads OpenTelemetry.
 Imports under ``if TYPE_CHECKING:`` count too: a type-only import is still a
 dependency a reader has to follow (and a cycle through one is a cycle).
 
@@ -41,6 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "supervisors": BASE
     | {"llm", "tools", "context", "memory", "operations", "actors", "store", "mcp"},
     "mcp": BASE | {"llm", "tools", "context", "memory", "operations", "actors"},
+    "telemetry": BASE | {"llm", "actors"},
     "store": BASE,
     "testing": BASE | {"llm"},
     "cluster": BASE
@@ -58,6 +62,7 @@ ALLOWED: dict[str, set[str]] = {
         "testing",
         "mcp",
         "cluster",
+        "telemetry",
     },
 }
 

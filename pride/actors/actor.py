@@ -62,7 +62,7 @@ from ..messages import (
     WorkCommand,
     new_id,
 )
-from . import turn, wiring
+from . import instrument, turn, wiring
 from .budget import Account, Meter
 from .journal import BranchJournal, open_run
 from .mailbox import Mailbox, MailboxStatistics, Reply
@@ -341,13 +341,16 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     step = enter_step(reply)  # its tools waiting on this branch would deadlock
     command: WorkCommand = reply.command  # type: ignore[assignment]
     meter = _meter(actor, command)
+    tracer = instrument.TRACER  # its tool calls' spans, under the caller's (no span of its own)
+    trace = None if tracer is None else tracer.step(actor.branch, command, reply.trace)
     try:
         if actor.journal is not None:
             actor.journal.check_free()  # an Act would record after unanswered tool calls
+        work = partial(run_command, actor.branch, command, None, meter, trace)
         if meter.limited:  # the budget's cancel scope, its deadline the max_duration
-            result = await meter.run(partial(run_command, actor.branch, command, None, meter))
+            result = await meter.run(work)
         else:
-            result = await run_command(actor.branch, command, None, meter)
+            result = await work()
     except trio.Cancelled:
         if reply.cancel_reason is None:
             reply.fail(TurnCancelled("shutdown"))
@@ -368,6 +371,8 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     finally:
         meter.close()
         leave_step(step)
+        if trace is not None:
+            trace.end(None, False, meter.usage())
 
 
 async def _commit_step(actor: Actor) -> Exception | None:
@@ -430,6 +435,9 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     scope = turn.TurnScope(state, owns_lifecycle=True, stream=reply.stream)
     observed = actor.observer is not None
     reply.start(context.turn_id, cancel)
+    tracer = instrument.TRACER
+    if tracer is not None:  # the turn's span, under the caller's (from the envelope)
+        state.trace = tracer.turn(branch, context.turn_id, command, reply.trace)  # type: ignore[arg-type]
     actor.turn = state
     token = turn.bind(branch, actor, scope)
     result: Any = None
@@ -480,6 +488,8 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         turn.unbind(token)
         if reply.stream is not None:
             reply.stream.close()
+        if state.trace is not None:  # ended before the caller is answered
+            _end_trace(state, outcome)
     if outcome.failure is None:
         reply.succeed(result if outcome.result_kept else None)
     else:
@@ -546,6 +556,12 @@ async def _finalise(
         if not committed and outcome.failure is None:  # never answered ok uncommitted
             outcome = _Outcome(_uncommitted(actor))
     return outcome
+
+
+def _end_trace(state: turn.TurnState, outcome: _Outcome | None) -> None:
+    failure = outcome.failure if outcome is not None else None
+    cancelled = outcome.cancelled if outcome is not None else False
+    state.trace.end(failure, cancelled, state.meter.usage())
 
 
 def _over_budget(

@@ -27,6 +27,7 @@ import trio
 
 from ..errors import BranchClosed, MailboxFull, ReplyConsumedError, TurnCancelled
 from ..messages import Command
+from . import instrument
 from .waits import check_wait_allowed, record_wait, remove_wait
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ class Reply:
         tag: the sender's label for the envelope (a str, an int or None), kept
             with its turn in the turn journal and given back when the turn is
             resumed after a restart (``pride run`` tags with its request id).
+        trace: the sender's trace context (W3C ``traceparent`` and friends, as
+            plain strings) when tracing is on, else None; the turn's span is a
+            child of it. A target carrying the envelope to another process
+            carries this along.
     """
 
     __slots__ = (
@@ -74,6 +79,7 @@ class Reply:
         "command",
         "state",
         "tag",
+        "trace",
         "turn_id",
         "waiting_tasks",
     )
@@ -104,6 +110,10 @@ class Reply:
         # What holds this reply queued (a mailbox's work lane, or a remote target's
         # record of it) until it starts: told when the caller drops it.
         self._queued_in: Holder | None = None
+        tracer = instrument.TRACER
+        self.trace: instrument.Carrier | None = (
+            tracer.carrier() if tracer is not None and command.lane == "work" else None
+        )
 
     def __repr__(self) -> str:
         return (

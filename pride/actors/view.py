@@ -52,6 +52,7 @@ from ..operations import execute
 from ..tools import ActionOutcome
 from . import wiring
 from .budget import Meter
+from .instrument import TurnTrace
 from .turn import TurnScope
 
 if TYPE_CHECKING:
@@ -71,12 +72,16 @@ _NOT_VERBS = frozenset({"serve", "deliver", "run_hook", "aclone"})
 
 
 async def run_command(
-    branch: Branch, command: WorkCommand, scope: TurnScope | None, meter: Meter | None = None
+    branch: Branch,
+    command: WorkCommand,
+    scope: TurnScope | None,
+    meter: Meter | None = None,
+    trace: TurnTrace | None = None,
 ) -> Any:
     """Run ``command``'s operation in the calling task (the turn driver or a nested call).
 
-    ``meter`` is the allowance of a work item served outside a turn (an
-    ``Act``); a turn's calls use the scope's.
+    ``meter`` and ``trace`` are the allowance and the tracing of a work item
+    served outside a turn (an ``Act``); a turn's calls use the scope's.
 
     A ``Call`` runs the branch's verb of that name (attribute first), else the
     registered operation, which receives the branch itself.
@@ -101,7 +106,7 @@ async def run_command(
         if operation is None:
             raise UnknownOperation(name)
         return await operation(branch, **command.kwargs)
-    return await execute(BranchTurn(branch, scope, meter), command)
+    return await execute(BranchTurn(branch, scope, meter, trace=trace), command)
 
 
 def _verb(branch: Branch, name: str) -> Callable[..., Any]:
@@ -128,7 +133,7 @@ class BranchTurn:
     ``meter``, if given, still counts its tool calls and applies its budget).
     """
 
-    __slots__ = ("_branch", "_meter", "_progress", "_scope", "acts", "messages")
+    __slots__ = ("_branch", "_meter", "_progress", "_scope", "_trace", "acts", "messages")
 
     def __init__(
         self,
@@ -136,6 +141,7 @@ class BranchTurn:
         scope: TurnScope | None,
         meter: Meter | None = None,
         progress: trio.MemorySendChannel[Any] | None = None,
+        trace: TurnTrace | None = None,
     ) -> None:
         self._branch = branch
         self._scope = scope
@@ -143,6 +149,7 @@ class BranchTurn:
         # Where ToolProgress items go: the turn's consumer, even from a nested
         # step that streams no tokens (ReActStream's rounds stream only results).
         self._progress = progress if progress is not None or scope is None else scope.stream
+        self._trace = trace if trace is not None or scope is None else scope.state.trace
         self.messages: History = branch._messages
         """The recorded conversation."""
         self.acts: ActionManager = branch._actions
@@ -240,7 +247,7 @@ class BranchTurn:
             return self
         stream = scope.stream if stream_tokens else None
         nested = TurnScope(scope.state, owns_lifecycle=False, stream=stream, meter=scope.meter)
-        return BranchTurn(self._branch, nested, progress=self._progress)
+        return BranchTurn(self._branch, nested, progress=self._progress, trace=self._trace)
 
     # ------------------------------------------------------------ the turn
 
@@ -308,16 +315,39 @@ class BranchTurn:
 
         Cancellation: an in-flight call is aborted (its HTTP stream closed).
         """
-        branch = self._branch
-        scope = self._scope
         meter = self._meter
         if meter is not None:
             meter.admit_model_call()
+        scope = self._scope
         run = scope.state.journal if scope is not None else None
         if run is not None:  # the journal answers a step it holds (a resumed turn)
             step, replayed = await run.model_step()
             if replayed is not None:
                 return await self._replayed(replayed, stream_tokens=stream_tokens)
+        streaming = stream_tokens and self.streaming
+        trace = self._trace
+        if trace is None:
+            response = await self._call_model(model, request, streaming, control)
+        else:
+            with trace.model_call(model, request, streaming=streaming) as span:
+                response = await self._call_model(model, request, streaming, control)
+                span.response(response)
+        if run is not None:
+            run.model_replied(step, response)
+        if meter is not None:  # last: a reply past a token or cost limit is not returned
+            usage = response.usage
+            meter.add_tokens(
+                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
+            )
+        return response
+
+    async def _call_model(
+        self, model: iModel, request: ModelRequest, streaming: bool, control: bool
+    ) -> ModelResponse:
+        """The call itself: hooks, streaming to the consumer, the call log."""
+        branch = self._branch
+        scope = self._scope
+        meter = self._meter
         actor = branch._actor
         hooked = actor.hooks is not None
         if hooked:
@@ -328,7 +358,8 @@ class BranchTurn:
         started = time.perf_counter()
         turn_id = scope.turn_id if scope is not None else None
         try:
-            if stream_tokens and scope is not None and scope.stream is not None:
+            if streaming:
+                assert scope is not None
                 watched = meter is not None and meter.watches_output
                 streamed = 0  # this reply's output tokens so far (an estimate)
                 async with model.stream(request) as chunks:
@@ -353,8 +384,6 @@ class BranchTurn:
                 "model", model.model, started=started, status="error", turn_id=turn_id, error=exc
             )
             raise
-        if run is not None:
-            run.model_replied(step, response)
         usage = response.usage
         logs.record(
             "model",
@@ -372,10 +401,6 @@ class BranchTurn:
         if hooked:
             wiring.fire_hook(
                 actor, "after_model_call", {"branch": branch, "model": model, "response": response}
-            )
-        if meter is not None:  # last: a reply past a token or cost limit is not returned
-            meter.add_tokens(
-                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
             )
         return response
 
@@ -484,7 +509,8 @@ class BranchTurn:
             self._meter.admit_tool_call()
 
     async def around_tool_call(self, call: ActionCall, invoke: Callable[[], Any]) -> Any:
-        """Runs around each tool call the hooks let through: the budget's check and count.
+        """Runs around each tool call the hooks let through: the budget's check and
+        count, and the call's trace span.
 
         Raises:
             BudgetExceeded: the allowance is spent; the tool is not called.
@@ -492,7 +518,14 @@ class BranchTurn:
         meter = self._meter
         if meter is not None:
             meter.admit_tool_call()
-        return await invoke()
+        trace = self._trace
+        if trace is None:
+            return await invoke()
+        tool = self.acts.get(call.function)
+        with trace.tool_call(call, tool.description if tool is not None else None) as span:
+            output = await invoke()
+            span.result(output)
+            return output
 
     async def before_tool_call(self, call: ActionCall) -> None:
         """Runs before each tool call: the blocking ``before_tool_call`` hook.

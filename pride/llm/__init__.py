@@ -18,6 +18,7 @@ import inspect as _inspect
 
 from ._client import DEFAULT_HTTP_LIMITS as DEFAULT_HTTP_LIMITS
 from ._limiter import LimiterStatistics as LimiterStatistics, RateLimiter as RateLimiter
+from ._listen import retry_listener as retry_listener
 from ._model import (
     DEFAULT_CALL_TIMEOUT as DEFAULT_CALL_TIMEOUT,
     DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
@@ -72,6 +73,7 @@ __all__ = [
     "estimate_text_tokens",
     "iModel",
     "load_encoding",
+    "retry_listener",
 ]
 
 # Tracebacks and reprs name the public home of each class and function.

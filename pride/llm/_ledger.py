@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from . import _tokens
 from ._limiter import RateLimiter
+from ._listen import notify_listeners
 from ._retry import RetryNotice
 from ._types import ModelRequest, ModelResponse, ModelStatistics, Usage
 
@@ -86,13 +87,15 @@ class CallLedger:
     def record_retry(
         self, notice: RetryNotice, observer: Callable[[RetryNotice], None] | None
     ) -> None:
-        """Count a retry, log it (``pride.llm``, INFO) and tell ``observer``.
+        r"""Count a retry, log it (``pride.llm``, INFO) and tell ``observer`` and the
+        calling context's [`retry_listener`][pride.llm.retry_listener]\ s.
 
         An exception raised by ``observer`` is logged and dropped: observing a
         call must not break it.
         """
         self.retries += 1
         logger.info("%s: %s", notice.message, notice.error)
+        notify_listeners(notice)
         if observer is None:
             return
         try:

@@ -1,0 +1,568 @@
+"""PrideTracer: pride's turns, model calls and tool calls as OpenTelemetry spans.
+
+The span tree follows the work (GenAI semantic conventions, latest
+experimental: what ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``
+selects in OpenTelemetry's own GenAI instrumentations):
+
+```text
+invoke_agent planner                 INTERNAL  one per turn
+├── chat gpt-4.1-mini                CLIENT    one per model call (retries as events)
+├── execute_tool ask_researcher      INTERNAL  one per tool call
+│   └── invoke_agent researcher                the asked branch's turn: a child
+│       ├── chat gpt-4.1-mini
+│       └── execute_tool search
+└── chat gpt-4.1-mini
+```
+
+Parents come from the envelope, never from the actor task's own context:
+trio copies the context of the task that *spawned* an actor into its loop,
+so a loop started inside a request's span would otherwise parent every
+later turn to that request. The envelope carries the sender's context as a
+W3C ``traceparent`` (``Reply.trace``), so the same holds across processes.
+
+Message content (prompts, replies, tool arguments and results) is recorded
+only when asked: ``instrument(capture_content=True)`` or
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, OpenTelemetry's
+variable for GenAI instrumentations.
+
+A tracer never breaks the work it traces: an exception of its own is logged
+(``pride.telemetry``) and the work goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from opentelemetry import context as otel_context, propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from .._version import __version__
+from ..actors import instrument as slot
+from ..llm import retry_listener
+
+if TYPE_CHECKING:
+    from ..actors.branch import Branch
+    from ..llm import ModelRequest, ModelResponse, RetryNotice, iModel
+    from ..messages import ActionCall, Usage, WorkCommand
+
+__all__ = ["CAPTURE_CONTENT_ENV", "PrideTracer", "instrument", "instrumented", "uninstrument"]
+
+log = logging.getLogger("pride.telemetry")
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""OpenTelemetry's switch for recording GenAI message content (``true`` to record)."""
+
+_SCOPE = "pride"
+_SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
+_CONTENT_LIMIT = 16_384  # characters of one recorded content attribute
+
+# Request options that map onto GenAI request attributes.
+_REQUEST_OPTIONS = {
+    "temperature": "gen_ai.request.temperature",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "seed": "gen_ai.request.seed",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+}
+
+
+def _content_from_env() -> bool:
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+class PrideTracer:
+    """The tracer pride's runtime reports to once `instrument` installed it.
+
+    Args:
+        tracer_provider: where the spans go; None uses OpenTelemetry's global
+            provider, looked up at each turn until the application sets one
+            (before that, turns are not traced and cost next to nothing).
+        capture_content: record message content; None reads
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
+    """
+
+    def __init__(self, tracer_provider: Any = None, *, capture_content: bool | None = None) -> None:
+        self._provider = tracer_provider
+        self._tracer: trace.Tracer | None = None
+        if tracer_provider is not None:
+            self._tracer = tracer_provider.get_tracer(_SCOPE, __version__, schema_url=_SCHEMA_URL)
+        self.capture_content = _content_from_env() if capture_content is None else capture_content
+
+    def __repr__(self) -> str:
+        source = "global provider" if self._provider is None else repr(self._provider)
+        return f"<PrideTracer {source} capture_content={self.capture_content}>"
+
+    def _active(self) -> trace.Tracer | None:
+        """The tracer to record with, or None while nothing would record."""
+        tracer = self._tracer
+        if tracer is not None:
+            return tracer
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            return None  # no SDK configured (yet): nothing would be recorded
+        # The global provider is set once per process: keep its tracer.
+        self._tracer = provider.get_tracer(_SCOPE, __version__, schema_url=_SCHEMA_URL)
+        return self._tracer
+
+    # ----------------------------------------------------------- the slot
+
+    def carrier(self) -> dict[str, str] | None:
+        """The calling task's trace context, as W3C headers, if it has a span."""
+        try:
+            if not trace.get_current_span().get_span_context().is_valid:
+                return None
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            return carrier or None
+        except Exception:
+            log.exception("could not capture the trace context for an envelope")
+            return None
+
+    def turn(
+        self,
+        branch: Branch,
+        turn_id: Any,
+        command: WorkCommand,
+        carrier: Mapping[str, str] | None,
+    ) -> _Turn | None:
+        """The span of one turn, current in the actor's task until it ends."""
+        try:
+            tracer = self._active()
+            if tracer is None:
+                return None
+            parent = _parent(carrier)
+            model = branch.chat_model
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": branch.name,
+                "gen_ai.agent.id": branch.id_str,
+                "gen_ai.conversation.id": branch.id_str,
+                "gen_ai.provider.name": model.provider,
+                "gen_ai.request.model": model.model,
+                "pride.turn_id": str(turn_id),
+                "pride.command": type(command).__name__,
+            }
+            owner = branch.owner_id
+            if owner is not None:
+                attributes["pride.session.id"] = str(owner)
+            span = tracer.start_span(
+                f"invoke_agent {branch.name}",
+                context=parent,
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+            )
+            return _Turn(
+                self, tracer, span, parent, conversation=branch.id_str, turn_id=str(turn_id)
+            )
+        except Exception:
+            log.exception("could not start the span of a turn of branch %r", branch.name)
+            return None
+
+    def step(
+        self, branch: Branch, command: WorkCommand, carrier: Mapping[str, str] | None
+    ) -> _Turn | None:
+        """An ``Act``: no span of its own; its tool calls' spans go under the sender's."""
+        try:
+            tracer = self._active()
+            if tracer is None:
+                return None
+            parent = _parent(carrier)
+            return _Turn(self, tracer, None, parent, conversation=branch.id_str, turn_id=None)
+        except Exception:
+            log.exception("could not trace an Act of branch %r", branch.name)
+            return None
+
+
+def _parent(carrier: Mapping[str, str] | None) -> Context:
+    """The parent context of a turn: the envelope's, else a new trace (never the actor's)."""
+    if not carrier:
+        return Context()
+    return propagate.extract(carrier, context=Context())
+
+
+class _Turn:
+    """One traced turn (or ``Act``): its span, current in the actor's task meanwhile."""
+
+    __slots__ = ("_conversation", "_span", "_token", "_tracer", "_turn_id", "owner")
+
+    def __init__(
+        self,
+        owner: PrideTracer,
+        tracer: trace.Tracer,
+        span: Span | None,
+        parent: Context,
+        *,
+        conversation: str,
+        turn_id: str | None,
+    ) -> None:
+        self.owner = owner
+        self._tracer = tracer
+        self._span = span
+        self._conversation = conversation
+        self._turn_id = turn_id
+        current = trace.set_span_in_context(span, parent) if span is not None else parent
+        self._token: Any = otel_context.attach(current)
+
+    def _common(self) -> dict[str, Any]:
+        attributes: dict[str, Any] = {"gen_ai.conversation.id": self._conversation}
+        if self._turn_id is not None:
+            attributes["pride.turn_id"] = self._turn_id
+        return attributes
+
+    def model_call(self, model: iModel, request: ModelRequest, *, streaming: bool) -> _Call:
+        """The span of one model call (entered by the caller)."""
+        return _ModelCall(self, model, request, streaming)
+
+    def tool_call(self, call: ActionCall, description: str | None) -> _Call:
+        """The span of one tool invocation (entered by the caller)."""
+        return _ToolCall(self, call, description)
+
+    def end(self, failure: BaseException | None, cancelled: bool, usage: Usage) -> None:
+        """Record the outcome and usage, end the span, restore the actor's context."""
+        try:
+            span = self._span
+            if span is not None:
+                span.set_attributes(_usage_attributes(usage))
+                if failure is None:
+                    span.set_attribute("pride.outcome", "completed")
+                else:
+                    outcome = "cancelled" if cancelled else "failed"
+                    span.set_attribute("pride.outcome", outcome)
+                    span.set_attribute("error.type", type(failure).__name__)
+                    if not cancelled:
+                        span.record_exception(failure)
+                    span.set_status(Status(StatusCode.ERROR, str(failure)))
+                span.end()
+        except Exception:
+            log.exception("could not end the span of turn %s", self._turn_id)
+        finally:
+            otel_context.detach(self._token)
+
+
+def _usage_attributes(usage: Usage) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "pride.usage.model_calls": usage.model_calls,
+        "pride.usage.tool_calls": usage.tool_calls,
+    }
+    if usage.cost_usd is not None:
+        attributes["pride.usage.cost_usd"] = usage.cost_usd
+    return attributes
+
+
+class _Call:
+    """A span around one call, current in the calling task while it runs."""
+
+    __slots__ = ("_span", "_token", "turn")
+
+    def __init__(self, turn: _Turn) -> None:
+        self.turn = turn
+        self._span: Span | None = None
+        self._token: Any = None
+
+    def _start(self) -> Span:
+        raise NotImplementedError
+
+    def __enter__(self) -> _Call:
+        try:
+            self._span = self._start()
+            self._token = otel_context.attach(trace.set_span_in_context(self._span))
+        except Exception:
+            log.exception("could not start a call span")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        span = self._span
+        try:
+            if span is not None:
+                if exc is not None:
+                    span.set_attribute("error.type", type(exc).__name__)
+                    if isinstance(exc, Exception):
+                        span.record_exception(exc)
+                    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+                span.end()
+        except Exception:
+            log.exception("could not end a call span")
+        finally:
+            if self._token is not None:
+                otel_context.detach(self._token)
+                self._token = None
+
+    def response(self, response: ModelResponse) -> None:
+        """A model call's reply (see `_ModelCall`)."""
+
+    def result(self, output: Any) -> None:
+        """A tool's output (see `_ToolCall`)."""
+
+
+class _ModelCall(_Call):
+    """``chat {model}``: one model call, its retries as events."""
+
+    __slots__ = ("_listening", "_model", "_request", "_streaming")
+
+    def __init__(self, turn: _Turn, model: iModel, request: ModelRequest, streaming: bool) -> None:
+        super().__init__(turn)
+        self._model = model
+        self._request = request
+        self._streaming = streaming
+        self._listening: retry_listener | None = None
+
+    def _start(self) -> Span:
+        model, request = self._model, self._request
+        attributes = self.turn._common()
+        attributes.update(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": model.provider,
+                "gen_ai.request.model": model.model,
+                "gen_ai.output.type": "json" if request.response_format else "text",
+            }
+        )
+        if self._streaming:
+            attributes["gen_ai.request.stream"] = True
+        options = {**model.request_options, **request.options}
+        for option, name in _REQUEST_OPTIONS.items():
+            value = options.get(option)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                attributes[name] = value
+        if model.base_url:
+            where = urlsplit(model.base_url)
+            if where.hostname:
+                attributes["server.address"] = where.hostname
+                if where.port is not None:
+                    attributes["server.port"] = where.port
+        if self.turn.owner.capture_content:
+            attributes["gen_ai.input.messages"] = _clip(_input_messages(request))
+            if request.system:
+                attributes["gen_ai.system_instructions"] = _clip(
+                    json.dumps([{"type": "text", "content": request.system}])
+                )
+            if request.tools:
+                attributes["gen_ai.tool.definitions"] = _clip(_json(list(request.tools)))
+        return self.turn._tracer.start_span(
+            f"chat {model.model}", kind=SpanKind.CLIENT, attributes=attributes
+        )
+
+    def __enter__(self) -> _Call:
+        super().__enter__()
+        if self._span is not None:
+            self._listening = retry_listener(self._retry)
+            self._listening.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._listening is not None:
+            self._listening.__exit__(exc_type, exc, tb)
+            self._listening = None
+        super().__exit__(exc_type, exc, tb)
+
+    def _retry(self, notice: RetryNotice) -> None:
+        span = self._span
+        if span is None:
+            return
+        attributes: dict[str, Any] = {
+            "pride.retry.number": notice.retry,
+            "pride.retry.max_retries": notice.max_retries,
+            "pride.retry.delay_s": notice.delay,
+            "error.type": type(notice.error).__name__,
+        }
+        if notice.status is not None:
+            attributes["http.response.status_code"] = notice.status
+        span.add_event("pride.retry", attributes)
+
+    def response(self, response: ModelResponse) -> None:
+        span = self._span
+        if span is None:
+            return
+        try:
+            usage = response.usage
+            attributes: dict[str, Any] = {
+                "gen_ai.response.model": response.model or self._model.model,
+                "gen_ai.usage.input_tokens": usage.input_tokens,
+                "gen_ai.usage.output_tokens": usage.output_tokens,
+            }
+            if response.finish_reason:
+                attributes["gen_ai.response.finish_reasons"] = (response.finish_reason,)
+            if usage.cached_tokens:
+                attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
+            if usage.cost_usd is not None:
+                attributes["pride.usage.cost_usd"] = usage.cost_usd
+            if self.turn.owner.capture_content:
+                attributes["gen_ai.output.messages"] = _clip(_output_messages(response))
+            span.set_attributes(attributes)
+        except Exception:
+            log.exception("could not record a model call's reply on its span")
+
+
+class _ToolCall(_Call):
+    """``execute_tool {tool name}``: one tool invocation."""
+
+    __slots__ = ("_call", "_description")
+
+    def __init__(self, turn: _Turn, call: ActionCall, description: str | None) -> None:
+        super().__init__(turn)
+        self._call = call
+        self._description = description
+
+    def _start(self) -> Span:
+        call = self._call
+        attributes = self.turn._common()
+        attributes.update(
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.function,
+                "gen_ai.tool.type": "function",
+            }
+        )
+        if call.call_id:
+            attributes["gen_ai.tool.call.id"] = call.call_id
+        if self._description:
+            attributes["gen_ai.tool.description"] = self._description
+        if self.turn.owner.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = _clip(_json(dict(call.arguments)))
+        return self.turn._tracer.start_span(
+            f"execute_tool {call.function}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+
+    def result(self, output: Any) -> None:
+        span = self._span
+        if span is not None and self.turn.owner.capture_content:
+            try:
+                span.set_attribute("gen_ai.tool.call.result", _clip(_json(output)))
+            except Exception:
+                log.exception("could not record a tool's result on its span")
+
+
+# ------------------------------------------------------------ content
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _CONTENT_LIMIT:
+        return text
+    return text[:_CONTENT_LIMIT] + f"... ({len(text) - _CONTENT_LIMIT} more characters)"
+
+
+def _input_messages(request: ModelRequest) -> str:
+    """The request's messages in the GenAI conventions' shape (role and parts)."""
+    out = []
+    for message in request.messages:
+        role = message.get("role", "user")
+        parts: list[dict[str, Any]] = []
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append({"type": "text", "content": content})
+        elif isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict):
+                    parts.append(_part(block))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": call.get("id"),
+                    "name": function.get("name"),
+                    "arguments": function.get("arguments"),
+                }
+            )
+        if role == "tool":
+            parts = [
+                {
+                    "type": "tool_call_response",
+                    "id": message.get("tool_call_id"),
+                    "response": content,
+                }
+            ]
+        out.append({"role": role, "parts": parts})
+    return _json(out)
+
+
+def _part(block: dict[str, Any]) -> dict[str, Any]:
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "text", "content": block.get("text", "")}
+    if kind == "tool_use":
+        return {
+            "type": "tool_call",
+            "id": block.get("id"),
+            "name": block.get("name"),
+            "arguments": block.get("input"),
+        }
+    if kind == "tool_result":
+        return {
+            "type": "tool_call_response",
+            "id": block.get("tool_use_id"),
+            "response": block.get("content"),
+        }
+    return {"type": str(kind)}  # an image or another block: its kind, not its bytes
+
+
+def _output_messages(response: ModelResponse) -> str:
+    parts: list[dict[str, Any]] = []
+    if response.text:
+        parts.append({"type": "text", "content": response.text})
+    for call in response.tool_calls:
+        parts.append(
+            {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+        )
+    message = {"role": "assistant", "parts": parts, "finish_reason": response.finish_reason}
+    return _json([message])
+
+
+# ------------------------------------------------------------ installing
+
+
+def instrument(tracer_provider: Any = None, *, capture_content: bool | None = None) -> PrideTracer:
+    """Trace pride's turns, model calls and tool calls from now on.
+
+    Args:
+        tracer_provider: an OpenTelemetry ``TracerProvider``; None uses the
+            global one (``opentelemetry.trace.set_tracer_provider``), found
+            at each turn until one is set.
+        capture_content: record prompts, replies and tool arguments and
+            results; None reads ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
+
+    Returns:
+        the installed tracer (it replaces one installed before). Turns
+        already running finish as they started.
+    """
+    tracer = PrideTracer(tracer_provider, capture_content=capture_content)
+    slot.install(tracer)
+    return tracer
+
+
+def uninstrument() -> None:
+    """Stop tracing (turns already running finish as they started)."""
+    if isinstance(slot.TRACER, PrideTracer):
+        slot.uninstall()
+
+
+def instrumented() -> PrideTracer | None:
+    """The installed tracer, if any."""
+    tracer = slot.TRACER
+    return tracer if isinstance(tracer, PrideTracer) else None
