@@ -22,11 +22,19 @@ What an integration implements, and where the runtime calls it:
 
 An integration must never raise into the runtime: a failure of its own is
 logged and the work goes on untraced.
+
+Across processes. A target that carries envelopes to another process (the
+cluster's) sends ``reply.trace`` along, and the receiving side makes its
+local envelope inside ``with forwarding(carrier):``, so the turn there
+continues the sender's trace, whether or not a tracer is installed on the
+way (a relay forwards what it got).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextvars
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -36,7 +44,17 @@ if TYPE_CHECKING:
     from ..messages import ActionCall, Usage, WorkCommand
     from .branch import Branch
 
-__all__ = ["TRACER", "CallTrace", "Tracer", "TurnTrace", "install", "uninstall"]
+__all__ = [
+    "TRACER",
+    "CallTrace",
+    "Carrier",
+    "Tracer",
+    "TurnTrace",
+    "envelope_trace",
+    "forwarding",
+    "install",
+    "uninstall",
+]
 
 Carrier = Mapping[str, str]
 """A trace context as plain strings (``{"traceparent": "00-..."}``): it travels."""
@@ -104,6 +122,33 @@ class Tracer(Protocol):
 
 TRACER: Tracer | None = None
 """The installed integration, or None (tracing off)."""
+
+_forwarded: contextvars.ContextVar[Carrier | None] = contextvars.ContextVar(
+    "pride_forwarded_trace", default=None
+)
+
+
+@contextmanager
+def forwarding(carrier: Carrier | None) -> Iterator[None]:
+    """Envelopes made in this block carry ``carrier``: a trace context that came
+    from another process with the work (None: as if outside the block)."""
+    token = _forwarded.set(carrier)
+    try:
+        yield
+    finally:
+        _forwarded.reset(token)
+
+
+def envelope_trace(lane: str) -> Carrier | None:
+    """The trace context a new envelope of ``lane`` carries: one being forwarded,
+    else the installed tracer's capture of the calling task's, else None."""
+    if lane != "work":
+        return None
+    forwarded = _forwarded.get()
+    if forwarded is not None:
+        return forwarded
+    tracer = TRACER
+    return tracer.carrier() if tracer is not None else None
 
 
 def install(tracer: Tracer) -> None:

@@ -110,10 +110,7 @@ class Reply:
         # What holds this reply queued (a mailbox's work lane, or a remote target's
         # record of it) until it starts: told when the caller drops it.
         self._queued_in: Holder | None = None
-        tracer = instrument.TRACER
-        self.trace: instrument.Carrier | None = (
-            tracer.carrier() if tracer is not None and command.lane == "work" else None
-        )
+        self.trace: instrument.Carrier | None = instrument.envelope_trace(command.lane)
 
     def __repr__(self) -> str:
         return (

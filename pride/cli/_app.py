@@ -148,6 +148,15 @@ def run(
             "is given. The app function then takes (session, cluster).",
         ),
     ] = None,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel",
+            show_default=False,
+            help="Export OpenTelemetry traces of every turn over OTLP (configured by the "
+            "OTEL_EXPORTER_OTLP_* variables; needs pride[otel] and an OTLP exporter).",
+        ),
+    ] = False,
 ) -> None:
     """Run a supervisor tree as a long-running process; JSON-line requests on stdin."""
     options = RunOptions(
@@ -159,6 +168,7 @@ def run(
         log_level=log_level,
         max_line_bytes=max_line_bytes,
         cluster=cluster,
+        otel=otel,
     )
     raise typer.Exit(run_app(options))
 

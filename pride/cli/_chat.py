@@ -34,9 +34,10 @@ from ..llm import (
     ScriptedModel,
     iModel,
 )
-from ..messages import ChatAndRecord
+from ..messages import ChatAndRecord, Usage
 from ..supervisors import Session
 from ._lines import LineReader
+from ._status import describe_usage
 from ._terminal import shown
 
 __all__ = ["COMMANDS", "ChatOptions", "choose_model", "run_chat"]
@@ -229,6 +230,7 @@ class _Repl:
 
     async def turn(self, text: str) -> None:
         branch = self.current
+        before = branch.usage
         self.out.print(Text(f"{branch.name}> ", style="bold green"), end="")
         with trio.CancelScope() as scope:
             self._turn = scope
@@ -242,10 +244,24 @@ class _Repl:
                 if not isinstance(exc, PrideError):
                     log.debug("turn failed", exc_info=exc)
                 self.complain(f"error: {type(exc).__name__}: {exc}")
+                self.usage(before)
                 return
             finally:
                 self._turn = None
         self.out.print(Text(" [interrupted]" if scope.cancelled_caught else "", style="yellow"))
+        self.usage(before)
+
+    def usage(self, before: Usage) -> None:
+        """What the last turn used, and the conversation so far (tokens, and cost when known)."""
+        now = self.current.usage
+        spent = Usage(
+            now.input_tokens - before.input_tokens,
+            now.output_tokens - before.output_tokens,
+            None if now.cost_usd is None else now.cost_usd - (before.cost_usd or 0.0),
+        )
+        if not now.model_calls - before.model_calls:
+            return
+        self.say(f"  [{describe_usage(spent)}; so far: {describe_usage(now)}]", "dim")
 
     async def command(self, line: str) -> bool:
         """Run one slash command; False means quit."""

@@ -3,8 +3,10 @@
 Every record carries ``time`` (UTC, ISO 8601), ``level``, ``logger`` and
 ``message``; records emitted from inside a turn also carry ``branch``,
 ``branch_id`` and ``turn_id`` (read from the turn binding of the task that
-logged), and the CLI adds ``request_id`` where it knows one. An exception
-adds ``exception`` (the formatted traceback).
+logged), and the CLI adds ``request_id`` where it knows one. A finished
+turn's record adds ``usage`` (its tokens, cost and calls), ``session_usage``
+(the whole tree's so far) and ``in_flight`` (the branches still running a
+turn). An exception adds ``exception`` (the formatted traceback).
 """
 
 from __future__ import annotations
@@ -18,10 +20,21 @@ from typing import Any
 from ..actors import turn
 from ..messages.codec import dump_json
 
-__all__ = ["CONTEXT_FIELDS", "JsonFormatter", "StderrHandler", "TurnContext", "configure"]
+__all__ = [
+    "CONTEXT_FIELDS",
+    "DATA_FIELDS",
+    "JsonFormatter",
+    "StderrHandler",
+    "TurnContext",
+    "configure",
+]
 
 CONTEXT_FIELDS = ("branch", "branch_id", "turn_id", "request_id")
 """Record attributes copied into the JSON object when present."""
+
+DATA_FIELDS = ("usage", "session_usage", "in_flight")
+"""Record attributes copied as JSON data (objects, lists) when present: a finished
+turn's usage, the tree's usage so far, the branches still running a turn."""
 
 # Libraries that log every HTTP request at INFO; quiet unless DEBUG was asked for.
 _CHATTY = ("httpx", "httpcore")
@@ -55,6 +68,10 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, field, None)
             if value is not None:
                 entry[field] = str(value)
+        for field in DATA_FIELDS:
+            value = getattr(record, field, None)
+            if value is not None:
+                entry[field] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         line = json.dumps(entry, ensure_ascii=False, default=str)

@@ -76,7 +76,7 @@ from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, call_app, load_app
 from ._logs import configure
 from ._requests import Request, RequestRejected, error_line, ok_line, parse_request
-from ._status import StatusLine, TokenCounter
+from ._status import StatusLine, describe_usage, turns_in_flight
 
 __all__ = ["EXIT_APP_ERROR", "EXIT_FAILED", "RunOptions", "run_app"]
 
@@ -87,7 +87,7 @@ EXIT_FAILED = 1
 EXIT_APP_ERROR = 2
 """Exit status when the app or the store could not be started."""
 
-_LIFECYCLE = (BranchStarted, BranchStopped, BranchRestarted, SessionFailed, RunFailed)
+_LIFECYCLE = (BranchStarted, BranchStopped, BranchRestarted, SessionFailed, RunEnd, RunFailed)
 
 
 @attrs.frozen
@@ -101,6 +101,7 @@ class RunOptions:
     exit_on_eof: bool = False
     log_level: str = "INFO"
     max_line_bytes: int = MAX_LINE
+    otel: bool = False
     cluster: str | None = None  # a Ray address, "local", or None: no cluster
 
 
@@ -118,11 +119,52 @@ def run_app(options: RunOptions) -> int:
     except AppError as exc:
         log.error("%s", exc)
         return EXIT_APP_ERROR
+    provider = None
+    if options.otel:
+        try:
+            provider = _start_tracing()
+        except (ImportError, ValueError) as exc:
+            log.error("%s", exc)
+            return EXIT_APP_ERROR
     try:
         return trio.run(_main, options, function)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher took over
         log.warning("interrupted while starting")
         return 128 + signal.SIGINT
+    finally:
+        if provider is not None:
+            _stop_tracing(provider)
+
+
+def _start_tracing() -> Any:
+    """``--otel``: an OTLP exporting provider, and pride's turns traced into it.
+
+    Raises:
+        ImportError: the otel extra or the OTLP exporter is not installed.
+        ValueError: an unknown ``OTEL_EXPORTER_OTLP_PROTOCOL``.
+    """
+    try:
+        from .. import telemetry
+    except ImportError as exc:
+        raise ImportError(f"--otel: {exc}") from exc
+    provider = telemetry.otlp_provider()
+    telemetry.instrument(provider)
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318 (the default)"
+    )
+    log.info("tracing: spans are exported over OTLP to %s", endpoint)
+    return provider
+
+
+def _stop_tracing(provider: Any) -> None:
+    """Export what is still queued (bounded by the SDK's own timeout), then stop."""
+    from .. import telemetry
+
+    telemetry.uninstrument()
+    try:
+        provider.shutdown()
+    except Exception:
+        log.exception("tracing: exporting the last spans failed")
 
 
 async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
@@ -132,7 +174,6 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
             async with _placement(options, session) as cluster, session:
                 process = _Process(session, options, cluster)
                 session.on_resume(process.resumed)  # before the app restores its branches
-                session.observe(RunEnd, handler=process.tokens)
                 session.observe(lambda s: isinstance(s, _LIFECYCLE), handler=process.on_signal)
                 await call_app(function, session, cluster)
                 stats = session.statistics()
@@ -198,7 +239,6 @@ class _Process:
         self.session = session
         self.options = options
         self.cluster = cluster
-        self.tokens = TokenCounter()
         self.exit_code = 0
         self.stopping = False
         self.in_flight = 0
@@ -209,7 +249,7 @@ class _Process:
         self._resumed: list[Reply] = []  # resumed while the app started, not yet awaited
         self.status: StatusLine | None = None
         if options.status and sys.stderr.isatty():
-            self.status = StatusLine(session, self.tokens, Console(stderr=True))
+            self.status = StatusLine(session, Console(stderr=True))
 
     async def serve(self, signals: Any) -> int:
         """Serve until a signal (or end of input with ``--exit-on-eof``) and the drain."""
@@ -393,16 +433,35 @@ class _Process:
         await self.session.stop(grace)
         self._stopped.set()
 
+    def _log_turn(self, event: RunEnd | RunFailed, extra: dict[str, Any]) -> None:
+        """One record per finished turn: its usage, the tree's so far, what still runs."""
+        usage, total = event.usage, self.session.usage
+        fields = {
+            **extra,
+            "turn_id": event.turn_id,
+            "usage": attrs.asdict(usage),
+            "session_usage": attrs.asdict(total),
+            # The finished turn is still finalising as this is logged: not in flight.
+            "in_flight": [n for n in turns_in_flight(self.session) if n != event.branch_name],
+        }
+        took = f"{event.duration_ms / 1000:.2f} s"
+        if isinstance(event, RunEnd):
+            log.info("turn ended in %s: %s", took, describe_usage(usage), extra=fields)
+        else:
+            log.info(
+                "turn failed in %s: %s: %s (%s)",
+                took,
+                event.error_type,
+                event.error_message,
+                describe_usage(usage),
+                extra=fields,
+            )
+
     def on_signal(self, event: Signal) -> None:
         """Log the tree's lifecycle signals and failed turns; a failed root stops the process."""
         extra = {"branch": event.branch_name, "branch_id": event.branch_id}
-        if isinstance(event, RunFailed):
-            log.info(
-                "turn failed: %s: %s",
-                event.error_type,
-                event.error_message,
-                extra={**extra, "turn_id": event.turn_id},
-            )
+        if isinstance(event, RunEnd | RunFailed):
+            self._log_turn(event, extra)
         elif isinstance(event, BranchStarted):  # a restart is logged by BranchRestarted
             level = logging.DEBUG if event.restart else logging.INFO
             log.log(level, "branch %s started", event.branch_name, extra=extra)

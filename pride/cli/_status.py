@@ -1,4 +1,4 @@
-"""What ``pride run`` shows of the running tree: a token counter and a live status line."""
+"""What ``pride run`` shows of the running tree: turns in flight, usage, a live status line."""
 
 from __future__ import annotations
 
@@ -8,32 +8,30 @@ import trio
 from rich.console import Console
 from rich.text import Text
 
-from ..messages import RunEnd, Signal
+from ..messages import Usage
 from ..supervisors import Session
 
-__all__ = ["REFRESH_INTERVAL", "StatusLine", "TokenCounter"]
+__all__ = ["REFRESH_INTERVAL", "StatusLine", "describe_usage", "turns_in_flight"]
 
 REFRESH_INTERVAL = 0.5
 """Seconds between two redraws of the status line."""
 
 
-class TokenCounter:
-    """An observer handler summing the tokens of every finished turn (``RunEnd``)."""
+def turns_in_flight(session: Session) -> list[str]:
+    """The branches of the tree (this session and those below) running a turn now."""
+    names = [branch.name for branch in session.branches if branch.active_turn_id is not None]
+    for child in session.sessions:
+        names.extend(turns_in_flight(child))
+    return names
 
-    def __init__(self) -> None:
-        self.input_tokens = 0
-        self.output_tokens = 0
 
-    def __call__(self, signal: Signal) -> None:
-        """Add a ``RunEnd``'s usage (other signals are ignored)."""
-        if isinstance(signal, RunEnd):
-            self.input_tokens += signal.input_tokens
-            self.output_tokens += signal.output_tokens
-
-    @property
-    def total(self) -> int:
-        """Input plus output tokens so far."""
-        return self.input_tokens + self.output_tokens
+def describe_usage(usage: Usage) -> str:
+    """``"1,234 tokens (1,000 in, 234 out), $0.0123"`` (the cost only when known)."""
+    total = usage.input_tokens + usage.output_tokens
+    text = f"{total:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)"
+    if usage.cost_usd is not None:
+        text += f", ${usage.cost_usd:.4f}"
+    return text
 
 
 class StatusLine:
@@ -50,14 +48,12 @@ class StatusLine:
     screen and clears the row.
 
     Args:
-        session: the root session (``statistics()`` covers the whole tree).
-        tokens: the token counter observing it.
+        session: the root session (``statistics()`` and ``usage`` cover the whole tree).
         console: a rich console on standard error (a terminal).
     """
 
-    def __init__(self, session: Session, tokens: TokenCounter, console: Console) -> None:
+    def __init__(self, session: Session, console: Console) -> None:
         self.session = session
-        self.tokens = tokens
         self.console = console
         self.state = "serving"
         self._started = time.monotonic()
@@ -65,6 +61,8 @@ class StatusLine:
     def render(self) -> Text:
         """The current line."""
         stats = self.session.statistics()
+        usage = self.session.usage  # counted as calls happen: turns in flight included
+        running = turns_in_flight(self.session)
         elapsed = int(time.monotonic() - self._started)
         hours, rest = divmod(elapsed, 3600)
         line = Text()
@@ -74,9 +72,13 @@ class StatusLine:
             f"  branches {stats.running}/{stats.branches}"
             f"  queued {stats.queued}"
             f"  turns {stats.turns_done} done, {stats.turns_failed} failed"
-            f"  tokens {self.tokens.total:,}"
-            f"  up {hours:d}:{rest // 60:02d}:{rest % 60:02d}",
         )
+        if running:
+            line.append(f", {len(running)} running ({', '.join(running)})", style="cyan")
+        line.append(f"  tokens {usage.input_tokens + usage.output_tokens:,}")
+        if usage.cost_usd is not None:
+            line.append(f"  ${usage.cost_usd:.4f}")
+        line.append(f"  up {hours:d}:{rest // 60:02d}:{rest % 60:02d}")
         return line
 
     async def run(self) -> None:

@@ -45,6 +45,7 @@ import trio
 
 from .. import actors as _actors
 from ..actors import Branch, Reply
+from ..actors.instrument import forwarding
 from ..errors import (
     BranchClosed,
     EnvelopeReplayed,
@@ -98,6 +99,31 @@ def import_factory(path: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
+_TRACE_KEYS = 8  # traceparent, tracestate, baggage and a few more: never a payload
+_TRACE_VALUE = 8192  # characters; W3C caps tracestate at 512 and baggage at 8192
+
+
+def _trace_context(value: Any) -> dict[str, str] | None:
+    """An envelope's trace context from the wire: a small str-to-str object, else none.
+
+    It only labels spans, so a malformed one is dropped (and logged), never
+    a reason to refuse the work.
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, dict)
+        and len(value) <= _TRACE_KEYS
+        and all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= _TRACE_VALUE
+            for k, v in value.items()
+        )
+    ):
+        return value
+    log.warning("an envelope's trace context is malformed; it is dropped")
+    return None
+
+
 @attrs.define(eq=False)
 class _Call:
     """One envelope a caller sent, from arrival until its outcome is posted."""
@@ -115,6 +141,7 @@ class _Call:
     credit: int = 0
     credit_changed: trio.Event = attrs.field(factory=trio.Event)
     closing: str | None = None  # "close" (clean) or "cancel", for a stream
+    trace: dict[str, str] | None = None  # the sender's trace context (W3C headers)
 
 
 @attrs.define(eq=False)
@@ -397,6 +424,7 @@ class HostRuntime:
             command,
             window if isinstance(window, int) else 0,
             ack=item.get("ack") is True,
+            trace=_trace_context(item.get("trace")),
         )
         if envelope_id in conn.cancelled:
             conn.cancelled.discard(envelope_id)
@@ -423,7 +451,8 @@ class HostRuntime:
             return
         if mode != "stream":
             try:
-                reply = _actors.send_nowait(branch, command)
+                with forwarding(call.trace):
+                    reply = _actors.send_nowait(branch, command)
             except MailboxFull as exc:
                 if mode == "nowait":
                     self._refuse(conn, envelope_id, exc)
@@ -452,7 +481,8 @@ class HostRuntime:
                             if call.mode == "stream":
                                 await self._nursery.start(self._stream, conn, call, branch)
                             else:
-                                reply = await _actors.send(branch, call.command)
+                                with forwarding(call.trace):
+                                    reply = await _actors.send(branch, call.command)
                                 self._accepted(conn, call, branch, reply)
                         except Exception as exc:
                             self._refuse(conn, call.id, exc)
@@ -585,26 +615,29 @@ class HostRuntime:
         call.credit = call.window
         entered = False
         try:
-            async with _actors.stream(branch, call.command) as items:
-                entered = True
-                call.reply = items.reply
-                self._send(conn, {"k": "ack", "id": call.id, "room": _room(branch)})
-                if items.reply is not None:
-                    self._running.setdefault(branch.name, collections.deque()).append((conn, call))
-                task_status.started()
-                async for value in items:
-                    while call.credit <= 0 and call.closing is None:
-                        call.credit_changed = trio.Event()
-                        await call.credit_changed.wait()
-                    if call.closing is not None:
-                        break
-                    call.credit -= 1
-                    try:
-                        encoded = encode_value(value, "item")
-                    except InvalidMessage as exc:
-                        self._finish(conn, call, branch, error=exc)
-                        return
-                    self._send(conn, {"k": "item", "id": call.id, "value": encoded})
+            with forwarding(call.trace):
+                async with _actors.stream(branch, call.command) as items:
+                    entered = True
+                    call.reply = items.reply
+                    self._send(conn, {"k": "ack", "id": call.id, "room": _room(branch)})
+                    if items.reply is not None:
+                        self._running.setdefault(branch.name, collections.deque()).append(
+                            (conn, call)
+                        )
+                    task_status.started()
+                    async for value in items:
+                        while call.credit <= 0 and call.closing is None:
+                            call.credit_changed = trio.Event()
+                            await call.credit_changed.wait()
+                        if call.closing is not None:
+                            break
+                        call.credit -= 1
+                        try:
+                            encoded = encode_value(value, "item")
+                        except InvalidMessage as exc:
+                            self._finish(conn, call, branch, error=exc)
+                            return
+                        self._send(conn, {"k": "item", "id": call.id, "value": encoded})
         except trio.Cancelled:
             raise
         except BaseException as exc:

@@ -255,6 +255,8 @@ class Link:
             "mode": mode,
             "cmd": unstructure(envelope.reply.command),
         }
+        if envelope.reply.trace:  # the sender's trace context: the remote turn continues it
+            item["trace"] = dict(envelope.reply.trace)
         if ack:
             item["ack"] = True
             envelope.waiting = True

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,10 @@ CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _SCOPE = "pride"
 _SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 _CONTENT_LIMIT = 16_384  # characters of one recorded content attribute
+# Looking up OpenTelemetry's global provider costs more than the rest of what an
+# untraced turn pays here (it reads the environment), so while none is set the
+# answer is kept this many seconds: a provider set later is used within a second.
+_PROVIDER_RECHECK = 1.0
 
 # Request options that map onto GenAI request attributes.
 _REQUEST_OPTIONS = {
@@ -85,8 +90,8 @@ class PrideTracer:
 
     Args:
         tracer_provider: where the spans go; None uses OpenTelemetry's global
-            provider, looked up at each turn until the application sets one
-            (before that, turns are not traced and cost next to nothing).
+            provider, looked up (at most once a second) until the application
+            sets one; before that, turns are not traced and cost next to nothing.
         capture_content: record message content; None reads
             ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
     """
@@ -94,6 +99,7 @@ class PrideTracer:
     def __init__(self, tracer_provider: Any = None, *, capture_content: bool | None = None) -> None:
         self._provider = tracer_provider
         self._tracer: trace.Tracer | None = None
+        self._unset_until = 0.0  # monotonic time before which the global provider is unset
         if tracer_provider is not None:
             self._tracer = tracer_provider.get_tracer(_SCOPE, __version__, schema_url=_SCHEMA_URL)
         self.capture_content = _content_from_env() if capture_content is None else capture_content
@@ -107,8 +113,12 @@ class PrideTracer:
         tracer = self._tracer
         if tracer is not None:
             return tracer
+        now = time.monotonic()
+        if now < self._unset_until:
+            return None
         provider = trace.get_tracer_provider()
         if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            self._unset_until = now + _PROVIDER_RECHECK
             return None  # no SDK configured (yet): nothing would be recorded
         # The global provider is set once per process: keep its tracer.
         self._tracer = provider.get_tracer(_SCOPE, __version__, schema_url=_SCHEMA_URL)
@@ -543,7 +553,7 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool | None = No
     Args:
         tracer_provider: an OpenTelemetry ``TracerProvider``; None uses the
             global one (``opentelemetry.trace.set_tracer_provider``), found
-            at each turn until one is set.
+            (at most once a second) until one is set.
         capture_content: record prompts, replies and tool arguments and
             results; None reads ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
 

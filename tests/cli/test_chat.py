@@ -113,3 +113,19 @@ async def test_issue14_escape_sequences_in_a_reply_never_reach_the_terminal() ->
     out = "\n".join(cli.stdout)
     assert not any(char in out for char in "\x1b\x07\x9b"), repr(out)
     assert "see \\x1b]52;c;ZXZpbA==\\x07 and \\x1b[2J\\x9b31m done" in out
+
+
+async def test_each_answer_is_followed_by_its_usage_and_cost() -> None:
+    """After every answer pride chat shows the turn's tokens and cost, and the running total."""
+    async with openai_server(HeldModel()) as server:
+        env = cli_env(OPENAI_API_KEY="test-key")
+        model = ("--model", "openai/gpt-4.1-mini", "--base-url", server.base_url)
+        cli = await _chat(*model, lines=["one", "two", "/quit"], env=env)
+    out = "\n".join(cli.stdout)
+    lines = [line for line in cli.stdout if "tokens (" in line]
+    assert len(lines) == 2, out
+    first, second = lines
+    assert "in," in first and " out)" in first and "$" in first  # gpt-4.1-mini is priced
+    assert "; so far: " in second
+    spent, total = (part.split(" tokens")[0].strip(" [") for part in second.split("; so far: "))
+    assert int(total.replace(",", "")) > int(spent.replace(",", ""))

@@ -22,6 +22,7 @@ from pride import StoreLocked
 from pride.messages import codec
 from pride.store import BranchStore
 from pride.testing import openai_server
+from tests.cli.collector import otlp_collector
 from tests.cli.driver import (
     CLI,
     COMMAND,
@@ -418,3 +419,61 @@ async def test_issue14_hostile_request_lines_are_answered_and_serving_goes_on() 
     assert "longer than 4096 bytes" in refused[0]
     assert all("request" in message for message in refused)
     assert {answer["id"] for answer in answers if answer["ok"]} == {"ok", "last"}
+
+
+async def test_finished_turns_log_their_usage_and_what_still_runs() -> None:
+    """A finished turn's JSON log record has its usage, the tree's, and the turns in flight."""
+    model = HeldModel()
+    async with openai_server(model) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        async with CLI.start("run", APP, "--no-status", "--exit-on-eof", env=env) as cli:
+            await cli.send(request("r1", "ada", "slow one"))
+            await cli.wait_event(model.held, "ada's slow request")
+            await cli.send(request("r2", "bob", "quick"))
+            await cli.answer("r2")
+            bob = await cli.logged("turn ended")
+            model.release.set()
+            await cli.answer("r1")
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    assert bob["branch"] == "bob" and bob["in_flight"] == ["ada"]
+    assert bob["usage"]["model_calls"] == 1 and bob["usage"]["output_tokens"] > 0
+    assert bob["session_usage"]["model_calls"] >= 1
+    ada = [r for r in cli.logs() if r["message"].startswith("turn ended") and r["branch"] == "ada"]
+    assert ada and ada[0]["in_flight"] == []
+    assert ada[0]["session_usage"]["model_calls"] == 2
+    assert "tokens (" in ada[0]["message"]
+
+
+async def test_otel_exports_the_turns_to_an_otlp_collector() -> None:
+    """``--otel`` sends every turn's spans to the collector OTEL_EXPORTER_OTLP_* names."""
+    async with openai_server(HeldModel()) as server, otlp_collector() as collector:
+        env = cli_env(
+            PRIDE_TEST_BASE_URL=server.base_url,
+            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=collector.endpoint,
+            OTEL_SERVICE_NAME="pride-test",
+        )
+        async with CLI.start("run", APP, "--otel", "--no-status", "--exit-on-eof", env=env) as cli:
+            await cli.send(request("r1", "ada", "hello"))
+            await cli.answer("r1")
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0  # stopping exports what was queued
+    names = collector.names()
+    assert "invoke_agent ada" in names and "chat test-model" in names
+    turn = next(span for span in collector.spans if span.name == "invoke_agent ada")
+    chat = next(span for span in collector.spans if span.name == "chat test-model")
+    assert chat.parent_span_id == turn.span_id and chat.trace_id == turn.trace_id
+    attributes = {a.key: a.value for a in chat.attributes}
+    assert attributes["gen_ai.provider.name"].string_value == "openai"
+    assert attributes["server.address"].string_value == "127.0.0.1"
+    assert collector.resources[0]["service.name"] == "pride-test"
+
+
+async def test_otel_without_its_exporter_says_what_to_install() -> None:
+    """An OTLP protocol whose exporter is not installed: exit 2 naming the package."""
+    env = cli_env(PRIDE_TEST_BASE_URL="http://127.0.0.1:9", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+    async with CLI.start("run", APP, "--otel", "--exit-on-eof", env=env) as cli:
+        await cli.close_stdin()
+        assert await cli.exit_code() == 2
+    record = await cli.logged("opentelemetry-exporter-otlp-proto-grpc")
+    assert record["level"] == "ERROR"

@@ -50,6 +50,11 @@ class Worker(Branch):
     async def notes(self) -> list[list[int]]:
         return list(self.metadata.get("notes", []))
 
+    async def envelope_trace(self) -> dict[str, str] | None:
+        """The trace context this turn's envelope carries on the host."""
+        envelope = self.actor.envelope
+        return dict(envelope.trace) if envelope is not None and envelope.trace else None
+
     async def history(self) -> list[str]:
         """The recorded messages, as ``Kind:id``."""
         return [f"{type(m).__name__}:{m.id}" for m in self.messages]

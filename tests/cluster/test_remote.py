@@ -215,3 +215,23 @@ async def test_spawn_refuses_what_a_host_cannot_build(cluster: Cluster, name: st
     assert again.id == ref.id
     with pytest.raises(ValueError, match="already serves"):
         await cluster.spawn(WORKER, name=name, host="shared")
+
+
+async def test_the_senders_trace_context_crosses_to_the_host(cluster: Cluster, name: str) -> None:
+    """The envelope carries the sender's traceparent to the host, where the turn runs."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import pride.telemetry
+
+    provider = TracerProvider()
+    pride.telemetry.instrument(provider)
+    try:
+        ref = await cluster.spawn(WORKER, name=name, host="shared")
+        with provider.get_tracer("test").start_as_current_span("request") as span:
+            carried = await pride.ask(ref, Call("envelope_trace"))
+        trace_id = format(span.get_span_context().trace_id, "032x")
+        assert carried is not None and carried["traceparent"].split("-")[1] == trace_id
+        assert await pride.ask(ref, Call("envelope_trace")) is None  # sent outside any span
+    finally:
+        pride.telemetry.uninstrument()
+        provider.shutdown()
