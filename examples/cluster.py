@@ -5,7 +5,8 @@
 The same researcher, critic and planner as ``examples/demo.py``, built by the
 same factories, but each in a host process of a Ray cluster::
 
-    this process          Cluster: places branches, streams the answer
+    this process          Cluster: places branches, streams the answer; a Session
+                          supervising the planner (a host crash is its crash)
     host "library"        researcher, critic
     host "desk"           planner (its tools ask the library by name, across processes)
 
@@ -25,7 +26,7 @@ import demo  # examples/demo.py: run from this directory's parent or this direct
 import trio
 
 import pride
-from pride import ActionRequest, AssistantResponse, MessageAdded, Run, RunEnd
+from pride import ActionRequest, AssistantResponse, BranchStarted, MessageAdded, Run, RunEnd
 from pride.cluster import Cluster
 
 
@@ -51,12 +52,19 @@ async def main() -> None:
 
     storage = tempfile.mkdtemp(prefix="pride-cluster-example-")
     namespace = f"pride-example-{uuid.uuid4().hex[:8]}"
-    async with Cluster(num_cpus=2, namespace=namespace, storage=storage) as cluster:
+    supervised: list[str] = []
+    async with (
+        Cluster(num_cpus=2, namespace=namespace, storage=storage) as cluster,
+        pride.Session(name="here") as session,
+    ):
         cluster.observe(MessageAdded, handler=show_teamwork)
         cluster.observe(RunEnd, handler=count)
+        session.observe(BranchStarted, handler=lambda s: supervised.append(s.branch_name))
         await cluster.spawn(demo.make_researcher, name="researcher", host="library")
         await cluster.spawn(demo.make_critic, name="critic", host="library")
-        planner = await cluster.spawn(demo.make_planner, name="planner", host="desk")
+        # The planner is a child of this process's session: were its host to die,
+        # the session would restart it per its strategy, from the host's store.
+        planner = await cluster.supervise(session, demo.make_planner, name="planner", host="desk")
 
         show.ask(demo.TASK)
         answering = False
@@ -75,7 +83,8 @@ async def main() -> None:
         hosts = cluster.hosts
     show.summary(
         f"{turns} turns served by branches in {len(hosts)} host processes "
-        f"({', '.join(hosts)}), this process (pid {os.getpid()}) placing and streaming."
+        f"({', '.join(hosts)}), this process (pid {os.getpid()}) placing and streaming; "
+        f"its session supervised {', '.join(supervised)}."
     )
 
 

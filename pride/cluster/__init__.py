@@ -5,6 +5,7 @@ does not import Ray; connecting a `Cluster` does. ``import pride``
 never imports it.
 """
 
+from ._supervision import RemoteChild
 from .cluster import DEFAULT_HOST, DEFAULT_STREAM_WINDOW, Cluster, RemoteBranchRef, host_cluster
 
 __all__ = [
@@ -12,5 +13,6 @@ __all__ = [
     "DEFAULT_STREAM_WINDOW",
     "Cluster",
     "RemoteBranchRef",
+    "RemoteChild",
     "host_cluster",
 ]

@@ -23,6 +23,8 @@ What this module does with what arrives (one batch at a time, in order):
   at most that many items ahead of the caller's consumption.
 * **Signals** of the hosted branches go to every connection that asked to
   watch, in emission order (so per turn: RunStart, messages, terminal).
+* **Crashes** of a branch a connection supervises (a local Session holds it
+  as a child) are reported to that connection, watching or not.
 
 Everything the host sends back is queued per connection and handed to the
 glue thread in one batch per trio tick (`Outbound`).
@@ -57,7 +59,7 @@ from ..errors import (
     TurnCancelled,
     UnknownBranch,
 )
-from ..messages import RunStart, Signal, WorkCommand, structure, unstructure
+from ..messages import BranchStopped, RunStart, Signal, WorkCommand, structure, unstructure
 from ..supervisors import Session
 from ._wire import encode_error, encode_value
 
@@ -157,6 +159,7 @@ class _Conn:
     out: list[dict[str, Any]] = attrs.field(factory=list)
     flush_scheduled: bool = False
     watching: bool = False
+    supervised: set[str] = attrs.field(factory=set)
 
 
 class HostRuntime:
@@ -397,6 +400,11 @@ class HostRuntime:
         kind = item.get("k")
         if kind == "watch":
             conn.watching = bool(item.get("on", True))
+            return
+        if kind == "supervise":
+            branch_name = item.get("b")
+            if isinstance(branch_name, str):
+                conn.supervised.add(branch_name)
             return
         if kind != "send":
             log.error("host %r: unknown item kind %r from %s", self.name, kind, conn.id)
@@ -655,6 +663,11 @@ class HostRuntime:
     def _on_signal(self, signal: Signal) -> None:
         if isinstance(signal, RunStart) and signal.branch_name is not None:
             self._started(signal)
+        elif isinstance(signal, BranchStopped) and signal.reason == "crash":
+            crashed = {"k": "crashed", "b": signal.branch_name, "error": signal.error or ""}
+            for conn in self._conns.values():
+                if signal.branch_name in conn.supervised:
+                    self._send(conn, crashed)
         watchers = [conn for conn in self._conns.values() if conn.watching]
         if watchers:
             data = {"k": "signal", "signal": unstructure(signal)}

@@ -15,7 +15,10 @@ Per host, a caller process keeps one `Link` with a connection id and:
   Ray reports the beacon within milliseconds, and every envelope in flight
   fails with `HostLost` at once; then the link reconnects under a new
   connection id (fresh numbering) when Ray has restarted the host, and new
-  sends wait for that, up to the cluster's ``reconnect_timeout``.
+  sends wait for that, up to the cluster's ``reconnect_timeout``;
+* supervision: each connection's `Link.lost` event is set when it ends, and
+  a host reports the crashes of the branches a link supervises
+  (`Link.supervise`; a local Session supervising them hears them as crashes of its children).
 
 An envelope here is pride's own `Reply` (the send API made it): the link
 answers it through the target protocol (``hold``, ``start``, ``succeed``,
@@ -187,11 +190,13 @@ class Link:
         reconnect_timeout: float,
         on_signal: Callable[[Signal], None],
         spawn: Callable[[Callable[[], Any]], None],
+        on_crash: Callable[[str, str], None] | None = None,
     ) -> None:
         self.host = host
         self.handle = handle
         self.reconnect_timeout = reconnect_timeout
         self._on_signal = on_signal
+        self._on_crash = on_crash
         self._spawn = spawn
         self.state = "connecting"  # "up", "lost" (reconnecting), "dead"
         self.conn = ""
@@ -205,9 +210,11 @@ class Link:
         self._held: dict[int, list[dict[str, Any]]] = {}
         self._kick = trio.Event()
         self._up = trio.Event()
+        self._lost = trio.Event()
         self._scope: trio.CancelScope | None = None
         self._loss: BaseException | None = None
         self.watching = False
+        self._supervised: set[str] = set()
         self.branches: list[dict[str, Any]] = []
         self.connections = 0
 
@@ -278,6 +285,24 @@ class Link:
         self.watching = True
         self.push({"k": "watch", "on": True})
 
+    @property
+    def lost(self) -> trio.Event:
+        """Set when the current connection ends (the host was lost, or the link closed).
+
+        Each connection has its own: take it while the link is up.
+        """
+        return self._lost
+
+    @property
+    def loss(self) -> str:
+        """What ended the last connection, for errors."""
+        return type(self._loss).__name__ if self._loss is not None else self.state
+
+    def supervise(self, branch: str) -> None:
+        """Ask the host to report crashes of ``branch`` (now and after reconnecting)."""
+        self._supervised.add(branch)
+        self.push({"k": "supervise", "b": branch})
+
     # ------------------------------------------------------------ running
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -288,6 +313,7 @@ class Link:
             except HostLost as exc:
                 self.state = "dead"
                 self._up.set()  # wake waiters: they see "dead"
+                self._lost.set()
                 log.error("host %r is gone: %s", self.host, exc)
                 if not started:
                     task_status.started()
@@ -328,11 +354,13 @@ class Link:
         self._expected = 0
         self._held.clear()
         self._outgoing = [{"k": "watch", "on": True}] if self.watching else []
+        self._outgoing += [{"k": "supervise", "b": name} for name in sorted(self._supervised)]
         self._in_flight = 0
         self._room = {b["name"]: b["capacity"] for b in self.branches if "capacity" in b}
         self._outstanding.clear()
         self._loss = None
         self.connections += 1
+        self._lost = trio.Event()
         self.state = "up"
         self._up.set()
         self._kick.set()
@@ -353,6 +381,7 @@ class Link:
         self.state = "lost"
         self._up = trio.Event()
         self._loss = error
+        self._lost.set()
         self._fail_all(error)
         if self._scope is not None:
             self._scope.cancel()
@@ -437,6 +466,11 @@ class Link:
         if kind == "signal":
             self._on_signal(structure(item["signal"], Signal))
             return
+        if kind == "crashed":
+            branch, error = item["b"], item.get("error")
+            if self._on_crash is not None and isinstance(branch, str):
+                self._on_crash(branch, error if isinstance(error, str) else "")
+            return
         envelope = self._envelopes.get(item["id"])
         if envelope is None:
             return  # answered already (lost, or refused locally)
@@ -473,6 +507,7 @@ class Link:
         if self._scope is not None:
             self._scope.cancel()
         self.state = "dead"
+        self._lost.set()
         self._fail_all(None)
 
 

@@ -41,10 +41,12 @@ import trio
 
 from ..actors import Reply
 from ..errors import BranchNotRunning, HostLost, UnknownBranch, exception_leaves
-from ..messages import Signal
+from ..messages import BranchRestarted, BranchStarted, BranchStopped, Signal
 from ..supervisors import Observer, Session
+from ..supervisors.strategy import RestartType, check_restart_type
 from ._driver import RayConnection, import_ray, wait_ref
 from ._link import Envelope, Link, check_work
+from ._supervision import RemoteChild, crash_error
 from ._wire import decode_error, dumps, loads
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_STREAM_WINDOW", "Cluster", "RemoteBranchRef", "host_cluster"]
@@ -59,6 +61,9 @@ HOST_PREFIX = "pride-host:"
 """Ray actor names of hosts: ``pride-host:<host name>`` in the cluster's namespace."""
 SHUTDOWN_GRACE = 30.0
 """Seconds a host this cluster created gets to stop its session when the cluster closes."""
+
+# A supervised child's lifecycle is announced by its local supervisor, not its host's.
+_LIFECYCLE = (BranchStarted, BranchStopped, BranchRestarted)
 
 
 class RemoteBranchRef:
@@ -271,6 +276,8 @@ class Cluster:
         self._nursery: trio.Nursery | None = None
         self._cm: Any = None
         self._signals: trio.MemorySendChannel[Any] | None = None
+        self._supervised: dict[str, RemoteChild] = {}
+        self.closing = False
 
     def __repr__(self) -> str:
         return f"<Cluster namespace={self.namespace!r} hosts={sorted(self._links)}>"
@@ -301,6 +308,7 @@ class Cluster:
                 await trio.to_thread.run_sync(self._connection.stop)
 
     async def _close(self) -> None:
+        self.closing = True
         for host, link in self._links.items():
             if host not in self._owned and link.state == "up":
                 link.handle.forget.remote(link.conn)  # fire and forget: the host drops our calls
@@ -355,17 +363,64 @@ class Cluster:
             HostLost: the host died while placing it.
             ImportError, AttributeError: the host cannot import the factory.
         """
-        if not isinstance(name, str) or not name:
-            raise ValueError("spawn needs a branch name (name=...)")
-        spec = {
-            "factory": _factory_path(factory),
-            "args": _json_data(list(args), "args"),
-            "kwargs": _json_data(kwargs, "kwargs"),
-            "name": name,
-            "restart": restart,
-        }
+        spec = _placement(factory, args, kwargs, name, restart)
+        ref, _ = await self._place(spec, host, resources)
+        return ref
+
+    async def supervise(
+        self,
+        session: Session,
+        factory: Callable[..., Any] | str,
+        *args: Any,
+        name: str,
+        host: str = DEFAULT_HOST,
+        resources: dict[str, float] | None = None,
+        restart: RestartType = "permanent",
+        **kwargs: Any,
+    ) -> RemoteChild:
+        """Place a branch on a host as a child of the local ``session``; return the child.
+
+        The branch is built and placed as by `spawn`; ``session`` then
+        supervises it like a branch of its own: a crash of its host
+        (`HostLost`) or of the branch there is a crash of the child, to
+        which the session applies its strategy, ``restart`` type and
+        intensity; a restart waits for the host to come back and finds the
+        branch restored from the host's store. The session's observer sees
+        the child's lifecycle signals (from the session) and its turns' signals
+        (from the host). The child is a target: ``pride.ask(child, ...)``.
+        See docs/cluster.md, "Supervision across processes".
+
+        Returns after the branch is placed and the session has started the child.
+
+        Raises:
+            ValueError: ``restart`` is not a restart type, or as `spawn` does;
+                or the session already has a member of that name.
+            TypeError, ImportError, AttributeError, HostLost: as `spawn` does.
+            RuntimeError: ``session`` is not running.
+        """
+        restart = check_restart_type(restart)
+        on_host = "temporary" if restart == "temporary" else "permanent"
+        spec = _placement(factory, args, kwargs, name, on_host)
+        if name in self._supervised:
+            raise ValueError(f"branch {name!r} already has a supervisor in this process")
+        child = RemoteChild(self, spec, host, resources, session)
+        self._supervised[name] = child
+        self._watch()  # the host's signals of the branch reach the session's observer
+        try:
+            await session.spawn(child, restart=restart)
+        except BaseException:
+            self._supervised.pop(name, None)
+            raise
+        return child
+
+    async def _place(
+        self, spec: dict[str, Any], host: str, resources: dict[str, float] | None
+    ) -> tuple[RemoteBranchRef, trio.Event]:
+        """Place ``spec`` on ``host``; the ref, and the loss event of the connection used."""
+        name = spec["name"]
         link = await self._link(host, create=True, resources=resources)
         await link.wait_up(name)
+        lost = link.lost
         try:
             answer = loads(await wait_ref(link.handle.place.remote(dumps(spec))), "placement")
         except Exception as exc:
@@ -378,7 +433,30 @@ class Cluster:
         ref = RemoteBranchRef(self, name, host, UUID(described["id"]), described["capacity"])
         self._names[name] = ref
         link.know_room(name, described["capacity"])
-        return ref
+        return ref, lost
+
+    async def _place_supervised(
+        self, child: RemoteChild, spec: dict[str, Any], resources: dict[str, float] | None
+    ) -> tuple[RemoteBranchRef, trio.Event]:
+        """A run of ``child`` begins: place its branch and ask the host for its crashes."""
+        self._supervised.setdefault(child.name, child)
+        ref, lost = await self._place(spec, child.host, resources)
+        if self._supervised.get(child.name) is child:
+            self._links[child.host].supervise(child.name)
+        return ref, lost
+
+    def _unsupervise(self, child: RemoteChild) -> None:
+        if self._supervised.get(child.name) is child:
+            del self._supervised[child.name]
+
+    def _loss_of(self, host: str) -> str:
+        link = self._links.get(host)
+        return link.loss if link is not None else "not connected"
+
+    def _on_crash(self, branch: str, error: str) -> None:
+        child = self._supervised.get(branch)
+        if child is not None:
+            child.crashed(crash_error(error))
 
     def ref(self, name: str, host: str | None = None) -> RemoteBranchRef:
         """The ref of the branch named ``name``, placed by any process of the cluster.
@@ -438,9 +516,17 @@ class Cluster:
         # Synchronous subscribers run here, as the signal arrives, so they have seen
         # a turn's terminal before its caller gets the outcome (as with a local
         # branch); asynchronous ones are awaited one after another, in order.
-        for observer in (self._observer, self._session.observer if self._session else None):
-            if observer is None:
-                continue
+        observers = [self._observer]
+        if self._session is not None:
+            observers.append(self._session.observer)
+        supervised = self._supervised.get(signal.branch_name or "")
+        if supervised is not None:
+            supervisor = supervised.session.observer
+            if isinstance(signal, _LIFECYCLE):
+                observers = [o for o in observers if o is not supervisor]  # it announces its own
+            elif supervisor not in observers:
+                observers.append(supervisor)
+        for observer in observers:
             pending = observer.dispatch(signal)
             if pending is not None and self._signals is not None:
                 with contextlib.suppress(trio.ClosedResourceError):
@@ -530,6 +616,7 @@ class Cluster:
                 reconnect_timeout=self.reconnect_timeout,
                 on_signal=self._on_signal,
                 spawn=self._nursery.start_soon,
+                on_crash=self._on_crash,
             )
             link.watching = self._watching
             self._links[host] = link
@@ -614,6 +701,25 @@ def _host_class(ray: Any, actor: type) -> Any:
 def _is_ray_loss(exc: BaseException) -> bool:
     ray = import_ray()
     return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.ActorUnavailableError)
+
+
+def _placement(
+    factory: Callable[..., Any] | str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    name: str,
+    restart: str,
+) -> dict[str, Any]:
+    """The placement spec a host builds a branch from."""
+    if not isinstance(name, str) or not name:
+        raise ValueError("spawn needs a branch name (name=...)")
+    return {
+        "factory": _factory_path(factory),
+        "args": _json_data(list(args), "args"),
+        "kwargs": _json_data(kwargs, "kwargs"),
+        "name": name,
+        "restart": restart,
+    }
 
 
 def _factory_path(factory: Callable[..., Any] | str) -> str:
