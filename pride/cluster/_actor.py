@@ -35,7 +35,7 @@ from typing import Any
 
 import trio
 
-from ..errors import InvalidMessage
+from ..errors import HostLost, InvalidMessage
 from ._driver import import_ray
 from ._host import HostRuntime
 from ._journal import EnvelopeJournal
@@ -74,6 +74,7 @@ class HostActor:
         self._deliverers: dict[str, list[asyncio.Future[None]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._serving = False
+        self._loop_ended = False
         self._graceful = False
         self._failure: BaseException | None = None
         self._ready = threading.Event()
@@ -102,6 +103,7 @@ class HostActor:
             self._failure = exc
             log.error("host %r: its trio loop failed: %r", self._name, exc, exc_info=exc)
         finally:
+            self._loop_ended = True
             self._ready.set()
             if self._serving and not self._graceful:
                 log.critical("host %r: its trio loop ended; ending the process", self._name)
@@ -133,9 +135,16 @@ class HostActor:
             self._loop.call_soon_threadsafe(_wake, waiting)
 
     def _token(self) -> trio.lowlevel.TrioToken:
+        """The trio loop's token.
+
+        Raises:
+            HostLost: the loop has ended (the process is about to end, or was
+                shut down): a caller must treat this host as lost, not as
+                refusing its batch.
+        """
         token = self._runtime.token
-        if token is None or not self._serving:
-            raise RuntimeError(f"host {self._name!r} is not serving")
+        if token is None or not self._serving or self._loop_ended:
+            raise HostLost("*", self._name, "its trio loop has ended")
         return token
 
     async def _on_trio(self, function: Any, *args: Any) -> Any:
@@ -177,7 +186,10 @@ class HostActor:
     async def hello(self) -> bytes:
         """Who this host is and what it serves (also: "ready", for a caller reconnecting)."""
         self._loop = asyncio.get_running_loop()
-        branches = await self._on_trio(self._runtime.branches)
+        try:
+            branches = await self._on_trio(self._runtime.branches)
+        except (HostLost, trio.RunFinishedError) as exc:
+            return dumps({"error": encode_error(_lost(self._name, exc))})
         return dumps(
             {
                 "host": self._name,
@@ -228,6 +240,8 @@ class HostActor:
             conn = self._take_batch(payload)
         except InvalidMessage as exc:
             return dumps({"error": encode_error(exc)})
+        except (HostLost, trio.RunFinishedError) as exc:
+            return dumps({"error": encode_error(_lost(self._name, exc))})
         # Linger briefly for the answers: a short turn's outcome then rides back on
         # this call instead of costing the poll a round trip of its own.
         waiter: asyncio.Future[None] = loop.create_future()
@@ -259,8 +273,9 @@ class HostActor:
             for item in items
             if item.get("k") == "send" and isinstance(item.get("id"), str)
         ]
+        token = self._token()  # before the journal: a lost host records nothing
         seen = self._journal.record(envelopes)
-        self._token().run_sync_soon(self._runtime.on_batch, conn, seq, items, seen)
+        token.run_sync_soon(self._runtime.on_batch, conn, seq, items, seen)
         return conn
 
     async def poll(self, conn: str, timeout: float = POLL_TIMEOUT) -> bytes:
@@ -305,6 +320,10 @@ class HostActor:
             return
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 60.0)
         self._journal.close()
+
+
+def _lost(name: str, exc: BaseException) -> HostLost:
+    return exc if isinstance(exc, HostLost) else HostLost("*", name, "its trio loop has ended")
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

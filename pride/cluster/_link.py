@@ -339,9 +339,13 @@ class Link:
         while True:
             try:
                 info = loads(await wait_ref(self.handle.hello.remote()), "hello")
+                if isinstance(info, dict) and "error" in info:
+                    raise decode_error(info["error"])
                 break
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                 last: BaseException = exc
+            except HostLost as exc:  # the process lives, its loop has ended: not back yet
+                last = exc
             if trio.current_time() > deadline:
                 raise HostLost(
                     "*", self.host, f"no answer within {self.reconnect_timeout}s: {last}"
@@ -512,6 +516,9 @@ class Link:
 
 
 def _is_loss(exc: BaseException) -> bool:
+    """True for an error that means the host process is gone or serves nothing."""
+    if isinstance(exc, HostLost):  # the host said so: its trio loop has ended
+        return True
     ray = import_ray()
     return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.ActorUnavailableError)
 

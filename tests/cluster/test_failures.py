@@ -124,6 +124,24 @@ async def test_a_dead_trio_loop_ends_its_host_process(ray_session: Path, name: s
         assert new_pid != pid
 
 
+async def test_a_host_whose_trio_loop_has_ended_is_lost_not_malformed(
+    ray_session: Path, name: str
+) -> None:
+    """Regression: a delivery reaching a host between its trio loop's end and the
+    process's end failed the envelopes with InvalidMessage ("refused a batch").
+    The caller must hear HostLost, and give up on the host after its timeout."""
+    host = f"ended-{name}"
+    async with Cluster(namespace=NAMESPACE, storage=ray_session, reconnect_timeout=1.0) as cluster:
+        ref = await cluster.spawn(WORKER, name=name, host=host)
+        assert await pride.ask(ref, Chat("one")) == "echo: one"
+        handle = await trio.to_thread.run_sync(_host_handle, host)
+        await wait_ref(handle.shutdown.remote())  # the loop ends; the process lives on
+        with pytest.raises(HostLost):
+            await pride.ask(ref, Chat("two"))
+        with trio.fail_after(10), pytest.raises(HostLost):
+            await pride.ask(ref, Chat("three"))  # waits out reconnect_timeout, then gives up
+
+
 async def test_a_replayed_envelope_is_refused_not_run_twice(cluster: Cluster, name: str) -> None:
     """The same envelope id delivered again, on any connection, is refused."""
     ref = await cluster.spawn(WORKER, name=name, host="shared")
