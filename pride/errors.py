@@ -20,6 +20,8 @@ PrideError
 ├── UnknownOperation (LookupError)     no such registered operation
 ├── MembershipError (ValueError)       the branch belongs to another session
 ├── SupervisorFailed                   restart intensity exceeded
+├── InvalidFlow (ValueError)           a flow cannot start (or grow); names the node
+├── FlowNodeError (LookupError)        the result of a flow node that did not complete
 ├── Escalate                           raised inside a turn: let the supervisor decide
 ├── LoopBreak                          a BREAK directive stopped a loop
 ├── StopStream                         a CANCEL directive ended a stream cleanly
@@ -71,7 +73,9 @@ __all__ = [
     "EndpointNotFound",
     "EnvelopeReplayed",
     "Escalate",
+    "FlowNodeError",
     "HostLost",
+    "InvalidFlow",
     "InvalidMessage",
     "JournalMismatch",
     "LoopBreak",
@@ -316,6 +320,55 @@ class MembershipError(PrideError, ValueError):
 
 class SupervisorFailed(PrideError):
     """A session exceeded its restart intensity; ``__cause__`` is the last crash."""
+
+
+class InvalidFlow(PrideError, ValueError):
+    """A flow cannot start, or a node cannot join it: ``node`` names the culprit.
+
+    Raised before any node runs for a cycle, a dependency on a node the flow
+    does not have, or a target the session cannot resolve; raised by
+    ``flow.add`` for a duplicate name, and by a running flow's ``add`` when
+    the new node would break it (or pass ``max_spawn``).
+
+    Attributes:
+        node: the offending node's name.
+        problem: what is wrong with it, and how to fix it.
+        flow: the flow's name, or None.
+    """
+
+    def __init__(self, node: str, problem: str, *, flow: str | None = None) -> None:
+        self.node = node
+        self.problem = problem
+        self.flow = flow
+        where = f" of flow {flow!r}" if flow else ""
+        super().__init__(f"node {node!r}{where}: {problem}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only ``flow`` would be lost by the default pickling (Ray carries errors).
+        return (_invalid_flow, (self.node, self.problem, self.flow))
+
+
+def _invalid_flow(node: str, problem: str, flow: str | None) -> InvalidFlow:
+    return InvalidFlow(node, problem, flow=flow)
+
+
+class FlowNodeError(PrideError, LookupError):
+    """``flow_result[name]`` for a node that did not complete.
+
+    Attributes:
+        node: the node's name.
+        outcome: ``"failed"``, ``"skipped"`` or ``"cancelled"``.
+        reason: why (a failed node's error is also the ``__cause__``).
+    """
+
+    def __init__(self, node: str, outcome: str, reason: str) -> None:
+        self.node = node
+        self.outcome = outcome
+        self.reason = reason
+        super().__init__(f"flow node {node!r} has no result: it {outcome} ({reason})")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.node, self.outcome, self.reason))
 
 
 class Escalate(PrideError):

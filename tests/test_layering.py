@@ -1,7 +1,9 @@
 """Imports point one way (DESIGN.md, "Layout"), and no package reaches into another's privates.
 
-cli -> cluster -> supervisors -> actors -> operations -> llm, tools, context, memory -> messages;
-store and testing sit beside them; cluster (the ray extra) builds on supervisors;
+cli -> cluster -> supervisors -> flows -> actors -> operations -> llm, tools, context, memory
+-> messages; store and testing sit beside them; cluster (the ray extra) builds on supervisors;
+flows (graphs of work across branches) builds on actors and knows no Session class: a
+session hands a run its name resolution and observer, and ``Session.flow`` delegates to it;
 mcp (the optional extra) sits beside tools
 and supervisors: it builds on actors, tools and messages and never imports
 supervisors at run time, while ``Session.spawn_mcp`` is the one door from
@@ -41,14 +43,16 @@ ALLOWED: dict[str, set[str]] = {
     "context": BASE | {"llm"},
     "operations": BASE | {"llm", "tools", "context", "memory"},
     "actors": BASE | {"llm", "tools", "context", "memory", "operations"},
+    "flows": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "store"},
     "supervisors": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "store", "mcp"},
+    | {"llm", "tools", "context", "memory", "operations", "actors", "store", "mcp", "flows"},
     "mcp": BASE | {"llm", "tools", "context", "memory", "operations", "actors"},
     "telemetry": BASE | {"llm", "actors"},
     "store": BASE,
     "testing": BASE | {"llm"},
     "cluster": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "supervisors", "store"},
+    | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
+    | {"store"},
     "cli": BASE
     | {
         "llm",
@@ -63,6 +67,7 @@ ALLOWED: dict[str, set[str]] = {
         "mcp",
         "cluster",
         "telemetry",
+        "flows",
     },
 }
 

@@ -63,7 +63,7 @@ from ..messages import (
     new_id,
 )
 from . import instrument, turn, wiring
-from .budget import Account, Meter
+from .budget import Account, Meter, carry, uncarry
 from .journal import BranchJournal, open_run
 from .mailbox import Mailbox, MailboxStatistics, Reply
 from .target import announce_live, withdraw_live
@@ -340,7 +340,8 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     reply.start(None, cancel)
     step = enter_step(reply)  # its tools waiting on this branch would deadlock
     command: WorkCommand = reply.command  # type: ignore[assignment]
-    meter = _meter(actor, command)
+    meter = _meter(actor, command, reply)
+    carried = carry(reply.allowance)  # what its tools send draws on it too
     tracer = instrument.TRACER  # its tool calls' spans, under the caller's (no span of its own)
     trace = None if tracer is None else tracer.step(actor.branch, command, reply.trace)
     try:
@@ -369,6 +370,7 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         else:
             reply.fail(failure)
     finally:
+        uncarry(carried)
         meter.close()
         leave_step(step)
         if trace is not None:
@@ -402,10 +404,11 @@ def _uncommitted(actor: Actor) -> StoreError:
     return StoreError(message)
 
 
-def _meter(actor: Actor, command: WorkCommand) -> Meter:
-    """The allowance of one work item: its command's budget, else its branch's."""
+def _meter(actor: Actor, command: WorkCommand, reply: Reply) -> Meter:
+    """The allowance of one work item: its command's budget, else its branch's,
+    drawing on the allowance its envelope carries (a flow's), if any."""
     budget = command.budget if command.budget is not None else actor.branch.budget
-    return Meter(budget, actor.account)
+    return Meter(budget, actor.account, carried=reply.allowance)
 
 
 # ------------------------------------------------------------ the turn driver
@@ -430,7 +433,7 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     )
     # A Resume's own budget, when it has one, bounds the rest of the turn.
     budgeted = reply.command if getattr(reply.command, "budget", None) is not None else command
-    meter = _meter(actor, budgeted)  # type: ignore[arg-type]
+    meter = _meter(actor, budgeted, reply)  # type: ignore[arg-type]
     state = turn.TurnState(context, command, actor.host, meter=meter, journal=run)  # type: ignore[arg-type]
     scope = turn.TurnScope(state, owns_lifecycle=True, stream=reply.stream)
     observed = actor.observer is not None
@@ -440,6 +443,7 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         state.trace = tracer.turn(branch, context.turn_id, command, reply.trace)  # type: ignore[arg-type]
     actor.turn = state
     token = turn.bind(branch, actor, scope)
+    carried = carry(reply.allowance)  # what the turn sends draws on it too
     result: Any = None
     error: BaseException | None = None
     outcome: _Outcome | None = None
@@ -485,6 +489,7 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         actor.last_context_report = context.provider_report
         context.advance("closed")
         actor.turn = None
+        uncarry(carried)
         turn.unbind(token)
         if reply.stream is not None:
             reply.stream.close()

@@ -12,6 +12,12 @@ chain upwards (a turn's meter, its branch's account, the session's, the
 parent session's), and every call is counted on the whole chain, which is
 how ``branch.usage`` and ``session.usage`` stay current.
 
+A third kind of allowance spans turns of *different* branches: a flow's
+budget bounds every node of the graph, wherever it runs. Such an account is
+not on any branch's chain, so it travels with the work instead: work sent
+inside `drawing_on(account)` carries it in its envelope, the turn's meter
+adds it to its chain, and whatever that turn sends on carries it too.
+
 The problem with checking only between calls (pydantic-ai's ``UsageLimits``)
 is that work in flight runs on past the limit. So a `Meter` does three
 things for its turn: it refuses a call whose allowance is spent (checked
@@ -30,9 +36,11 @@ an unbudgeted turn only adds its calls' figures to its chain.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import trio
@@ -41,7 +49,7 @@ from ..context import count_tokens
 from ..errors import BudgetExceeded
 from ..messages import Budget, Usage
 
-__all__ = ["Account", "Meter"]
+__all__ = ["Account", "Meter", "carried_allowance", "carry", "drawing_on", "uncarry"]
 
 log = logging.getLogger("pride.budget")
 
@@ -197,28 +205,46 @@ class Meter(Account):
         parent: the account above: the branch's, or the turn's meter for a
             nested command with a budget of its own.
         scope: who the allowance belongs to, for errors.
+        carried: an allowance the work draws on besides its own chain (a
+            flow's: see `drawing_on`), with the accounts above it.
+
+    Its ``chain`` is every account a call is counted on: itself, the accounts
+    above it, then the carried ones (each account once). It is fixed when the
+    meter is made: what a turn draws on does not change while it runs.
     """
 
-    __slots__ = ("cancel", "error", "limited", "on_trip", "stop_at", "watches_output")
+    __slots__ = ("cancel", "chain", "error", "limited", "on_trip", "stop_at", "watches_output")
 
-    def __init__(self, budget: Budget | None, parent: Account | None, scope: str = "turn") -> None:
+    def __init__(
+        self,
+        budget: Budget | None,
+        parent: Account | None,
+        scope: str = "turn",
+        carried: Account | None = None,
+    ) -> None:
         super().__init__(budget, scope=scope, parent=parent)
         self.error: BudgetExceeded | None = None
-        limited: list[Account] | None = [self] if self.budget is not None else None
-        above = parent
-        while above is not None:
-            if above.budget is not None:
-                if limited is None:
-                    limited = []
-                limited.append(above)
-            above = above.parent
+        chain: list[Account] = [self]
+        if isinstance(parent, Meter):  # a nested command's: the turn's whole chain
+            chain.extend(parent.chain)
+        else:
+            above = parent
+            while above is not None:
+                chain.append(above)
+                above = above.parent
+        while carried is not None:
+            if carried not in chain:
+                chain.append(carried)
+            carried = carried.parent
+        self.chain: tuple[Account, ...] = tuple(chain)
+        limited = [account for account in chain if account.budget is not None]
         self.limited: tuple[Account, ...] = ()
         self.watches_output = False
         self.cancel: trio.CancelScope | None = None
         self.on_trip: Callable[[], None] | None = None
         # The scope's deadline: the earliest max_duration of the allowances it draws on.
         self.stop_at = math.inf
-        if limited is not None:
+        if limited:
             self._enforce(tuple(limited))
 
     def _enforce(self, limited: tuple[Account, ...]) -> None:
@@ -280,10 +306,8 @@ class Meter(Account):
         """
         if self.limited:
             self._check("model")
-        account: Account | None = self
-        while account is not None:
+        for account in self.chain:
             account.model_calls += 1
-            account = account.parent
 
     def add_tokens(
         self, input_tokens: int, output_tokens: int, cached_tokens: int, cost_usd: float | None
@@ -293,14 +317,12 @@ class Meter(Account):
         Raises:
             BudgetExceeded: a token or cost limit is now passed.
         """
-        account: Account | None = self
-        while account is not None:
+        for account in self.chain:
             account.input_tokens += input_tokens
             account.output_tokens += output_tokens
             account.cached_tokens += cached_tokens
             if cost_usd is not None:
                 account.cost_usd = (account.cost_usd or 0.0) + cost_usd
-            account = account.parent
         if not self.limited:
             return
         if cost_usd is None:
@@ -328,10 +350,8 @@ class Meter(Account):
             assert budget is not None
             allowed = budget.max_output_tokens
             if allowed is not None and account.output_tokens + so_far > allowed:
-                chain: Account | None = self
-                while chain is not None:
-                    chain.output_tokens += so_far
-                    chain = chain.parent
+                for counted in self.chain:
+                    counted.output_tokens += so_far
                 error = BudgetExceeded(
                     "max_output_tokens", account.output_tokens, allowed, scope=account.scope
                 )
@@ -362,10 +382,8 @@ class Meter(Account):
         """
         if self.limited:
             self._check("tool")
-        account: Account | None = self
-        while account is not None:
+        for account in self.chain:
             account.tool_calls += 1
-            account = account.parent
 
     # ---------------------------------------------------------- the scope
 
@@ -403,3 +421,48 @@ class Meter(Account):
             late = min(self.limited, key=deadline)
             self.error = late.late(trio.current_time())
         return self.error
+
+
+# The allowance work sent from the current task also draws on (a flow's), if any.
+_carried: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
+    "pride_carried_allowance", default=None
+)
+
+
+@contextlib.contextmanager
+def drawing_on(account: Account | None) -> Iterator[None]:
+    """Work sent from the block also draws on ``account`` (None: nothing more).
+
+    Every envelope made inside the block carries ``account``; the turn (or
+    ``Act``) serving it counts its calls there too and is stopped when it is
+    spent, and so is the work that turn sends on. Accounts the work already
+    draws on are not counted twice.
+    """
+    token = _carried.set(account)
+    try:
+        yield
+    finally:
+        _carried.reset(token)
+
+
+def carried_allowance() -> Account | None:
+    """The account `drawing_on` set for the calling task, if any."""
+    return _carried.get()
+
+
+def carry(account: Account | None) -> contextvars.Token[Account | None] | None:
+    """For the actor: the task serving an envelope carries its ``allowance`` on.
+
+    Returns the token for `uncarry`, or None when there was nothing to change
+    (the common case, which costs one context-variable read). A plain pair, not
+    a context manager: it is on the path of every turn and ``Act``.
+    """
+    if account is None and _carried.get() is None:
+        return None
+    return _carried.set(account)
+
+
+def uncarry(token: contextvars.Token[Account | None] | None) -> None:
+    """Undo `carry`."""
+    if token is not None:
+        _carried.reset(token)

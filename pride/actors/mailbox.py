@@ -28,6 +28,7 @@ import trio
 from ..errors import BranchClosed, MailboxFull, ReplyConsumedError, TurnCancelled
 from ..messages import Command
 from . import instrument
+from .budget import carried_allowance
 from .waits import check_wait_allowed, record_wait, remove_wait
 
 if TYPE_CHECKING:
@@ -64,6 +65,9 @@ class Reply:
             plain strings) when tracing is on, else None; the turn's span is a
             child of it. A target carrying the envelope to another process
             carries this along.
+        allowance: an allowance the command's turn draws on besides its
+            branch's and session's (a flow's budget), taken from the sender's
+            `drawing_on` block when the envelope is made; None mostly.
     """
 
     __slots__ = (
@@ -75,6 +79,7 @@ class Reply:
         "_queued_in",
         "_result",
         "_stream",
+        "allowance",
         "branch",
         "command",
         "state",
@@ -95,6 +100,7 @@ class Reply:
         self.branch = target
         self.command = command
         self.tag = tag
+        self.allowance = carried_allowance()
         self.state: ReplyState = "queued"
         self.turn_id: UUID | None = None
         self._done = False

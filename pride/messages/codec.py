@@ -98,6 +98,11 @@ _SIGNAL_TYPES: tuple[type, ...] = (
     signals.BranchStopped,
     signals.BranchRestarted,
     signals.SessionFailed,
+    signals.NodeStarted,
+    signals.NodeCompleted,
+    signals.NodeFailed,
+    signals.NodeSkipped,
+    signals.NodeCancelled,
 )
 _DECISION_TYPES: tuple[type, ...] = (commands.Approve, commands.Deny)
 _TAGGED: dict[str, type] = {
@@ -118,6 +123,7 @@ _BASES: tuple[type, ...] = (
     commands.PriorityCommand,
     signals.Signal,
     commands.Decision,
+    signals.NodeSignal,
 )
 
 

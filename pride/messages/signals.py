@@ -14,6 +14,10 @@ run with ``RunSuspended`` (a ``RunFailed``) after one ``ApprovalRequested``
 per pending call; when it is resolved it runs again under the same
 ``turn_id``, from a ``RunStart`` with ``resumed=True`` to its terminal. So
 does a turn a crash interrupted, once its branch is restored.
+
+Per flow node (`pride.flows`), an observer sees ``NodeStarted`` and then
+exactly one terminal (``NodeCompleted``, ``NodeFailed`` or ``NodeCancelled``),
+or ``NodeSkipped`` alone for a node that never started.
 """
 
 from __future__ import annotations
@@ -38,6 +42,12 @@ __all__ = [
     "CapabilityViolation",
     "EmissionRejected",
     "MessageAdded",
+    "NodeCancelled",
+    "NodeCompleted",
+    "NodeFailed",
+    "NodeSignal",
+    "NodeSkipped",
+    "NodeStarted",
     "RunEnd",
     "RunFailed",
     "RunStart",
@@ -270,3 +280,75 @@ class SessionFailed(Signal):
 
     session_name: str | None = None
     cause: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class NodeSignal(Signal):
+    """Base of a flow node's lifecycle signals.
+
+    ``branch_id`` and ``branch_name`` name the node's target branch (when it
+    is known); ``elapsed`` is the seconds since the flow started, so the
+    signals of one flow form a timeline.
+
+    Attributes:
+        flow_id: the id of the flow run.
+        flow_name: the flow's name, if it has one.
+        node: the node's name.
+        elapsed: seconds since the flow started.
+        depends_on: the names of the nodes it waits for.
+        spawned_by: the node whose operation added it to the running flow, if any.
+    """
+
+    flow_id: UUID | None = None
+    flow_name: str | None = None
+    node: str = ""
+    elapsed: float = 0.0
+    depends_on: tuple[str, ...] = ()
+    spawned_by: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class NodeStarted(NodeSignal):
+    """A node's dependencies completed and its command was sent to its branch.
+
+    ``command`` is the command type's name (``"Chat"``). Its turn may still
+    wait in the branch's mailbox behind the branch's other work.
+    """
+
+    command: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class NodeCompleted(NodeSignal):
+    """A node's command finished; ``duration`` is seconds from its start."""
+
+    turn_id: UUID | None = None
+    duration: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class NodeFailed(NodeSignal):
+    """A node's command (or its condition, or the function building its command) raised."""
+
+    turn_id: UUID | None = None
+    duration: float = 0.0
+    error_type: str = ""
+    error_message: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class NodeSkipped(NodeSignal):
+    """A node never started: ``reason`` says why (a dependency that did not
+    complete, its condition was false, the flow was cancelled or stopped)."""
+
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class NodeCancelled(NodeSignal):
+    """A started node was cancelled (the caller gave up, or ``fail_fast``);
+    its turn, if it had begun, ended with its own terminal first."""
+
+    turn_id: UUID | None = None
+    duration: float = 0.0
+    reason: str = ""

@@ -207,7 +207,12 @@ class Membership:
         if self.supervisor.nursery is not None or self.parent is not None:
             raise RuntimeError(f"session {self.name!r} is already running")
 
-    def _require_running(self) -> None:
+    def require_running(self) -> None:
+        """Refuse work while the session is not running.
+
+        Raises:
+            RuntimeError: the session is not running.
+        """
         if not self.supervisor.running or self.supervisor.nursery is None:
             raise RuntimeError(
                 f"session {self.name!r} is not running: use `async with Session(...) as session:`"
@@ -237,7 +242,7 @@ class Membership:
             ValueError: a name is taken.
             RuntimeError: the session is not running, or one is being added already.
         """
-        self._require_running()
+        self.require_running()
         for branch in branches:
             if not isinstance(branch, Branch):
                 raise TypeError(f"expected a Branch, got {type(branch).__name__}")
@@ -327,7 +332,7 @@ class Membership:
             MembershipError: it belongs to another session.
             RuntimeError: this session is not running, or the child cannot start.
         """
-        self._require_running()
+        self.require_running()
         if members is self:
             raise ValueError("a session cannot supervise itself")
         existing = self._member_of(session)
@@ -362,7 +367,7 @@ class Membership:
             RuntimeError: this session is not running.
             Exception: it failed to start (it does not become a member).
         """
-        self._require_running()
+        self.require_running()
         existing = self._member_of(service)
         if existing is None:
             self._check_claim(service)

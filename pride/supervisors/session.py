@@ -24,9 +24,10 @@ observation, operations and the session's own lifecycle.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
 from uuid import UUID
@@ -40,6 +41,16 @@ from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
 from ..errors import UnknownBranch, UnknownTurn
+from ..flows import (
+    DEFAULT_MAX_CONCURRENT,
+    DEFAULT_MAX_SPAWN,
+    Flow,
+    FlowEvents,
+    FlowHost,
+    FlowResult,
+    FlowRun,
+    open_flow_stream,
+)
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
     Budget,
@@ -599,6 +610,97 @@ class Session:
             if journal is not None and turn_id in journal.waiting:
                 return branch
         return None
+
+    # ------------------------------------------------------------ flows
+
+    async def flow(
+        self,
+        flow: Flow,
+        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        budget: Budget | None = None,
+        fail_fast: bool = False,
+        *,
+        max_spawn: int = DEFAULT_MAX_SPAWN,
+    ) -> FlowResult:
+        """Run ``flow``'s nodes as turns of this session's branches; return a
+        [`FlowResult`][pride.FlowResult].
+
+        A node starts when its dependencies have completed, at most
+        ``max_concurrent`` at once; a node whose dependency did not complete
+        is skipped, independent ones go on (``fail_fast``: the first failure
+        cancels the running nodes and skips the rest). Node signals
+        ([`NodeStarted`][pride.NodeStarted], ...) go to the observer. See
+        docs/flows.md and `pride.flows.run`.
+
+        Args:
+            flow: the plan.
+            max_concurrent: nodes running at once (>= 1).
+            budget: one allowance for every node's turn (and the work those
+                turns ask of other branches); the session's budget applies too.
+            fail_fast: stop the flow at its first failed node.
+            max_spawn: how many nodes the running flow may grow by
+                ([`current_flow`][pride.current_flow]``().add(...)``).
+
+        Raises:
+            InvalidFlow: the flow cannot start (a cycle, a dependency on a
+                missing node, a target this session cannot resolve); nothing ran.
+            ValueError, TypeError: a bad option.
+            RuntimeError: the session is not running.
+
+        Cancellation: every running node's turn is cancelled and finalised
+        (its terminal signal, then ``NodeCancelled``), the other nodes are
+        skipped, and no node starts afterwards.
+        """
+        self._members.require_running()
+        run = FlowRun(
+            flow,
+            self._flow_host(),
+            max_concurrent=max_concurrent,
+            budget=budget,
+            fail_fast=fail_fast,
+            max_spawn=max_spawn,
+        )
+        return await run.run()
+
+    @contextlib.asynccontextmanager
+    async def flow_stream(
+        self,
+        flow: Flow,
+        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        budget: Budget | None = None,
+        fail_fast: bool = False,
+        *,
+        max_spawn: int = DEFAULT_MAX_SPAWN,
+        items: bool = False,
+    ) -> AsyncIterator[FlowEvents]:
+        """Run ``flow`` while the block iterates its events, as they happen.
+
+        ``async with session.flow_stream(flow) as events: async for event in
+        events: ...``; afterwards ``events.result`` is the
+        [`FlowResult`][pride.FlowResult]. The events are the node signals (also
+        sent to the observer) and, with ``items=True``, each streaming node's
+        items as [`NodeItem`][pride.flows.NodeItem]s (nodes running ``Run`` or
+        ``ReActStream``; their result is still what ``ask`` would return). Leaving
+        the block early cancels the flow, as cancelling
+        [`flow`][pride.supervisors.session.Session.flow] would. The other arguments
+        and errors are [`flow`][pride.supervisors.session.Session.flow]'s;
+        ``InvalidFlow`` is raised on entering, before anything runs.
+        """
+        self._members.require_running()
+        run = FlowRun(
+            flow,
+            self._flow_host(),
+            max_concurrent=max_concurrent,
+            budget=budget,
+            fail_fast=fail_fast,
+            max_spawn=max_spawn,
+            items=items,
+        )
+        async with open_flow_stream(run) as events:
+            yield events
+
+    def _flow_host(self) -> FlowHost:
+        return FlowHost(self.name, self._members.target, self._observer)
 
     @property
     def memory(self) -> MemoryStore:

@@ -1,0 +1,44 @@
+"""Flows: dependency-aware graphs of work across branches, run as ordinary turns.
+
+```python
+flow = pride.Flow("brief")
+facts = flow.add("researcher", Chat("find the facts"))
+flow.add("writer", lambda up: Chat(f"write it from: {up['researcher']}"), depends_on=facts)
+result = await session.flow(flow, max_concurrent=5)
+print(result["writer"], result.outcomes)
+```
+
+`pride.flows.graph` builds the plan, `pride.flows.run` runs it (each
+node a command sent to its branch through the public send API),
+`pride.flows.stream` streams its events, `pride.flows.mermaid` draws it.
+Sessions run flows ([`Session.flow`][pride.supervisors.session.Session.flow],
+[`Session.flow_stream`][pride.supervisors.session.Session.flow_stream]); this package knows no
+Session class: a session hands a run its name resolution and observer as a
+`FlowHost`.
+"""
+
+from .graph import CommandSource, Condition, Flow, FlowNode, Outcome
+from .mermaid import render as render_mermaid
+from .result import FlowResult, NodeOutcome
+from .run import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, FlowHost, FlowRun, current_flow
+from .stream import ITEM_BUFFER, FlowEvents, NodeItem, open_flow_stream
+
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT",
+    "DEFAULT_MAX_SPAWN",
+    "ITEM_BUFFER",
+    "CommandSource",
+    "Condition",
+    "Flow",
+    "FlowEvents",
+    "FlowHost",
+    "FlowNode",
+    "FlowResult",
+    "FlowRun",
+    "NodeItem",
+    "NodeOutcome",
+    "Outcome",
+    "current_flow",
+    "open_flow_stream",
+    "render_mermaid",
+]
