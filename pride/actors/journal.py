@@ -70,11 +70,11 @@ from ..messages import (
     PendingCall,
     Resume,
     WorkCommand,
+    new_id,
     structure,
     to_json,
     unstructure,
 )
-from ..messages._ids import new_id
 from ..messages.codec import dump_json, parse_json
 from ..messages.commands import MODEL_FIELDS
 from ..messages.history import Checkpoint, History
