@@ -15,7 +15,6 @@ constructor returns a ``PosixPath`` defined beside it).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncGenerator, Callable
 from functools import partial
 from types import TracebackType
@@ -24,12 +23,13 @@ from typing import Any, Self
 import attrs
 import httpx
 
-from pride.errors import AuthenticationFailed, ProviderError
+from pride.errors import ProviderError
 
 from ._anthropic import AnthropicEndpoint
 from ._attempts import send_with_retries, stream_with_retries
 from ._client import RunClient
 from ._endpoint import Endpoint
+from ._key import ApiKey
 from ._ledger import CallLedger
 from ._limiter import RateLimiter
 from ._openai import OpenAIEndpoint
@@ -171,9 +171,7 @@ class iModel:
             concurrency_limit=concurrency_limit,
             queue_capacity=queue_capacity,
         )
-        self._api_key = api_key
-        self._key_env = info.key_env
-        self._key_required = info.key_required
+        self._key = ApiKey(api_key, info.key_env, info.key_required)
         self._http = RunClient(timeout, f"{self.provider}/{self.model}")
         self._ledger = CallLedger(limiter)
         self._endpoint = self._make_endpoint(info)
@@ -200,7 +198,7 @@ class iModel:
     def key_env(self) -> str | None:
         """The environment variable this model reads its API key from (``None``
         for providers that take no key, such as the scripted model)."""
-        return self._key_env or None
+        return self._key.env or None
 
     def api_key(self) -> str | None:
         """The API key for this call: the explicit one, else the environment's.
@@ -209,21 +207,8 @@ class iModel:
             AuthenticationFailed: the provider needs a key and none is set; the
                 message names the environment variable to set.
         """
-        if self._api_key:
-            return self._api_key
-        if self._key_env:
-            key = os.environ.get(self._key_env)
-            if key:
-                return key
-        if self._key_required:
-            url = self._endpoint.public_url if self._endpoint.public_url else self.base_url
-            raise AuthenticationFailed(
-                f"{self.provider}: no API key for {url}: set the {self._key_env} environment "
-                "variable or pass api_key=",
-                provider=self.provider,
-                url=url,
-            )
-        return None
+        url = self._endpoint.public_url if self._endpoint.public_url else self.base_url
+        return self._key.read(self.provider, url)
 
     def http_client(self) -> httpx.AsyncClient:
         """The HTTP client of the current trio run, created on first use.
@@ -342,15 +327,9 @@ class iModel:
         return self._ledger.statistics()
 
     def __repr__(self) -> str:
-        if self._api_key:
-            key = "'***'"
-        elif self._key_env:
-            key = f"<from ${self._key_env}>"
-        else:
-            key = "None"
         return (
             f"{type(self).__name__}(provider={self.provider!r}, model={self.model!r}, "
-            f"base_url={self.base_url!r}, api_key={key})"
+            f"base_url={self.base_url!r}, api_key={self._key.describe()})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -418,7 +397,7 @@ class iModel:
     def copy(self) -> iModel:
         """A new model with this configuration and key, and its own client, limits and counters."""
         twin = iModel.from_dict(self.to_dict())
-        twin._api_key = self._api_key
+        twin._key = self._key
         twin.on_retry = self.on_retry
         return twin
 

@@ -12,8 +12,8 @@ class checks it when present. UUIDs are strings; tuples are lists.
 
 Validation is strict: a string field does not accept ``5``, an int field does
 not accept ``True`` or ``"5"``; numbers are finite and integers fit in 64
-bits, and text is read and written as strict JSON (`_json`). Any problem
-raises one
+bits, and text is read and written as strict JSON (`_json`); the hooks that
+check each value are in `_hooks`. Any problem raises one
 [`InvalidMessage`][pride.InvalidMessage] naming every offending path, e.g.
 ``Chat.instruction: expected str, got int``; a half-built object is never
 returned and no raw cattrs or ``KeyError`` escapes.
@@ -30,18 +30,39 @@ from uuid import UUID
 import attrs
 import cattrs
 from cattrs.errors import (
-    AttributeValidationNote,
     ClassValidationError,
     ForbiddenExtraKeysError,
     IterableValidationError,
-    IterableValidationNote,
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
 from . import commands, conversation, signals
 from ._errors import InvalidMessage
-from ._json import MAX_DEPTH, TOO_DEEP, dump_json, number_problem, parse_json
-from .budget import BUDGET_FIELDS, Budget, limit_problem
+from ._hooks import (
+    OPTIONS_MODEL,
+    Problem,
+    call_kwargs,
+    check_json,
+    is_homogeneous_tuple,
+    is_marker,
+    is_str_mapping,
+    mapping_hook,
+    structure_bool,
+    structure_budget,
+    structure_float,
+    structure_int,
+    structure_model_spec,
+    structure_response_format,
+    structure_str,
+    structure_tool_selection,
+    structure_uuid,
+    tuple_hook,
+    type_name,
+    unstructure_model_spec,
+    unstructure_response_format,
+)
+from ._json import MAX_DEPTH, TOO_DEEP, dump_json, parse_json
+from .budget import Budget
 
 __all__ = [
     "MAX_DEPTH",
@@ -132,291 +153,38 @@ def registered_types() -> tuple[type, ...]:
     return tuple(_TAGGED.values())
 
 
-class _Problem(Exception):
-    """A validation failure at the current path (or at ``where`` below it); its
-    text is the reason."""
-
-    def __init__(self, reason: str, where: str = "") -> None:
-        super().__init__(reason)
-        self.where = where
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-# ------------------------------------------------------------ strict scalars
-
-
-def _structure_str(value: Any, _: Any) -> str:
-    if not isinstance(value, str):
-        raise _Problem(f"expected str, got {_type_name(value)}")
-    return value
-
-
-def _structure_int(value: Any, _: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Problem(f"expected int, got {_type_name(value)}")
-    if (problem := number_problem(value)) is not None:
-        raise _Problem(problem)
-    return value
-
-
-def _structure_float(value: Any, _: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _Problem(f"expected float, got {_type_name(value)}")
-    if (problem := number_problem(value)) is not None:
-        raise _Problem(problem)
-    return float(value)
-
-
-def _structure_bool(value: Any, _: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Problem(f"expected bool, got {_type_name(value)}")
-    return value
-
-
-def _structure_uuid(value: Any, _: Any) -> UUID:
-    if isinstance(value, UUID):
-        return value
-    if not isinstance(value, str):
-        raise _Problem(f"expected UUID string, got {_type_name(value)}")
-    try:
-        return UUID(value)
-    except ValueError:
-        raise _Problem(f"invalid UUID {value!r}") from None
-
-
-def _check_json(value: Any, path: str = "") -> Any:
-    """Return ``value`` if it is plain JSON data; raise naming where it is not."""
-    if value is None or isinstance(value, str | bool):
-        return value
-    if isinstance(value, int | float):
-        if (problem := number_problem(value)) is not None:
-            raise _Problem(f"{path}: {problem}" if path else problem)
-        return value
-    if isinstance(value, list | tuple):
-        return [_check_json(item, f"{path}[{index}]") for index, item in enumerate(value)]
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _Problem(f"{path or 'object'} has a non-string key {key!r}")
-            out[key] = _check_json(item, f"{path}.{key}" if path else key)
-        return out
-    where = f"{path}: " if path else ""
-    raise _Problem(f"{where}expected JSON data, got {_type_name(value)}")
-
-
-def _is_marker(marker: str) -> Callable[[Any], bool]:
-    def predicate(tp: Any) -> bool:
-        return typing.get_origin(tp) is typing.Annotated and marker in tp.__metadata__
-
-    return predicate
-
-
-_NOT_OFFERED = (
-    "a model configuration cannot come from outside (it could name its own base_url, "
-    "provider or key); give the name of a model the application made available"
-)
-# request_options go into the provider's request body, where "model" would pick
-# a model the application never offered, on its endpoint and with its key.
-_OPTIONS_MODEL = (
-    "a decoded command may not choose the model through request_options; name one of "
-    "the models the application made available in chat_model"
-)
-# Keys of a model configuration: an object holding one, anywhere in a decoded
-# Call's arguments, is a model configuration in disguise.
-_CONFIG_KEYS = frozenset({"base_url", "api_key", "provider", "key_env"})
-
-
-def _structure_model_spec(value: Any, _: Any) -> Any:
-    # Decoded data is never trusted with a model configuration: a name only
-    # (commands.ModelName), which the branch resolves among its own models.
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return commands.ModelName(value)
-    if isinstance(value, Mapping):
-        raise _Problem(_NOT_OFFERED)
-    raise _Problem(f"expected a model name (str) or null, got {_type_name(value)}")
-
-
-def _call_kwargs(value: Any, path: str) -> Any:
-    """A decoded Call's arguments, checked as JSON and stripped of model power:
-    a model argument (``chat_model``, ...) at any depth becomes a
-    [`ModelName`][pride.messages.commands.ModelName], and a model configuration
-    anywhere is refused (an operation may pass its arguments on to a verb)."""
-    if isinstance(value, Mapping):
-        if _CONFIG_KEYS.intersection(value):
-            raise _Problem(_NOT_OFFERED, path)
-        out = {}
-        for key, item in value.items():
-            where = f"{path}.{key}"
-            if key == "request_options" and isinstance(item, Mapping) and "model" in item:
-                raise _Problem(_OPTIONS_MODEL, f"{where}.model")
-            if key in commands.MODEL_FIELDS and item is not None:
-                if not isinstance(item, str):
-                    raise _Problem(_NOT_OFFERED, where)
-                out[key] = commands.ModelName(item, f"Call.{where}")
-            else:
-                out[key] = _call_kwargs(item, where)
-        return out
-    if isinstance(value, list | tuple):
-        return [_call_kwargs(item, f"{path}[{index}]") for index, item in enumerate(value)]
-    return value
-
-
-def _unstructure_model_spec(value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, Mapping):
-        return _check_json(value)
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):  # an iModel: its projection never holds a key
-        return _check_json(to_dict())
-    raise _Problem(f"a {_type_name(value)} is not a model spec")
-
-
-def _structure_response_format(value: Any, _: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, Mapping):
-        return dict(_check_json(value))
-    raise _Problem(f"expected a JSON schema object or null, got {_type_name(value)}")
-
-
-def _unstructure_response_format(value: Any) -> Any:
-    if value is None or isinstance(value, Mapping):
-        return _check_json(value)
-    raise _Problem(
-        f"response_format {getattr(value, '__name__', value)!r} is a class; only a JSON "
-        "schema dict can be serialised"
-    )
-
-
-def _structure_budget(value: Any, _: Any) -> Budget:
-    # Checked field by field here rather than by Budget's own validators, so a
-    # bad limit is named by its path (``Chat.budget.max_tool_calls``).
-    if not isinstance(value, Mapping):
-        raise _Problem(f"expected a budget object, got {_type_name(value)}")
-    unknown = sorted(str(key) for key in value if key not in BUDGET_FIELDS)
-    if unknown:
-        raise _Problem(f"unknown field(s) {', '.join(unknown)}")
-    for name in BUDGET_FIELDS:
-        problem = limit_problem(name, value.get(name))
-        if problem is None:
-            problem = number_problem(value.get(name))
-        if problem is not None:
-            raise _Problem(problem, name)
-    return Budget(**{name: value.get(name) for name in BUDGET_FIELDS})
-
-
-def _structure_tool_selection(value: Any, _: Any) -> commands.ToolSelection:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            if not isinstance(item, str):
-                raise _Problem(f"tool name [{index}] should be str, got {_type_name(item)}")
-        return tuple(value)
-    raise _Problem(f"expected bool or a list of tool names, got {_type_name(value)}")
-
-
-def _is_homogeneous_tuple(tp: Any) -> bool:
-    args = typing.get_args(tp)
-    return typing.get_origin(tp) is tuple and len(args) == 2 and args[1] is Ellipsis
-
-
-def _is_str_mapping(tp: Any) -> bool:
-    origin = typing.get_origin(tp)
-    return origin in (Mapping, dict) and typing.get_args(tp)[:1] == (str,)
-
-
-def _tuple_hook(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any, Any], Any]]:
-    """Lists (or tuples) only: cattrs would happily iterate a string into characters."""
-
-    def factory(tp: Any) -> Callable[[Any, Any], Any]:
-        item_type = typing.get_args(tp)[0]
-
-        def structure_tuple(value: Any, _: Any) -> tuple[Any, ...]:
-            if not isinstance(value, list | tuple):
-                raise _Problem(f"expected a list, got {_type_name(value)}")
-            items, errors = [], []
-            for index, item in enumerate(value):
-                try:
-                    items.append(converter.structure(item, item_type))
-                except Exception as exc:
-                    exc.add_note(IterableValidationNote(f"@ index {index}", index, item_type))
-                    errors.append(exc)
-            if errors:
-                raise IterableValidationError(f"While structuring {tp!r}", errors, tp)
-            return tuple(items)
-
-        return structure_tuple
-
-    return factory
-
-
-def _mapping_hook(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any, Any], Any]]:
-    """JSON objects only, with string keys; values structured by their declared type."""
-
-    def factory(tp: Any) -> Callable[[Any, Any], Any]:
-        value_type = typing.get_args(tp)[1]
-
-        def structure_mapping(value: Any, _: Any) -> dict[str, Any]:
-            if not isinstance(value, Mapping):
-                raise _Problem(f"expected an object, got {_type_name(value)}")
-            out, errors = {}, []
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise _Problem(f"expected string keys, got {_type_name(key)}")
-                try:
-                    out[key] = converter.structure(item, value_type)
-                except Exception as exc:
-                    exc.add_note(AttributeValidationNote(f"@ key {key!r}", key, value_type))
-                    errors.append(exc)
-            if errors:
-                raise IterableValidationError(f"While structuring {tp!r}", errors, tp)
-            return out
-
-        return structure_mapping
-
-    return factory
-
-
 # ------------------------------------------------------------------ converter
 
 
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
-    converter.register_structure_hook(str, _structure_str)
-    converter.register_structure_hook(int, _structure_int)
-    converter.register_structure_hook(float, _structure_float)
-    converter.register_structure_hook(bool, _structure_bool)
-    converter.register_structure_hook(UUID, _structure_uuid)
+    converter.register_structure_hook(str, structure_str)
+    converter.register_structure_hook(int, structure_int)
+    converter.register_structure_hook(float, structure_float)
+    converter.register_structure_hook(bool, structure_bool)
+    converter.register_structure_hook(UUID, structure_uuid)
     converter.register_unstructure_hook(UUID, str)
     converter.register_structure_hook_func(
-        _is_marker("pride:json"), lambda value, _: _check_json(value)
+        is_marker("pride:json"), lambda value, _: check_json(value)
     )
-    converter.register_unstructure_hook_func(_is_marker("pride:json"), _check_json)
-    converter.register_structure_hook_func(_is_marker("pride:model"), _structure_model_spec)
-    converter.register_unstructure_hook_func(_is_marker("pride:model"), _unstructure_model_spec)
+    converter.register_unstructure_hook_func(is_marker("pride:json"), check_json)
+    converter.register_structure_hook_func(is_marker("pride:model"), structure_model_spec)
+    converter.register_unstructure_hook_func(is_marker("pride:model"), unstructure_model_spec)
     converter.register_structure_hook_func(
-        _is_marker("pride:response_format"), _structure_response_format
+        is_marker("pride:response_format"), structure_response_format
     )
     converter.register_unstructure_hook_func(
-        _is_marker("pride:response_format"), _unstructure_response_format
+        is_marker("pride:response_format"), unstructure_response_format
     )
     # Live references stay in process: they serialise as null and come back as None.
-    converter.register_structure_hook_func(_is_marker("pride:live"), lambda value, _: None)
-    converter.register_unstructure_hook_func(_is_marker("pride:live"), lambda value: None)
-    converter.register_structure_hook(commands.ToolSelection, _structure_tool_selection)
-    converter.register_structure_hook(Budget, _structure_budget)
-    converter.register_structure_hook_factory(_is_homogeneous_tuple, _tuple_hook(converter))
-    converter.register_structure_hook_factory(_is_str_mapping, _mapping_hook(converter))
+    converter.register_structure_hook_func(is_marker("pride:live"), lambda value, _: None)
+    converter.register_unstructure_hook_func(is_marker("pride:live"), lambda value: None)
+    converter.register_structure_hook(commands.ToolSelection, structure_tool_selection)
+    converter.register_structure_hook(Budget, structure_budget)
+    converter.register_structure_hook_factory(is_homogeneous_tuple, tuple_hook(converter))
+    converter.register_structure_hook_factory(is_str_mapping, mapping_hook(converter))
     converter.register_structure_hook_func(
-        lambda tp: tp is typing.Any, lambda value, _: _check_json(value)
+        lambda tp: tp is typing.Any, lambda value, _: check_json(value)
     )
 
     # Bases first: the generated functions of the concrete classes look up the
@@ -437,12 +205,12 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
         def build(data: Mapping[str, Any], _: Any) -> commands.Call:
             raw = converter.structure(data, _CallWire)
             if "budget" in raw.kwargs:  # what Call("op", budget=...) means in process
-                raise _Problem(
+                raise Problem(
                     "'budget' is the Call's own field (it bounds the turn), not an argument "
                     "of the operation: give it beside 'kwargs'",
                     "kwargs.budget",
                 )
-            kwargs = _call_kwargs(raw.kwargs, "kwargs")
+            kwargs = call_kwargs(raw.kwargs, "kwargs")
             return commands.Call(raw.operation, budget=raw.budget, **kwargs)
 
         base_structure: Callable[[Any, Any], Any] = build
@@ -454,9 +222,7 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
 
     hints = typing.get_type_hints(cls, include_extras=True) if attrs.has(cls) else {}
     model_fields = tuple(
-        field.name
-        for field in attrs.fields(cls)
-        if _is_marker("pride:model")(hints.get(field.name))
+        field.name for field in attrs.fields(cls) if is_marker("pride:model")(hints.get(field.name))
     )
 
     # Subclasses (RunSuspended is a RunFailed) inherit their base's renames.
@@ -464,14 +230,14 @@ def _register_tagged(converter: cattrs.Converter, cls: type) -> None:
 
     def structure_tagged(data: Any, _: Any) -> Any:
         if not isinstance(data, Mapping):
-            raise _Problem(f"expected an object, got {_type_name(data)}")
+            raise Problem(f"expected an object, got {type_name(data)}")
         tag = data.get(TAG, name)
         if tag != name:
-            raise _Problem(f"type tag {tag!r} does not match {name}")
+            raise Problem(f"type tag {tag!r} does not match {name}")
         fields = {key: value for key, value in data.items() if key != TAG}
         options = fields.get("request_options")
         if isinstance(options, Mapping) and "model" in options:
-            raise _Problem(_OPTIONS_MODEL, "request_options.model")
+            raise Problem(OPTIONS_MODEL, "request_options.model")
         for old_name, new_name, last in renamed:
             if old_name in fields:
                 _rename(fields, old_name, new_name, last)
@@ -490,13 +256,13 @@ def _rename(fields: dict[str, Any], old_name: str, new_name: str, last: int) -> 
     """Read ``old_name`` as ``new_name`` in data of schema version ``last`` or older."""
     version = fields.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > last:
-        raise _Problem(
+        raise Problem(
             f"{old_name!r} was renamed {new_name!r} in schema version {last + 1} "
             f"(this data says version {version})",
             old_name,
         )
     if new_name in fields:
-        raise _Problem(f"both {old_name!r} and its new name {new_name!r} are given", old_name)
+        raise Problem(f"both {old_name!r} and its new name {new_name!r} are given", old_name)
     fields[new_name] = fields.pop(old_name)
 
 
@@ -510,13 +276,13 @@ class _CallWire:
 def _structure_by_tag(converter: cattrs.Converter, base: type) -> Callable[[Any, Any], Any]:
     def structure(data: Any, _: Any) -> Any:
         if not isinstance(data, Mapping):
-            raise _Problem(f"expected an object, got {_type_name(data)}")
+            raise Problem(f"expected an object, got {type_name(data)}")
         if TAG not in data:
-            raise _Problem(f"missing type tag {TAG!r}")
+            raise Problem(f"missing type tag {TAG!r}")
         tag = data[TAG]
         cls = _TAGGED.get(tag) if isinstance(tag, str) else None
         if cls is None or not issubclass(cls, base):
-            raise _Problem(f"unknown type tag {tag!r} for {base.__name__}")
+            raise Problem(f"unknown type tag {tag!r} for {base.__name__}")
         return converter.structure(data, cls)
 
     return structure
@@ -555,7 +321,7 @@ def _problems(exc: BaseException, path: str) -> list[tuple[str, str]]:
         return [(path, "required field missing")]
     if isinstance(exc, RecursionError):
         return [(path, _TOO_DEEP)]
-    if isinstance(exc, _Problem):
+    if isinstance(exc, Problem):
         return [(f"{path}.{exc.where}" if exc.where else path, str(exc))]
     return [(path, f"{type(exc).__name__}: {exc}")]
 
@@ -580,7 +346,7 @@ def unstructure(obj: Any) -> Any:
     """
     try:
         return _converter().unstructure(obj)
-    except _Problem as exc:
+    except Problem as exc:
         raise InvalidMessage([(type(obj).__name__, str(exc))]) from None
     except RecursionError:
         raise InvalidMessage([(type(obj).__name__, _TOO_DEEP)]) from None
@@ -598,7 +364,7 @@ def structure(data: Any, tp: type[T] | Any) -> T:
     try:
         return typing.cast(T, _converter().structure(data, tp))
     except (
-        _Problem,
+        Problem,
         cattrs.BaseValidationError,
         KeyError,
         TypeError,

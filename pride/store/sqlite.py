@@ -51,10 +51,8 @@ steps(turn_id, step, data JSON, PRIMARY KEY (turn_id, step))
 
 from __future__ import annotations
 
-import collections
 import logging
 import sqlite3
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -66,18 +64,21 @@ import trio
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure, unstructure
 from ..messages.codec import dump_json, parse_json
+from ._batch import REWRITE, Batch, Row, materialised
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
-from .journal import JournalOp, StoredTurn, Text, delete_branch_turns, load_turns, write_journal
+from ._tables import (
+    delete_branch,
+    list_branches,
+    load_branch,
+    message_count,
+    replace_branch,
+    write_batch,
+)
+from .journal import JournalOp, StoredTurn, Text, load_turns
 
 __all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredTurn"]
 
 log = logging.getLogger("pride.store")
-
-# In a queued batch, a row with this sequence number stands for "delete the
-# branch's stored messages": the rows after it are its new conversation.
-_REWRITE = -1
-
-_Row = tuple[str, int, str, str]
 
 
 @attrs.frozen
@@ -103,49 +104,6 @@ class SavableBranch(Protocol):
     def to_dict(self, mode: Any = ...) -> Mapping[str, Any]: ...
 
 
-@attrs.define
-class _Batch:
-    """Rows committed together, and the outcome every flush waiting on them shares.
-
-    ``journal`` holds the journal operations by turn (in the order turns first
-    appear; each turn's in order); ``branches`` counts each branch's rows and
-    operations, so a flush waits only for a batch that holds something of its own.
-    """
-
-    rows: list[_Row] = attrs.field(factory=list)
-    journal: dict[str, list[JournalOp]] = attrs.field(factory=dict)
-    branches: collections.Counter[str] = attrs.field(factory=collections.Counter)
-    done: trio.Event = attrs.field(factory=trio.Event)
-    error: StoreError | None = None
-    refused: dict[str, StoreError] = attrs.field(factory=dict)
-    """Per branch, the first message queued in this batch that could not be made a row:
-    the branch's flush fails with it, so the turn that recorded it is not answered ok."""
-
-    def holds(self, branch_name: str | None) -> bool:
-        if branch_name is None:
-            return bool(self.rows or self.journal or self.refused)
-        return self.branches[branch_name] > 0
-
-    def failure(self, branch_name: str | None) -> StoreError | None:
-        if self.error is not None:
-            return self.error
-        if branch_name is None:
-            return next(iter(self.refused.values()), None)
-        return self.refused.get(branch_name)
-
-    def journal_ops(self) -> list[JournalOp]:
-        return [op for ops in self.journal.values() for op in ops]
-
-    def take_back(self, failed: _Batch) -> None:
-        """Put a failed batch's rows back in front of this (newer) one."""
-        self.rows[:0] = failed.rows
-        journal = failed.journal
-        for turn_id, ops in self.journal.items():
-            journal.setdefault(turn_id, []).extend(ops)
-        self.journal = journal
-        self.branches.update(failed.branches)
-
-
 class BranchStore:
     """A SQLite file of branch projections and messages.
 
@@ -168,8 +126,8 @@ class BranchStore:
         self.read_only = read_only
         self._db: sqlite3.Connection | None = None
         self._writer: Writer | None = None
-        self._pending = _Batch()
-        self._committing: _Batch | None = None
+        self._pending = Batch()
+        self._committing: Batch | None = None
         self._next_seq: dict[str, int] = {}
         self._lock = trio.Lock()
         self.commits = 0
@@ -260,12 +218,12 @@ class BranchStore:
         before and after it."""
         self._require(write=True)
         self._registered_seq(branch_name)
-        self._queue((branch_name, _REWRITE, "", ""))
+        self._queue((branch_name, REWRITE, "", ""))
         self._next_seq[branch_name] = 0
         for message in messages:
             self.append(branch_name, message)
 
-    def _queue(self, row: _Row) -> None:
+    def _queue(self, row: Row) -> None:
         self._pending.rows.append(row)
         self._pending.branches[row[0]] += 1
 
@@ -384,14 +342,14 @@ class BranchStore:
 
     async def _commit(self, db: sqlite3.Connection) -> None:
         """Commit the pending batch (the lock is held)."""
-        batch, self._pending = self._pending, _Batch()
+        batch, self._pending = self._pending, Batch()
         self._committing = batch
         try:
             # Not abandoned on cancellation: a commit under way always finishes.
             # JSON given as functions is made here, in the event loop's thread.
-            journal = [_materialised(op) for op in batch.journal_ops()]
+            journal = [materialised(op) for op in batch.journal_ops()]
             if batch.rows or journal:
-                await trio.to_thread.run_sync(_write_batch, db, batch.rows, journal)
+                await trio.to_thread.run_sync(write_batch, db, batch.rows, journal)
         except Exception as exc:  # any failure (SQLite, the OS, a bug): never a lost batch
             batch.error = StoreError(f"writing to {self.path} failed: {exc}")
             batch.error.__cause__ = exc
@@ -429,7 +387,7 @@ class BranchStore:
         header = dump_json(_plain(projection), replace=True)
         async with self._lock:
             await self._run(
-                f"saving branch {name!r} to", _replace_branch, db, name, branch_id, header, rows
+                f"saving branch {name!r} to", replace_branch, db, name, branch_id, header, rows
             )
             self._next_seq[name] = len(rows)
 
@@ -456,7 +414,7 @@ class BranchStore:
         """Let [`append`][pride.store.BranchStore.append] add to a branch already stored
         (continuing its numbering)."""
         db = self._require(write=True)
-        count = await self._run(f"reading branch {name!r} from", _message_count, db, name)
+        count = await self._run(f"reading branch {name!r} from", message_count, db, name)
         self._next_seq[name] = count
 
     async def delete(self, name: str) -> None:
@@ -464,7 +422,7 @@ class BranchStore:
         db = self._require(write=True)
         await self.flush(name)
         async with self._lock:
-            await self._run(f"deleting branch {name!r} from", _delete_branch, db, name)
+            await self._run(f"deleting branch {name!r} from", delete_branch, db, name)
         self._next_seq.pop(name, None)
 
     # -------------------------------------------------------------- reading
@@ -472,7 +430,7 @@ class BranchStore:
     async def branches(self) -> list[StoredBranch]:
         """Every stored branch, by name."""
         db = self._require()
-        rows = await self._run("listing the branches of", _list_branches, db)
+        rows = await self._run("listing the branches of", list_branches, db)
         return [StoredBranch(*row) for row in rows]
 
     async def load(self, name: str) -> dict[str, Any] | None:
@@ -485,7 +443,7 @@ class BranchStore:
             StoreError: a stored row does not read back (a damaged file).
         """
         db = self._require()
-        found = await self._run(f"reading branch {name!r} from", _load_branch, db, name)
+        found = await self._run(f"reading branch {name!r} from", load_branch, db, name)
         if found is None:
             return None
         header, rows = found
@@ -507,7 +465,7 @@ class BranchStore:
             StoreError: a stored row is not a message (a damaged file).
         """
         db = self._require()
-        found = await self._run(f"reading branch {name!r} from", _load_branch, db, name)
+        found = await self._run(f"reading branch {name!r} from", load_branch, db, name)
         if found is None:
             return []
         messages: list[RoledMessage] = []
@@ -539,16 +497,6 @@ class BranchStore:
             ) from None
 
 
-def _materialised(op: JournalOp) -> JournalOp:
-    if not callable(op.data):
-        return op
-    try:
-        return attrs.evolve(op, data=op.data())
-    except Exception:  # its producer promises never to raise: say so loudly if it did
-        log.exception("journal row of turn %s could not be made; stored as null", op.turn_id)
-        return attrs.evolve(op, data="null")
-
-
 def _plain(value: Any) -> Any:
     """A projection as JSON data: what is not JSON-like becomes its ``str`` (as
     ``json.dumps(default=str)`` would)."""
@@ -559,83 +507,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return str(value)
-
-
-# ------------------------------------------------------- worker-thread code
-
-
-def _write_batch(db: sqlite3.Connection, batch: list[_Row], journal: list[JournalOp]) -> None:
-    insert = "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)"
-    with db:
-        db.execute("BEGIN")
-        if journal:
-            write_journal(db, journal)
-        rows: list[_Row] = []
-        for row in batch:
-            if row[1] == _REWRITE:
-                db.executemany(insert, rows)
-                rows = []
-                db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))
-            else:
-                rows.append(row)
-        db.executemany(insert, rows)
-        names = {row[0] for row in batch}
-        if names:
-            db.executemany(
-                "UPDATE branches SET updated_at=? WHERE name=?", [(time.time(), n) for n in names]
-            )
-
-
-def _replace_branch(
-    db: sqlite3.Connection,
-    name: str,
-    branch_id: str,
-    header: str,
-    rows: list[_Row],
-) -> None:
-    with db:
-        db.execute("BEGIN")
-        db.execute(
-            "INSERT OR REPLACE INTO branches(name, branch_id, projection, updated_at) "
-            "VALUES (?,?,?,?)",
-            (name, branch_id, header, time.time()),
-        )
-        db.execute("DELETE FROM messages WHERE branch_name=?", (name,))
-        db.executemany(
-            "INSERT INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)", rows
-        )
-
-
-def _delete_branch(db: sqlite3.Connection, name: str) -> None:
-    with db:
-        db.execute("BEGIN")
-        db.execute("DELETE FROM messages WHERE branch_name=?", (name,))
-        db.execute("DELETE FROM branches WHERE name=?", (name,))
-        delete_branch_turns(db, name)
-
-
-def _message_count(db: sqlite3.Connection, name: str) -> int:
-    row = db.execute(
-        "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE branch_name=?", (name,)
-    ).fetchone()
-    return int(row[0])
-
-
-def _list_branches(db: sqlite3.Connection) -> list[tuple[str, str, int, float]]:
-    return [
-        (name, branch_id, int(count), float(updated))
-        for name, branch_id, count, updated in db.execute(
-            "SELECT b.name, b.branch_id, COUNT(m.seq), b.updated_at FROM branches b "
-            "LEFT JOIN messages m ON m.branch_name = b.name GROUP BY b.name ORDER BY b.name"
-        )
-    ]
-
-
-def _load_branch(db: sqlite3.Connection, name: str) -> tuple[Any, list[tuple[int, Any]]] | None:
-    row = db.execute("SELECT projection FROM branches WHERE name=?", (name,)).fetchone()
-    if row is None:
-        return None
-    rows = list(
-        db.execute("SELECT seq, data FROM messages WHERE branch_name=? ORDER BY seq", (name,))
-    )
-    return row[0], rows

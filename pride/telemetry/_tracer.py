@@ -47,6 +47,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from .._version import __version__
 from ..actors import instrument as slot
 from ..llm import retry_listener
+from ._content import as_json, clip, input_messages, output_messages
 
 if TYPE_CHECKING:
     from ..actors.branch import Branch
@@ -62,7 +63,6 @@ CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 _SCOPE = "pride"
 _SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
-_CONTENT_LIMIT = 16_384  # characters of one recorded content attribute
 # Looking up OpenTelemetry's global provider costs more than the rest of what an
 # untraced turn pays here (it reads the environment), so while none is set the
 # answer is kept this many seconds: a provider set later is used within a second.
@@ -358,13 +358,13 @@ class _ModelCall(_Call):
                 if where.port is not None:
                     attributes["server.port"] = where.port
         if self.turn.owner.capture_content:
-            attributes["gen_ai.input.messages"] = _clip(_input_messages(request))
+            attributes["gen_ai.input.messages"] = clip(input_messages(request))
             if request.system:
-                attributes["gen_ai.system_instructions"] = _clip(
+                attributes["gen_ai.system_instructions"] = clip(
                     json.dumps([{"type": "text", "content": request.system}])
                 )
             if request.tools:
-                attributes["gen_ai.tool.definitions"] = _clip(_json(list(request.tools)))
+                attributes["gen_ai.tool.definitions"] = clip(as_json(list(request.tools)))
         return self.turn._tracer.start_span(
             f"chat {model.model}", kind=SpanKind.CLIENT, attributes=attributes
         )
@@ -419,7 +419,7 @@ class _ModelCall(_Call):
             if usage.cost_usd is not None:
                 attributes["pride.usage.cost_usd"] = usage.cost_usd
             if self.turn.owner.capture_content:
-                attributes["gen_ai.output.messages"] = _clip(_output_messages(response))
+                attributes["gen_ai.output.messages"] = clip(output_messages(response))
             span.set_attributes(attributes)
         except Exception:
             log.exception("could not record a model call's reply on its span")
@@ -450,7 +450,7 @@ class _ToolCall(_Call):
         if self._description:
             attributes["gen_ai.tool.description"] = self._description
         if self.turn.owner.capture_content:
-            attributes["gen_ai.tool.call.arguments"] = _clip(_json(dict(call.arguments)))
+            attributes["gen_ai.tool.call.arguments"] = clip(as_json(dict(call.arguments)))
         return self.turn._tracer.start_span(
             f"execute_tool {call.function}", kind=SpanKind.INTERNAL, attributes=attributes
         )
@@ -459,89 +459,9 @@ class _ToolCall(_Call):
         span = self._span
         if span is not None and self.turn.owner.capture_content:
             try:
-                span.set_attribute("gen_ai.tool.call.result", _clip(_json(output)))
+                span.set_attribute("gen_ai.tool.call.result", clip(as_json(output)))
             except Exception:
                 log.exception("could not record a tool's result on its span")
-
-
-# ------------------------------------------------------------ content
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, default=str, ensure_ascii=False)
-
-
-def _clip(text: str) -> str:
-    if len(text) <= _CONTENT_LIMIT:
-        return text
-    return text[:_CONTENT_LIMIT] + f"... ({len(text) - _CONTENT_LIMIT} more characters)"
-
-
-def _input_messages(request: ModelRequest) -> str:
-    """The request's messages in the GenAI conventions' shape (role and parts)."""
-    out = []
-    for message in request.messages:
-        role = message.get("role", "user")
-        parts: list[dict[str, Any]] = []
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append({"type": "text", "content": content})
-        elif isinstance(content, list):
-            for block in content:
-                if isinstance(block, dict):
-                    parts.append(_part(block))
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": call.get("id"),
-                    "name": function.get("name"),
-                    "arguments": function.get("arguments"),
-                }
-            )
-        if role == "tool":
-            parts = [
-                {
-                    "type": "tool_call_response",
-                    "id": message.get("tool_call_id"),
-                    "response": content,
-                }
-            ]
-        out.append({"role": role, "parts": parts})
-    return _json(out)
-
-
-def _part(block: dict[str, Any]) -> dict[str, Any]:
-    kind = block.get("type")
-    if kind == "text":
-        return {"type": "text", "content": block.get("text", "")}
-    if kind == "tool_use":
-        return {
-            "type": "tool_call",
-            "id": block.get("id"),
-            "name": block.get("name"),
-            "arguments": block.get("input"),
-        }
-    if kind == "tool_result":
-        return {
-            "type": "tool_call_response",
-            "id": block.get("tool_use_id"),
-            "response": block.get("content"),
-        }
-    return {"type": str(kind)}  # an image or another block: its kind, not its bytes
-
-
-def _output_messages(response: ModelResponse) -> str:
-    parts: list[dict[str, Any]] = []
-    if response.text:
-        parts.append({"type": "text", "content": response.text})
-    for call in response.tool_calls:
-        parts.append(
-            {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
-        )
-    message = {"role": "assistant", "parts": parts, "finish_reason": response.finish_reason}
-    return _json([message])
 
 
 # ------------------------------------------------------------ installing

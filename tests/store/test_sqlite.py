@@ -167,7 +167,7 @@ async def test_flush_waits_for_a_commit_that_took_its_messages(
     from pride.store import sqlite as store_module
 
     release = threading.Event()
-    real_write = store_module._write_batch
+    real_write = store_module.write_batch
 
     def held_write(db: sqlite3.Connection, batch: list, journal: list) -> None:
         release.wait(10)
@@ -176,7 +176,7 @@ async def test_flush_waits_for_a_commit_that_took_its_messages(
     async with BranchStore(tmp_path / "store.db") as store:
         for name in ("a", "b"):
             await store.save_branch(name, name, {}, [])
-        monkeypatch.setattr(store_module, "_write_batch", held_write)
+        monkeypatch.setattr(store_module, "write_batch", held_write)
         store.append("a", Instruction(instruction="from a"))
         store.append("b", Instruction(instruction="from b"))
         flushed: list[str] = []

@@ -1,0 +1,82 @@
+"""Sessions and flows: operations, membership, restart intensity, graphs of work."""
+
+from __future__ import annotations
+
+from ..messages import PrideError
+
+__all__ = [
+    "FlowNodeError",
+    "InvalidFlow",
+    "MembershipError",
+    "SupervisorFailed",
+    "UnknownOperation",
+]
+
+
+class UnknownOperation(PrideError, LookupError):
+    """No attribute or registered operation has that name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no operation named {name!r} on the branch or its registry")
+
+
+class MembershipError(PrideError, ValueError):
+    """A branch (or child session) already belongs to another session.
+
+    Membership is exclusive: ``remove`` it from its session first. ``include``
+    checks a whole batch before changing anything.
+    """
+
+
+class SupervisorFailed(PrideError):
+    """A session exceeded its restart intensity; ``__cause__`` is the last crash."""
+
+
+class InvalidFlow(PrideError, ValueError):
+    """A flow cannot start, or a node cannot join it: ``node`` names the culprit.
+
+    Raised before any node runs for a cycle, a dependency on a node the flow
+    does not have, or a target the session cannot resolve; raised by
+    ``flow.add`` for a duplicate name, and by a running flow's ``add`` when
+    the new node would break it (or pass ``max_spawn``).
+
+    Attributes:
+        node: the offending node's name.
+        problem: what is wrong with it, and how to fix it.
+        flow: the flow's name, or None.
+    """
+
+    def __init__(self, node: str, problem: str, *, flow: str | None = None) -> None:
+        self.node = node
+        self.problem = problem
+        self.flow = flow
+        where = f" of flow {flow!r}" if flow else ""
+        super().__init__(f"node {node!r}{where}: {problem}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only ``flow`` would be lost by the default pickling (Ray carries errors).
+        return (_invalid_flow, (self.node, self.problem, self.flow))
+
+
+def _invalid_flow(node: str, problem: str, flow: str | None) -> InvalidFlow:
+    return InvalidFlow(node, problem, flow=flow)
+
+
+class FlowNodeError(PrideError, LookupError):
+    """``flow_result[name]`` for a node that did not complete.
+
+    Attributes:
+        node: the node's name.
+        outcome: ``"failed"``, ``"skipped"`` or ``"cancelled"``.
+        reason: why (a failed node's error is also the ``__cause__``).
+    """
+
+    def __init__(self, node: str, outcome: str, reason: str) -> None:
+        self.node = node
+        self.outcome = outcome
+        self.reason = reason
+        super().__init__(f"flow node {node!r} has no result: it {outcome} ({reason})")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.node, self.outcome, self.reason))

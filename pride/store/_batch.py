@@ -1,0 +1,81 @@
+"""The write queue: rows and journal operations committed together, in order.
+
+A `Batch` collects what branches queue between two commits; every flush
+waiting on it shares its outcome. A row whose sequence number is `REWRITE`
+stands for "delete the branch's stored messages": the rows after it are its
+new conversation.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+import attrs
+import trio
+
+from ..errors import StoreError
+from .journal import JournalOp
+
+__all__ = ["REWRITE", "Batch", "Row", "materialised"]
+
+log = logging.getLogger("pride.store")
+
+# In a queued batch, a row with this sequence number stands for "delete the
+# branch's stored messages": the rows after it are its new conversation.
+REWRITE = -1
+
+Row = tuple[str, int, str, str]
+
+
+@attrs.define
+class Batch:
+    """Rows committed together, and the outcome every flush waiting on them shares.
+
+    ``journal`` holds the journal operations by turn (in the order turns first
+    appear; each turn's in order); ``branches`` counts each branch's rows and
+    operations, so a flush waits only for a batch that holds something of its own.
+    """
+
+    rows: list[Row] = attrs.field(factory=list)
+    journal: dict[str, list[JournalOp]] = attrs.field(factory=dict)
+    branches: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    error: StoreError | None = None
+    refused: dict[str, StoreError] = attrs.field(factory=dict)
+    """Per branch, the first message queued in this batch that could not be made a row:
+    the branch's flush fails with it, so the turn that recorded it is not answered ok."""
+
+    def holds(self, branch_name: str | None) -> bool:
+        if branch_name is None:
+            return bool(self.rows or self.journal or self.refused)
+        return self.branches[branch_name] > 0
+
+    def failure(self, branch_name: str | None) -> StoreError | None:
+        if self.error is not None:
+            return self.error
+        if branch_name is None:
+            return next(iter(self.refused.values()), None)
+        return self.refused.get(branch_name)
+
+    def journal_ops(self) -> list[JournalOp]:
+        return [op for ops in self.journal.values() for op in ops]
+
+    def take_back(self, failed: Batch) -> None:
+        """Put a failed batch's rows back in front of this (newer) one."""
+        self.rows[:0] = failed.rows
+        journal = failed.journal
+        for turn_id, ops in self.journal.items():
+            journal.setdefault(turn_id, []).extend(ops)
+        self.journal = journal
+        self.branches.update(failed.branches)
+
+
+def materialised(op: JournalOp) -> JournalOp:
+    if not callable(op.data):
+        return op
+    try:
+        return attrs.evolve(op, data=op.data())
+    except Exception:  # its producer promises never to raise: say so loudly if it did
+        log.exception("journal row of turn %s could not be made; stored as null", op.turn_id)
+        return attrs.evolve(op, data="null")

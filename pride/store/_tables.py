@@ -1,0 +1,101 @@
+"""The SQL of the branch tables, run in a worker thread (``trio.to_thread``).
+
+Each function takes the connection and commits its own transaction (or reads);
+`pride.store.sqlite.BranchStore` calls them and turns their failures into
+[`StoreError`][pride.StoreError].
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from ._batch import REWRITE, Row
+from .journal import JournalOp, delete_branch_turns, write_journal
+
+__all__ = [
+    "delete_branch",
+    "list_branches",
+    "load_branch",
+    "message_count",
+    "replace_branch",
+    "write_batch",
+]
+
+
+def write_batch(db: sqlite3.Connection, batch: list[Row], journal: list[JournalOp]) -> None:
+    insert = "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)"
+    with db:
+        db.execute("BEGIN")
+        if journal:
+            write_journal(db, journal)
+        rows: list[Row] = []
+        for row in batch:
+            if row[1] == REWRITE:
+                db.executemany(insert, rows)
+                rows = []
+                db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))
+            else:
+                rows.append(row)
+        db.executemany(insert, rows)
+        names = {row[0] for row in batch}
+        if names:
+            db.executemany(
+                "UPDATE branches SET updated_at=? WHERE name=?", [(time.time(), n) for n in names]
+            )
+
+
+def replace_branch(
+    db: sqlite3.Connection,
+    name: str,
+    branch_id: str,
+    header: str,
+    rows: list[Row],
+) -> None:
+    with db:
+        db.execute("BEGIN")
+        db.execute(
+            "INSERT OR REPLACE INTO branches(name, branch_id, projection, updated_at) "
+            "VALUES (?,?,?,?)",
+            (name, branch_id, header, time.time()),
+        )
+        db.execute("DELETE FROM messages WHERE branch_name=?", (name,))
+        db.executemany(
+            "INSERT INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)", rows
+        )
+
+
+def delete_branch(db: sqlite3.Connection, name: str) -> None:
+    with db:
+        db.execute("BEGIN")
+        db.execute("DELETE FROM messages WHERE branch_name=?", (name,))
+        db.execute("DELETE FROM branches WHERE name=?", (name,))
+        delete_branch_turns(db, name)
+
+
+def message_count(db: sqlite3.Connection, name: str) -> int:
+    row = db.execute(
+        "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE branch_name=?", (name,)
+    ).fetchone()
+    return int(row[0])
+
+
+def list_branches(db: sqlite3.Connection) -> list[tuple[str, str, int, float]]:
+    return [
+        (name, branch_id, int(count), float(updated))
+        for name, branch_id, count, updated in db.execute(
+            "SELECT b.name, b.branch_id, COUNT(m.seq), b.updated_at FROM branches b "
+            "LEFT JOIN messages m ON m.branch_name = b.name GROUP BY b.name ORDER BY b.name"
+        )
+    ]
+
+
+def load_branch(db: sqlite3.Connection, name: str) -> tuple[Any, list[tuple[int, Any]]] | None:
+    row = db.execute("SELECT projection FROM branches WHERE name=?", (name,)).fetchone()
+    if row is None:
+        return None
+    rows = list(
+        db.execute("SELECT seq, data FROM messages WHERE branch_name=? ORDER BY seq", (name,))
+    )
+    return row[0], rows

@@ -1,0 +1,95 @@
+"""Message content as span attributes, in the GenAI conventions' shape.
+
+Recorded only when content capture is on (see `PrideTracer`); every value is
+JSON text, clipped to `CONTENT_LIMIT` characters.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..llm import ModelRequest, ModelResponse
+
+__all__ = ["CONTENT_LIMIT", "as_json", "clip", "input_messages", "output_messages"]
+
+CONTENT_LIMIT = 16_384
+"""Characters of one recorded content attribute."""
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def clip(text: str) -> str:
+    if len(text) <= CONTENT_LIMIT:
+        return text
+    return text[:CONTENT_LIMIT] + f"... ({len(text) - CONTENT_LIMIT} more characters)"
+
+
+def input_messages(request: ModelRequest) -> str:
+    """The request's messages in the GenAI conventions' shape (role and parts)."""
+    out = []
+    for message in request.messages:
+        role = message.get("role", "user")
+        parts: list[dict[str, Any]] = []
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append({"type": "text", "content": content})
+        elif isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict):
+                    parts.append(_part(block))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": call.get("id"),
+                    "name": function.get("name"),
+                    "arguments": function.get("arguments"),
+                }
+            )
+        if role == "tool":
+            parts = [
+                {
+                    "type": "tool_call_response",
+                    "id": message.get("tool_call_id"),
+                    "response": content,
+                }
+            ]
+        out.append({"role": role, "parts": parts})
+    return as_json(out)
+
+
+def _part(block: dict[str, Any]) -> dict[str, Any]:
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "text", "content": block.get("text", "")}
+    if kind == "tool_use":
+        return {
+            "type": "tool_call",
+            "id": block.get("id"),
+            "name": block.get("name"),
+            "arguments": block.get("input"),
+        }
+    if kind == "tool_result":
+        return {
+            "type": "tool_call_response",
+            "id": block.get("tool_use_id"),
+            "response": block.get("content"),
+        }
+    return {"type": str(kind)}  # an image or another block: its kind, not its bytes
+
+
+def output_messages(response: ModelResponse) -> str:
+    parts: list[dict[str, Any]] = []
+    if response.text:
+        parts.append({"type": "text", "content": response.text})
+    for call in response.tool_calls:
+        parts.append(
+            {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
+        )
+    message = {"role": "assistant", "parts": parts, "finish_reason": response.finish_reason}
+    return as_json([message])
