@@ -197,6 +197,7 @@ class HostRuntime:
         self._lazy: set[_Conn] = set()
         self._lazy_due = trio.Event()
         self._turn_notes: Callable[[list[tuple[str, str]]], None] | None = None
+        self._notes: list[tuple[str, str]] = []
         self.restored: list[str] = []
 
     @property
@@ -354,6 +355,7 @@ class HostRuntime:
         if conn is None:
             conn = self._conns[conn_id] = _Conn(conn_id)
         ordered = []
+        in_batch: set[Any] = set()
         for received in items:
             item = received
             kind = item.get("k")
@@ -364,8 +366,11 @@ class HostRuntime:
             elif kind == "close":
                 self._close_stream(conn, item)
             else:
-                if kind == "send" and item.get("id") in seen:
-                    item = {**item, "replayed": True}
+                if kind == "send":
+                    envelope_id = item.get("id")
+                    if envelope_id in seen or envelope_id in in_batch:
+                        item = {**item, "replayed": True}
+                    in_batch.add(envelope_id)
                 ordered.append(item)
         if seq < conn.expected or seq in conn.held:
             log.warning("host %r: batch %d of %s arrived twice; ignored", self.name, seq, conn_id)
@@ -379,9 +384,10 @@ class HostRuntime:
             )
             return
         conn.held[seq] = ordered
+        found: dict[str, Branch] = {}  # a name looked up once per batch, not per envelope
         while conn.expected in conn.held:
             for item in conn.held.pop(conn.expected):
-                self._apply(conn, item)
+                self._apply(conn, item, found)
             conn.expected += 1
 
     def forget(self, conn_id: str) -> None:
@@ -396,7 +402,7 @@ class HostRuntime:
             if call.scope is not None:
                 call.scope.cancel()
 
-    def _apply(self, conn: _Conn, item: dict[str, Any]) -> None:
+    def _apply(self, conn: _Conn, item: dict[str, Any], found: dict[str, Branch]) -> None:
         kind = item.get("k")
         if kind == "watch":
             conn.watching = bool(item.get("on", True))
@@ -445,7 +451,9 @@ class HostRuntime:
         try:
             if session is None:
                 raise BranchClosed(branch_name, f"host {self.name!r} is stopping")
-            branch = session.get_branch(branch_name)
+            branch = found.get(branch_name) or found.setdefault(
+                branch_name, session.get_branch(branch_name)
+            )
         except (UnknownBranch, BranchClosed) as exc:
             self._refuse(conn, envelope_id, exc)
             return
@@ -459,8 +467,11 @@ class HostRuntime:
             return
         if mode != "stream":
             try:
-                with forwarding(call.trace):
+                if call.trace is None:
                     reply = _actors.send_nowait(branch, command)
+                else:
+                    with forwarding(call.trace):
+                        reply = _actors.send_nowait(branch, command)
             except MailboxFull as exc:
                 if mode == "nowait":
                     self._refuse(conn, envelope_id, exc)
@@ -691,7 +702,10 @@ class HostRuntime:
                     lazy=call.mode != "stream",
                 )
                 if self._turn_notes is not None:
-                    self._turn_notes([(call.id, str(signal.turn_id))])
+                    # Handed over once per scheduling round, with the answers: one
+                    # wake of the glue thread and one journal transaction for all.
+                    self._notes.append((call.id, str(signal.turn_id)))
+                    self._flush_due.set()
             return
 
     # ------------------------------------------------------------ outbound
@@ -722,6 +736,9 @@ class HostRuntime:
             due, self._due = self._due, []
             for conn in due:
                 self._flush(conn)
+            notes, self._notes = self._notes, []
+            if notes and self._turn_notes is not None:
+                self._turn_notes(notes)
 
     async def _flush_lazily(self) -> None:
         while True:

@@ -31,6 +31,7 @@ __all__ = ["EnvelopeJournal"]
 log = logging.getLogger("pride.cluster")
 
 _APPLICATION = "pride-envelope-journal"
+_LOOKUP_CHUNK = 500  # ids per lookup statement (SQLite allows 32,766 parameters)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -73,9 +74,12 @@ class EnvelopeJournal:
         self._db = db
 
     def record(self, envelopes: Iterable[tuple[str, str]]) -> set[str]:
-        """Record ``(envelope_id, branch_name)`` pairs; return the ids seen before.
+        """Record ``(envelope_id, branch_name)`` pairs; return the ids recorded before
+        this call (an id twice in ``pairs`` is the caller's to notice).
 
-        One transaction for the lot. Ids already recorded are left as they were.
+        One transaction for the lot, in two statements (a lookup of the ids
+        already there, then one insert of all), not one per envelope: a busy
+        caller's batch holds hundreds. Ids already recorded are left as they were.
         """
         pairs = list(envelopes)
         if not pairs:
@@ -85,14 +89,20 @@ class EnvelopeJournal:
         db = self._db
         with db:
             db.execute("BEGIN")
-            for envelope_id, branch_name in pairs:
-                cursor = db.execute(
-                    "INSERT OR IGNORE INTO envelopes(envelope_id, branch_name, received_at) "
-                    "VALUES (?,?,?)",
-                    (envelope_id, branch_name, now),
+            for start in range(0, len(pairs), _LOOKUP_CHUNK):
+                chunk = [envelope_id for envelope_id, _ in pairs[start : start + _LOOKUP_CHUNK]]
+                marks = ",".join("?" * len(chunk))
+                seen.update(
+                    row[0]
+                    for row in db.execute(
+                        f"SELECT envelope_id FROM envelopes WHERE envelope_id IN ({marks})", chunk
+                    )
                 )
-                if cursor.rowcount == 0:
-                    seen.add(envelope_id)
+            db.executemany(
+                "INSERT OR IGNORE INTO envelopes(envelope_id, branch_name, received_at) "
+                "VALUES (?,?,?)",
+                [(envelope_id, branch_name, now) for envelope_id, branch_name in pairs],
+            )
         return seen
 
     def note_turns(self, turns: Iterable[tuple[str, str]]) -> None:
