@@ -39,6 +39,7 @@ from ..errors import HostLost, InvalidMessage
 from ._driver import import_ray
 from ._host import HostRuntime
 from ._journal import EnvelopeJournal
+from ._storage import host_directory
 from ._wire import dumps, encode_error, loads
 
 __all__ = ["HostActor"]
@@ -58,14 +59,20 @@ class HostActor:
 
     Args:
         name: the host's name.
-        directory: its store, journal and placements.
-        options: ``{"session": {...Session keyword arguments}}``.
+        storage: the storage root; the host keeps its store, journal and
+            placements in ``<storage>/<namespace>/<name>/``, a private
+            directory (`pride.cluster._storage`).
+        options: ``{"namespace": ..., "session": {...Session keyword arguments}}``.
+
+    Raises:
+        StoreError: the host's directory is not private to this user.
     """
 
-    def __init__(self, name: str, directory: str, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, name: str, storage: str, options: dict[str, Any] | None = None) -> None:
         logging.basicConfig(level=logging.WARNING)
+        options = options or {}
         self._name = name
-        self._directory = Path(directory)
+        self._directory = host_directory(Path(storage), options.get("namespace", "pride"), name)
         self._journal = EnvelopeJournal(self._directory / "journal.db")
         self._lock = threading.Lock()
         self._outboxes: dict[str, list[dict[str, Any]]] = {}
@@ -79,7 +86,6 @@ class HostActor:
         self._failure: BaseException | None = None
         self._ready = threading.Event()
         self._beacon: Any = None
-        options = options or {}
         self._runtime = HostRuntime(
             name, self._directory, self, options.get("session"), cluster_options=options
         )

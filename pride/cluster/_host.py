@@ -291,7 +291,7 @@ class HostRuntime:
             return []
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot read {self.placements_path}: {exc}") from exc
-        if not isinstance(data, list):
+        if not isinstance(data, list) or not all(_is_placement(spec) for spec in data):
             raise StoreError(f"{self.placements_path} is not a list of placements")
         return data
 
@@ -760,6 +760,18 @@ class HostRuntime:
                 log.exception(
                     "host %r: could not hand %d items to %s", self.name, len(items), conn.id
                 )
+
+
+def _is_placement(spec: Any) -> bool:
+    """True for a placement as `Cluster.spawn` writes it (anything else: a damaged file)."""
+    return (
+        isinstance(spec, dict)
+        and isinstance(spec.get("name"), str)
+        and isinstance(spec.get("factory"), str)
+        and isinstance(spec.get("args", []), list)
+        and isinstance(spec.get("kwargs", {}), dict)
+        and all(isinstance(key, str) for key in spec.get("kwargs", {}))
+    )
 
 
 def _room(branch: Branch) -> int:

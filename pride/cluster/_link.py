@@ -213,6 +213,7 @@ class Link:
         self._lost = trio.Event()
         self._scope: trio.CancelScope | None = None
         self._loss: BaseException | None = None
+        self._death = "closed"
         self.watching = False
         self._supervised: set[str] = set()
         self.branches: list[dict[str, Any]] = []
@@ -229,7 +230,7 @@ class Link:
         if self.state == "up":
             return
         if self.state == "dead":
-            raise HostLost(branch_name, self.host, "it is gone for good")
+            raise HostLost(branch_name, self.host, f"it is gone for good ({self._death})")
         with trio.move_on_after(self.reconnect_timeout):
             await self._up.wait()
         if self.state != "up":
@@ -311,6 +312,7 @@ class Link:
             try:
                 await self._connect()
             except HostLost as exc:
+                self._death = str(exc)
                 self.state = "dead"
                 self._up.set()  # wake waiters: they see "dead"
                 self._lost.set()
@@ -343,6 +345,10 @@ class Link:
                     raise decode_error(info["error"])
                 break
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+                if getattr(exc, "actor_init_failed", False):
+                    # The host's constructor raised (its storage refused, say): no
+                    # restart will do better, so say why now instead of timing out.
+                    raise HostLost("*", self.host, f"it failed to start: {exc}") from exc
                 last: BaseException = exc
             except HostLost as exc:  # the process lives, its loop has ended: not back yet
                 last = exc

@@ -30,7 +30,6 @@ import logging
 import math
 import os
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +45,7 @@ from ..supervisors import Observer, Session
 from ..supervisors.strategy import RestartType, check_restart_type
 from ._driver import RayConnection, import_ray, wait_ref
 from ._link import Envelope, Link, check_work
+from ._storage import new_storage, remove_storage
 from ._supervision import RemoteChild, crash_error
 from ._wire import decode_error, dumps, loads
 
@@ -195,8 +195,13 @@ class Cluster:
         namespace: the Ray namespace of the hosts; processes sharing it see
             each other's branches.
         storage: the directory under which each host keeps its store and
-            journal (``<storage>/<namespace>/<host>/``), on the machine the
-            host runs on; default: the system temporary directory.
+            journal (``<storage>/<namespace>/<host>/``, private to this user),
+            on the machine the host runs on. Default: a fresh private
+            directory of this Cluster's own (``tempfile.mkdtemp``), removed
+            when it closes if it stops its hosts (``stop_hosts=True``), kept
+            otherwise; so conversations that must outlive the Cluster need
+            an explicit path. A directory another user owns or may write to
+            is refused (`StoreError`): hosts replay what they find there.
         host_restarts: times Ray restarts a host process that died (Ray's
             ``max_restarts``); past it the host is gone for good.
         reconnect_timeout: seconds a send waits for a lost host to come back.
@@ -254,9 +259,8 @@ class Cluster:
             options["num_cpus"] = num_cpus
         self.address = address
         self.namespace = namespace
-        self.storage = (
-            Path(storage) if storage is not None else Path(tempfile.gettempdir()) / "pride-cluster"
-        )
+        self.storage: Path | None = Path(storage) if storage is not None else None
+        self._own_storage = False
         self.host_restarts = host_restarts
         self.reconnect_timeout = float(reconnect_timeout)
         self._runtime_env = runtime_env if runtime_env is not None else _default_runtime_env()
@@ -285,7 +289,15 @@ class Cluster:
     # ------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
-        await trio.to_thread.run_sync(self._connection.start)
+        if self.storage is None:
+            self.storage = new_storage()
+            self._own_storage = True
+        try:
+            await trio.to_thread.run_sync(self._connection.start)
+        except BaseException:
+            if self._own_storage:
+                remove_storage(self.storage)
+            raise
         cm = trio.open_nursery()
         nursery = await cm.__aenter__()
         self._cm, self._nursery = cm, nursery
@@ -317,6 +329,16 @@ class Cluster:
             async with trio.open_nursery() as nursery:
                 for host in self._owned:
                     nursery.start_soon(self._shutdown_host, host)
+        if self._own_storage and self.storage is not None:
+            if self._stop_hosts:  # every host that used it is stopped: nothing to keep
+                await trio.to_thread.run_sync(remove_storage, self.storage)
+            else:
+                log.warning(
+                    "cluster %r: its hosts serve on; their storage %s is kept (remove it "
+                    "once they are stopped)",
+                    self.namespace,
+                    self.storage,
+                )
         if self._signals is not None:
             self._signals.close()
         assert self._nursery is not None
@@ -653,7 +675,7 @@ class Cluster:
             options["runtime_env"] = self._runtime_env
         if resources:
             options["resources"] = resources
-        directory = self.storage / self.namespace / host
+        assert self.storage is not None  # set on entering
         host_options = {
             "session": self._host_session,
             "namespace": self.namespace,
@@ -663,7 +685,7 @@ class Cluster:
         handle = (
             _host_class(ray, HostActor)
             .options(**options)
-            .remote(host, str(directory), host_options)
+            .remote(host, str(self.storage), host_options)
         )
         return handle, True
 

@@ -75,3 +75,10 @@ def worker(*, name: str, mailbox_size: int = 64) -> Branch:
 
 def not_a_branch(*, name: str) -> str:
     return name
+
+
+def planted(marker: str, *, name: str) -> Branch:
+    """A factory a hostile placements file names: it leaves ``marker`` if it ever runs."""
+    with open(marker, "w") as file:
+        file.write("the planted factory ran")
+    return echo(name=name)
