@@ -370,4 +370,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main)
+    try:
+        trio.run(main)
+    except pride.ProviderError as exc:  # no API key, a provider down: the one line that matters
+        raise SystemExit(f"demo: {exc}") from None

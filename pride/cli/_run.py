@@ -61,7 +61,14 @@ import trio
 from rich.console import Console
 
 from ..actors import Reply, send
-from ..errors import BranchClosed, InvalidMessage, StoreError, SupervisorFailed, UnknownBranch
+from ..errors import (
+    BranchClosed,
+    InvalidMessage,
+    PrideError,
+    StoreError,
+    SupervisorFailed,
+    UnknownBranch,
+)
 from ..messages import (
     BranchRestarted,
     BranchStarted,
@@ -185,7 +192,10 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
                 )
                 code = await process.serve(signals)
         except AppError as exc:
-            log.error("%s", exc, exc_info=exc.__cause__)
+            # pride's own errors (no API key, a provider refusing) say what to fix in
+            # one line; a traceback is for the app's own bugs.
+            cause = exc.__cause__
+            log.error("%s", exc, exc_info=None if isinstance(cause, PrideError) else cause)
             return EXIT_APP_ERROR
         except StoreError as exc:
             log.error("cannot use the store: %s", exc)

@@ -17,13 +17,16 @@ import trio
 from ..errors import StoreError
 from .journal import JournalOp
 
-__all__ = ["REWRITE", "Batch", "Row", "materialised"]
+__all__ = ["HEADER", "REWRITE", "Batch", "Row", "materialised"]
 
 log = logging.getLogger("pride.store")
 
 # In a queued batch, a row with this sequence number stands for "delete the
 # branch's stored messages": the rows after it are its new conversation.
 REWRITE = -1
+# A row with this one is a branch's projection (``message_id`` its branch id,
+# ``data`` its JSON): "store this branch", committed with the rows after it.
+HEADER = -2
 
 Row = tuple[str, int, str, str]
 

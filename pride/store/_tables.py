@@ -11,7 +11,7 @@ import sqlite3
 import time
 from typing import Any
 
-from ._batch import REWRITE, Row
+from ._batch import HEADER, REWRITE, Row
 from .journal import JournalOp, delete_branch_turns, write_journal
 
 __all__ = [
@@ -32,7 +32,13 @@ def write_batch(db: sqlite3.Connection, batch: list[Row], journal: list[JournalO
             write_journal(db, journal)
         rows: list[Row] = []
         for row in batch:
-            if row[1] == REWRITE:
+            if row[1] == HEADER:
+                db.execute(
+                    "INSERT OR REPLACE INTO branches(name, branch_id, projection, updated_at) "
+                    "VALUES (?,?,?,?)",
+                    (row[0], row[2], row[3], time.time()),
+                )
+            elif row[1] == REWRITE:
                 db.executemany(insert, rows)
                 rows = []
                 db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))

@@ -64,7 +64,7 @@ import trio
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure, unstructure
 from ..messages.codec import dump_json, parse_json
-from ._batch import REWRITE, Batch, Row, materialised
+from ._batch import HEADER, REWRITE, Batch, Row, materialised
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._tables import (
     delete_branch,
@@ -222,6 +222,23 @@ class BranchStore:
         self._next_seq[branch_name] = 0
         for message in messages:
             self.append(branch_name, message)
+
+    def queue_save(self, branch: SavableBranch) -> None:
+        """Queue storing ``branch`` whole (never blocks): its projection and its
+        messages, replacing any stored copy of that name, committed by the next
+        [`flush`][pride.store.BranchStore.flush] like any other row.
+
+        The lazy form of [`save`][pride.store.BranchStore.save]: a session uses
+        it for a new branch once it has something to store, so a branch whose
+        first turn fails leaves no empty conversation behind.
+        """
+        self._require(write=True)
+        projection = dict(branch.to_dict(mode="json"))
+        projection.pop("messages", None)
+        header = dump_json(_plain(projection), replace=True)
+        self._next_seq.setdefault(branch.name, 0)
+        self._queue((branch.name, HEADER, branch.id_str, header))
+        self.rewrite(branch.name, list(branch.messages))
 
     def _queue(self, row: Row) -> None:
         self._pending.rows.append(row)

@@ -5,9 +5,15 @@ A session given a [`BranchStore`][pride.store.BranchStore] wires each member tha
 a stable name (one given by code, so the same across process restarts):
 
 * on spawn, a stored conversation with that name is restored into the branch
-  (its id and messages; models, tools and providers are wired by code), or the
-  branch is saved as a new entry; the branch gets its turn journal
-  (`pride.actors.journal`), with the unfinished turns the store holds for it;
+  (its id and messages; models, tools and providers are wired by code); the
+  branch gets its turn journal (`pride.actors.journal`), with the unfinished
+  turns the store holds for it;
+* a branch the store does not hold yet is stored (whole) once it has a
+  message to store: the end of a turn that recorded some, or a message
+  recorded between turns. So a branch whose first turn fails (no API key, a
+  provider down) leaves no empty conversation behind; a later turn that
+  succeeds stores it. One the journal holds an unfinished turn of (a crash
+  during its first turn) is stored at once, so that turn is resumed;
 * every recorded message is queued for the store: at once between turns,
   and at the turn's end for the messages of a turn (so a commit made
   mid-turn, for the journal or for another branch, never stores half a turn:
@@ -66,8 +72,8 @@ class Persistence:
     async def restore_or_register(
         self, branch: Branch, durability: Durability | None = None
     ) -> bool:
-        """Restore ``branch``'s conversation and unfinished turns from the store, or
-        save it as new.
+        """Restore ``branch``'s conversation and unfinished turns from the store, and
+        persist it from now on (a new branch once it has something to store).
 
         Returns True if a stored conversation was restored. Branches without
         a stable name are left alone (their names change between runs).
@@ -86,26 +92,27 @@ class Persistence:
             for message in messages:
                 branch.messages.append(message)
             await store.register(branch.name)
-            for turn in await store.unfinished_turns(branch.name):
-                waiting = journal.adopt(turn)
-                if waiting is not None and waiting.problem is not None:
-                    log.warning(
-                        "branch %r: unfinished turn %s cannot be resumed (%s); it will be "
-                        "abandoned",
-                        branch.name,
-                        waiting.turn_id,
-                        waiting.problem,
-                    )
+        unfinished = await store.unfinished_turns(branch.name)
+        for turn in unfinished:
+            waiting = journal.adopt(turn)
+            if waiting is not None and waiting.problem is not None:
+                log.warning(
+                    "branch %r: unfinished turn %s cannot be resumed (%s); it will be abandoned",
+                    branch.name,
+                    waiting.turn_id,
+                    waiting.problem,
+                )
+        if stored is not None:
             log.info(
                 "restored branch %r: %d messages, %d unfinished turns",
                 branch.name,
                 len(messages),
                 len(journal.waiting),
             )
-        else:
+        elif unfinished:  # a crash during its first turn: it exists from now on
             await store.save(branch)
         branch.actor.journal = journal
-        self._wire(branch)
+        self._wire(branch, stored=stored is not None or bool(unfinished))
         return restored
 
     def recover(self, branch: Branch) -> list[Reply]:
@@ -142,11 +149,18 @@ class Persistence:
             replies.append(reply)
         return replies
 
-    def _wire(self, branch: Branch) -> None:
+    def _wire(self, branch: Branch, *, stored: bool) -> None:
         store = self.store
         held: list[RoledMessage | _Rewrite] = []  # the running turn's, until its end
+        new = not stored  # not in the store yet: stored whole once it has something
 
         def drain() -> None:
+            nonlocal new
+            if new:
+                new = False
+                held.clear()
+                store.queue_save(branch)  # its projection and every message so far
+                return
             for item in held:
                 if isinstance(item, _Rewrite):
                     store.rewrite(branch.name, item.messages)
@@ -158,6 +172,9 @@ class Persistence:
             if branch.actor.turn is not None:
                 held.append(message)
                 return
+            if new:
+                drain()  # the message is in branch.messages already: it goes with them
+                return
             if held:
                 drain()
             store.append(branch.name, message)
@@ -166,13 +183,16 @@ class Persistence:
             if branch.actor.turn is not None:
                 held.append(_Rewrite(list(branch.messages)))
                 return
+            if new:
+                drain()
+                return
             held.clear()  # the whole history goes anyway
             store.rewrite(branch.name, list(branch.messages))
 
         async def commit(state: TurnState | None) -> None:  # None: after an Act
             if state is not None and state.suspended:
                 held.clear()  # the turn was rolled back: its messages come again on resume
-            else:
+            elif held:
                 drain()
             # This branch's rows only: a commit that failed elsewhere fails the
             # turns whose rows it held, not this one.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from pride import Branch, Escalate, ScriptedModel, Session, iModel
+from pride import Branch, ChatAndRecord, Escalate, ScriptedModel, Session, iModel
 from pride.llm import RetryPolicy
 
 
@@ -57,3 +57,13 @@ async def keyed(session: Session) -> None:
     vault = Branch(name="vault", chat_model=offered("chat-model"), parse_model=offered("parser"))
     vault.register_operation("relay", relay)
     await session.spawn(vault)
+
+
+async def warm_up(session: Session) -> None:
+    """An app whose start runs a turn on a model that reads ``OPENAI_API_KEY``: without
+    the key it fails to start (and no request ever leaves the process)."""
+    keyless = iModel(
+        "openai/test-model", base_url="http://127.0.0.1:9/v1", retry=RetryPolicy.never()
+    )
+    await session.spawn(Branch(name="writer", chat_model=keyless))
+    await session.ask("writer", ChatAndRecord("warm up"))

@@ -36,7 +36,9 @@ def store(tmp_path: Path) -> Path:
             )
             await ada.chat_and_record("hello [there]")
             await ada.act({"function": "add", "arguments": {"a": 2, "b": 3}})
-            await session.spawn(Branch(name="bob", chat_model=echo_model()))
+            bob = await session.spawn(Branch(name="bob", chat_model=echo_model()))
+            assert session.store is not None  # a new branch is stored once it has a message:
+            await session.store.save(bob)  # saved by hand, as an empty one
 
     trio.run(fill)
     return path

@@ -340,12 +340,12 @@ async def test_issue14_a_second_process_on_a_store_is_refused_and_names_the_hold
             with pytest.raises(StoreLocked, match=f"pid {first.process.pid}"):
                 async with BranchStore(store):
                     pass
+            await first.send(request("r1", "ada", "still mine"))
+            assert (await first.answer("r1"))["result"] == "re: still mine"
             inspect = await trio.run_process(
                 [*COMMAND, "inspect", str(store)], capture_stdout=True, cwd=ROOT, check=False
             )
             assert inspect.returncode == 0 and b"ada" in inspect.stdout
-            await first.send(request("r1", "ada", "still mine"))
-            assert (await first.answer("r1"))["result"] == "re: still mine"
             await first.close_stdin()
             assert await first.exit_code() == 0
     assert await _stored(store, "ada") == ["You are Ada.", "still mine", "re: still mine"]

@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from pride import Branch, ChatAndRecord, Communicate, ScriptedModel, Session, StoreError, System
+from pride import (
+    AuthenticationFailed,
+    Branch,
+    ChatAndRecord,
+    Communicate,
+    Instruction,
+    ScriptedModel,
+    Session,
+    StoreError,
+    System,
+)
 from pride.store import BranchStore
 from tests.helpers import echo_model, last_user_text
 
@@ -267,3 +277,43 @@ async def test_issue14_a_turn_cut_short_by_a_hung_subscriber_is_still_committed_
         branch = await session.spawn(Branch(name="ada", chat_model=echo_model()))
         assert await branch.chat_and_record("one") == "re: one"
         assert _rows(path) == 2
+
+
+async def test_issue20_a_failed_first_turn_stores_no_conversation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's example without a key: the turn fails, and the store keeps no
+    empty branch for it; the next process's first successful turn stores it."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        await session.spawn(Branch(name="writer", chat_model="openai/gpt-4.1-mini"))
+        await session.spawn(Branch(name="editor", system="be terse", chat_model=echo_model()))
+        with pytest.raises(AuthenticationFailed, match="OPENAI_API_KEY"):
+            await session.ask("writer", ChatAndRecord("Draft a haiku"))
+    async with BranchStore(path) as store:
+        assert await store.branches() == []  # neither the failed one nor the idle one
+    async with Session(store=path) as session:
+        writer = await session.spawn(Branch(name="writer", chat_model=echo_model()))
+        await session.ask("writer", ChatAndRecord("Draft a haiku"))
+        assert _rows(path) == 2  # committed before the answer, the branch with it
+    async with BranchStore(path) as store:
+        assert [b.name for b in await store.branches()] == ["writer"]
+        assert (await store.load("writer") or {})["id"] == writer.id_str
+        assert [m.text for m in await store.load_messages("writer")] == [
+            "Draft a haiku",
+            "re: Draft a haiku",
+        ]
+
+
+async def test_issue20_a_new_branch_is_stored_by_a_message_recorded_between_turns(
+    tmp_path: Path,
+) -> None:
+    """A message recorded by code (no turn) stores the new branch whole, system
+    message included, when the session closes at the latest."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(name="ada", system="be kind", chat_model=echo_model()))
+        branch.add_message(Instruction(instruction="noted"))
+    async with BranchStore(path) as store:
+        assert [m.text for m in await store.load_messages("ada")] == ["be kind", "noted"]
