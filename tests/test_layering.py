@@ -342,21 +342,37 @@ def test_no_private_module_or_name_of_another_package_is_imported() -> None:
 
 
 def _defined_names(paths: Iterable[Path]) -> set[str]:
-    """Every name a package defines anywhere: attributes it assigns, functions and
-    classes, ``__slots__`` entries, parameters, module names and import aliases."""
+    """Every name a package defines as something an object or module of it can carry:
+    attributes it assigns (``obj._x = ...``), functions, classes and names bound at
+    module or class level, ``__slots__`` entries, and import aliases.
+
+    A parameter, a local variable or a string elsewhere does not count: a module
+    whose function takes ``_state`` may still not read ``other._state`` when only
+    another package defines that attribute.
+    """
     names: set[str] = set()
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                names.add(node.name)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        bodies = [tree.body] + [
+            node.body for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+        ]
+        for body in bodies:
+            for stmt in body:
+                if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    names.add(stmt.name)
+                elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    for target in targets:
+                        names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                        if isinstance(target, ast.Name) and target.id == "__slots__" and stmt.value:
+                            names.update(
+                                c.value
+                                for c in ast.walk(stmt.value)
+                                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                            )
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
                 names.add(node.attr)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.add(node.id)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                names.add(node.value)  # __slots__ entries
-            elif isinstance(node, ast.arg):
-                names.add(node.arg)
             elif isinstance(node, ast.alias):
                 names.add((node.asname or node.name).split(".")[0])
     return names
@@ -417,10 +433,15 @@ def test_the_private_reach_check_sees_a_reach(tmp_path: Path) -> None:
         "import os\n"
         "class User:\n"
         "    def __init__(self):\n        self._mine = 2\n"
-        "    def use(self, thing, other):\n"
+        "    def use(self, thing, other, _state=None):\n"
         "        other._mine = 3\n"  # an attribute this package defines: allowed
         "        os._exit\n"  # the standard library's: not this check's business
-        "        return thing._state\n"  # another package's: a reach
+        "        _kind = '_kind'\n"  # a local and a string of that name define nothing
+        "        thing._kind\n"  # so this is a reach too
+        "        return thing._state\n"  # another package's, though a parameter shares its name
     )
     paths = sorted(root.rglob("*.py"))
-    assert private_reaches(paths, root) == ["high/user.py:8: thing._state"]
+    assert private_reaches(paths, root) == [
+        "high/user.py:9: thing._kind",
+        "high/user.py:10: thing._state",
+    ]

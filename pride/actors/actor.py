@@ -64,11 +64,11 @@ from ..messages import (
 )
 from . import instrument, turn, wiring
 from .budget import Account, Meter, carry, uncarry
+from .dispatch import run_command
 from .journal import BranchJournal, open_run
 from .mailbox import Mailbox, MailboxStatistics, Reply
 from .target import announce_live, withdraw_live
 from .turn import FINALIZE_GRACE, await_bounded
-from .view import run_command
 from .waits import enter_step, leave_step
 
 if TYPE_CHECKING:

@@ -12,7 +12,6 @@ private supervisor), or hand it to a session with ``session.spawn(branch)``.
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -29,7 +28,6 @@ from ..messages import (
     Budget,
     RoledMessage,
     Signal,
-    Stop,
     System,
     Usage,
     commands as cmd,
@@ -38,7 +36,16 @@ from ..messages.coerce import PRIDE_SYSTEM_MESSAGE, action_calls, system_message
 from ..messages.history import History
 from ..operations.registry import OperationManager
 from ..tools import ActionManager
-from . import connect as connecting, projection, turn, waits, wiring
+from . import (
+    connect as connecting,
+    control as controls,
+    projection,
+    recording,
+    standalone,
+    turn,
+    waits,
+    wiring,
+)
 from .actor import Actor, StopReason
 from .facade import first_converted, stream_verb, verb
 from .logs import DataLogger, LogConfig
@@ -58,8 +65,6 @@ __all__ = [
     "SignalSink",
     "live_branch",
 ]
-
-log = logging.getLogger("pride.branch")
 
 DEFAULT_MAILBOX_SIZE = 64
 """Work envelopes a branch's mailbox holds before ``send`` waits."""
@@ -458,59 +463,13 @@ class Branch:
 
     # ------------------------------------------------------------ messages
 
-    def add_message(self, message: RoledMessage) -> RoledMessage:
-        """Record ``message`` and tell observers, hooks and listeners.
+    # Recording a message, and who hears of it: see recording.py.
 
-        Returns the message. A system message replaces the current one.
-        """
-        self._messages.append(message)
-        if self._message_listeners:
-            self._notify(self._message_listeners, "message", message)
-        actor = self._actor
-        if actor.observer is not None or actor.hooks is not None:
-            wiring.message_recorded(actor, message)
-        return message
-
-    def add_message_listener(self, listener: Callable[[Branch, RoledMessage], None]) -> None:
-        """Call ``listener(branch, message)`` synchronously for every recorded message."""
-        self._message_listeners.append(listener)
-
-    def remove_message_listener(self, listener: Callable[[Branch, RoledMessage], None]) -> None:
-        """Stop calling ``listener``."""
-        self._message_listeners.remove(listener)
-
-    def add_rewrite_listener(self, listener: Callable[[Branch], None]) -> None:
-        """Call ``listener(branch)`` synchronously after the history changes other
-        than by a recorded message: cleared (``communicate(clear_messages=True)``,
-        ``branch.messages.clear()``) or its system message replaced or removed
-        (``branch.messages.set_system``). The listener reads ``branch.messages``
-        anew."""
-        if self._rewrite_listeners is None:
-            self._rewrite_listeners = []
-            self._messages.on_rewrite = self._history_rewritten
-        self._rewrite_listeners.append(listener)
-
-    def remove_rewrite_listener(self, listener: Callable[[Branch], None]) -> None:
-        """Stop calling ``listener``."""
-        listeners = self._rewrite_listeners
-        if listeners is None or listener not in listeners:
-            raise ValueError(f"{listener!r} is not a rewrite listener of branch {self.name!r}")
-        listeners.remove(listener)
-        if not listeners:
-            self._rewrite_listeners = None
-            self._messages.on_rewrite = None
-
-    def _history_rewritten(self) -> None:
-        self._notify(self._rewrite_listeners or [], "history")
-
-    def _notify(self, listeners: list[Callable[..., None]], kind: str, *args: Any) -> None:
-        """Call each listener with the branch (and ``args``); a failing one is
-        logged and the others still run."""
-        for listener in list(listeners):
-            try:
-                listener(self, *args)
-            except Exception:
-                log.exception("%s listener of branch %r failed", kind, self.name)
+    add_message = recording.add_message
+    add_message_listener = recording.add_message_listener
+    remove_message_listener = recording.remove_message_listener
+    add_rewrite_listener = recording.add_rewrite_listener
+    remove_rewrite_listener = recording.remove_rewrite_listener
 
     # ------------------------------------------------------------ signals
 
@@ -538,43 +497,10 @@ class Branch:
 
     # ------------------------------------------------------------- control
 
-    def control(
-        self, directive: Any, *, reason: str | None = None, turn_id: UUID | None = None
-    ) -> bool:
-        """Write a loop directive into the active turn (ADR-0018 D3); never queues.
+    # Out-of-band loop control (ADR-0018 D3): see control.py.
 
-        Returns False, storing nothing, when no turn is active (or it is
-        finalising) or ``turn_id`` names another turn. Last write wins.
-
-        Raises:
-            TypeError: ``directive`` is not a LoopDirective, or ``turn_id`` not a UUID.
-        """
-        if not isinstance(directive, turn.LoopDirective):
-            raise TypeError(f"directive must be a LoopDirective, got {type(directive).__name__}")
-        context = self._addressed_turn(turn_id)
-        if context is None:
-            return False
-        context.control = turn.LoopControl(directive, reason)
-        return True
-
-    def poll_control(self, *, turn_id: UUID | None = None) -> turn.LoopControl | None:
-        """Take the active turn's pending directive (clearing it), if any."""
-        context = self._addressed_turn(turn_id)
-        if context is None:
-            return None
-        control, context.control = context.control, None
-        return control
-
-    def _addressed_turn(self, turn_id: UUID | None) -> turn.TurnExecutionContext | None:
-        if turn_id is not None and not isinstance(turn_id, UUID):
-            raise TypeError(f"turn_id must be a UUID, got {type(turn_id).__name__}")
-        state = self._actor.turn
-        context = state.context if state is not None else None
-        if context is None or context.phase != "active":
-            return None
-        if turn_id is not None and turn_id != context.turn_id:
-            return None
-        return context
+    control = controls.control
+    poll_control = controls.poll_control
 
     @property
     def usage(self) -> Usage:
@@ -661,27 +587,12 @@ class Branch:
         return await self._actor.serve(host, task_status=task_status)
 
     async def __aenter__(self) -> Self:
-        if self.running:
-            raise RuntimeError(f"branch {self.name!r} is already running")
-        private = PrivateNursery()
-        await private.open(self.serve)
-        self._private = private
+        """Run the branch standalone: its actor in a nursery of its own (standalone.py)."""
+        await standalone.start(self)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool:
-        private, self._private = self._private, None
-        actor = self._actor
-        # A session took the actor over (include): the mailbox is no longer ours.
-        nursery = private.nursery if private is not None else None
-        adopted = actor.owner_id is not None and nursery is not None and not nursery.child_tasks
-        if actor.running and not adopted:
-            # Stop after the current turn; queued envelopes are answered BranchClosed.
-            actor.require_mailbox().put_priority(Reply(self, Stop()))
-        try:
-            return await private.close(exc_info) if private is not None else False
-        finally:
-            if not adopted:
-                actor.close("the branch's actor exited")
+        return await standalone.stop(self, exc_info)
 
     # ------------------------------------------- kept for the existing tests
 

@@ -29,9 +29,9 @@ from ..errors import TurnFinalizingError, UnknownBranch
 from ..messages import Command, WorkCommand
 from . import turn
 from .budget import Meter
+from .dispatch import run_command
 from .mailbox import Reply
 from .target import BranchRef, Target, is_target, live_target
-from .view import run_command
 from .waits import check_wait_allowed, waiting_edge
 
 if TYPE_CHECKING:

@@ -19,40 +19,38 @@ When the turn keeps a journal (`pride.actors.journal`), both effects ask it
 first: a step the journal holds is answered from it (a resumed turn), and
 every step made live is recorded in it.
 
-`run_command` runs a work command's operation (or a registered
-operation, for ``Call``) in the calling task.
+The call itself (hooks, streaming, the call log) is
+`pride.actors.model_call`; which operation serves a command, and running it
+over this view, is `pride.actors.dispatch`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from uuid import UUID
 
 import attrs
 import trio
 
-from ..errors import InvalidMessage, StopStream, UnknownOperation
+from ..errors import InvalidMessage
 from ..llm import ModelRequest, ModelResponse, iModel
 from ..messages import (
     ActionCall,
-    Call,
     Instruction,
-    Resume,
     RoledMessage,
     Signal,
     ToolProgress,
-    WorkCommand,
 )
 from ..messages.commands import ModelName
-from ..operations import execute
 from ..tools import ActionOutcome
 from . import wiring
 from .budget import Meter
 from .instrument import TurnTrace
+from .model_call import call_model_once
 from .turn import TurnScope
 
 if TYPE_CHECKING:
@@ -61,68 +59,9 @@ if TYPE_CHECKING:
     from ..tools import ActionManager
     from .branch import Branch
 
-__all__ = ["BranchTurn", "run_command"]
+__all__ = ["BranchTurn"]
 
 _M = TypeVar("_M", bound=RoledMessage)
-
-# Public async methods of a Branch that are no operation: the actor's own machinery
-# (its loop, delivering envelopes), firing hook points (a request would forge their
-# payloads), copying the branch.
-_NOT_VERBS = frozenset({"serve", "deliver", "run_hook", "aclone"})
-
-
-async def run_command(
-    branch: Branch,
-    command: WorkCommand,
-    scope: TurnScope | None,
-    meter: Meter | None = None,
-    trace: TurnTrace | None = None,
-) -> Any:
-    """Run ``command``'s operation in the calling task (the turn driver or a nested call).
-
-    ``meter`` and ``trace`` are the allowance and the tracing of a work item
-    served outside a turn (an ``Act``); a turn's calls use the scope's.
-
-    A ``Call`` runs the branch's verb of that name (attribute first), else the
-    registered operation, which receives the branch itself.
-
-    Raises:
-        UnknownOperation: a Call names neither a verb nor a registered operation.
-        TypeError: ``Call.operation`` is not a str; no operation serves the command.
-        RuntimeError: a ``Resume`` from inside a turn of the same branch.
-    """
-    if isinstance(command, Resume):  # the turn driver serves it; nested, it would wait on itself
-        raise RuntimeError(
-            f"branch {branch.name!r}: a turn cannot resume a turn of its own branch; send the "
-            "Resume from outside the branch (session.resolve)"
-        )
-    if isinstance(command, Call):
-        name = command.operation
-        if not isinstance(name, str):
-            raise TypeError(f"Call.operation must be a str, got {type(name).__name__}")
-        if hasattr(branch, name):  # attribute first: a bound verb takes no branch argument
-            return await _verb(branch, name)(**command.kwargs)
-        operation = branch.operations.get(name)
-        if operation is None:
-            raise UnknownOperation(name)
-        return await operation(branch, **command.kwargs)
-    return await execute(BranchTurn(branch, scope, meter, trace=trace), command)
-
-
-def _verb(branch: Branch, name: str) -> Callable[..., Any]:
-    """The Branch attribute ``name`` as a Call may run it: a public async verb.
-
-    A Call can arrive as data from anywhere, so attribute-first lookup stops at
-    the verbs: never a private helper, the actor's own machinery, or a sync
-    method with side effects (``dump_logs`` writes files).
-
-    Raises:
-        UnknownOperation: the attribute is not such a verb.
-    """
-    found = getattr(branch, name)
-    if name.startswith("_") or name in _NOT_VERBS or not inspect.iscoroutinefunction(found):
-        raise UnknownOperation(name)
-    return found  # type: ignore[no-any-return]
 
 
 class BranchTurn:
@@ -325,12 +264,22 @@ class BranchTurn:
             if replayed is not None:
                 return await self._replayed(replayed, stream_tokens=stream_tokens)
         streaming = stream_tokens and self.streaming
+        call = partial(
+            call_model_once,
+            self._branch,
+            scope,
+            self._meter,
+            model,
+            request,
+            streaming=streaming,
+            control=control,
+        )
         trace = self._trace
         if trace is None:
-            response = await self._call_model(model, request, streaming, control)
+            response = await call()
         else:
             with trace.model_call(model, request, streaming=streaming) as span:
-                response = await self._call_model(model, request, streaming, control)
+                response = await call()
                 span.response(response)
         if run is not None:
             run.model_replied(step, response)
@@ -338,69 +287,6 @@ class BranchTurn:
             usage = response.usage
             meter.add_tokens(
                 usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
-            )
-        return response
-
-    async def _call_model(
-        self, model: iModel, request: ModelRequest, streaming: bool, control: bool
-    ) -> ModelResponse:
-        """The call itself: hooks, streaming to the consumer, the call log."""
-        branch = self._branch
-        scope = self._scope
-        meter = self._meter
-        actor = branch._actor
-        hooked = actor.hooks is not None
-        if hooked:
-            await wiring.run_hook(
-                actor, "before_model_call", {"branch": branch, "model": model, "request": request}
-            )
-        logs = branch._logs
-        started = time.perf_counter()
-        turn_id = scope.turn_id if scope is not None else None
-        try:
-            if streaming:
-                assert scope is not None
-                watched = meter is not None and meter.watches_output
-                streamed = 0  # this reply's output tokens so far (an estimate)
-                async with model.stream(request) as chunks:
-                    async for delta in chunks:
-                        if watched:  # cut the stream the moment the allowance runs out
-                            streamed = meter.streamed(delta, streamed)  # type: ignore[union-attr]
-                        if hooked:
-                            wiring.fire_hook(
-                                actor, "model_stream_chunk", {"branch": branch, "chunk": delta}
-                            )
-                        await scope.emit(delta)
-                        if control:
-                            scope.check_control()
-                response = chunks.response
-            else:
-                response = await model.invoke(request)
-        except (trio.Cancelled, StopStream):
-            logs.record("model", model.model, started=started, status="cancelled", turn_id=turn_id)
-            raise
-        except BaseException as exc:
-            logs.record(
-                "model", model.model, started=started, status="error", turn_id=turn_id, error=exc
-            )
-            raise
-        usage = response.usage
-        logs.record(
-            "model",
-            model.model,
-            started=started,
-            status="ok",
-            turn_id=turn_id,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=usage.cost_usd,
-            detail={"messages": request.messages, "reply": response.text}
-            if logs.config.include_content
-            else None,
-        )
-        if hooked:
-            wiring.fire_hook(
-                actor, "after_model_call", {"branch": branch, "model": model, "response": response}
             )
         return response
 

@@ -126,3 +126,27 @@ async def test_gate_helper_blocks_until_released(autojump_clock: trio.testing.Mo
         with trio.move_on_after(5):
             await branch.chat("never")
         assert gate.events == [("start", "never")]
+
+
+def test_the_context_holds_only_what_adr_0018_gives_a_turn() -> None:
+    """TurnExecutionContext carries ADR-0018's fields and no runtime internals: the
+    command, usage, the turn's task groups and the journal are the runtime's
+    (TurnState), never handed to user code. ADR-0018's signal and nested task sets
+    are those task groups."""
+    import attrs
+
+    from pride.actors.turn import TurnExecutionContext
+
+    fields = [field.name for field in attrs.fields(TurnExecutionContext)]
+    assert fields == [
+        "turn_id",
+        "model",
+        "owner_task",
+        "phase",
+        "provider_blocks",
+        "provider_report",
+        "control",
+    ]
+    public = {name for name in dir(TurnExecutionContext) if not name.startswith("_")}
+    assert public == {*fields, "advance"}
+    assert "__slots__" in vars(TurnExecutionContext)  # nothing can be added at run time

@@ -1,0 +1,104 @@
+"""One model call against a branch's runtime: hooks, token streaming, the call log.
+
+`BranchTurn.call_model` decides whether a call is made and what it counts
+(the budget's admission and token totals, a journal that already holds the
+step, the trace span around it); `call_model_once` is the call itself, the
+same for every verb.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..errors import StopStream
+from ..llm import ModelRequest, ModelResponse, iModel
+from . import wiring
+
+if TYPE_CHECKING:
+    from .branch import Branch
+    from .budget import Meter
+    from .turn import TurnScope
+
+__all__ = ["call_model_once"]
+
+
+async def call_model_once(
+    branch: Branch,
+    scope: TurnScope | None,
+    meter: Meter | None,
+    model: iModel,
+    request: ModelRequest,
+    *,
+    streaming: bool,
+    control: bool,
+) -> ModelResponse:
+    """Call ``model`` once for ``branch``: the hooks around it, its text deltas to
+    the turn's consumer (``streaming``, cut the moment ``meter``'s output
+    allowance runs out; a directive checked after each delta with ``control``),
+    and the call log, whatever the outcome.
+
+    Raises:
+        BudgetExceeded: a streamed reply ran past ``max_output_tokens``.
+        ProviderError: the provider call failed (after the model's retries).
+        StopStream: the stream consumer left, or a CANCEL directive.
+        LoopBreak: a BREAK directive.
+        Exception: a ``before_model_call`` hook refused the call.
+    """
+    actor = branch._actor
+    hooked = actor.hooks is not None
+    if hooked:
+        await wiring.run_hook(
+            actor, "before_model_call", {"branch": branch, "model": model, "request": request}
+        )
+    logs = branch._logs
+    started = time.perf_counter()
+    turn_id = scope.turn_id if scope is not None else None
+    try:
+        if streaming:
+            assert scope is not None
+            watched = meter is not None and meter.watches_output
+            streamed = 0  # this reply's output tokens so far (an estimate)
+            async with model.stream(request) as chunks:
+                async for delta in chunks:
+                    if watched:  # cut the stream the moment the allowance runs out
+                        streamed = meter.streamed(delta, streamed)  # type: ignore[union-attr]
+                    if hooked:
+                        wiring.fire_hook(
+                            actor, "model_stream_chunk", {"branch": branch, "chunk": delta}
+                        )
+                    await scope.emit(delta)
+                    if control:
+                        scope.check_control()
+            response = chunks.response
+        else:
+            response = await model.invoke(request)
+    except (trio.Cancelled, StopStream):
+        logs.record("model", model.model, started=started, status="cancelled", turn_id=turn_id)
+        raise
+    except BaseException as exc:
+        logs.record(
+            "model", model.model, started=started, status="error", turn_id=turn_id, error=exc
+        )
+        raise
+    usage = response.usage
+    logs.record(
+        "model",
+        model.model,
+        started=started,
+        status="ok",
+        turn_id=turn_id,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+        detail={"messages": request.messages, "reply": response.text}
+        if logs.config.include_content
+        else None,
+    )
+    if hooked:
+        wiring.fire_hook(
+            actor, "after_model_call", {"branch": branch, "model": model, "response": response}
+        )
+    return response
