@@ -6,7 +6,10 @@ growth. Prints the figure (bytes) on stdout.
 
 * ``idle N``: bytes per idle branch actor, N actors hosted by one nursery
   (as a session hosts its members);
-* ``history N``: bytes per 1,000 messages recorded by N/2 communicate turns.
+* ``history N``: bytes per 1,000 messages recorded by N/2 communicate turns;
+* ``session N``: bytes per idle member of a session of N branches, each
+  after one ``Chat`` turn (which records no message, so what is measured is
+  the member and what a turn leaves behind, not the conversation).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import trio
 import trio.testing
 
 from benchmarks._rss import rss_bytes
-from pride import Branch, Communicate, ScriptedModel, ask
+from pride import Branch, Chat, Communicate, ScriptedModel, Session, ask
 
 
 async def idle_actors(count: int) -> float:
@@ -30,6 +33,23 @@ async def idle_actors(count: int) -> float:
         await trio.testing.wait_all_tasks_blocked()
         after = rss_bytes()
         nursery.cancel_scope.cancel()
+    return (after - before) / count
+
+
+async def session_members(count: int) -> float:
+    model = ScriptedModel(lambda request: "ok", keep_calls=0)
+    command = Chat("hi")
+    async with Session() as session:
+        # Warm up: the first member and turn load code and fill caches.
+        await ask(await session.spawn(Branch(chat_model=model)), command)
+        before = rss_bytes()
+        # Named: default names are 8 hex digits, which collide now and then at this size.
+        branches = [Branch(chat_model=model, name=f"member-{index}") for index in range(count)]
+        for branch in branches:
+            await session.spawn(branch)
+            await ask(branch, command)
+        await trio.testing.wait_all_tasks_blocked()
+        after = rss_bytes()
     return (after - before) / count
 
 
@@ -48,7 +68,7 @@ async def history(messages: int) -> float:
 
 def main() -> None:
     kind, count = sys.argv[1], int(sys.argv[2])
-    probe = {"idle": idle_actors, "history": history}[kind]
+    probe = {"idle": idle_actors, "history": history, "session": session_members}[kind]
     print(trio.run(probe, count))
 
 

@@ -1,25 +1,33 @@
 """Turn overhead and fan-out: pride's ask against trio's own floor, in one run.
 
-Targets (issue 4 / issue 9 / issue 18):
+Targets (issue 4 / issue 9 / issue 18 / issue 15):
 * ``ask(branch, Chat(...))`` on the scripted model, empty history, costs at most
   4x a bare memory-channel request/reply round trip;
 * 1,000 branches running turns concurrently sustain at least 80% of the
   single-branch turn rate;
 * with ``pride.telemetry`` installed but no OpenTelemetry provider configured,
   a turn costs at most 1.05x the turn with tracing off (the in-memory
-  exporter's cost is printed for information).
+  exporter's cost is printed for information);
+* a session member costs what a standalone branch costs: its turn with
+  nothing subscribed at most 1.1x the standalone turn, with one observer of
+  ``RunEnd`` at most 1.2x; 1,000 members of one session running turns
+  concurrently sustain at least 80% of the single (standalone) branch's rate;
+  an idle member that ran one turn holds at most 8 KiB (measured in a fresh
+  process, `benchmarks._memory_probe`; its ``Chat`` turn records no message).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 
 import trio
 
 from benchmarks._floor import channel_round_trips
-from benchmarks._harness import Stats, measure_interleaved, ratio_line
+from benchmarks._harness import Stats, figure_line, measure_interleaved, ratio_line
 from benchmarks._workloads import fan_out, scripted, turns_on
-from pride import Branch
+from benchmarks.bench_memory import probe
+from pride import Branch, Chat, RunEnd, Session, Signal, ask
 
 
 async def _main(smoke: bool) -> None:
@@ -49,6 +57,7 @@ async def _main(smoke: bool) -> None:
     _fan_line(stats[fan_name.format(first_fan)], turn, first_fan)
 
     await _tracing(smoke)
+    await _sessions(smoke)
 
     for size in fan_sizes[1:]:  # information only: slower, fewer repetitions
         paired = await measure_interleaved(
@@ -102,6 +111,97 @@ async def _tracing(smoke: bool) -> None:
     print(ratio_line("otel installed, no provider / tracing off", ratio, "<= 1.05x", ratio <= 1.05))
     recording = stats[memory].median / stats[off].median
     print(ratio_line("in-memory exporter / tracing off", recording, "(info)", True))
+
+
+def member_turns(*, observed: bool) -> Callable[[int], Awaitable[float]]:
+    """``n`` sequential ``ask(member, Chat("hi"))`` turns of a branch spawned into a
+    Session; with ``observed``, one synchronous observer of ``RunEnd`` is subscribed.
+    Starting and stopping the session is setup: only the turns are timed."""
+
+    def seen(signal: Signal) -> None:
+        pass
+
+    async def run(n: int) -> float:
+        command = Chat("hi")
+        async with Session() as session:
+            if observed:
+                session.observe(RunEnd, handler=seen)
+            member = await session.spawn(Branch(chat_model=scripted()))
+            started = time.perf_counter()
+            for _ in range(n):
+                await ask(member, command)
+            return time.perf_counter() - started
+
+    return run
+
+
+def session_fan_out(members: int) -> Callable[[int], Awaitable[float]]:
+    """About ``total`` turns spread over ``members`` members of one Session, running
+    concurrently; the seconds per turn of the concurrent phase only."""
+
+    async def run(total: int) -> float:
+        per_member = max(1, total // members)
+        model = scripted()
+        async with Session() as session:
+            branches = [
+                await session.spawn(Branch(chat_model=model, name=f"member-{index}"))
+                for index in range(members)
+            ]
+
+            async def worker(branch: Branch) -> None:
+                command = Chat("hi")
+                for _ in range(per_member):
+                    await ask(branch, command)
+
+            started = time.perf_counter()
+            async with trio.open_nursery() as workers:
+                for branch in branches:
+                    workers.start_soon(worker, branch)
+            elapsed = time.perf_counter() - started
+        return elapsed * total / (per_member * members)
+
+    return run
+
+
+async def _sessions(smoke: bool) -> None:
+    """Session members against a standalone branch, samples alternating."""
+    ops = 200 if smoke else 3000
+    size = 50 if smoke else 1000
+    standalone = "pride: turn, standalone branch"
+    member = "pride: turn, member, nothing subscribed"
+    observed = "pride: turn, member, RunEnd observer"
+    fan = f"pride: {size} members of a session (per turn)"
+    stats = await measure_interleaved(
+        {
+            standalone: (turns_on(Branch(chat_model=scripted())), ops),
+            member: (member_turns(observed=False), ops),
+            observed: (member_turns(observed=True), ops),
+            fan: (session_fan_out(size), size * (2 if smoke else 10)),
+        },
+        repeats=2 if smoke else 15,
+    )
+    for name in (standalone, member, observed, fan):
+        print(stats[name].line())
+    alone = stats[standalone].median
+    ratio = stats[member].median / alone
+    print(ratio_line("session member / standalone turn", ratio, "<= 1.1x", ratio <= 1.1))
+    ratio = stats[observed].median / alone
+    print(ratio_line("member with RunEnd observer / standalone", ratio, "<= 1.2x", ratio <= 1.2))
+    rate = alone / stats[fan].median
+    print(
+        ratio_line(
+            f"{size}-member rate / single-branch rate", rate, ">= 0.8x", rate >= 0.8 or smoke
+        )
+    )
+    count = 200 if smoke else 10_000
+    per_member = probe("session", count) / 1024
+    print(f"  idle session members: {count:>7}   {per_member:8.2f} KiB each (one Chat turn each)")
+    if not smoke:
+        print(
+            figure_line(
+                f"per idle session member ({count})", per_member, "KiB", "<= 8", per_member <= 8
+            )
+        )
 
 
 def _fan_line(fan: Stats, turn: Stats, size: int) -> None:

@@ -58,6 +58,7 @@ from ..messages import (
     RunFailed,
     RunStart,
     RunSuspended,
+    Signal,
     Stop,
     WorkCommand,
     new_id,
@@ -307,6 +308,7 @@ async def _loop(actor: Actor, mailbox: Mailbox) -> StopReason:
                     await _run_turn(actor, reply, shared)
                 else:
                     await _run_step(actor, reply, shared)
+                actor.envelope = None  # served: an idle actor holds no finished envelope
 
 
 def _stop(actor: Actor, reply: Reply) -> StopReason:
@@ -436,7 +438,7 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     meter = _meter(actor, budgeted, reply)  # type: ignore[arg-type]
     state = turn.TurnState(context, command, actor.host, meter=meter, journal=run)  # type: ignore[arg-type]
     scope = turn.TurnScope(state, owns_lifecycle=True, stream=reply.stream)
-    observed = actor.observer is not None
+    observer = actor.observer
     reply.start(context.turn_id, cancel)
     tracer = instrument.TRACER
     if tracer is not None:  # the turn's span, under the caller's (from the envelope)
@@ -449,7 +451,7 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     outcome: _Outcome | None = None
     try:
         try:
-            if observed:
+            if observer is not None and wiring.wants(observer, RunStart):
                 await wiring.emit_lifecycle(
                     actor,
                     RunStart(
@@ -479,8 +481,11 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         outcome = _classify(error, reply)
         if run is not None:
             outcome = _end_journal_run(actor, state, run, outcome)
-        if observed or state.nested is not None or state.signals is not None or actor._barriers:
-            outcome = await _finalise(actor, state, outcome, observed)
+        if state.nested is not None or state.signals is not None or actor._barriers:
+            outcome = await _finalise(actor, state, outcome)
+        elif observer is not None or actor.account.parent is not None:
+            # Nothing to end, drain or commit: no shielded scope, the terminal now.
+            await _announce(actor, state, outcome)
     except BaseException as exc:  # a fault of the runtime itself: answer, then crash
         outcome = _Outcome(exc, reraise=exc)
         if run is not None and not state.suspended:
@@ -503,9 +508,7 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         raise outcome.reraise
 
 
-async def _finalise(
-    actor: Actor, state: turn.TurnState, outcome: _Outcome, observed: bool
-) -> _Outcome:
+async def _finalise(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> _Outcome:
     """End nested work, drain message signals, pass the turn's barriers (a store's
     commit), emit the terminal: shielded and bounded. Returns the final outcome.
 
@@ -533,9 +536,8 @@ async def _finalise(
                 if outcome.failure is None:
                     outcome = _Outcome(exc)
         committed = True
-        if observed:
-            attempted = True
-            await wiring.emit_lifecycle(actor, _terminal(actor, state, outcome))
+        attempted = True
+        await _announce(actor, state, outcome)
     if guard.cancelled_caught:
         log.error(
             "turn %s of branch %r did not finalise within %ss; finalisation was cut short",
@@ -556,8 +558,8 @@ async def _finalise(
                         if outcome.failure is None:
                             outcome = _Outcome(exc)
                 committed = True
-            if observed and not attempted:  # every turn gets its terminal
-                await wiring.emit_lifecycle(actor, _terminal(actor, state, outcome))
+            if not attempted:  # every turn gets its terminal
+                await _announce(actor, state, outcome)
         if not committed and outcome.failure is None:  # never answered ok uncommitted
             outcome = _Outcome(_uncommitted(actor))
     return outcome
@@ -639,10 +641,39 @@ def _classify(error: BaseException | None, reply: Reply) -> _Outcome:
     return _Outcome(error, reraise=error)  # KeyboardInterrupt and friends
 
 
-def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> Any:
+async def _announce(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> None:
+    """The turn's end: counted on the accounts above its branch (what a session's
+    statistics report), then its terminal signal, built only if a subscriber may
+    want it. Waiting for async subscribers is shielded (and bounded)."""
+    kind = _terminal_kind(state, outcome)
+    above = actor.account.parent
+    if above is not None:
+        above.count_turn(_ENDED[kind])
+    observer = actor.observer
+    if observer is None or not wiring.wants(observer, kind):
+        return
+    signal = _terminal(actor, state, outcome, kind)
+    pending = wiring.dispatch_lifecycle(actor, signal)
+    if pending is not None:
+        with trio.CancelScope(shield=True):
+            await wiring.await_lifecycle(actor, signal, pending)
+
+
+_ENDED: dict[type[Signal], str] = {RunEnd: "done", RunFailed: "failed", RunSuspended: "suspended"}
+
+
+def _terminal_kind(state: turn.TurnState, outcome: _Outcome) -> type[Signal]:
+    if outcome.failure is None:
+        return RunEnd
+    if state.suspended and state.journal is not None:
+        return RunSuspended
+    return RunFailed
+
+
+def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome, kind: type[Signal]) -> Signal:
     branch = actor.branch
     duration_ms = (time.perf_counter() - state.started_at) * 1000.0
-    if outcome.failure is None:
+    if kind is RunEnd:
         return RunEnd(
             branch_id=branch.id,
             branch_name=branch.name,
@@ -655,7 +686,8 @@ def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> Any:
             tool_calls=state.tool_calls,
             duration_ms=duration_ms,
         )
-    if state.suspended and state.journal is not None:
+    if kind is RunSuspended:
+        assert state.journal is not None
         return RunSuspended(
             branch_id=branch.id,
             branch_name=branch.name,

@@ -79,6 +79,9 @@ class Account:
         "parent",
         "scope",
         "tool_calls",
+        "turns_done",
+        "turns_failed",
+        "turns_suspended",
     )
 
     def __init__(self, budget: Budget | None, *, scope: str, parent: Account | None = None) -> None:
@@ -86,6 +89,7 @@ class Account:
         self.scope = scope
         self.input_tokens = self.output_tokens = self.cached_tokens = 0
         self.model_calls = self.tool_calls = 0
+        self.turns_done = self.turns_failed = self.turns_suspended = 0
         self.cost_usd: float | None = None
         if budget is not None and budget.limited:
             self.budget: Budget | None = budget
@@ -111,6 +115,20 @@ class Account:
         return Usage(
             self.input_tokens, self.output_tokens, self.cost_usd, self.model_calls, self.tool_calls
         )
+
+    def count_turn(self, ended: str) -> None:
+        """Count a finished turn here and on every account above: ``ended`` is
+        ``"done"`` (``RunEnd``), ``"failed"`` or ``"suspended"``. This is how
+        ``session.statistics()`` counts turns without watching for their signals."""
+        account: Account | None = self
+        while account is not None:
+            if ended == "done":
+                account.turns_done += 1
+            elif ended == "failed":
+                account.turns_failed += 1
+            else:
+                account.turns_suspended += 1
+            account = account.parent
 
     @property
     def exceeded(self) -> BudgetExceeded | None:

@@ -93,6 +93,10 @@ class LogEntry:
         return cls(**dict(data))
 
 
+_SHORT = 8
+"""Records kept in a plain list before the log becomes a bounded deque."""
+
+
 class DataLogger:
     """The bounded, in-memory log of one branch.
 
@@ -105,9 +109,11 @@ class DataLogger:
 
     def __init__(self, config: LogConfig | None = None, entries: Iterable[Any] | None = None):
         self.config = config or LogConfig()
-        # An empty shared tuple until the first record: an idle branch's log
-        # costs nothing (a bounded deque is ~600 bytes even when empty).
-        self._entries: deque[LogEntry | tuple[Any, ...]] | tuple[()] = ()
+        # An empty shared tuple until the first record, then a short list, and a
+        # bounded deque only past `_SHORT` records: an idle branch's log costs
+        # nothing and one with a turn or two ~100 bytes, where a deque is ~760
+        # bytes from its first record (what a session of idle members adds up).
+        self._entries: deque[LogEntry | tuple[Any, ...]] | list[Any] | tuple[()] = ()
         self.dropped = 0
         for entry in entries or ():
             self.append(entry if isinstance(entry, LogEntry) else LogEntry.from_dict(entry))
@@ -125,7 +131,14 @@ class DataLogger:
         """Add a record (an entry, or its fields in LogEntry order); the oldest go past capacity."""
         entries = self._entries
         if not isinstance(entries, deque):
-            entries = self._entries = deque(maxlen=self.config.capacity)
+            capacity = self.config.capacity
+            if len(entries) < _SHORT and len(entries) < capacity:
+                if entries:
+                    entries.append(entry)
+                else:
+                    self._entries = [entry]
+                return
+            entries = self._entries = deque(entries, maxlen=capacity)
         if len(entries) == entries.maxlen:
             self.dropped += 1
         entries.append(entry)

@@ -452,20 +452,28 @@ class Mailbox:
                 return item
             if self.closed:
                 raise BranchClosed(self.name)
+            if self._work is not None and not self._work:
+                # Idle: give the empty deque back (~760 bytes per idle member
+                # of a session); the next item makes a new one.
+                self._work = None
             self._actor = trio.lowlevel.current_task()
-
-            def abort(_: Any) -> trio.lowlevel.Abort:
-                self._actor = None
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
+            # A bound method, not a closure: it is held while the actor is idle.
+            await trio.lowlevel.wait_task_rescheduled(self._abort_next)
             item = self._take()
             if item is not None:
                 return item
 
+    def _abort_next(self, _: Any) -> trio.lowlevel.Abort:
+        self._actor = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
     def _take(self) -> Reply | None:
-        if self._priority:
-            return self._priority.popleft()
+        priority = self._priority
+        if priority:
+            item = priority.popleft()
+            if not priority:  # system messages are rare: keep no empty deque
+                self._priority = None
+            return item
         work = self._work
         while work:
             item = work.popleft()

@@ -48,7 +48,7 @@ async def call_model_once(
         Exception: a ``before_model_call`` hook refused the call.
     """
     actor = branch._actor
-    hooked = actor.hooks is not None
+    hooked = wiring.hooked(actor)
     if hooked:
         await wiring.run_hook(
             actor, "before_model_call", {"branch": branch, "model": model, "request": request}

@@ -37,13 +37,17 @@ __all__ = [
     "HookSink",
     "SignalSink",
     "attach",
+    "await_lifecycle",
     "check_attachment",
     "detach",
+    "dispatch_lifecycle",
     "emit",
     "emit_lifecycle",
     "fire_hook",
+    "hooked",
     "message_recorded",
     "run_hook",
+    "wants",
 ]
 
 log = logging.getLogger("pride.branch")
@@ -54,9 +58,18 @@ class SignalSink(Protocol):
 
     ``dispatch`` runs synchronous subscribers at once (isolating their
     failures) and returns an awaitable for the asynchronous ones, or None.
+    A sink may also have ``wants(kind) -> bool`` (the session's observer has):
+    False says no subscriber would see a signal of that class, and the branch
+    then does not build one (see `wants`).
     """
 
     def dispatch(self, signal: Signal) -> Any: ...
+
+
+def wants(sink: SignalSink, kind: type[Signal]) -> bool:
+    """Whether ``sink`` may want a ``kind`` signal: its ``wants(kind)``, else True."""
+    method = getattr(sink, "wants", None)
+    return True if method is None else bool(method(kind))
 
 
 class HookSink(Protocol):
@@ -148,23 +161,33 @@ def message_recorded(actor: Actor, message: RoledMessage) -> None:
     D3); the hooks get ``message_added``.
     """
     branch = actor.branch
-    if actor.observer is not None:
+    observer = actor.observer
+    grant = branch.capabilities
+    wanted = observer is not None and wants(observer, MessageAdded)
+    if wanted or (observer is not None and grant is not None):
         scope = turn.live_scope_for(branch)
         turn_id = scope.turn_id if scope is not None else None
-        emit(
-            actor,
-            MessageAdded(
-                branch_id=branch.id, branch_name=branch.name, message=message, turn_id=turn_id
-            ),
-        )
-        grant = branch.capabilities
+        if wanted:
+            emit(
+                actor,
+                MessageAdded(
+                    branch_id=branch.id, branch_name=branch.name, message=message, turn_id=turn_id
+                ),
+            )
         if grant is not None and isinstance(message, AssistantResponse):
             for signal in observe(
                 grant, message.text, branch_id=branch.id, branch_name=branch.name, turn_id=turn_id
             ):
                 emit(actor, signal)
-    if actor.hooks is not None:
+    if hooked(actor):
         fire_hook(actor, "message_added", {"branch": branch, "message": message})
+
+
+def hooked(actor: Actor) -> bool:
+    """Whether the actor's hooks may run anything: attached, and (a session's
+    `HookBus`, which is falsy while it has no handlers) not empty. A verb asks
+    before building a hook point's payload."""
+    return bool(actor.hooks)
 
 
 def emit(actor: Actor, signal: Signal) -> None:
@@ -189,15 +212,32 @@ async def emit_lifecycle(actor: Actor, signal: Signal) -> None:
     The wait is bounded by ``FINALIZE_GRACE``: a subscriber that does not
     finish by then is cancelled (and logged), so none can hold a turn.
     """
+    pending = dispatch_lifecycle(actor, signal)
+    if pending is not None:
+        await await_lifecycle(actor, signal, pending)
+
+
+def dispatch_lifecycle(actor: Actor, signal: Signal) -> Any:
+    """The synchronous half of `emit_lifecycle`: deliver ``signal`` now and
+    return the awaitable of its async subscribers, or None (nothing to wait for)."""
     observer = actor.observer
     if observer is None:
-        return
-    name = actor.branch.name
+        return None
     try:
-        pending = observer.dispatch(signal)
-        if pending is not None:
-            what = f"async observers of {type(signal).__name__} of branch {name!r}"
-            await turn.await_bounded(pending, what, log)
+        return observer.dispatch(signal)
+    except Exception:
+        log.exception(
+            "observer failed on %s of branch %r", type(signal).__name__, actor.branch.name
+        )
+        return None
+
+
+async def await_lifecycle(actor: Actor, signal: Signal, pending: Any) -> None:
+    """The waiting half of `emit_lifecycle`: ``pending``, bounded by ``FINALIZE_GRACE``."""
+    name = actor.branch.name
+    what = f"async observers of {type(signal).__name__} of branch {name!r}"
+    try:
+        await turn.await_bounded(pending, what, log)
     except Exception:
         log.exception("observer failed on %s of branch %r", type(signal).__name__, name)
 

@@ -37,12 +37,20 @@ class Run:
     """One incarnation of a child: started, then ended exactly once."""
 
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    ended: trio.Event = attrs.field(factory=trio.Event)
     started: bool = False
     # The supervisor is ending this run itself and handles the end where it asked.
     expected: bool = False
     reason: str | None = None  # what serve returned; None if it crashed or was cancelled
     crash: Exception | None = None
+    _ended: trio.Event | None = attrs.field(default=None, init=False)
+
+    @property
+    def ended(self) -> trio.Event:
+        """Set once the run is over; made on first use (a running member's run
+        that nobody waits on holds none: a session may have many)."""
+        if self._ended is None:
+            self._ended = trio.Event()
+        return self._ended
 
 
 @attrs.define(eq=False)
@@ -80,7 +88,8 @@ class Status:
 
     def started(self, value: Any = None) -> None:
         self.run.started = True
-        self.inner.started(value)
+        inner, self.inner = self.inner, None  # the child's frames keep this wrapper alive
+        inner.started(value)
 
 
 def close(child: Child, detail: str) -> int:

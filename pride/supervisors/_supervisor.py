@@ -196,6 +196,7 @@ class Supervisor:
 
     async def _run_child(self, child: Child, run: Run, *, task_status: Any) -> None:
         status = Status(task_status, run)
+        del task_status  # trio's status object is done with once started: hold none for the run
         try:
             with run.scope:
                 try:

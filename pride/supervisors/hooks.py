@@ -106,8 +106,12 @@ class HookBus:
         self._handlers: dict[str, tuple[HookHandler, ...]] = {}
 
     def __repr__(self) -> str:
-        count = sum(len(handlers) for handlers in self._handlers.values())
-        return f"<HookBus {count} handlers>"
+        return f"<HookBus {len(self)} handlers>"
+
+    def __len__(self) -> int:
+        """Handlers registered, over every point (a bus without any is falsy:
+        branches then skip building hook payloads)."""
+        return sum(len(handlers) for handlers in self._handlers.values())
 
     @overload
     def on(self, point: str, handler: None = None) -> Callable[[_H], _H]: ...

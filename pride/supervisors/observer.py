@@ -80,7 +80,7 @@ class Observer:
     A session's ``observe``/``unobserve`` are this class's.
     """
 
-    __slots__ = ("_forward", "_subscriptions")
+    __slots__ = ("_forward", "_subscriptions", "_wanted")
 
     def __init__(self) -> None:
         # Copy-on-write: dispatch iterates a tuple, so a handler that
@@ -89,6 +89,8 @@ class Observer:
         self._subscriptions: tuple[_Subscription, ...] = ()
         # A parent session's observer: a child session's signals go up the tree.
         self._forward: Any = None
+        # wants(kind), per signal class, until the subscriptions change.
+        self._wanted: dict[type, bool] = {}
 
     def __repr__(self) -> str:
         return f"<Observer {len(self._subscriptions)} subscriptions>"
@@ -141,6 +143,7 @@ class Observer:
                 raise TypeError(f"observer handler must be callable, got {function!r}")
             subscription = _Subscription(function, tuple(types), tuple(predicates))
             self._subscriptions = (*self._subscriptions, subscription)
+            self._wanted = {}
             return function
 
         if handler is None:
@@ -152,7 +155,26 @@ class Observer:
         kept = tuple(s for s in self._subscriptions if s.handler != handler)
         removed = len(self._subscriptions) - len(kept)
         self._subscriptions = kept
+        self._wanted = {}
         return removed
+
+    def wants(self, kind: type) -> bool:
+        """Whether a signal of class ``kind`` could reach any subscriber (here or up
+        the tree): False means dispatching one would do nothing.
+
+        A branch asks before building a signal, so a turn nobody watches makes
+        none. A subscription whose classes admit ``kind`` (or that names no
+        class) counts, whatever its predicates would say.
+        """
+        wanted = self._wanted.get(kind)
+        if wanted is None:
+            wanted = self._wanted[kind] = any(
+                not s.types or issubclass(kind, s.types) for s in self._subscriptions
+            )
+        if wanted:
+            return True
+        forward = self._forward
+        return forward is not None and bool(forward.wants(kind))
 
     def dispatch(self, signal: Signal) -> Awaitable[None] | None:
         """Deliver ``signal`` to each matching subscriber, in subscription order.

@@ -59,10 +59,6 @@ from ..messages import (
     Decision,
     PendingCall,
     Resume,
-    RunEnd,
-    RunFailed,
-    RunSuspended,
-    Signal,
     Usage,
 )
 from ..operations.registry import OperationManager
@@ -207,13 +203,11 @@ class Session:
         self.hooks: HookBus = HookBus()
         """The session's hook bus, attached to every member (see
         [`pride.supervisors.hooks`][pride.supervisors.hooks])."""
+        # Nothing of the session's own is subscribed: a turn nobody watches builds
+        # no signal (members count their turns on the session's account instead).
         self._observer = Observer()
-        self._observer.observe((RunEnd, RunFailed), handler=self._count_turn)
         self._operations = OperationManager()
         self._memory = memory
-        self._turns_done = 0
-        self._turns_failed = 0
-        self._turns_suspended = 0
         self._durability = durability
         # The two parts of a session, each given what it needs.
         self._supervisor = Supervisor(
@@ -731,14 +725,6 @@ class Session:
         """The observer attached to every member."""
         return self._observer
 
-    def _count_turn(self, signal: Signal) -> None:
-        if isinstance(signal, RunEnd):
-            self._turns_done += 1
-        elif isinstance(signal, RunSuspended):
-            self._turns_suspended += 1
-        else:
-            self._turns_failed += 1
-
     # ------------------------------------------------------------ members
 
     @property
@@ -791,15 +777,16 @@ class Session:
                 running += actor.running
                 mailbox = actor.mailbox_statistics()
                 queued += mailbox.queued if mailbox is not None and not mailbox.closed else 0
+        account = self._account  # members' turns are counted here, the tree's too
         return SessionStatistics(
             branches,
             running,
             sessions,
             queued,
-            self._turns_done,
-            self._turns_failed,
+            account.turns_done,
+            account.turns_failed,
             restarts,
-            self._turns_suspended,
+            account.turns_suspended,
         )
 
 

@@ -51,6 +51,24 @@ def test_the_log_is_bounded_by_its_capacity() -> None:
     assert [e.name for e in branch.logs] == ["b", "c"] and branch.logs.dropped == 1
 
 
+@pytest.mark.parametrize("capacity", [1, 7, 8, 9, 20])
+def test_the_bound_holds_on_either_side_of_the_short_log(capacity: int) -> None:
+    """A short log is kept compactly and a longer one in a bounded queue: across
+    that change the newest ``capacity`` entries are kept, in order, and the rest
+    counted as dropped."""
+    branch = Branch(chat_model="scripted", log_config={"capacity": capacity})
+    names = [f"e{index}" for index in range(25)]
+    for count, name in enumerate(names, start=1):
+        branch.logs.append(entry(name))
+        kept = names[max(0, count - capacity) : count]
+        assert [e.name for e in branch.logs] == kept
+        assert len(branch.logs) == len(kept) and branch.logs.dropped == count - len(kept)
+    branch.logs.clear()
+    assert not branch.logs and len(branch.logs) == 0
+    branch.logs.append(entry("again"))
+    assert [e.name for e in branch.logs] == ["again"]
+
+
 def test_dump_logs_writes_json_lines_and_clears(tmp_path: Path) -> None:
     """dump_logs appends one JSON object per entry and clears the log unless told not to."""
     branch = Branch(chat_model="scripted", logs=[entry("a"), entry("b")])
