@@ -562,12 +562,15 @@ def open_run(actor: Actor, reply: Reply) -> JournalRun | None:
     """
     command = reply.command
     journal = actor.journal
-    if journal is None:
+    if journal is None or not (journal.durable or journal.waiting):
+        # Nothing to journal durably and nothing waiting: a run only if a call
+        # may stop for approval (kept in memory).
         if isinstance(command, Resume):
             raise UnknownTurn(command.turn_id, f"branch {actor.branch.name!r}")
         if not _may_suspend(actor):
             return None
-        journal = actor.journal = BranchJournal(actor.branch.name)
+        if journal is None:
+            journal = actor.journal = BranchJournal(actor.branch.name)
     if isinstance(command, Resume):
         run = journal.resume(reply, command)
     else:
@@ -611,6 +614,7 @@ class JournalRun:
         self.steps: dict[int, StepRecord] = {}
         self.next = 0
         self.begun = False  # its begin row is queued (or stored)
+        self.unsent: list[tuple[int, str | Callable[[], str]]] = []  # for the next commit
         self.command_text: Callable[[], str] | None = None
         self.problem: str | None = None  # why the command cannot be journaled
         self.abandon: str | None = None
@@ -633,14 +637,24 @@ class JournalRun:
     # ------------------------------------------------------------ recording
 
     def record(self, index: int, step: StepRecord) -> None:
-        """Keep ``step`` and queue it for the store (with the turn's begin, the first time).
+        """Keep ``step``; it goes to the store with the next `commit` (before the
+        next step begins), so a turn that ends first writes nothing."""
+        self.steps[index] = step
+        if self._stored is None:
+            return
+        # A model reply is frozen: its JSON is made when it is committed. A tool's
+        # output may be any object, and change: its text is taken now.
+        data: str | Callable[[], str] = step.to_text if step.kind == "model" else step.to_text()
+        self.unsent.append((index, data))
+
+    def _push(self) -> None:
+        """Queue the steps not yet in the store (with the turn's begin, the first time).
 
         A turn whose command cannot be journaled still gets its begin row
         (without the command), so that a restart knows it was lost and says so.
         """
-        self.steps[index] = step
         backend = self._stored
-        if backend is None:
+        if backend is None or not self.unsent:
             return
         name, turn_id = self.journal.branch_name, str(self.turn_id)
         if not self.begun:
@@ -649,11 +663,9 @@ class JournalRun:
                 name, turn_id, self.command_text, tag=_tag_text(self.tag), detail=self.problem
             )
         if self.problem is None:
-            # A model reply is frozen: its JSON is made when it is committed (often
-            # never: a turn ending in the commit that began it writes nothing).
-            # A tool's output may be any object: taken now.
-            data: str | Callable[[], str] = step.to_text if step.kind == "model" else step.to_text()
-            backend.journal_step(name, turn_id, index, data)
+            for index, data in self.unsent:
+                backend.journal_step(name, turn_id, index, data)
+        self.unsent.clear()
 
     async def commit(self) -> None:
         """Make every step recorded so far durable (before the next step begins).
@@ -661,6 +673,7 @@ class JournalRun:
         Raises:
             StoreError: the store could not commit.
         """
+        self._push()
         backend = self.journal.backend
         if backend is not None and self.begun:
             await backend.flush(self.journal.branch_name)
@@ -903,6 +916,7 @@ class JournalRun:
         if can_suspend and self.pending and self.command is not None and self.abandon is None:
             if history is not None and self.checkpoint is not None:
                 history.rollback(self.checkpoint)
+            self._push()  # all of it, so that it waits across a restart too
             journal.waiting[self.turn_id] = WaitingTurn(
                 self.turn_id,
                 self.command,

@@ -66,6 +66,7 @@ from ..messages import RoledMessage, structure, unstructure
 from ..messages.codec import dump_json, parse_json
 from ._batch import HEADER, REWRITE, Batch, Row, materialised
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
+from ._rows import row_text
 from ._tables import (
     delete_branch,
     list_branches,
@@ -322,7 +323,7 @@ class BranchStore:
     def _row_data(self, branch_name: str, message: RoledMessage) -> str:
         data = unstructure(message)
         try:
-            return dump_json(data)
+            return row_text(data)
         except InvalidMessage as exc:
             log.warning(
                 "branch %r, message %s: %s; stored with the documented replacement",
