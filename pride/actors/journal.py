@@ -37,13 +37,20 @@ tool call without its answer.
 Without a store the journal lives in memory, and only on branches that can
 suspend (a tool with ``requires_approval``, or a session hook on
 ``before_tool_call``); other branches keep none and pay nothing.
+
+An ``Act`` served on its own (not inside a turn) has no turn to suspend: a
+call in it of a tool that ``requires_approval`` is refused (its response says
+``denied: ...``; see [`refuse_approvals`][pride.actors.journal.refuse_approvals]),
+so a request line can never run such a tool without a person.
+
+Three modules: this one (the policy, a branch's journal, opening a run),
+`pride.actors.journal_run` (one run: its steps answered, run or waiting) and
+`pride.actors.journal_records` (what the store holds: steps, unfinished turns).
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -51,39 +58,27 @@ from uuid import UUID
 
 import attrs
 
-from ..errors import (
-    ApprovalPending,
-    ApprovalRequired,
-    Defer,
-    InvalidMessage,
-    JournalMismatch,
-    TurnAbandoned,
-    UnknownPendingCall,
-    UnknownTurn,
-)
-from ..llm import ModelResponse, ToolCall, Usage, iModel
+from ..errors import ApprovalPending, Defer, InvalidMessage, UnknownPendingCall, UnknownTurn
+from ..llm import iModel
 from ..messages import (
     ActionCall,
-    ApprovalRequested,
     Approve,
     Deny,
-    PendingCall,
     Resume,
     WorkCommand,
     new_id,
     structure,
     to_json,
-    unstructure,
 )
-from ..messages.codec import dump_json, parse_json
+from ..messages.codec import parse_json
 from ..messages.commands import MODEL_FIELDS
-from ..messages.history import Checkpoint, History
-from ..tools import ActionOutcome
+from ..tools import ActionManager
+from .journal_records import StepRecord, WaitingTurn, call_id_of, parse_tag, tag_text
+from .journal_run import JournalRun
 
 if TYPE_CHECKING:
     from .actor import Actor
     from .mailbox import Reply
-    from .view import BranchTurn
 
 __all__ = [
     "BranchJournal",
@@ -92,6 +87,7 @@ __all__ = [
     "JournalRun",
     "WaitingTurn",
     "open_run",
+    "refuse_approvals",
 ]
 
 log = logging.getLogger("pride.journal")
@@ -190,212 +186,6 @@ class StoredTurnRow(Protocol):
     def steps(self) -> Sequence[tuple[int, str]]: ...
 
 
-# --------------------------------------------------------------------- steps
-
-StepState = Literal["done", "started", "pending", "approved"]
-
-
-@attrs.frozen
-class StepRecord:
-    """One journaled step.
-
-    A model step holds ``response``; a tool step the call (``function``,
-    ``arguments``, ``call_id``) and its ``state``: ``"done"`` (``output`` or
-    ``error``), ``"started"`` (it may have run: not idempotent, interrupted),
-    ``"pending"`` (waiting for a person, ``reason`` says why) or
-    ``"approved"`` (a person said yes; it runs next).
-    """
-
-    kind: Literal["model", "tool"]
-    response: ModelResponse | None = None
-    state: StepState = "done"
-    function: str = ""
-    arguments: Mapping[str, Any] = attrs.field(factory=dict)
-    call_id: str | None = None
-    output: Any = None
-    error: str | None = None
-    approved: bool = False
-    reason: str | None = None
-
-    def to_text(self) -> str:
-        """Strict JSON; an output strict JSON cannot carry is stored as its ``str``."""
-        wire = _StepWire(
-            self.kind,
-            None if self.response is None else _ResponseWire.of(self.response),
-            self.state,
-            self.function,
-            self.arguments,
-            self.call_id,
-            self.output,
-            self.error,
-            self.approved,
-            self.reason,
-        )
-        try:
-            return dump_json(unstructure(wire), replace=True)
-        except (InvalidMessage, TypeError, ValueError, RecursionError):
-            log.warning(
-                "journal: the output of a %s call is not JSON data; journaled as its text",
-                self.function,
-            )
-            return dump_json(unstructure(attrs.evolve(wire, output=str(self.output))), replace=True)
-
-    @classmethod
-    def from_text(cls, text: str) -> StepRecord:
-        """Read a stored step back (a file is not trusted: every field is checked).
-
-        Raises:
-            InvalidMessage: the row is not a step.
-        """
-        data = parse_json(text)
-        try:
-            wire: _StepWire = structure(data, _StepWire)
-        except (AttributeError, TypeError) as exc:  # a shape the generated hooks trip over
-            raise InvalidMessage([("step", f"not a journal step: {exc}")]) from None
-        if (wire.kind == "model") != (wire.response is not None):
-            raise InvalidMessage([("step.response", "a model step, and only one, holds a reply")])
-        return cls(
-            wire.kind,
-            None if wire.response is None else wire.response.response(),
-            wire.state,
-            wire.function,
-            dict(wire.arguments),
-            wire.call_id,
-            wire.output,
-            wire.error,
-            wire.approved,
-            wire.reason,
-        )
-
-    def outcome(self, call: ActionCall) -> ActionOutcome:
-        """The outcome a done tool step answers ``call`` with."""
-        return ActionOutcome(
-            function=call.function,
-            arguments=dict(call.arguments),
-            call_id=call.call_id,
-            output=self.output,
-            error=self.error,
-        )
-
-
-# The wire form of a step: plain attrs classes the codec checks field by field
-# (strict types, no extra keys) when a stored step is read back.
-
-
-@attrs.frozen
-class _UsageWire:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float | None = None
-
-
-@attrs.frozen
-class _ToolCallWire:
-    name: str
-    arguments: Mapping[str, Any]
-    id: str
-    arguments_error: str | None = None
-
-
-@attrs.frozen
-class _ResponseWire:
-    text: str
-    tool_calls: tuple[_ToolCallWire, ...] = ()
-    usage: _UsageWire = _UsageWire()
-    model: str = ""
-    provider: str = ""
-    finish_reason: str | None = None
-
-    @classmethod
-    def of(cls, response: ModelResponse) -> _ResponseWire:
-        usage = response.usage
-        return cls(
-            response.text,
-            tuple(
-                _ToolCallWire(call.name, call.arguments, call.id, call.arguments_error)
-                for call in response.tool_calls
-            ),
-            _UsageWire(
-                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
-            ),
-            response.model,
-            response.provider,
-            response.finish_reason,
-        )
-
-    def response(self) -> ModelResponse:
-        usage = self.usage
-        return ModelResponse(
-            self.text,
-            tuple(
-                ToolCall(call.name, dict(call.arguments), call.id, call.arguments_error)
-                for call in self.tool_calls
-            ),
-            Usage(usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd),
-            self.model,
-            self.provider,
-            self.finish_reason,
-        )
-
-
-@attrs.frozen
-class _StepWire:
-    kind: Literal["model", "tool"]
-    response: _ResponseWire | None = None
-    state: StepState = "done"
-    function: str = ""
-    arguments: Mapping[str, Any] = attrs.field(factory=dict)
-    call_id: str | None = None
-    output: Any = None
-    error: str | None = None
-    approved: bool = False
-    reason: str | None = None
-
-
-# ------------------------------------------------------------- waiting turns
-
-
-@attrs.define(eq=False)
-class WaitingTurn:
-    """An unfinished turn of a branch: suspended for approval, or interrupted by a crash.
-
-    Attributes:
-        turn_id: the turn's id (kept when it runs again).
-        command: the command that started it; None when it could not be
-            journaled or read back (``problem`` says why: it can only be abandoned).
-        status: ``"suspended"`` (waits for decisions) or ``"running"`` (a crash
-            interrupted it).
-        steps: its journaled steps, by number.
-        tag: the sender's tag of the envelope that started (or last resumed) it.
-        stored: its rows are in the store (a resumed run updates them).
-        announced: call ids whose ``ApprovalRequested`` was emitted already.
-    """
-
-    turn_id: UUID
-    command: WorkCommand | None
-    status: str
-    steps: dict[int, StepRecord] = attrs.field(factory=dict)
-    tag: Any = None
-    problem: str | None = None
-    stored: bool = False
-    announced: set[str] = attrs.field(factory=set)
-
-    def pending(self) -> tuple[PendingCall, ...]:
-        """The calls it waits on, in step order."""
-        return tuple(
-            PendingCall(_call_id(index, step.call_id), step.function, dict(step.arguments))
-            for index, step in sorted(self.steps.items())
-            if step.kind == "tool" and step.state == "pending"
-        )
-
-
-def _call_id(step: int, call_id: str | None) -> str:
-    # The provider's id when there is one; else one that names the step, stable
-    # across runs (an ActionRequest's id is made again by every run).
-    return call_id if call_id is not None else f"step-{step}"
-
-
 class BranchJournal:
     """A branch's journal: its backend, its policy and its unfinished turns.
 
@@ -486,7 +276,7 @@ class BranchJournal:
             parsed if problem is None else None,
             status,
             records,
-            _parse_tag(tag),
+            parse_tag(tag),
             problem,
             stored=True,
         )
@@ -518,7 +308,7 @@ class BranchJournal:
         if waiting is None:
             raise UnknownTurn(command.turn_id, f"branch {self.branch_name!r}")
         by_id = {
-            _call_id(index, step.call_id): index
+            call_id_of(index, step.call_id): index
             for index, step in waiting.steps.items()
             if step.kind == "tool" and step.state == "pending"
         }
@@ -537,7 +327,7 @@ class BranchJournal:
                 self.branch_name,
                 str(run.turn_id),
                 "running",
-                tag=_tag_text(reply.tag) if reply.tag is not None else None,
+                tag=tag_text(reply.tag) if reply.tag is not None else None,
             )
         for call_id, decision in command.decisions.items():
             index = by_id[call_id]
@@ -580,387 +370,36 @@ def open_run(actor: Actor, reply: Reply) -> JournalRun | None:
     return run
 
 
+def refuse_approvals(
+    acts: ActionManager, before: Callable[[ActionCall], Awaitable[None]] | None
+) -> Callable[[ActionCall], Awaitable[None]]:
+    """A ``before_call`` for tool calls served where nothing can wait for a person
+    (an ``Act`` outside a turn: it has no turn to suspend): a call of a tool that
+    ``requires_approval`` is denied (its outcome says why; it never runs); the
+    others pass on to ``before`` (the session's hook). An Act from a request
+    line can thus never bypass a person's approval."""
+
+    async def check(call: ActionCall) -> None:
+        tool = acts.get(call.function)
+        if tool is not None and tool.requires_approval:
+            reason = (
+                f"{call.function} requires approval, and an Act served outside a turn cannot "
+                "wait for a person: ask for it in a turn (the model's call of it suspends the "
+                "turn until session.resolve decides)"
+            )
+            log.warning("refused a direct call of %s: it requires approval", call.function)
+            raise Defer(reason)
+        if before is not None:
+            await before(call)
+
+    return check
+
+
 def _may_suspend(actor: Actor) -> bool:
     """True when a turn of the branch could stop for approval without a store."""
     if actor.branch._actions.needs_approval:
         return True
     return bool(getattr(actor.hooks, "intercepts_tools", False))
-
-
-# ------------------------------------------------------------------ one run
-
-
-class JournalRun:
-    """One run of one turn: its steps so far, and the journal they go to.
-
-    Kept on the turn's state (``TurnState.journal``); the turn view consults
-    it for every model and tool call.
-    """
-
-    def __init__(
-        self,
-        journal: BranchJournal,
-        turn_id: UUID,
-        command: WorkCommand | None,
-        tag: Any,
-        *,
-        resumed: bool = False,
-    ) -> None:
-        self.journal = journal
-        self.turn_id = turn_id
-        self.command = command
-        self.tag = tag
-        self.resumed = resumed
-        self.steps: dict[int, StepRecord] = {}
-        self.next = 0
-        self.begun = False  # its begin row is queued (or stored)
-        self.unsent: list[tuple[int, str | Callable[[], str]]] = []  # for the next commit
-        self.command_text: Callable[[], str] | None = None
-        self.problem: str | None = None  # why the command cannot be journaled
-        self.abandon: str | None = None
-        self.pending: list[PendingCall] = []
-        self.announced: set[str] = set()
-        self.history: History | None = None
-        self.checkpoint: Checkpoint | None = None
-        self.suspended = False
-
-    def __repr__(self) -> str:
-        return f"<JournalRun of turn {self.turn_id}, {len(self.steps)} steps>"
-
-    @property
-    def _stored(self) -> JournalBackend | None:
-        journal = self.journal
-        if journal.backend is None or not (self.begun or journal.durability.journal):
-            return None
-        return journal.backend
-
-    # ------------------------------------------------------------ recording
-
-    def record(self, index: int, step: StepRecord) -> None:
-        """Keep ``step``; it goes to the store with the next `commit` (before the
-        next step begins), so a turn that ends first writes nothing."""
-        self.steps[index] = step
-        if self._stored is None:
-            return
-        # A model reply is frozen: its JSON is made when it is committed. A tool's
-        # output may be any object, and change: its text is taken now.
-        data: str | Callable[[], str] = step.to_text if step.kind == "model" else step.to_text()
-        self.unsent.append((index, data))
-
-    def _push(self) -> None:
-        """Queue the steps not yet in the store (with the turn's begin, the first time).
-
-        A turn whose command cannot be journaled still gets its begin row
-        (without the command), so that a restart knows it was lost and says so.
-        """
-        backend = self._stored
-        if backend is None or not self.unsent:
-            return
-        name, turn_id = self.journal.branch_name, str(self.turn_id)
-        if not self.begun:
-            self.begun = True
-            backend.journal_begin(
-                name, turn_id, self.command_text, tag=_tag_text(self.tag), detail=self.problem
-            )
-        if self.problem is None:
-            for index, data in self.unsent:
-                backend.journal_step(name, turn_id, index, data)
-        self.unsent.clear()
-
-    async def commit(self) -> None:
-        """Make every step recorded so far durable (before the next step begins).
-
-        Raises:
-            StoreError: the store could not commit.
-        """
-        self._push()
-        backend = self.journal.backend
-        if backend is not None and self.begun:
-            await backend.flush(self.journal.branch_name)
-
-    # ------------------------------------------------------------ model steps
-
-    async def model_step(self) -> tuple[int, ModelResponse | None]:
-        """Number the next model call; return its journaled reply if there is one
-        (else everything recorded so far is committed, and the call runs live).
-
-        Raises:
-            ApprovalRequired: calls of this turn wait for approval.
-            JournalMismatch: the journal holds a tool step here.
-            StoreError: the commit failed.
-        """
-        self._check_pending()
-        index = self.next
-        self.next += 1
-        step = self.steps.get(index)
-        if step is not None:
-            if step.kind != "model" or step.response is None:
-                raise self._mismatch(index, "a model call", step)
-            return index, step.response
-        await self.commit()
-        return index, None
-
-    def model_replied(self, index: int, response: ModelResponse) -> None:
-        """Record a live model call's reply (usage included)."""
-        self.record(index, StepRecord("model", response))
-
-    # ------------------------------------------------------------ tool steps
-
-    async def tool_steps(
-        self,
-        view: BranchTurn,
-        calls: Sequence[ActionCall],
-        execute: Callable[..., Awaitable[list[ActionOutcome]]],
-        call_ids: Sequence[str] | None,
-    ) -> list[ActionOutcome]:
-        """Answer a batch of tool calls: from the journal, by running them, or by
-        waiting for approval (see the module docstring).
-
-        ``execute(calls, before=..., after=..., call_ids=...)`` runs the live
-        ones through the turn view.
-
-        Raises:
-            ApprovalRequired: a call needs approval (after the others ran).
-            JournalMismatch: the journal holds other steps here.
-            StoreError: a commit failed (no tool ran after it).
-        """
-        self._check_pending()
-        base = self.next
-        self.next += len(calls)
-        outcomes: list[ActionOutcome | None] = [None] * len(calls)
-        live: list[int] = []
-        approved: set[int] = set()
-        waiting: list[tuple[int, str]] = []  # (position, reason)
-        policy = self.journal.durability.interrupted
-        for position, call in enumerate(calls):
-            index = base + position
-            step = self.steps.get(index)
-            tool = view.acts.get(call.function)
-            if step is None:
-                if tool is not None and tool.requires_approval:
-                    waiting.append((position, f"{call.function} requires approval"))
-                else:
-                    live.append(position)
-                continue
-            if step.kind != "tool" or step.function != call.function:
-                raise self._mismatch(index, f"a call of {call.function!r}", step)
-            if step.state == "done":
-                view.replayed_tool_call()
-                outcomes[position] = step.outcome(call)
-            elif step.state == "approved":
-                live.append(position)
-                approved.add(position)
-            elif step.state == "pending":
-                waiting.append((position, step.reason or "waits for approval"))
-            elif tool is not None and tool.idempotent:  # started, and safe to run again
-                live.append(position)
-            elif policy == "approve":
-                waiting.append((position, _INTERRUPTED))
-            else:
-                self.record(
-                    index,
-                    attrs.evolve(step, state="done", error=f"InterruptedCall: {_INTERRUPTED}"),
-                )
-                outcomes[position] = self.steps[index].outcome(call)
-        if live:
-            done = await self._run_live(
-                view,
-                calls,
-                base=base,
-                live=live,
-                approved=approved,
-                waiting=waiting,
-                execute=execute,
-                call_ids=call_ids,
-            )
-            for position, outcome in done.items():
-                outcomes[position] = outcome
-        if waiting:
-            await self._wait_for_approval(view, calls, base, waiting)
-        return [outcome for outcome in outcomes if outcome is not None]
-
-    async def _run_live(
-        self,
-        view: BranchTurn,
-        calls: Sequence[ActionCall],
-        *,
-        base: int,
-        live: list[int],
-        approved: set[int],
-        waiting: list[tuple[int, str]],
-        execute: Callable[..., Awaitable[list[ActionOutcome]]],
-        call_ids: Sequence[str] | None,
-    ) -> dict[int, ActionOutcome]:
-        deferred: dict[int, str] = {}
-        failure: list[BaseException] = []
-        positions = {id(calls[position]): position for position in live}
-
-        async def before(call: ActionCall) -> None:
-            # A call's before and after run in one task (its own, when the batch is
-            # concurrent), so the position travels from one to the other in a
-            # context variable. (A call to an unknown tool gets no before.)
-            position = positions[id(call)]
-            _POSITION.set(position)
-            await journaled()  # the steps before this one are durable before it begins
-            try:
-                await view.before_tool_call(call)
-            except Defer as exc:
-                if position not in approved:  # approved once: not deferred again
-                    deferred[position] = exc.reason
-                    raise
-            tool = view.acts.get(call.function)
-            if tool is not None and not tool.idempotent:
-                # Durable before it runs: after a crash, a started call is never
-                # run again silently.
-                self.record(base + position, _tool_step(call, "started", position in approved))
-                await journaled()
-
-        async def journaled() -> None:
-            try:
-                await self.commit()
-            except BaseException as exc:
-                failure.append(exc)
-                raise
-
-        async def after(outcome: ActionOutcome) -> None:
-            position = _POSITION.get()
-            _POSITION.set(None)
-            if position is None or position in deferred or failure:
-                # Not run (unknown tool: answered the same way again), deferred,
-                # or the journal failed (the turn fails).
-                if position is None:
-                    await view.after_tool_call(outcome)
-                return
-            step = _tool_step(calls[position], "done", position in approved)
-            self.record(
-                base + position, attrs.evolve(step, output=outcome.output, error=outcome.error)
-            )
-            await view.after_tool_call(outcome)
-
-        ids = [call_ids[position] for position in live] if call_ids is not None else None
-        chosen = [calls[position] for position in live]
-        results = await execute(chosen, before=before, after=after, call_ids=ids)
-        if failure:
-            raise failure[0]
-        outcomes: dict[int, ActionOutcome] = {}
-        for position, outcome in zip(live, results, strict=True):
-            if position in deferred:
-                waiting.append((position, deferred[position]))
-            else:
-                outcomes[position] = outcome
-        return outcomes
-
-    async def _wait_for_approval(
-        self,
-        view: BranchTurn,
-        calls: Sequence[ActionCall],
-        base: int,
-        waiting: list[tuple[int, str]],
-    ) -> None:
-        for position, reason in sorted(waiting):
-            index = base + position
-            call = calls[position]
-            step = self.steps.get(index)
-            if step is None or step.state != "pending":
-                self.record(index, attrs.evolve(_tool_step(call, "pending", False), reason=reason))
-            pending = PendingCall(
-                _call_id(index, call.call_id), call.function, dict(call.arguments)
-            )
-            self.pending.append(pending)
-            if pending.call_id not in self.announced:
-                self.announced.add(pending.call_id)
-                view.signal(
-                    ApprovalRequested(
-                        turn_id=self.turn_id,
-                        call_id=pending.call_id,
-                        function=call.function,
-                        arguments=dict(call.arguments),
-                        reason=reason,
-                    )
-                )
-        await self.commit()
-        self._check_pending()
-
-    # ------------------------------------------------------------ the turn's end
-
-    def _check_pending(self) -> None:
-        if self.pending:
-            raise ApprovalRequired(self.turn_id, self.pending, self.journal.branch_name)
-
-    def _mismatch(self, index: int, wanted: str, step: StepRecord) -> JournalMismatch:
-        held = "a model call" if step.kind == "model" else f"a call of {step.function!r}"
-        return JournalMismatch(
-            f"turn {self.turn_id} of branch {self.journal.branch_name!r}: step {index} is "
-            f"{held} in the journal, but the resumed operation made {wanted} there; the turn "
-            "is failed rather than run anything twice"
-        )
-
-    def abandoned(self) -> TurnAbandoned:
-        """The error an abandoned run ends with."""
-        return TurnAbandoned(self.turn_id, self.abandon or "abandoned")
-
-    def end(self, failure: BaseException | None, *, can_suspend: bool = True) -> bool:
-        """The turn's run is over (called by the driver before the turn's barriers).
-
-        A run that has calls waiting for approval suspends (unless
-        ``can_suspend`` is False: a cancelled or crashed turn): the conversation
-        returns to where it was when the turn began (the checkpoint), the turn
-        waits in the journal (committed with the turn's barrier), and True is
-        returned. Any other run is finished: its journal entry is deleted (in
-        the same commit as the turn's messages).
-        """
-        journal = self.journal
-        backend = journal.backend
-        name, turn_id = journal.branch_name, str(self.turn_id)
-        history = self.history
-        if can_suspend and self.pending and self.command is not None and self.abandon is None:
-            if history is not None and self.checkpoint is not None:
-                history.rollback(self.checkpoint)
-            self._push()  # all of it, so that it waits across a restart too
-            journal.waiting[self.turn_id] = WaitingTurn(
-                self.turn_id,
-                self.command,
-                "suspended",
-                dict(self.steps),
-                self.tag,
-                stored=self.begun,
-                announced=set(self.announced),
-            )
-            if backend is not None and self.begun:
-                backend.journal_status(name, turn_id, "suspended", detail="waits for approval")
-            self.suspended = True
-            return True
-        if history is not None and self.checkpoint is not None:
-            history.release(self.checkpoint)
-        if backend is not None and self.begun:
-            backend.journal_end(name, turn_id)
-        return False
-
-    def begin(self, history: History) -> None:
-        """The turn starts over ``history``: remember it, to roll back a suspension."""
-        self.history = history
-        self.checkpoint = history.checkpoint()
-
-
-_POSITION: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "pride_journal_call", default=None
-)
-
-_INTERRUPTED = (
-    "this call started before the process stopped and did not report a result; it may or "
-    "may not have taken effect, and it was not run again (its tool is not idempotent)"
-)
-
-
-def _tool_step(call: ActionCall, state: StepState, approved: bool) -> StepRecord:
-    return StepRecord(
-        "tool",
-        state=state,
-        function=call.function,
-        arguments=dict(call.arguments),
-        call_id=call.call_id,
-        approved=approved,
-    )
 
 
 # ------------------------------------------------------------------ helpers
@@ -1007,22 +446,3 @@ def _live_fields(cls: type) -> tuple[str, ...]:
         for field in attrs.fields(cls)
         if field.name in MODEL_FIELDS or field.name == "response_format"
     )
-
-
-def _tag_text(tag: Any) -> str | None:
-    if tag is None:
-        return None
-    try:
-        return json.dumps(tag)
-    except (TypeError, ValueError):
-        return None
-
-
-def _parse_tag(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        tag = parse_json(text)
-    except InvalidMessage:
-        return None
-    return tag if isinstance(tag, str | int) and not isinstance(tag, bool) else None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from uuid import UUID
@@ -50,6 +50,7 @@ from ..tools import ActionOutcome
 from . import wiring
 from .budget import Meter
 from .instrument import TurnTrace
+from .journal import refuse_approvals
 from .model_call import call_model_once
 from .turn import TurnScope
 
@@ -334,11 +335,12 @@ class BranchTurn:
         Raises:
             Escalate: a tool or hook escalated.
             ValueError: ``strategy`` or ``max_concurrent`` is invalid.
-
             ApprovalRequired: a call waits for a person (journaled turns only).
 
         A call refused by the budget has a ``BudgetExceeded`` error outcome,
-        and the turn is stopped (its cancel scope cancelled).
+        and the turn is stopped (its cancel scope cancelled). Where no turn
+        can wait (an ``Act`` served on its own), a call of a tool that
+        ``requires_approval`` is refused: ``denied: ...``, never run.
         """
         scope = self._scope
         run = scope.state.journal if scope is not None else None
@@ -349,11 +351,16 @@ class BranchTurn:
 
             return await run.tool_steps(self, calls, execute, call_ids)
         hooked = self._branch._actor.hooks is not None
+        before: Callable[[ActionCall], Awaitable[None]] | None = (
+            self.before_tool_call if hooked else None
+        )
+        if self.acts.needs_approval:  # nothing here can wait for a person: refused
+            before = refuse_approvals(self.acts, before)
         return await self._execute(
             calls,
             strategy,
             max_concurrent,
-            before=self.before_tool_call if hooked else None,
+            before=before,
             after=self.after_tool_call,
             call_ids=call_ids,
         )

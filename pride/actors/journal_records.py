@@ -1,0 +1,276 @@
+"""The turn journal's records: a step as the store holds it, and an unfinished turn.
+
+A step is kept as strict JSON in the store's ``steps`` table (see
+`pride.store.journal`); reading one back checks every field, because a file
+is not trusted. A [`WaitingTurn`][pride.actors.journal_records.WaitingTurn] is
+a turn that has not ended: suspended for approval, or interrupted by a crash.
+See `pride.actors.journal` for how they are used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any, Literal
+from uuid import UUID
+
+import attrs
+
+from ..errors import InvalidMessage
+from ..llm import ModelResponse, ToolCall, Usage
+from ..messages import ActionCall, PendingCall, WorkCommand, structure, unstructure
+from ..messages.codec import dump_json, parse_json
+from ..tools import ActionOutcome
+
+__all__ = [
+    "StepRecord",
+    "StepState",
+    "WaitingTurn",
+    "call_id_of",
+    "parse_tag",
+    "tag_text",
+    "tool_step",
+]
+
+log = logging.getLogger("pride.journal")
+
+StepState = Literal["done", "started", "pending", "approved"]
+
+
+@attrs.frozen
+class StepRecord:
+    """One journaled step.
+
+    A model step holds ``response``; a tool step the call (``function``,
+    ``arguments``, ``call_id``) and its ``state``: ``"done"`` (``output`` or
+    ``error``), ``"started"`` (it may have run: not idempotent, interrupted),
+    ``"pending"`` (waiting for a person, ``reason`` says why) or
+    ``"approved"`` (a person said yes; it runs next).
+    """
+
+    kind: Literal["model", "tool"]
+    response: ModelResponse | None = None
+    state: StepState = "done"
+    function: str = ""
+    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+    call_id: str | None = None
+    output: Any = None
+    error: str | None = None
+    approved: bool = False
+    reason: str | None = None
+
+    def to_text(self) -> str:
+        """Strict JSON; an output strict JSON cannot carry is stored as its ``str``."""
+        wire = _StepWire(
+            self.kind,
+            None if self.response is None else _ResponseWire.of(self.response),
+            self.state,
+            self.function,
+            self.arguments,
+            self.call_id,
+            self.output,
+            self.error,
+            self.approved,
+            self.reason,
+        )
+        try:
+            return dump_json(unstructure(wire), replace=True)
+        except (InvalidMessage, TypeError, ValueError, RecursionError):
+            log.warning(
+                "journal: the output of a %s call is not JSON data; journaled as its text",
+                self.function,
+            )
+            return dump_json(unstructure(attrs.evolve(wire, output=str(self.output))), replace=True)
+
+    @classmethod
+    def from_text(cls, text: str) -> StepRecord:
+        """Read a stored step back (a file is not trusted: every field is checked).
+
+        Raises:
+            InvalidMessage: the row is not a step.
+        """
+        data = parse_json(text)
+        try:
+            wire: _StepWire = structure(data, _StepWire)
+        except (AttributeError, TypeError) as exc:  # a shape the generated hooks trip over
+            raise InvalidMessage([("step", f"not a journal step: {exc}")]) from None
+        if (wire.kind == "model") != (wire.response is not None):
+            raise InvalidMessage([("step.response", "a model step, and only one, holds a reply")])
+        return cls(
+            wire.kind,
+            None if wire.response is None else wire.response.response(),
+            wire.state,
+            wire.function,
+            dict(wire.arguments),
+            wire.call_id,
+            wire.output,
+            wire.error,
+            wire.approved,
+            wire.reason,
+        )
+
+    def outcome(self, call: ActionCall) -> ActionOutcome:
+        """The outcome a done tool step answers ``call`` with."""
+        return ActionOutcome(
+            function=call.function,
+            arguments=dict(call.arguments),
+            call_id=call.call_id,
+            output=self.output,
+            error=self.error,
+        )
+
+
+# The wire form of a step: plain attrs classes the codec checks field by field
+# (strict types, no extra keys) when a stored step is read back.
+
+
+@attrs.frozen
+class _UsageWire:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@attrs.frozen
+class _ToolCallWire:
+    name: str
+    arguments: Mapping[str, Any]
+    id: str
+    arguments_error: str | None = None
+
+
+@attrs.frozen
+class _ResponseWire:
+    text: str
+    tool_calls: tuple[_ToolCallWire, ...] = ()
+    usage: _UsageWire = _UsageWire()
+    model: str = ""
+    provider: str = ""
+    finish_reason: str | None = None
+
+    @classmethod
+    def of(cls, response: ModelResponse) -> _ResponseWire:
+        usage = response.usage
+        return cls(
+            response.text,
+            tuple(
+                _ToolCallWire(call.name, call.arguments, call.id, call.arguments_error)
+                for call in response.tool_calls
+            ),
+            _UsageWire(
+                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
+            ),
+            response.model,
+            response.provider,
+            response.finish_reason,
+        )
+
+    def response(self) -> ModelResponse:
+        usage = self.usage
+        return ModelResponse(
+            self.text,
+            tuple(
+                ToolCall(call.name, dict(call.arguments), call.id, call.arguments_error)
+                for call in self.tool_calls
+            ),
+            Usage(usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd),
+            self.model,
+            self.provider,
+            self.finish_reason,
+        )
+
+
+@attrs.frozen
+class _StepWire:
+    kind: Literal["model", "tool"]
+    response: _ResponseWire | None = None
+    state: StepState = "done"
+    function: str = ""
+    arguments: Mapping[str, Any] = attrs.field(factory=dict)
+    call_id: str | None = None
+    output: Any = None
+    error: str | None = None
+    approved: bool = False
+    reason: str | None = None
+
+
+def tool_step(call: ActionCall, state: StepState, approved: bool) -> StepRecord:
+    """A tool step of ``call`` in ``state``."""
+    return StepRecord(
+        "tool",
+        state=state,
+        function=call.function,
+        arguments=dict(call.arguments),
+        call_id=call.call_id,
+        approved=approved,
+    )
+
+
+# ------------------------------------------------------------- waiting turns
+
+
+@attrs.define(eq=False)
+class WaitingTurn:
+    """An unfinished turn of a branch: suspended for approval, or interrupted by a crash.
+
+    Attributes:
+        turn_id: the turn's id (kept when it runs again).
+        command: the command that started it; None when it could not be
+            journaled or read back (``problem`` says why: it can only be abandoned).
+        status: ``"suspended"`` (waits for decisions) or ``"running"`` (a crash
+            interrupted it).
+        steps: its journaled steps, by number.
+        tag: the sender's tag of the envelope that started (or last resumed) it.
+        stored: its rows are in the store (a resumed run updates them).
+        announced: call ids whose ``ApprovalRequested`` was emitted already.
+    """
+
+    turn_id: UUID
+    command: WorkCommand | None
+    status: str
+    steps: dict[int, StepRecord] = attrs.field(factory=dict)
+    tag: Any = None
+    problem: str | None = None
+    stored: bool = False
+    announced: set[str] = attrs.field(factory=set)
+
+    def pending(self) -> tuple[PendingCall, ...]:
+        """The calls it waits on, in step order."""
+        return tuple(
+            PendingCall(call_id_of(index, step.call_id), step.function, dict(step.arguments))
+            for index, step in sorted(self.steps.items())
+            if step.kind == "tool" and step.state == "pending"
+        )
+
+
+def call_id_of(step: int, call_id: str | None) -> str:
+    """The id a pending call is resolved by."""
+    # The provider's id when there is one; else one that names the step, stable
+    # across runs (an ActionRequest's id is made again by every run).
+    return call_id if call_id is not None else f"step-{step}"
+
+
+# ------------------------------------------------------------------ tags
+
+
+def tag_text(tag: Any) -> str | None:
+    """A sender's tag as JSON text (None when it has none, or none JSON carries)."""
+    if tag is None:
+        return None
+    try:
+        return json.dumps(tag)
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_tag(text: str | None) -> Any:
+    """A stored tag read back: a string or an integer, else None (a file is not trusted)."""
+    if text is None:
+        return None
+    try:
+        tag = parse_json(text)
+    except InvalidMessage:
+        return None
+    return tag if isinstance(tag, str | int) and not isinstance(tag, bool) else None
