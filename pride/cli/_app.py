@@ -76,8 +76,21 @@ def chat(
         typer.Option(metavar="FILE", help="SQLite branch store: turns are saved as they end."),
     ] = None,
     name: Annotated[
-        str, typer.Option(metavar="NAME", help="The conversation's name (its key in the store).")
-    ] = "chat",
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="The conversation's name (its key in the store) [default: chat].",
+            show_default=False,
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            metavar="MODULE:FUNCTION",
+            help="Talk to your own branch: FUNCTION() returns it, with its model, tools and "
+            "system prompt. Tool calls are shown; one needing approval is asked about (y/n).",
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -90,7 +103,13 @@ def chat(
 ) -> None:
     """Talk to one branch; replies stream. /help lists the commands."""
     options = ChatOptions(
-        model=model, base_url=base_url, system=system, store=store, name=name, timeout=timeout
+        model=model,
+        base_url=base_url,
+        system=system,
+        store=store,
+        name=name,
+        timeout=timeout,
+        agent=agent,
     )
     raise typer.Exit(run_chat(options))
 

@@ -8,6 +8,12 @@ work; end of input quits. Replies stream as the model produces them.
 With no model configured (no ``--model``, no ``PRIDE_CHAT_MODEL`` and no API
 key for the default provider), the REPL runs on the scripted echo model and
 says so: ``pride chat`` always starts.
+
+``--agent MODULE:FUNCTION`` talks to the application's own branch instead
+(``FUNCTION()`` returns it, with its model, tools and system prompt). A
+branch with tools takes each line as a [`Run`][pride.Run] turn: tool calls
+and their results are shown as they happen, and a call that needs a
+person's approval is asked about in the terminal (`pride.cli._approve`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +33,13 @@ from rich.console import Console
 from rich.text import Text
 
 from ..actors import Branch, stream
-from ..errors import AuthenticationFailed, PrideError, StoreError, UnknownBranch
+from ..errors import (
+    ApprovalRequired,
+    AuthenticationFailed,
+    PrideError,
+    StoreError,
+    UnknownBranch,
+)
 from ..llm import (
     CHAT_MODEL_ENV,
     DEFAULT_CHAT_MODEL,
@@ -34,9 +47,21 @@ from ..llm import (
     ScriptedModel,
     iModel,
 )
-from ..messages import ChatAndRecord, Usage
+from ..messages import (
+    ActionRequest,
+    ActionResponse,
+    AssistantResponse,
+    ChatAndRecord,
+    PendingCall,
+    Resume,
+    Run,
+    Usage,
+    WorkCommand,
+)
 from ..supervisors import Session
+from ._approve import decide, describe_call
 from ._lines import LineReader
+from ._loader import AppError, load_agent
 from ._status import describe_usage
 from ._terminal import shown
 
@@ -68,8 +93,9 @@ class ChatOptions:
     base_url: str | None = None
     system: str | None = None
     store: Path | None = None
-    name: str = "chat"
+    name: str | None = None  # "chat", or the agent's own
     timeout: float = CHAT_TIMEOUT
+    agent: str | None = None
 
 
 def choose_model(
@@ -118,25 +144,56 @@ def run_chat(options: ChatOptions) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     out = Console(highlight=False, emoji=False)
     err = Console(stderr=True, highlight=False, emoji=False)
+    agent: Branch | None = None
+    if options.agent is not None:
+        if options.name is not None or options.system is not None:
+            err.print(
+                "pride chat: --name and --system do not go with --agent (its branch has its "
+                "own name and system prompt)",
+                style="red",
+                markup=False,
+                soft_wrap=True,
+            )
+            return EXIT_USAGE
+        try:
+            agent = load_agent(options.agent)
+        except AppError as exc:
+            err.print(f"pride chat: --agent: {exc}", style="red", markup=False, soft_wrap=True)
+            return EXIT_USAGE
     try:
-        model, notice = choose_model(options.model, options.base_url, options.timeout)
+        if agent is not None and not (options.model or options.base_url):
+            model, notice = agent.chat_model, None
+        else:
+            model, notice = choose_model(options.model, options.base_url, options.timeout)
     except ValueError as exc:
         err.print(f"pride chat: {exc}", style="red", markup=False, soft_wrap=True)
         return EXIT_USAGE
     try:
-        return trio.run(_main, options, model, notice, out, err)
+        return trio.run(_main, options, _Chosen(model, notice, agent), out, err)
     except KeyboardInterrupt:  # Ctrl-C while starting or stopping, outside the REPL's watch
         return 128 + signal.SIGINT
 
 
-async def _main(
-    options: ChatOptions, model: iModel, notice: str | None, out: Console, err: Console
-) -> int:
+@attrs.frozen
+class _Chosen:
+    """What the REPL starts with: the model (and why, when it fell back), the agent."""
+
+    model: iModel
+    notice: str | None
+    agent: Branch | None
+
+
+async def _main(options: ChatOptions, chosen: _Chosen, out: Console, err: Console) -> int:
     try:
         async with Session("pride-chat", store=options.store) as session:
-            repl = _Repl(session, model, out, err)
-            await repl.start(options, notice)
-            await repl.loop()
+            repl = _Repl(session, chosen.model, out, err)
+            with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(repl.watch_interrupts, interrupts, nursery.cancel_scope)
+                    await repl.start(options, chosen.notice, chosen.agent)
+                    await repl.loop()
+                    nursery.cancel_scope.cancel()
+            repl.goodbye()
     except StoreError as exc:
         err.print(f"pride chat: {exc}", style="red", markup=False, soft_wrap=True)
         return EXIT_USAGE
@@ -152,6 +209,7 @@ class _Repl:
         self.branch: Branch | None = None
         self._turn: trio.CancelScope | None = None
         self._interactive = sys.stdin.isatty()
+        self._reader = LineReader(sys.stdin.fileno())
         model.on_retry = self.retrying
 
     def retrying(self, notice: RetryNotice) -> None:
@@ -169,16 +227,22 @@ class _Repl:
     def complain(self, text: str) -> None:
         self.err.print(Text(shown(text), style="red"), soft_wrap=True)
 
-    async def start(self, options: ChatOptions, notice: str | None) -> None:
+    async def start(
+        self, options: ChatOptions, notice: str | None, agent: Branch | None = None
+    ) -> None:
         store = self.session.store
-        stored = store is not None and await store.load(options.name) is not None
-        self.branch = await self.session.spawn(
-            Branch(name=options.name, system=options.system, chat_model=self.model)
-        )
+        if agent is None:
+            agent = Branch(name=options.name or "chat", system=options.system)
+        agent.chat_model = self.model
+        name = agent.name
+        stored = store is not None and await store.load(name) is not None
+        self.branch = await self.session.spawn(agent)
         where = f", store {store.path}" if store is not None else ""
+        tools = self.current.tools
+        with_tools = f", tools: {', '.join(sorted(tools))}" if tools else ""
         self.say(
-            f"pride chat: branch {options.name!r} on {self.model.provider}/{self.model.model}"
-            f"{where}",
+            f"pride chat: branch {name!r} on {self.model.provider}/{self.model.model}"
+            f"{where}{with_tools}",
             "bold",
         )
         if stored:
@@ -188,34 +252,32 @@ class _Repl:
         if notice:
             self.say(notice, "yellow")
         self.say("Type /help for commands, /quit to leave.", "dim")
+        for waiting in self.session.suspended_turns():  # restored from the store
+            if waiting.branch_name == name:
+                self.say(f"turn {waiting.turn_id} of an earlier session waits for approval")
+                await self.settle(waiting.turn_id, waiting.pending)
 
     async def loop(self) -> None:
-        reader = LineReader(sys.stdin.fileno())
-        with trio.open_signal_receiver(signal.SIGINT) as interrupts:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch_interrupts, interrupts, nursery.cancel_scope)
-                while True:
-                    if self._interactive:
-                        self.out.print(Text("you> ", style="bold cyan"), end="")
-                    line = await reader.readline()
-                    if line is None:
+        while True:
+            if self._interactive:
+                self.out.print(Text("you> ", style="bold cyan"), end="")
+            line = await self._reader.readline()
+            if line is None:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                try:
+                    if not await self.command(line):
                         break
-                    line = line.strip()
-                    if not line:
-                        continue
-                    if line.startswith("/"):
-                        try:
-                            if not await self.command(line):
-                                break
-                        except Exception as exc:  # a failed command: say why and keep going
-                            log.debug("command %s failed", line, exc_info=exc)
-                            self.complain(f"{line}: {type(exc).__name__}: {exc}")
-                    else:
-                        await self.turn(line)
-                nursery.cancel_scope.cancel()
-        self.goodbye()
+                except Exception as exc:  # a failed command: say why and keep going
+                    log.debug("command %s failed", line, exc_info=exc)
+                    self.complain(f"{line}: {type(exc).__name__}: {exc}")
+            else:
+                await self.turn(line)
 
-    async def _watch_interrupts(self, interrupts: Any, repl: trio.CancelScope) -> None:
+    async def watch_interrupts(self, interrupts: Any, repl: trio.CancelScope) -> None:
         async for _ in interrupts:
             if self._turn is not None:
                 self._turn.cancel()  # Ctrl-C during a reply interrupts the reply
@@ -229,27 +291,72 @@ class _Repl:
             self.say(f"Saved in {store.path} (see: pride inspect {store.path}).", "dim")
 
     async def turn(self, text: str) -> None:
+        # A branch with tools runs them (Run: the tool loop, streamed); else a plain chat.
+        command = Run(text) if self.current.tools else ChatAndRecord(text)
+        stopped = await self._stream(command)
+        if stopped is not None:
+            await self.settle(stopped.turn_id, stopped.pending)
+
+    async def settle(self, turn_id: Any, pending: Sequence[PendingCall]) -> None:
+        """Ask about each pending call, then continue the turn (again while it stops)."""
+        while True:
+            self.say(f"the turn waits for your approval of {len(pending)} tool call(s):", "yellow")
+            for call in pending:
+                self.say(f"  {call.call_id}: {describe_call(call)}", "yellow")
+            decisions = await decide(pending, self.ask, self.complain)
+            if decisions is None:
+                self.say(f"turn {turn_id} is left waiting for approval", "yellow")
+                return
+            stopped = await self._stream(Resume(turn_id, decisions))
+            if stopped is None:
+                return
+            turn_id, pending = stopped.turn_id, stopped.pending
+
+    async def ask(self, question: str) -> str | None:
+        """Print ``question``; the next input line is the answer (None: input ended)."""
+        self.out.print(Text(question, style="bold yellow"), end="" if self._interactive else "\n")
+        return await self._reader.readline()
+
+    async def _stream(self, command: WorkCommand) -> ApprovalRequired | None:
+        """Run one turn, streaming its reply (and its tool calls); the
+        ApprovalRequired it stopped with, if it did."""
         branch = self.current
         before = branch.usage
-        self.out.print(Text(f"{branch.name}> ", style="bold green"), end="")
+        line = _ReplyLine(self.out, f"{branch.name}> ")
+        if not branch.tools:
+            line.open()  # a reply is all there is to wait for: show whose, at once
         with trio.CancelScope() as scope:
             self._turn = scope
             try:
-                async with stream(branch, ChatAndRecord(text)) as chunks:
-                    async for chunk in chunks:
-                        if isinstance(chunk, str):  # a model's text: never escape codes
-                            self.out.print(shown(chunk), end="", markup=False, soft_wrap=True)
+                async with stream(branch, command) as items:
+                    async for item in items:
+                        if isinstance(item, str):
+                            line.text(item)
+                        elif isinstance(item, AssistantResponse) and not line.streamed:
+                            line.text(item.text)  # a reply that did not stream
+                        elif isinstance(item, ActionRequest | ActionResponse):
+                            line.close()
+                            self.say(_tool_line(item), "dim")
+            except ApprovalRequired as exc:
+                line.close()
+                self.usage(before)
+                return exc
             except Exception as exc:  # a failed turn: say why and keep going
-                self.out.print()
+                line.close(force=True)
                 if not isinstance(exc, PrideError):
                     log.debug("turn failed", exc_info=exc)
                 self.complain(f"error: {type(exc).__name__}: {exc}")
                 self.usage(before)
-                return
+                return None
             finally:
                 self._turn = None
-        self.out.print(Text(" [interrupted]" if scope.cancelled_caught else "", style="yellow"))
+        if scope.cancelled_caught:
+            line.open()
+            self.out.print(Text(" [interrupted]", style="yellow"))
+        else:
+            line.close(force=True)
         self.usage(before)
+        return None
 
     def usage(self, before: Usage) -> None:
         """What the last turn used, and the conversation so far (tokens, and cost when known)."""
@@ -350,3 +457,40 @@ class _Repl:
         while f"{root}-{number}" in taken:
             number += 1
         return f"{root}-{number}"
+
+
+class _ReplyLine:
+    """The reply being printed: ``name> `` then the model's text (never escape
+    codes), opened at the first text and closed before a tool line."""
+
+    def __init__(self, out: Console, prompt: str) -> None:
+        self.out = out
+        self.prompt = prompt
+        self.opened = False
+        self.streamed = False  # text of the current reply printed
+
+    def open(self) -> None:
+        if not self.opened:
+            self.out.print(Text(self.prompt, style="bold green"), end="")
+            self.opened = True
+
+    def text(self, text: str) -> None:
+        if text:
+            self.open()
+            self.out.print(shown(text), end="", markup=False, soft_wrap=True)
+            self.streamed = True
+
+    def close(self, *, force: bool = False) -> None:
+        """End the line (``force``: print the prompt first if nothing was)."""
+        if force:
+            self.open()
+        if self.opened:
+            self.out.print()
+        self.opened = self.streamed = False
+
+
+def _tool_line(message: ActionRequest | ActionResponse) -> str:
+    if isinstance(message, ActionRequest):
+        call = PendingCall("", message.function, dict(message.arguments))
+        return f"  [tool call] {describe_call(call)}"
+    return f"  [tool result] {shown(message.function)}: {shown(message.result_text)}"

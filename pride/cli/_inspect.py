@@ -1,5 +1,13 @@
 """``pride inspect STORE [BRANCH]``: read a branch store (read-only, no lock: a store
-in use by ``pride run`` reads fine) without changing anything in it."""
+in use by ``pride run`` reads fine) without changing anything in it.
+
+Besides the branches (or one conversation) it lists the store's unfinished
+turns, from the turn journal: those suspended until a person approves their
+pending tool calls (with each call, to resolve by its id), and those a crash
+interrupted (resumed, or abandoned by policy, when their branch is restored).
+Everything read is hostile (a file pride did not just write): it is checked
+as a restored branch checks it, and printed through `shown`.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +20,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..actors.journal import BranchJournal
 from ..errors import StoreError
 from ..messages import ActionRequest, ActionResponse, RoledMessage
-from ..store import BranchStore, StoredBranch
+from ..store import BranchStore, StoredBranch, StoredTurn
 from ._terminal import shown
 
 __all__ = ["EXIT_BAD_STORE", "inspect_store"]
@@ -38,6 +47,7 @@ async def inspect_store(path: Path, branch: str | None, out: Console, err: Conso
         async with BranchStore(path, read_only=True) as store:
             if branch is None:
                 _print_branches(out, path, await store.branches())
+                _print_turns(out, await store.unfinished_turns())
                 return 0
             if await store.load(branch) is None:
                 names = ", ".join(b.name for b in await store.branches()) or "none"
@@ -49,6 +59,7 @@ async def inspect_store(path: Path, branch: str | None, out: Console, err: Conso
                 )
                 return EXIT_BAD_STORE
             _print_conversation(out, branch, await store.load_messages(branch))
+            _print_turns(out, await store.unfinished_turns(branch))
             return 0
     except StoreError as exc:
         err.print(f"pride inspect: {shown(str(exc))}", style="red", markup=False, soft_wrap=True)
@@ -90,3 +101,42 @@ def _print_conversation(out: Console, name: str, messages: list[RoledMessage]) -
             label, text = message.role, message.text
         grid.add_row(Text(label, style=_ROLE_STYLE.get(message.role, "")), Text(shown(text)))
     out.print(grid)
+
+
+def _print_turns(out: Console, turns: list[StoredTurn]) -> None:
+    """The unfinished turns, oldest first; nothing when there are none."""
+    if not turns:
+        return
+    table = Table(title="unfinished turns", title_justify="left")
+    table.add_column("turn", no_wrap=True)
+    table.add_column("branch", style="bold", no_wrap=True)
+    table.add_column("state")
+    table.add_column("command", no_wrap=True)
+    table.add_column("steps", justify="right")
+    table.add_column("waiting on (call id: tool(arguments))")
+    for stored in turns:
+        # Read back as a restoring branch would: every field checked.
+        waiting = BranchJournal(stored.branch_name).adopt(stored)
+        if waiting is None:  # no valid turn id (logged)
+            continue
+        if waiting.problem is not None:
+            state = Text(f"cannot be resumed: {shown(waiting.problem)}", style="red")
+        elif waiting.status == "suspended":
+            state = Text("suspended: waits for approval", style="yellow")
+        else:
+            state = Text("interrupted: resumes when its branch is restored", style="yellow")
+        command = type(waiting.command).__name__ if waiting.command is not None else "?"
+        pending = "\n".join(
+            f"{call.call_id}: {call.function}"
+            f"({json.dumps(dict(call.arguments), ensure_ascii=False)})"
+            for call in waiting.pending()
+        )
+        table.add_row(
+            str(waiting.turn_id),
+            Text(shown(stored.branch_name)),
+            state,
+            command,
+            str(len(waiting.steps)),
+            Text(shown(pending)),
+        )
+    out.print(table)

@@ -14,7 +14,7 @@ from typing import Any
 from ..actors import Branch
 from ..supervisors import Session
 
-__all__ = ["AppError", "call_app", "load_app"]
+__all__ = ["AppError", "call_app", "load_agent", "load_app"]
 
 
 class AppError(Exception):
@@ -69,6 +69,29 @@ def _load_file(path: Path) -> Any:
         del sys.modules[module_name]
         raise AppError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     return module
+
+
+def load_agent(spec: str) -> Branch:
+    """The branch ``pride chat --agent MODULE:FUNCTION`` talks to: ``function()``.
+
+    Raises:
+        AppError: as `load_app`; or the function raised (its error chained), or
+            returned something other than a [`Branch`][pride.Branch].
+    """
+    function = load_app(spec)
+    try:
+        branch = function()
+    except Exception as exc:
+        raise AppError(f"{spec} failed: {type(exc).__name__}: {exc}") from exc
+    if inspect.iscoroutine(branch):
+        branch.close()  # never awaited: say so instead of a warning at exit
+        raise AppError(f"{spec} is async; an agent function is a plain function returning a Branch")
+    if not isinstance(branch, Branch):
+        raise AppError(
+            f"{spec} returned {type(branch).__name__}; an agent function takes no arguments "
+            "and returns the Branch to talk to (its model, tools and system prompt)"
+        )
+    return branch
 
 
 async def call_app(function: Callable[..., Any], session: Session, cluster: Any = None) -> None:
