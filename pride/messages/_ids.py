@@ -18,6 +18,7 @@ _random = random.Random()
 _VERSION_4 = 0x4000 << 64
 _VARIANT_RFC4122 = 0x8000 << 48
 _CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UNKNOWN = SafeUUID.unknown  # an enum member looked up once: the lookup costs more than the id
 
 
 def new_id() -> UUID:
@@ -25,5 +26,5 @@ def new_id() -> UUID:
     value = (_random.getrandbits(128) & _CLEAR) | _VERSION_4 | _VARIANT_RFC4122
     uid = object.__new__(UUID)
     object.__setattr__(uid, "int", value)
-    object.__setattr__(uid, "is_safe", SafeUUID.unknown)
+    object.__setattr__(uid, "is_safe", _UNKNOWN)
     return uid
