@@ -425,6 +425,8 @@ async def _run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     except Exception as exc:  # refused before it started (a bad Resume, a pending approval)
         reply.start(None, cancel)
         reply.fail(exc)
+        if reply.stream is not None:
+            reply.stream.close()  # a stream consumer waits for its end: it gets the error
         return
     if run is not None and run.command is not None:
         command = run.command  # a Resume runs the command that started the turn

@@ -34,6 +34,7 @@ from rich.text import Text
 
 from ..actors import Branch, stream
 from ..errors import (
+    ApprovalPending,
     ApprovalRequired,
     AuthenticationFailed,
     PrideError,
@@ -294,6 +295,8 @@ class _Repl:
         # A branch with tools runs them (Run: the tool loop, streamed); else a plain chat.
         command = Run(text) if self.current.tools else ChatAndRecord(text)
         stopped = await self._stream(command)
+        if isinstance(stopped, ApprovalPending):  # left waiting earlier: decide it first
+            self.say("(that line was not sent: a turn of this branch waits for approval)", "dim")
         if stopped is not None:
             await self.settle(stopped.turn_id, stopped.pending)
 
@@ -317,7 +320,7 @@ class _Repl:
         self.out.print(Text(question, style="bold yellow"), end="" if self._interactive else "\n")
         return await self._reader.readline()
 
-    async def _stream(self, command: WorkCommand) -> ApprovalRequired | None:
+    async def _stream(self, command: WorkCommand) -> ApprovalRequired | ApprovalPending | None:
         """Run one turn, streaming its reply (and its tool calls); the
         ApprovalRequired it stopped with, if it did."""
         branch = self.current
@@ -337,7 +340,7 @@ class _Repl:
                         elif isinstance(item, ActionRequest | ActionResponse):
                             line.close()
                             self.say(_tool_line(item), "dim")
-            except ApprovalRequired as exc:
+            except (ApprovalRequired, ApprovalPending) as exc:
                 line.close()
                 self.usage(before)
                 return exc

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 import trio
@@ -300,3 +301,22 @@ async def test_issue19_resume_keeps_streaming(store: Path | None) -> None:
         assert "ActionResponse" in seen and mailer.ran == ["email bob"]
         with trio.fail_after(5):
             assert branch.messages[-1].text == "emailed"
+
+
+async def test_issue19_a_stream_refused_while_a_turn_waits_raises_at_once() -> None:
+    """A streamed command refused before it starts (ApprovalPending, a bad Resume)
+    ends its stream with the error; the consumer never hangs."""
+    mailer = Mailer([EMAIL])
+    async with Session() as session:
+        branch = await session.spawn(mailer.branch())
+        with pytest.raises(ApprovalRequired):
+            await branch.operate("email bob", actions=True)
+        with trio.fail_after(5):
+            with pytest.raises(ApprovalPending):
+                async with pride.stream(branch, pride.ChatAndRecord("hello")) as items:
+                    async for _ in items:
+                        pass
+            with pytest.raises(UnknownTurn):
+                async with pride.stream(branch, Resume(uuid4())) as items:
+                    async for _ in items:
+                        pass

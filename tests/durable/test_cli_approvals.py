@@ -147,3 +147,27 @@ async def test_issue19_chat_asks_in_a_terminal(tmp_path: Path) -> None:
     with trio.fail_after(5):
         assert await terminal.process.wait() == 0
     assert records(tmp_path, "tools.jsonl") == [{"tool": "send_email", "arguments": {"to": "bob"}}]
+
+
+async def test_issue19_chat_decides_a_waiting_turn_before_a_new_line(tmp_path: Path) -> None:
+    """A conversation loaded with a turn waiting (here: /load of a stored branch) asks
+    about it when a line is typed, instead of failing every line with ApprovalPending."""
+    store = tmp_path / "chat.db"
+    await _suspend(store, "email bob")
+    cli = await _pride(
+        "chat",
+        "--store",
+        str(store),
+        lines=["/load mailer", "hello", "n", "no thanks"],
+        PRIDE_TEST_DIR=str(tmp_path),
+    )
+    out = "\n".join(cli.stdout)
+    assert "that line was not sent: a turn of this branch waits for approval" in out
+    assert 'approve send_email({"to": "bob"})? [y/n]' in out
+    assert "mailer> " in out and "error" not in "\n".join(cli.stderr).lower()
+    assert records(tmp_path, "tools.jsonl") == []
+    async with BranchStore(store, read_only=True) as reader:
+        assert await reader.unfinished_turns() == []
+        messages = await reader.load_messages("mailer")
+    assert [m.role for m in messages] == ["user", "assistant"]  # the turn, then it ended
+    assert messages[0].text.startswith("email bob")
