@@ -13,7 +13,8 @@ a stable name (one given by code, so the same across process restarts):
   recorded between turns. So a branch whose first turn fails (no API key, a
   provider down) leaves no empty conversation behind; a later turn that
   succeeds stores it. One the journal holds an unfinished turn of (a crash
-  during its first turn) is stored at once, so that turn is resumed;
+  during its first turn) is stored at once, so that turn is resumed; so is
+  one whose first turn stopped for approval (the turn waits in the store);
 * every recorded message is queued for the store: at once between turns,
   and at the turn's end for the messages of a turn (so a commit made
   mid-turn, for the journal or for another branch, never stores half a turn:
@@ -190,8 +191,12 @@ class Persistence:
             store.rewrite(branch.name, list(branch.messages))
 
         async def commit(state: TurnState | None) -> None:  # None: after an Act
+            nonlocal new
             if state is not None and state.suspended:
                 held.clear()  # the turn was rolled back: its messages come again on resume
+                if new:  # a turn of it waits in the store (for approval): it exists now
+                    new = False
+                    store.queue_save(branch)
             elif held:
                 drain()
             # This branch's rows only: a commit that failed elsewhere fails the
