@@ -259,7 +259,9 @@ class StreamItems:
 
 
 @contextlib.asynccontextmanager
-async def stream(target: Any, command: WorkCommand) -> AsyncIterator[StreamItems]:
+async def stream(
+    target: Any, command: WorkCommand, *, tag: str | int | None = None
+) -> AsyncIterator[StreamItems]:
     """Run ``command`` and iterate its items as the turn produces them.
 
     ``async with pride.stream(branch, ReActStream("q")) as rounds:`` — nothing
@@ -270,12 +272,15 @@ async def stream(target: Any, command: WorkCommand) -> AsyncIterator[StreamItems
     for the turn to finalise (bounded by ``STREAM_CLOSE_GRACE``) so the next
     queued turn starts only after this one's terminal signal.
 
+    ``tag`` labels the envelope, as for [`send`][pride.send].
+
     Raises:
-        TypeError: ``command`` is not a work command.
+        TypeError: ``command`` is not a work command, or ``tag`` not a str or int.
         Exception: the turn's error, from the ``async for`` after the last item.
     """
     destination = resolve(target)
     _check_command(command)
+    checked_tag = _check_tag(tag)
     if command.lane != "work":
         raise TypeError(f"only work commands stream, got {type(command).__name__}")
     send_channel, receive_channel = trio.open_memory_channel[Any](0)
@@ -286,7 +291,7 @@ async def stream(target: Any, command: WorkCommand) -> AsyncIterator[StreamItems
             yield items
         return
     check_wait_allowed(destination)
-    reply = Reply(destination, command, stream=send_channel)
+    reply = Reply(destination, command, stream=send_channel, tag=checked_tag)
     await trio.lowlevel.checkpoint_if_cancelled()
     await destination.deliver(reply)
     await trio.lowlevel.cancel_shielded_checkpoint()

@@ -42,6 +42,10 @@ call's ``call_id``, ``function``, ``arguments``); a ``Resume`` request
 (``{"type": "Resume", "turn_id": ..., "decisions": {call_id: {"type":
 "Approve"} | {"type": "Deny", "reason": ...}}}``) continues it, in this
 process or a later one, and is answered with the turn's result.
+A flow in flight when the process stopped is listed in the log on restart
+(its id, how many nodes finished); its interrupted node turns are resumed
+with their branches, and the app continues the flow with
+``session.resume_flow(flow_id, flow)`` (docs/flows.md, "Resuming a flow").
 """
 
 from __future__ import annotations
@@ -183,6 +187,7 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
                 session.on_resume(process.resumed)  # before the app restores its branches
                 session.observe(lambda s: isinstance(s, _LIFECYCLE), handler=process.on_signal)
                 await call_app(function, session, cluster)
+                await _list_unfinished_flows(session)
                 stats = session.statistics()
                 log.info(
                     "app %s started (branches: %d, sessions: %d); reading requests on stdin",
@@ -207,6 +212,22 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
             log.error("%s", exc)
             return EXIT_APP_ERROR
         return code
+
+
+async def _list_unfinished_flows(session: Session) -> None:
+    """Say which flows the store's journal holds: cut short by the last process,
+    they wait for the app's ``session.resume_flow`` (their interrupted turns
+    were resumed with their branches)."""
+    for flow in await session.unfinished_flows():
+        log.warning(
+            "flow %r (%s) was in flight when the last process stopped: %d of %d nodes "
+            "finished; continue it with session.resume_flow(%r)",
+            flow.name,
+            flow.flow_id,
+            len(flow.outcomes),
+            len(flow.nodes),
+            str(flow.flow_id),
+        )
 
 
 @contextlib.asynccontextmanager

@@ -23,6 +23,7 @@ PrideError
 ├── SupervisorFailed                   restart intensity exceeded
 ├── InvalidFlow (ValueError)           a flow cannot start (or grow); names the node
 ├── FlowNodeError (LookupError)        the result of a flow node that did not complete
+├── UnknownFlow (LookupError)          no unfinished flow with that id in the store
 ├── Escalate                           raised inside a turn: let the supervisor decide
 ├── LoopBreak                          a BREAK directive stopped a loop
 ├── StopStream                         a CANCEL directive ended a stream cleanly
@@ -103,6 +104,7 @@ from ._supervision import (
     InvalidFlow as InvalidFlow,
     MembershipError as MembershipError,
     SupervisorFailed as SupervisorFailed,
+    UnknownFlow as UnknownFlow,
     UnknownOperation as UnknownOperation,
 )
 from ._turns import (
@@ -161,6 +163,7 @@ __all__ = [
     "TurnCancelled",
     "TurnFinalizingError",
     "UnknownBranch",
+    "UnknownFlow",
     "UnknownOperation",
     "UnknownPendingCall",
     "UnknownTurn",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from ..messages import PrideError
 
 __all__ = [
@@ -9,6 +11,7 @@ __all__ = [
     "InvalidFlow",
     "MembershipError",
     "SupervisorFailed",
+    "UnknownFlow",
     "UnknownOperation",
 ]
 
@@ -80,3 +83,22 @@ class FlowNodeError(PrideError, LookupError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.node, self.outcome, self.reason))
+
+
+class UnknownFlow(PrideError, LookupError):
+    """``resume_flow`` for a flow id the session's store holds no unfinished flow of.
+
+    Attributes:
+        flow_id: the id looked up.
+    """
+
+    def __init__(self, flow_id: UUID | str, where: str = "") -> None:
+        self.flow_id = flow_id
+        super().__init__(
+            f"no unfinished flow {flow_id}"
+            + (f" in {where}" if where else "")
+            + " (it may have finished already; session.unfinished_flows() lists the others)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.flow_id,))

@@ -9,8 +9,11 @@ print(result["writer"], result.outcomes)
 ```
 
 `pride.flows.graph` builds the plan, `pride.flows.run` runs it (each
-node a command sent to its branch through the public send API),
-`pride.flows.stream` streams its events, `pride.flows.mermaid` draws it.
+node a command sent to its branch through the public send API, by
+`pride.flows.node`), `pride.flows.stream` streams its events,
+`pride.flows.journal` journals a run in a store so that
+`pride.flows.resume` can continue it after a crash, `pride.flows.mermaid`
+draws it.
 Sessions run flows ([`Session.flow`][pride.supervisors.session.Session.flow],
 [`Session.flow_stream`][pride.supervisors.session.Session.flow_stream]); this package knows no
 Session class: a session hands a run its name resolution and observer as a
@@ -18,15 +21,18 @@ Session class: a session hands a run its name resolution and observer as a
 """
 
 from .graph import CommandSource, Condition, Flow, FlowNode, Outcome
+from .journal import UnfinishedFlow
 from .mermaid import render as render_mermaid
 from .result import FlowResult, NodeOutcome
-from .run import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, FlowHost, FlowRun, current_flow
+from .run import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, MAX_CONCURRENT_LIMIT, FlowRun
+from .state import FlowHost, current_flow
 from .stream import ITEM_BUFFER, FlowEvents, NodeItem, open_flow_stream
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT",
     "DEFAULT_MAX_SPAWN",
     "ITEM_BUFFER",
+    "MAX_CONCURRENT_LIMIT",
     "CommandSource",
     "Condition",
     "Flow",
@@ -38,6 +44,7 @@ __all__ = [
     "NodeItem",
     "NodeOutcome",
     "Outcome",
+    "UnfinishedFlow",
     "current_flow",
     "open_flow_stream",
     "render_mermaid",

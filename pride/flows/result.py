@@ -11,8 +11,9 @@ import attrs
 from ..errors import FlowNodeError
 from ..messages import Usage
 from .graph import FlowNode, Outcome
+from .state import TERMINAL, NodeState
 
-__all__ = ["FlowResult", "NodeOutcome"]
+__all__ = ["FlowResult", "NodeOutcome", "collect"]
 
 
 @attrs.frozen(repr=False)
@@ -155,3 +156,36 @@ class FlowResult:
         return render(
             [node.node for node in self.nodes.values()], direction=direction, outcomes=self.outcomes
         )
+
+
+def collect(
+    label: str,
+    flow_id: UUID,
+    name: str | None,
+    *,
+    states: Mapping[str, NodeState],
+    started_at: float,
+    ended_at: float,
+    usage: Usage,
+) -> FlowResult:
+    """The result of a run whose nodes are ``states`` (all ended).
+
+    Raises:
+        RuntimeError: some node has no outcome yet.
+    """
+    outcomes: dict[str, NodeOutcome] = {}
+    for node_name, state in states.items():
+        if state.phase not in TERMINAL:
+            raise RuntimeError(f"flow {label!r}: node {node_name!r} has not finished")
+        outcomes[node_name] = NodeOutcome(
+            node=state.node,
+            outcome=state.phase,  # type: ignore[arg-type]
+            result=state.result,
+            error=state.error,
+            reason=state.reason,
+            turn_id=state.turn_id,
+            started=None if state.started_at is None else state.started_at - started_at,
+            duration=state.duration,
+            usage=state.account.usage() if state.account is not None else Usage(),
+        )
+    return FlowResult(flow_id, name, outcomes, ended_at - started_at, usage)

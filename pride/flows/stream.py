@@ -117,9 +117,9 @@ async def open_flow_stream(run: FlowRun) -> AsyncIterator[FlowEvents]:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             events._room.release()
 
-    run._listeners.append(on_signal)
-    if run._items:
-        run._item_sink = on_item
+    run.signals.listeners.append(on_signal)
+    if run.items:
+        run.item_sink = on_item
     stopped_here = trio.CancelScope()
 
     async def drive() -> None:

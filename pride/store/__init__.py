@@ -1,6 +1,7 @@
-"""Durable branch conversations: projections, messages and the turn journal in SQLite."""
+"""Durable branch conversations: projections, messages, the turn and flow journals in SQLite."""
 
+from .flows import StoredFlow, flow_key
 from .journal import StoredTurn
 from .sqlite import SCHEMA_VERSION, BranchStore, StoredBranch
 
-__all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredTurn"]
+__all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredFlow", "StoredTurn", "flow_key"]

@@ -1,4 +1,4 @@
-"""The write queue: rows and journal operations committed together, in order.
+"""The write queue: rows and journal operations (turns', flows') committed together, in order.
 
 A `Batch` collects what branches queue between two commits; every flush
 waiting on it shares its outcome. A row whose sequence number is `REWRITE`
@@ -15,6 +15,7 @@ import attrs
 import trio
 
 from ..errors import StoreError
+from .flows import FlowOp
 from .journal import JournalOp
 
 __all__ = ["HEADER", "REWRITE", "Batch", "Row", "materialised"]
@@ -42,6 +43,7 @@ class Batch:
 
     rows: list[Row] = attrs.field(factory=list)
     journal: dict[str, list[JournalOp]] = attrs.field(factory=dict)
+    flows: list[FlowOp] = attrs.field(factory=list)
     branches: collections.Counter[str] = attrs.field(factory=collections.Counter)
     done: trio.Event = attrs.field(factory=trio.Event)
     error: StoreError | None = None
@@ -51,7 +53,7 @@ class Batch:
 
     def holds(self, branch_name: str | None) -> bool:
         if branch_name is None:
-            return bool(self.rows or self.journal or self.refused)
+            return bool(self.rows or self.journal or self.flows or self.refused)
         return self.branches[branch_name] > 0
 
     def failure(self, branch_name: str | None) -> StoreError | None:
@@ -71,6 +73,7 @@ class Batch:
         for turn_id, ops in self.journal.items():
             journal.setdefault(turn_id, []).extend(ops)
         self.journal = journal
+        self.flows[:0] = failed.flows
         self.branches.update(failed.branches)
 
 

@@ -59,11 +59,12 @@ __all__ = [
     "open_writer",
 ]
 
-SCHEMA_VERSION = 2
-"""Version 2 added the turn journal (``turns``, ``steps``); a version-1 store is
-upgraded in place, in one transaction, when a writer opens it."""
-READABLE_VERSIONS = frozenset({"1", str(SCHEMA_VERSION)})
-"""Schema versions a reader accepts (a version-1 store simply has no journal)."""
+SCHEMA_VERSION = 3
+"""Version 2 added the turn journal (``turns``, ``steps``), version 3 the flow
+journal (``flows``, ``flow_events``); an older store is upgraded in place, in
+one transaction, when a writer opens it."""
+READABLE_VERSIONS = frozenset({"1", "2", str(SCHEMA_VERSION)})
+"""Schema versions a reader accepts (an older store simply has no journal)."""
 APPLICATION = "pride-branch-store"
 APPLICATION_ID = 0x70726964
 """``PRAGMA application_id`` of a pride store (the ASCII of ``prid``), SQLite's
@@ -90,6 +91,15 @@ _JOURNAL_SCHEMA = (
     "CREATE TABLE steps ("
     "turn_id TEXT NOT NULL, step INTEGER NOT NULL, data TEXT NOT NULL, "
     "PRIMARY KEY (turn_id, step))",
+)
+# Version 3: the flow journal (`pride.store.flows`).
+_FLOW_SCHEMA = (
+    "CREATE TABLE flows ("
+    "flow_id TEXT PRIMARY KEY, name TEXT, plan TEXT NOT NULL, started_at REAL NOT NULL, "
+    "updated_at REAL NOT NULL)",
+    "CREATE TABLE flow_events ("
+    "flow_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL, "
+    "PRIMARY KEY (flow_id, seq))",
 )
 
 
@@ -215,7 +225,7 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
         db.execute("BEGIN IMMEDIATE")
         try:
             if _is_empty(db, path):
-                for statement in _SCHEMA + _JOURNAL_SCHEMA:
+                for statement in _SCHEMA + _JOURNAL_SCHEMA + _FLOW_SCHEMA:
                     db.execute(statement)
                 db.execute(
                     "INSERT INTO pride_meta(key, value) VALUES ('application', ?), ('schema', ?)",
@@ -223,8 +233,10 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
                 )
                 db.execute(f"PRAGMA application_id={APPLICATION_ID}")
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif _check_identity(db, path) != str(SCHEMA_VERSION):
-                _upgrade(db)
+            else:
+                version = _check_identity(db, path)
+                if version != str(SCHEMA_VERSION):
+                    _upgrade(db, version)
             db.execute(
                 "INSERT OR REPLACE INTO pride_meta(key, value) VALUES ('writer', ?)", (writer,)
             )
@@ -256,9 +268,10 @@ def _is_empty(db: sqlite3.Connection, path: Path) -> bool:
     return bool(objects == 0 and user_version == 0 and application_id == 0)
 
 
-def _upgrade(db: sqlite3.Connection) -> None:
-    """Version 1 to 2, inside the opening transaction: add the journal tables."""
-    for statement in _JOURNAL_SCHEMA:
+def _upgrade(db: sqlite3.Connection, version: str) -> None:
+    """An older version to this one, inside the opening transaction: add the
+    journal tables it lacks (version 1: both journals; version 2: the flows')."""
+    for statement in (_JOURNAL_SCHEMA if version == "1" else ()) + _FLOW_SCHEMA:
         db.execute(statement)
     db.execute("UPDATE pride_meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
     db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -285,8 +298,10 @@ def _check_identity(db: sqlite3.Connection, path: Path) -> str:
             f"{', '.join(sorted(READABLE_VERSIONS))}"
         )
     missing = {"branches", "messages"} - tables
-    if schema == str(SCHEMA_VERSION):
+    if schema != "1":
         missing |= {"turns", "steps"} - tables
+    if schema == str(SCHEMA_VERSION):
+        missing |= {"flows", "flow_events"} - tables
     if missing:
         raise StoreError(
             f"{path} is a damaged pride store: table(s) {', '.join(sorted(missing))} missing"

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from ._batch import HEADER, REWRITE, Row
+from .flows import FlowOp, write_flows
 from .journal import JournalOp, delete_branch_turns, write_journal
 
 __all__ = [
@@ -24,12 +25,16 @@ __all__ = [
 ]
 
 
-def write_batch(db: sqlite3.Connection, batch: list[Row], journal: list[JournalOp]) -> None:
+def write_batch(
+    db: sqlite3.Connection, batch: list[Row], journal: list[JournalOp], flows: list[FlowOp]
+) -> None:
     insert = "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)"
     with db:
         db.execute("BEGIN")
         if journal:
             write_journal(db, journal)
+        if flows:
+            write_flows(db, flows)
         rows: list[Row] = []
         for row in batch:
             if row[1] == HEADER:

@@ -33,9 +33,10 @@ Durability contract:
   when they are built). A row that does not read back (a damaged file) is a
   [`StoreError`][pride.StoreError] naming the branch and the row.
 
-* the turn journal (`pride.store.journal`) is written through the same
-  batches: a turn's steps and its messages are committed by the same
-  flushes, in the order they were queued.
+* the turn journal (`pride.store.journal`) and the flow journal
+  (`pride.store.flows`) are written through the same batches: a turn's
+  steps and its messages are committed by the same flushes, in the order
+  they were queued.
 
 Schema (version `SCHEMA_VERSION`, in ``PRAGMA user_version`` and the
 ``pride_meta`` table; a version-1 store is upgraded when a writer opens it):
@@ -46,6 +47,8 @@ branches(name PRIMARY KEY, branch_id, projection JSON, updated_at)
 messages(branch_name, seq, message_id, data JSON, PRIMARY KEY (branch_name, seq))
 turns(turn_id PRIMARY KEY, branch_name, status, command JSON, tag JSON, detail, ...)
 steps(turn_id, step, data JSON, PRIMARY KEY (turn_id, step))
+flows(flow_id PRIMARY KEY, name, plan JSON, started_at, updated_at)
+flow_events(flow_id, seq, data JSON, PRIMARY KEY (flow_id, seq))
 ```
 """
 
@@ -75,9 +78,10 @@ from ._tables import (
     replace_branch,
     write_batch,
 )
+from .flows import FlowOp, StoredFlow, flow_key, load_flows
 from .journal import JournalOp, StoredTurn, Text, load_turns
 
-__all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredTurn"]
+__all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredFlow", "StoredTurn"]
 
 log = logging.getLogger("pride.store")
 
@@ -312,6 +316,36 @@ class BranchStore:
             ops.append(op)
         pending.branches[op.branch_name] += 1
 
+    # ------------------------------------------------------------ flow journal
+
+    def flow_begin(self, flow_id: str, name: str | None, plan: Text) -> None:
+        """Queue the journal entry of a flow run: its plan (JSON text, or a function
+        returning it, called at commit time). See `pride.store.flows`; commit it
+        with ``flush(flow_key(flow_id))``."""
+        self._queue_flow(FlowOp("begin", flow_id, name=name, data=plan))
+
+    def flow_event(self, flow_id: str, seq: int, data: Text) -> None:
+        """Queue event ``seq`` of a journaled flow (a node ended, or was added)."""
+        self._queue_flow(FlowOp("event", flow_id, data=data, seq=seq))
+
+    def flow_end(self, flow_id: str) -> None:
+        """Queue forgetting a journaled flow that finished (with its events)."""
+        self._queue_flow(FlowOp("end", flow_id))
+
+    def _queue_flow(self, op: FlowOp) -> None:
+        self._require(write=True)
+        self._pending.flows.append(op)
+        self._pending.branches[flow_key(op.flow_id)] += 1
+
+    async def unfinished_flows(self, flow_id: str | None = None) -> list[StoredFlow]:
+        """The flow journal's unfinished flows (one, or all), oldest first, each with
+        its events (see `pride.store.flows`)."""
+        db = self._require()
+        flows: list[StoredFlow] = await self._run(
+            "reading the flow journal of", load_flows, db, flow_id
+        )
+        return flows
+
     def _registered_seq(self, branch_name: str) -> int:
         seq = self._next_seq.get(branch_name)
         if seq is None:
@@ -366,8 +400,9 @@ class BranchStore:
             # Not abandoned on cancellation: a commit under way always finishes.
             # JSON given as functions is made here, in the event loop's thread.
             journal = [materialised(op) for op in batch.journal_ops()]
-            if batch.rows or journal:
-                await trio.to_thread.run_sync(write_batch, db, batch.rows, journal)
+            flows = [op.materialised() for op in batch.flows]
+            if batch.rows or journal or flows:
+                await trio.to_thread.run_sync(write_batch, db, batch.rows, journal, flows)
         except Exception as exc:  # any failure (SQLite, the OS, a bug): never a lost batch
             batch.error = StoreError(f"writing to {self.path} failed: {exc}")
             batch.error.__cause__ = exc
@@ -379,7 +414,7 @@ class BranchStore:
             )
             self._pending.take_back(batch)
         else:
-            self.commits += 1 if batch.rows or batch.journal else 0
+            self.commits += 1 if batch.rows or batch.journal or batch.flows else 0
         finally:
             self._committing = None
             batch.done.set()

@@ -30,6 +30,7 @@ from ..actors.target import Target, is_target
 from ..actors.waits import serving_branch
 from ..actors.wiring import detach
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
+from ..flows.journal import parse_node_tag
 from ..messages import Attach, Detach, Stop
 from ._child import Child, Member
 from ._service import Service
@@ -90,6 +91,8 @@ class Membership:
         self.closed = False  # finished for good: members released
         self.restarts_below = 0  # restart events of child sessions already released
         self.resume_handlers: list[Callable[[Any], Any]] = []  # see Session.on_resume
+        # Resumed turns of flow nodes, by envelope tag, until resume_flow takes them.
+        self.flow_turns: dict[str, Any] = {}
         self._joining: set[Branch] = set()  # branches an include is adding right now
         self._subtrees: dict[Any, Membership] = {}  # child session -> its membership
 
@@ -309,7 +312,16 @@ class Membership:
                 self._resumed(resumed)
 
     def _resumed(self, reply: Any) -> None:
-        """Hand the envelope of a resumed turn to the ``on_resume`` handlers."""
+        """Hand the envelope of a resumed turn to the ``on_resume`` handlers, or,
+        a flow node's (its tag says so), to the session's ``resume_flow``."""
+        if parse_node_tag(reply.tag) is not None:  # the flow's, not an application's
+            self.flow_turns[reply.tag] = reply
+            log.info(
+                "branch %r: resumed the turn of flow node %s; session.resume_flow waits for it",
+                reply.branch.name,
+                reply.tag,
+            )
+            return
         if not self.resume_handlers:
             log.info(
                 "branch %r: turn resumed with no on_resume handler; its result goes to "

@@ -40,7 +40,7 @@ from ..actors.budget import Account
 from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
-from ..errors import UnknownBranch, UnknownTurn
+from ..errors import UnknownBranch, UnknownFlow, UnknownTurn
 from ..flows import (
     DEFAULT_MAX_CONCURRENT,
     DEFAULT_MAX_SPAWN,
@@ -51,6 +51,8 @@ from ..flows import (
     FlowRun,
     open_flow_stream,
 )
+from ..flows.journal import UnfinishedFlow, summary
+from ..flows.resume import resume_run
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
     Budget,
@@ -552,7 +554,8 @@ class Session:
         of its ``Resume``, queued before any other work of the branch;
         ``reply.tag`` is the tag its first sender gave it (``pride run``'s
         request id) and ``await reply.result()`` its result. Register before
-        spawning the branches. A failing handler is logged.
+        spawning the branches. A failing handler is logged. (A turn of a flow
+        node is not handed over: its flow's ``resume_flow`` waits for it.)
         """
         if not callable(handler):
             raise TypeError(f"on_resume needs a callable, got {handler!r}")
@@ -693,8 +696,66 @@ class Session:
         async with open_flow_stream(run) as events:
             yield events
 
+    async def resume_flow(
+        self, flow_id: UUID | str, flow: Flow | None = None, *, max_concurrent: int | None = None
+    ) -> FlowResult:
+        """Continue a flow run a crash (or a cancellation) cut short; return its result.
+
+        The run is the journaled one (same id, options, nodes): nodes that
+        finished keep their outcome and result and are not run again; a node
+        whose turn was interrupted waits for that turn, which its branch
+        resumed from the turn journal when it was spawned; the rest run as in
+        any flow. Spawn the flow's branches first. A late-bound command or a
+        ``when`` is code the journal cannot hold: pass ``flow``, the same
+        Flow rebuilt by the same code; it is checked against the journal.
+        See docs/flows.md, "Resuming a flow".
+
+        Args:
+            flow_id: the run's id (``unfinished_flows()`` lists them; every
+                node signal carries it).
+            flow: the rebuilt plan, giving back its functions; None: the
+                journal's own commands.
+            max_concurrent: nodes running at once (default: as journaled).
+
+        Raises:
+            UnknownFlow: the store holds no unfinished flow with that id.
+            InvalidFlow: ``flow`` differs from the journaled plan, or a node
+                still to run needs a function and ``flow`` was not given.
+            StoreError: the journal does not read back.
+            RuntimeError: the session has no store, or is not running.
+        """
+        self._members.require_running()
+        store = self.store
+        if store is None:
+            raise RuntimeError(
+                f"session {self.name!r} has no store: only a flow run with one can be resumed"
+            )
+        key = str(flow_id)
+        found = await store.unfinished_flows(str(UUID(key))) if _is_uuid(key) else []
+        if not found:
+            raise UnknownFlow(flow_id, f"the store {store.path}")
+        run = resume_run(
+            found[0],
+            flow,
+            self._flow_host(),
+            store,
+            self._members.flow_turns,
+            max_concurrent=max_concurrent,
+        )
+        return await run.run()
+
+    async def unfinished_flows(self) -> list[UnfinishedFlow]:
+        """The flow runs the store's journal holds, oldest first: cut short by a
+        crash or a cancellation, to be continued with ``resume_flow`` (empty
+        without a store). A run that does not read back is logged and left out."""
+        store = self.store
+        if store is None:
+            return []
+        found = [summary(stored) for stored in await store.unfinished_flows()]
+        return [item for item in found if item is not None]
+
     def _flow_host(self) -> FlowHost:
-        return FlowHost(self.name, self._members.target, self._observer)
+        return FlowHost(self.name, self._members.target, self._observer, self.store)
 
     @property
     def memory(self) -> MemoryStore:
@@ -795,6 +856,14 @@ def _turn_uuid(turn_id: Any) -> UUID:
         return UUID(str(turn_id))
     except ValueError:
         raise UnknownTurn(turn_id, "(not a turn id)") from None
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_grace(grace: Any) -> float:

@@ -22,7 +22,9 @@ from tests.cli.driver import CLI, ROOT, TIMEOUT, cli_env, request
 
 
 async def _crash_at_every_statement(directory: Path) -> dict[str, Any]:
-    with trio.fail_after(TIMEOUT):
+    # One process per statement of the creation (20 of them since the flow journal):
+    # a bound for a loaded machine, not a speed claim.
+    with trio.fail_after(3 * TIMEOUT):
         done = await trio.run_process(
             [sys.executable, "-m", "tests.store.crashing", str(directory)],
             cwd=ROOT,

@@ -169,9 +169,9 @@ async def test_flush_waits_for_a_commit_that_took_its_messages(
     release = threading.Event()
     real_write = store_module.write_batch
 
-    def held_write(db: sqlite3.Connection, batch: list, journal: list) -> None:
+    def held_write(db: sqlite3.Connection, batch: list, *journals: list) -> None:
         release.wait(10)
-        real_write(db, batch, journal)
+        real_write(db, batch, *journals)
 
     async with BranchStore(tmp_path / "store.db") as store:
         for name in ("a", "b"):

@@ -1,0 +1,203 @@
+"""Running one node: its condition, its late-bound command, its place in its
+branch's send order, and its turn, to exactly one outcome.
+
+A node is a command sent to a branch with the public send API, so it runs
+as one ordinary turn of that branch. What this module adds is the node's
+side of it:
+
+* the condition (``when``) and a late-bound command are evaluated from the
+  upstream results when the node starts; either raising fails the node, and
+  a command function returning anything but a work command fails it with a
+  ``TypeError`` naming the node;
+* nodes on one branch are sent in the order they started, whatever order
+  trio runs their tasks in and however long their conditions and command
+  functions take (`SendOrder`): that order is the branch's mailbox order,
+  so it is not left to chance. Nodes on different branches never wait for
+  each other;
+* the envelope carries the node's account (the flow's allowance) and a tag
+  naming the node (`pride.flows.journal.node_tag`), so a turn resumed from
+  the turn journal after a crash can be matched back to its node;
+* cancellation: a running node's turn is cancelled and allowed to finalise
+  (bounded) before the node ends as cancelled, so its terminal signal comes
+  before ``NodeCancelled``.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..actors import Reply, send, stream
+from ..actors.budget import carry, uncarry
+from ..actors.turn import FINALIZE_GRACE
+from ..errors import TurnCancelled
+from ..messages import NodeStarted, ReActStream, Run, WorkCommand
+from .graph import call_maybe_async
+from .journal import WHEN_FALSE
+from .state import NodeState
+
+if TYPE_CHECKING:
+    from .run import FlowRun
+
+__all__ = ["CANCEL_GRACE", "STREAMING_COMMANDS", "SendOrder", "execute"]
+
+log = logging.getLogger("pride.flows")
+
+# How long a cancelled node waits for its turn to finalise (the turn's own
+# finalisation is bounded by FINALIZE_GRACE; this adds room for its cancellation).
+CANCEL_GRACE = 2 * FINALIZE_GRACE
+
+# The item kinds whose turns stream (``pride.stream``) when a stream asks for items.
+STREAMING_COMMANDS = (Run, ReActStream)
+
+
+class SendOrder:
+    """Per target, the nodes started on it and not sent yet, in start order."""
+
+    __slots__ = ("_queues",)
+
+    def __init__(self) -> None:
+        self._queues: dict[int, collections.deque[NodeState]] = {}
+
+    def join(self, state: NodeState) -> None:
+        """``state`` has started: it is sent after the nodes that started before it."""
+        self._queues.setdefault(id(state.target), collections.deque()).append(state)
+
+    async def wait_turn(self, state: NodeState) -> None:
+        """Return once every node that started before ``state`` on its target was sent."""
+        queue = self._queues[id(state.target)]
+        while queue[0] is not state:
+            state.send_turn = trio.Event()
+            await state.send_turn.wait()
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+    def leave(self, state: NodeState) -> None:
+        """``state`` was sent (or ended): the next node on its target may be sent."""
+        key = id(state.target)
+        queue = self._queues.get(key)
+        if queue is None or state not in queue:
+            return
+        first = queue[0] is state
+        queue.remove(state)
+        if not queue:
+            del self._queues[key]
+        elif first and queue[0].send_turn is not None:
+            queue[0].send_turn.set()
+
+
+async def execute(run: FlowRun, state: NodeState) -> None:
+    """Run ``state``'s node to its outcome (concluded on ``run``).
+
+    Cancellation: a node cancelled before it was sent is skipped; one whose
+    turn runs is cancelled (see the module docstring); ``Cancelled`` propagates.
+    """
+    node = state.node
+    command = node.command
+    try:
+        await trio.lowlevel.checkpoint_if_cancelled()  # cancelled already: it never starts
+        if state.resumed is None and (node.when is not None or node.late_bound):
+            upstream = run.upstream(state)
+            if node.when is not None and not await call_maybe_async(node.when, upstream):
+                await run.conclude(state, "skipped", reason=WHEN_FALSE)
+                return
+            if node.late_bound:
+                command = await call_maybe_async(node.command, upstream)  # type: ignore[arg-type]
+                if not isinstance(command, WorkCommand):
+                    raise TypeError(
+                        f"node {node.name!r}: its command function returned "
+                        f"{type(command).__name__}, not a work command (Chat, Run, Call, ...)"
+                    )
+        await run.send_order.wait_turn(state)
+    except trio.Cancelled:
+        reason = state.cancel_reason or run.cancelled_from_outside()
+        with trio.CancelScope(shield=True):
+            await run.conclude(state, "skipped", reason=reason)
+        raise
+    except Exception as exc:
+        await run.conclude(state, "failed", error=exc)
+        return
+    await _send_and_wait(run, state, command)  # type: ignore[arg-type]
+
+
+async def _send_and_wait(run: FlowRun, state: NodeState, command: WorkCommand) -> None:
+    state.started_at = trio.current_time()
+    reply: Reply | None = state.resumed
+    try:
+        kind = "Resume" if reply is not None else type(command).__name__
+        await run.signals.emit(run.signals.make(NodeStarted, state, command=kind))
+        if reply is not None:  # its turn was resumed from the turn journal: no new send
+            run.send_order.leave(state)
+            result = await reply.result()
+        elif run.item_sink is not None and isinstance(command, STREAMING_COMMANDS):
+            result = await _stream_items(run, state, command)
+        else:
+            carried = carry(state.account)  # the envelope draws on the flow's allowance
+            try:
+                reply = await send(state.target, command, tag=run.node_tag(state))
+            finally:
+                uncarry(carried)
+                run.send_order.leave(state)  # the branch's next node may be sent
+            result = await reply.result()
+    except trio.Cancelled:
+        if reply is not None and not reply.done:
+            reply.cancel("caller")
+            with trio.move_on_after(CANCEL_GRACE) as bound:
+                bound.shield = True
+                await reply.wait_done()  # its turn ends with its own terminal first
+            if bound.cancelled_caught:
+                log.error(
+                    "flow %r: node %r's turn did not finalise within %ss",
+                    run.label,
+                    state.name,
+                    CANCEL_GRACE,
+                )
+        if reply is not None:
+            state.turn_id = reply.turn_id
+        reason = state.cancel_reason or run.cancelled_from_outside()
+        with trio.CancelScope(shield=True):
+            await run.conclude(state, "cancelled", reason=reason)
+        raise
+    except TurnCancelled as exc:  # someone else cancelled its turn (a restart, a shutdown)
+        if reply is not None:
+            state.turn_id = reply.turn_id
+        await run.conclude(
+            state, "cancelled", error=exc, reason=f"its turn was cancelled ({exc.reason})"
+        )
+    except Exception as exc:
+        if reply is not None:
+            if not reply.done:  # refused before waiting (a deadlock found): drop it
+                reply.cancel("caller")
+            state.turn_id = reply.turn_id
+        await run.conclude(state, "failed", error=exc)
+    else:
+        if reply is not None:
+            state.turn_id = reply.turn_id
+        await run.conclude(state, "completed", result=result)
+
+
+async def _stream_items(run: FlowRun, state: NodeState, command: WorkCommand) -> list[Any]:
+    """Run a streaming command through ``pride.stream``, handing each item on.
+
+    The node's result is what ``ask`` would have returned: the items, less a
+    ``Run``'s token chunks (its text arrives whole in its messages)."""
+    sink = run.item_sink
+    assert sink is not None
+    collected: list[Any] = []
+    carried = carry(state.account)  # the envelope draws on the flow's allowance
+    try:
+        async with stream(state.target, command, tag=run.node_tag(state)) as items:
+            run.send_order.leave(state)  # the branch's next node may be sent
+            try:
+                async for item in items:
+                    collected.append(item)
+                    await sink(state.name, item)
+            finally:
+                state.turn_id = items.reply.turn_id if items.reply is not None else None
+    finally:
+        uncarry(carried)
+    if isinstance(command, Run):
+        return [item for item in collected if not isinstance(item, str)]
+    return collected

@@ -1,0 +1,158 @@
+"""What a flow run tracks: its host, each node's state and account, and `current_flow`.
+
+A run ([`FlowRun`][pride.flows.FlowRun]) keeps one `NodeState` per node: its
+phase, its result or error, its timing, and a `NodeAccount`, the node's usage
+under the flow's allowance. The node's envelope carries that account to its
+branch (`pride.actors.budget.carry`), so everything the node's turn causes in
+this process draws on the flow's allowance and can find the run again:
+that is how [`current_flow`][pride.current_flow] works, with no global state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+from uuid import UUID
+
+import attrs
+import trio
+
+from ..actors import Target
+from ..actors.budget import Account, carried_allowance
+from .graph import FlowNode
+
+if TYPE_CHECKING:
+    from .run import FlowRun
+
+__all__ = [
+    "MAX_CONCURRENT_LIMIT",
+    "TERMINAL",
+    "FlowHost",
+    "NodeAccount",
+    "NodeState",
+    "Phase",
+    "blocked_reason",
+    "check_count",
+    "current_flow",
+    "spawning_node",
+]
+
+MAX_CONCURRENT_LIMIT = 1_000_000
+"""The largest ``max_concurrent`` or ``max_spawn`` accepted (a bigger one is a mistake)."""
+
+Phase = Literal["pending", "ready", "running", "completed", "failed", "skipped", "cancelled"]
+TERMINAL = frozenset({"completed", "failed", "skipped", "cancelled"})
+
+
+@attrs.frozen
+class FlowHost:
+    """What a run needs from the session that runs it.
+
+    Attributes:
+        name: the session's name (for messages).
+        resolve: turns a node's target (a Branch, a name, an id, a ref) into
+            the [`Target`][pride.Target] to send to; raises ``UnknownBranch``.
+        observer: where node signals go (``dispatch(signal)``), or None.
+        journal: where the run's plan and outcomes are journaled (a session
+            with a store), or None (`pride.flows.journal`).
+    """
+
+    name: str
+    resolve: Callable[[Any], Target]
+    observer: Any = None
+    journal: Any = None
+
+
+class NodeAccount(Account):
+    """A node's usage, under its flow's allowance; its envelope carries it, so
+    work the node causes can find the run (`current_flow`)."""
+
+    __slots__ = ("run", "state")
+
+    def __init__(self, run: FlowRun, state: NodeState, parent: Account) -> None:
+        super().__init__(None, scope=f"flow node {state.node.name}", parent=parent)
+        self.run = run
+        self.state = state
+
+
+@attrs.define(eq=False)
+class NodeState:
+    """One node of a run, as the run tracks it."""
+
+    node: FlowNode
+    target: Target
+    phase: Phase = "pending"
+    waiting: int = 0  # dependencies not completed yet
+    dependents: list[NodeState] = attrs.Factory(list)
+    result: Any = None
+    error: BaseException | None = None
+    reason: str | None = None
+    turn_id: UUID | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    cancel_reason: str | None = None
+    account: NodeAccount | None = None
+    send_turn: trio.Event | None = None  # set when the node is first in its branch's send order
+    branch_id: UUID | None = None
+    label: str = ""  # the target's name
+    task_name: str = ""
+    journaled: bool = False  # its outcome came from (or went to) the flow's journal
+    resumed: Any = None  # the Reply of its turn, resumed from the turn journal after a crash
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def duration(self) -> float:
+        """Seconds it ran (0 when it never started)."""
+        if self.started_at is None or self.ended_at is None:
+            return 0.0
+        return self.ended_at - self.started_at
+
+
+def check_count(name: str, value: Any, minimum: int) -> int:
+    """``value`` if it is an int from ``minimum`` to `MAX_CONCURRENT_LIMIT` (not a
+    bool); else ValueError naming ``name``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not minimum <= value <= MAX_CONCURRENT_LIMIT
+    ):
+        raise ValueError(
+            f"{name} must be an int from {minimum} to {MAX_CONCURRENT_LIMIT}, got {value!r}"
+        )
+    return value
+
+
+_BLOCKED_VERBS = {"failed": "failed", "skipped": "was skipped", "cancelled": "was cancelled"}
+
+
+def blocked_reason(upstream: NodeState) -> str:
+    """Why a dependent of ``upstream`` (which did not complete) is skipped."""
+    return f"its dependency {upstream.name!r} {_BLOCKED_VERBS[upstream.phase]}"
+
+
+def current_flow() -> FlowRun | None:
+    """The flow run whose node the calling work belongs to, or None.
+
+    Inside a node's turn (its operation, its tools, a turn of another branch
+    that node asked, in this process) this is the run, so the work can grow
+    it: ``pride.current_flow().add(...)``. Outside any flow node: None.
+    """
+    account = carried_allowance()
+    while account is not None:
+        if isinstance(account, NodeAccount) and not account.run.finished:
+            return account.run
+        account = account.parent
+    return None
+
+
+def spawning_node(run: FlowRun) -> str | None:
+    """The name of ``run``'s node whose work is calling, if any."""
+    account = carried_allowance()
+    while account is not None:
+        if isinstance(account, NodeAccount) and account.run is run:
+            return account.state.name
+        account = account.parent
+    return None

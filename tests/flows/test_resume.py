@@ -1,0 +1,177 @@
+"""Issue 21, point 5 in one process: a flow's plan and outcomes journaled in the
+session's store, and ``resume_flow`` continuing a run that was cut short.
+
+A run is cut short here by cancelling its caller (the process-crash version,
+``kill -9`` mid-turn, is `tests.flows.test_crash`): the nodes that finished
+keep their outcome, and the resumed run does not run them again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from pride import (
+    Branch,
+    Call,
+    Chat,
+    Flow,
+    InvalidFlow,
+    NodeStarted,
+    Session,
+    StoreError,
+    UnknownFlow,
+)
+from tests.helpers import echo_model
+
+Counts = dict[str, int]
+
+
+def _session(path: Path, counts: Counts, *, hold: trio.Event | None = None) -> Session:
+    session = Session(store=path)
+
+    async def step(branch: Branch, label: str = "") -> str:
+        counts[label] = counts.get(label, 0) + 1
+        if label == "slow" and hold is not None:
+            await hold.wait()
+        return f"{label} by {branch.name}"
+
+    session.register_operation("step", step)
+    return session
+
+
+async def _spawn(session: Session) -> None:
+    for name in ("alpha", "beta"):
+        await session.spawn(Branch(name=name, chat_model=echo_model()))
+
+
+def _flow() -> Flow:
+    flow = Flow("resumable")
+    first = flow.add("alpha", Call("step", label="first"), name="first")
+    flow.add("beta", Call("step", label="slow"), depends_on=first, name="slow")
+    flow.add(
+        "alpha",
+        lambda up: Call("step", label=f"last after {up['slow']}"),
+        depends_on="slow",
+        name="last",
+    )
+    return flow
+
+
+async def _cut_short(path: Path, counts: Counts) -> str:
+    """Run the flow until ``slow`` runs, then cancel it; return the flow id."""
+    hold = trio.Event()
+    started = trio.Event()
+    async with _session(path, counts, hold=hold) as session:
+        await _spawn(session)
+        session.observe(NodeStarted, lambda s: s.node == "slow", handler=lambda s: started.set())
+        with trio.move_on_after(5) as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.flow, _flow())
+                await started.wait()
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()
+        assert not scope.cancelled_caught
+        [unfinished] = await session.unfinished_flows()
+        return str(unfinished.flow_id)
+
+
+async def test_a_cut_short_flow_resumes_without_rerunning_finished_nodes(tmp_path: Path) -> None:
+    counts: Counts = {}
+    flow_id = await _cut_short(tmp_path / "store.db", counts)
+    assert counts == {"first": 1, "slow": 1}
+
+    async with _session(tmp_path / "store.db", counts) as session:
+        await _spawn(session)
+        [unfinished] = await session.unfinished_flows()
+        assert str(unfinished.flow_id) == flow_id and unfinished.name == "resumable"
+        assert unfinished.outcomes == {"first": "completed"}
+        result = await session.resume_flow(flow_id, _flow())
+        assert result.ok and str(result.flow_id) == flow_id
+        assert result["first"] == "first by alpha"  # from the journal
+        assert result["last"] == "last after slow by beta by alpha"
+        assert await session.unfinished_flows() == []
+    assert counts == {"first": 1, "slow": 2, "last after slow by beta": 1}
+
+
+async def test_a_late_bound_flow_needs_its_rebuilt_plan(tmp_path: Path) -> None:
+    counts: Counts = {}
+    flow_id = await _cut_short(tmp_path / "store.db", counts)
+    async with _session(tmp_path / "store.db", counts) as session:
+        await _spawn(session)
+        with pytest.raises(InvalidFlow, match="rebuild the same Flow") as caught:
+            await session.resume_flow(flow_id)
+        assert caught.value.node == "last"
+
+        changed = _flow()
+        changed.add("beta", Chat("extra"), name="extra")
+        with pytest.raises(InvalidFlow, match="not in the journaled plan"):
+            await session.resume_flow(flow_id, changed)
+
+        other = Flow("resumable")
+        other.add("alpha", Call("step", label="FIRST"), name="first")
+        other.add("beta", Call("step", label="slow"), depends_on="first", name="slow")
+        other.add("alpha", lambda up: Chat("x"), depends_on="slow", name="last")
+        with pytest.raises(InvalidFlow, match="differs from the journaled plan") as caught:
+            await session.resume_flow(flow_id, other)
+        assert caught.value.node == "first"
+
+        assert (await session.resume_flow(flow_id, _flow())).ok  # still resumable
+    assert counts["first"] == 1
+
+
+async def test_a_static_flow_resumes_from_the_journal_alone(tmp_path: Path) -> None:
+    counts: Counts = {}
+    hold = trio.Event()
+    flow = Flow("static")
+    flow.add("alpha", Call("step", label="a"), name="a")
+    flow.add("beta", Call("step", label="slow"), depends_on="a", name="slow")
+    async with _session(tmp_path / "store.db", counts, hold=hold) as session:
+        await _spawn(session)
+        with trio.move_on_after(1):  # the hold never opens: cut short by the timeout
+            await session.flow(flow)
+    async with _session(tmp_path / "store.db", counts) as session:
+        await _spawn(session)
+        [unfinished] = await session.unfinished_flows()
+        result = await session.resume_flow(unfinished.flow_id)
+        assert result.outcomes == {"a": "completed", "slow": "completed"}
+    assert counts == {"a": 1, "slow": 2}
+
+
+async def test_a_finished_flow_leaves_nothing_to_resume(tmp_path: Path) -> None:
+    counts: Counts = {}
+    async with _session(tmp_path / "store.db", counts) as session:
+        await _spawn(session)
+        result = await session.flow(_flow())
+        assert result.ok
+        assert await session.unfinished_flows() == []
+        with pytest.raises(UnknownFlow):
+            await session.resume_flow(result.flow_id, _flow())
+        with pytest.raises(UnknownFlow):
+            await session.resume_flow("not a flow id")
+
+
+async def test_resume_flow_needs_a_store() -> None:
+    async with Session() as session:
+        with pytest.raises(RuntimeError, match="no store"):
+            await session.resume_flow("00000000-0000-0000-0000-000000000000")
+        assert await session.unfinished_flows() == []
+
+
+async def test_a_damaged_journal_is_refused_and_the_session_goes_on(tmp_path: Path) -> None:
+    counts: Counts = {}
+    flow_id = await _cut_short(tmp_path / "store.db", counts)
+    db = sqlite3.connect(tmp_path / "store.db")
+    db.execute('UPDATE flow_events SET data=\'{"kind": "ended", "node": 3}\'')
+    db.commit()
+    db.close()
+    async with _session(tmp_path / "store.db", counts) as session:
+        await _spawn(session)
+        assert await session.unfinished_flows() == []  # unreadable: logged, left out
+        with pytest.raises(StoreError, match="does not read back"):
+            await session.resume_flow(flow_id, _flow())
+        assert (await session.flow(_flow())).ok
