@@ -35,7 +35,7 @@ from typing import Any
 
 import trio
 
-from ..errors import HostLost, InvalidMessage
+from ..errors import HostLost, InvalidMessage, RemoteError
 from ._driver import import_ray
 from ._host import HostRuntime
 from ._journal import EnvelopeJournal
@@ -50,6 +50,8 @@ START_TIMEOUT = 120.0
 """Seconds a host may take to restore its branches before its creation fails."""
 POLL_TIMEOUT = 15.0
 """Seconds a poll waits for something to return before it returns nothing."""
+MAX_BATCH_ITEMS = 10_000
+"""The most items one delivery may hold (a caller sends at most 512)."""
 DELIVERY_LINGER = 0.005
 """Seconds a delivery waits for answers to carry back before it returns without."""
 
@@ -177,10 +179,15 @@ class HostActor:
         async def run() -> None:
             try:
                 result = await function(*args)
-            except BaseException as exc:
+            except trio.Cancelled as exc:
                 loop.call_soon_threadsafe(_fail, done, exc)
-                if isinstance(exc, trio.Cancelled):
-                    raise
+                raise
+            except BaseException as exc:
+                # SystemExit, KeyboardInterrupt... from a factory: in a Ray method they
+                # would end the actor, so the caller gets them as an error instead.
+                if not isinstance(exc, Exception):
+                    exc = RemoteError(type(exc).__name__, f"{exc!r} in the host's trio loop")
+                loop.call_soon_threadsafe(_fail, done, exc)
             else:
                 loop.call_soon_threadsafe(_succeed, done, result)
 
@@ -274,6 +281,10 @@ class HostActor:
             raise InvalidMessage([("batch", "needs a connection id and a sequence number")])
         if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
             raise InvalidMessage([("batch.items", "expected a list of objects")])
+        if len(items) > MAX_BATCH_ITEMS:
+            raise InvalidMessage(
+                [("batch.items", f"{len(items)} items is over the {MAX_BATCH_ITEMS}-item limit")]
+            )
         envelopes = [
             (item["id"], str(item.get("b", "")))
             for item in items

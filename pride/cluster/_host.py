@@ -69,6 +69,8 @@ log = logging.getLogger("pride.cluster")
 
 MAX_HELD_BATCHES = 4096
 """Batches a connection may have waiting for an earlier one before it is refused."""
+MAX_WINDOW = 4096
+"""The most items a stream may run ahead of its caller, whatever the caller asks."""
 MAX_REMEMBERED_CANCELS = 100_000
 """Cancels that overtook their envelopes, remembered per connection."""
 LAZY_FLUSH = 0.002
@@ -359,6 +361,12 @@ class HostRuntime:
         for received in items:
             item = received
             kind = item.get("k")
+            if "id" in item and not isinstance(item["id"], str):
+                # Nothing to answer it by: an envelope, cancel or credit needs a string id.
+                log.error(
+                    "host %r: an item with a bad id from %s: %.200r", self.name, conn_id, item
+                )
+                continue
             if kind == "cancel":
                 self._cancel(conn, item)
             elif kind == "credit":
@@ -377,17 +385,29 @@ class HostRuntime:
             return
         if len(conn.held) >= MAX_HELD_BATCHES:
             log.error(
-                "host %r: connection %s is %d batches out of order",
+                "host %r: connection %s is %d batches out of order; batch %d refused",
                 self.name,
                 conn_id,
                 len(conn.held),
+                seq,
             )
+            refusal = InvalidMessage([("batch.seq", f"{len(conn.held)} batches wait for a gap")])
+            for item in ordered:
+                if item.get("k") == "send" and isinstance(item.get("id"), str):
+                    self._refuse(conn, item["id"], refusal)
             return
         conn.held[seq] = ordered
         found: dict[str, Branch] = {}  # a name looked up once per batch, not per envelope
         while conn.expected in conn.held:
             for item in conn.held.pop(conn.expected):
-                self._apply(conn, item, found)
+                try:
+                    self._apply(conn, item, found)
+                except Exception:  # raising here would end the trio loop, and the host
+                    log.exception("host %r: could not take %.200r", self.name, item)
+                    if isinstance(item.get("id"), str):
+                        self._refuse(
+                            conn, item["id"], InvalidMessage([("envelope", "could not be taken")])
+                        )
             conn.expected += 1
 
     def forget(self, conn_id: str) -> None:
@@ -431,12 +451,14 @@ class HostRuntime:
             self._refuse(conn, envelope_id, exc)
             return
         window = item.get("window", 0)
+        if isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= MAX_WINDOW:
+            window = MAX_WINDOW if isinstance(window, int) and window > MAX_WINDOW else 1
         call = _Call(
             envelope_id,
             branch_name,
             "wait" if mode == "ask" else mode,
             command,
-            window if isinstance(window, int) else 0,
+            window,
             ack=item.get("ack") is True,
             trace=_trace_context(item.get("trace")),
         )
@@ -445,7 +467,9 @@ class HostRuntime:
             self._refuse(conn, envelope_id, TurnCancelled("caller", "dropped before it started"))
             return
         if item.get("replayed"):
-            self._refuse(conn, envelope_id, EnvelopeReplayed(envelope_id, branch_name))
+            # Answered by id without touching the calls: the first of that id may be one.
+            replayed = EnvelopeReplayed(envelope_id, branch_name)
+            self._send(conn, {"k": "refused", "id": envelope_id, "error": encode_error(replayed)})
             return
         session = self.session
         try:

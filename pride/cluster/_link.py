@@ -42,7 +42,15 @@ from ..messages import Command, Signal, WorkCommand, new_id, structure, unstruct
 from ._driver import import_ray, on_done, wait_ref
 from ._wire import decode_error, decode_value, dumps, loads
 
-__all__ = ["MAX_BATCH", "MAX_IN_FLIGHT", "Envelope", "Link", "check_work"]
+__all__ = [
+    "MAX_BATCH",
+    "MAX_HELD_ANSWERS",
+    "MAX_IN_FLIGHT",
+    "Envelope",
+    "Link",
+    "check_work",
+    "described_branches",
+]
 
 log = logging.getLogger("pride.cluster")
 
@@ -50,6 +58,8 @@ MAX_IN_FLIGHT = 4
 """Deliveries to one host under way at once; past it, items wait and batch up."""
 MAX_BATCH = 512
 """Items in one delivery."""
+MAX_HELD_ANSWERS = 4096
+"""Answer batches waiting for an earlier one before the host is treated as lost."""
 
 
 class Envelope:
@@ -133,6 +143,16 @@ class Envelope:
             self._items_changed.set()
 
     def item(self, value: Any) -> None:
+        """A streamed item arrived (the host may send `window` ahead of consumption).
+
+        Raises:
+            InvalidMessage: this envelope is not streamed, or the host sent
+                more than its credit allows.
+        """
+        if self.reply.stream is None:
+            raise InvalidMessage([("answer.item", "a stream item for a command not streamed")])
+        if len(self._items) >= 2 * self.window:  # an honest host stays within one window
+            raise InvalidMessage([("answer.item", f"more items than the {self.window} credited")])
         if self.outcome is None:
             self._items.append(value)
             self._items_changed.set()
@@ -188,9 +208,9 @@ class Link:
         handle: Any,
         *,
         reconnect_timeout: float,
-        on_signal: Callable[[Signal], None],
+        on_signal: Callable[[Link, Signal], None],
         spawn: Callable[[Callable[[], Any]], None],
-        on_crash: Callable[[str, str], None] | None = None,
+        on_crash: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.host = host
         self.handle = handle
@@ -217,6 +237,8 @@ class Link:
         self.watching = False
         self._supervised: set[str] = set()
         self.branches: list[dict[str, Any]] = []
+        self.served: set[str] = set()  # branch names the host serves (its signals' names)
+        self._capacity: dict[str, int] = {}
         self.connections = 0
 
     # ------------------------------------------------------------ callers
@@ -246,6 +268,9 @@ class Link:
         return room is not None and self._outstanding.get(branch, 0) < room
 
     def know_room(self, branch: str, room: int) -> None:
+        """``branch`` is served by this host, with a mailbox of ``room`` (its capacity)."""
+        self.served.add(branch)
+        self._capacity[branch] = room
         self._room.setdefault(branch, room)
 
     def check_room(self, branch: str, capacity: int | None) -> None:
@@ -358,7 +383,7 @@ class Link:
                 )
             await trio.sleep(delay)
             delay = min(delay * 2, 1.0)
-        self.branches = info.get("branches", []) if isinstance(info, dict) else []
+        self.branches = described_branches(info, self.host)
         self.conn = new_id().hex
         self._seq = 0
         self._expected = 0
@@ -366,7 +391,9 @@ class Link:
         self._outgoing = [{"k": "watch", "on": True}] if self.watching else []
         self._outgoing += [{"k": "supervise", "b": name} for name in sorted(self._supervised)]
         self._in_flight = 0
-        self._room = {b["name"]: b["capacity"] for b in self.branches if "capacity" in b}
+        self._room = {b["name"]: b["capacity"] for b in self.branches}
+        self._capacity = dict(self._room)
+        self.served.update(self._room)
         self._outstanding.clear()
         self._loss = None
         self.connections += 1
@@ -422,23 +449,37 @@ class Link:
             return  # a delivery of an earlier connection
         self._in_flight -= 1
         self._kick.set()
+        refusal: BaseException
         try:
             answer = future.result()
-            if answer is not None:
-                data = loads(answer, "delivery")
-                if "error" in data:
-                    raise decode_error(data["error"])
-                self._receive(data.get("out", []))
         except Exception as exc:
             if _is_loss(exc):
                 self._lose(exc)
                 return
-            # The host refused the batch as malformed: a bug on this side; say so to its callers.
-            log.error("host %r refused a batch: %r", self.host, exc)
-            for item in batch:
-                envelope = self._envelopes.pop(str(item.get("id")), None)
-                if envelope is not None and item.get("k") == "send":
-                    envelope.refused(InvalidMessage([("batch", f"refused by the host: {exc}")]))
+            refusal = exc  # the delivery itself failed on the host
+        else:
+            if answer is None:
+                return
+            try:
+                data = loads(answer, "delivery")
+                if not isinstance(data, dict):
+                    raise InvalidMessage([("delivery", "expected an object")])
+                if "error" not in data:
+                    self._receive(data.get("out", []))
+                    return
+            except InvalidMessage as exc:
+                log.error("host %r sent an unreadable answer to a delivery: %s", self.host, exc)
+                return
+            refusal = decode_error(data["error"])
+            if _is_loss(refusal):
+                self._lose(refusal)
+                return
+        # The host refused the batch as malformed: a bug on this side; say so to its callers.
+        log.error("host %r refused a batch: %r", self.host, refusal)
+        for item in batch:
+            envelope = self._envelopes.pop(str(item.get("id")), None)
+            if envelope is not None and item.get("k") == "send":
+                envelope.refused(InvalidMessage([("batch", f"refused by the host: {refusal}")]))
 
     async def _poll_loop(self) -> None:
         while True:
@@ -455,14 +496,32 @@ class Link:
                 log.error("host %r sent an unreadable answer: %s", self.host, exc)
 
     def _receive(self, batches: Any) -> None:
-        """Apply the host's numbered answer batches in order, whichever path brought them."""
+        """Apply the host's numbered answer batches in order, whichever path brought them.
+
+        The host's bytes are input like any other: a batch or item of the
+        wrong shape is logged and dropped, an envelope it concerns fails with
+        `InvalidMessage`, and a host that leaves a gap no answer fills (more
+        than `MAX_HELD_ANSWERS` batches waiting) is treated as lost.
+        """
         if not isinstance(batches, list):
             raise InvalidMessage([("answers", "expected a list of numbered batches")])
         for batch in batches:
-            seq, items = batch.get("s"), batch.get("items")
-            if not isinstance(seq, int) or not isinstance(items, list) or seq < self._expected:
+            seq = batch.get("s") if isinstance(batch, dict) else None
+            items = batch.get("items") if isinstance(batch, dict) else None
+            if isinstance(seq, bool) or not isinstance(seq, int) or not isinstance(items, list):
+                log.error("host %r sent a malformed answer batch %.200r", self.host, batch)
+                continue
+            if seq < self._expected or seq in self._held:
+                log.warning("host %r sent answer batch %d again; dropped", self.host, seq)
                 continue
             self._held[seq] = items
+        if len(self._held) > MAX_HELD_ANSWERS:
+            self._lose(
+                InvalidMessage(
+                    [("answers", f"{len(self._held)} batches wait for batch {self._expected}")]
+                )
+            )
+            return
         while self._expected in self._held:
             for item in self._held.pop(self._expected):
                 try:
@@ -471,46 +530,67 @@ class Link:
                     log.error("host %r sent a bad item %.200r: %s", self.host, item, exc)
             self._expected += 1
 
-    def _take(self, item: dict[str, Any]) -> None:
-        kind = item["k"]
+    def _take(self, item: Any) -> None:
+        if not isinstance(item, dict):
+            raise InvalidMessage([("item", "expected an object")])
+        kind = item.get("k")
         if kind == "signal":
-            self._on_signal(structure(item["signal"], Signal))
+            self._on_signal(self, structure(item.get("signal"), Signal))
             return
         if kind == "crashed":
-            branch, error = item["b"], item.get("error")
+            branch, error = item.get("b"), item.get("error")
             if self._on_crash is not None and isinstance(branch, str):
-                self._on_crash(branch, error if isinstance(error, str) else "")
+                self._on_crash(self.host, branch, error if isinstance(error, str) else "")
             return
-        envelope = self._envelopes.get(item["id"])
+        if kind not in _ANSWER_KINDS:
+            raise InvalidMessage([("item.k", f"unknown kind {kind!r}")])
+        envelope_id = item.get("id")
+        envelope = self._envelopes.get(envelope_id) if isinstance(envelope_id, str) else None
         if envelope is None:
-            return  # answered already (lost, or refused locally)
+            # Answered already (refused here, or failed with the connection), or never sent.
+            log.warning(
+                "host %r answered %s for envelope %.80r, never sent or answered already",
+                self.host,
+                kind,
+                envelope_id,
+            )
+            return
+        try:
+            self._answer(envelope, kind, item)
+        except (InvalidMessage, TypeError, ValueError) as exc:
+            # The envelope's own answer is unusable: its caller hears it, typed.
+            log.error("host %r sent a bad %s for %s: %s", self.host, kind, envelope.id, exc)
+            self._envelopes.pop(envelope.id, None)
+            problem = exc if isinstance(exc, InvalidMessage) else None
+            envelope.refused(problem or InvalidMessage([(f"answer.{kind}", str(exc))]))
+
+    def _answer(self, envelope: Envelope, kind: str, item: dict[str, Any]) -> None:
         branch = envelope.branch
-        if isinstance(item.get("room"), int):
-            self._room[branch] = item["room"]
+        room = item.get("room")
+        if isinstance(room, int) and not isinstance(room, bool):
+            self._room[branch] = max(0, min(room, self._capacity.get(branch, room)))
         if kind in ("ack", "start", "refused", "done") and not envelope.acked.is_set():
             self._outstanding[branch] = max(0, self._outstanding.get(branch, 0) - 1)
         if kind == "ack":
             envelope.acked.set()
         elif kind == "start":
             envelope.acked.set()
-            turn = item.get("turn")
-            envelope.started(UUID(turn) if isinstance(turn, str) else None)
+            envelope.started(_turn(item))
         elif kind == "item":
             envelope.item(decode_value(item.get("value"), "item"))
         elif kind == "refused":
             del self._envelopes[envelope.id]
             envelope.refused(decode_error(item.get("error")))
-        elif kind == "done":
-            del self._envelopes[envelope.id]
-            turn = item.get("turn")
-            if isinstance(turn, str) and envelope.reply.turn_id is None:
-                envelope.reply.turn_id = UUID(turn)
+        else:  # done
+            turn = _turn(item)
             if "error" in item:
-                envelope.finish(None, decode_error(item["error"]))
+                outcome: tuple[Any, BaseException | None] = (None, decode_error(item["error"]))
             else:
-                envelope.finish(decode_value(item.get("value")), None)
-        else:
-            raise InvalidMessage([("item.k", f"unknown kind {kind!r}")])
+                outcome = (decode_value(item.get("value")), None)
+            del self._envelopes[envelope.id]
+            if turn is not None and envelope.reply.turn_id is None:
+                envelope.reply.turn_id = turn
+            envelope.finish(*outcome)
 
     def close(self) -> None:
         """Stop serving (the Cluster is closing): fail whatever is still in flight."""
@@ -519,6 +599,45 @@ class Link:
         self.state = "dead"
         self._lost.set()
         self._fail_all(None)
+
+
+_ANSWER_KINDS = frozenset({"ack", "start", "item", "refused", "done"})
+
+
+def described_branches(info: Any, host: str) -> list[dict[str, Any]]:
+    """The well-formed branch descriptions of a host's ``hello`` (others are logged, dropped).
+
+    Each is ``{"name": str, "id": a UUID string, "capacity": int >= 0}``.
+    """
+    branches = info.get("branches") if isinstance(info, dict) else None
+    if not isinstance(branches, list):
+        log.error("host %r described no branch list: %.200r", host, info)
+        return []
+    described = []
+    for entry in branches:
+        try:
+            name, capacity = entry["name"], entry["capacity"]
+            UUID(entry["id"])
+            if not isinstance(name, str) or isinstance(capacity, bool) or capacity < 0:
+                raise TypeError("bad name or capacity")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            log.error("host %r described a branch badly (%s): %.200r", host, exc, entry)
+            continue
+        described.append(entry)
+    return described
+
+
+def _turn(item: dict[str, Any]) -> UUID | None:
+    """The turn id an answer names, if it names a well-formed one."""
+    turn = item.get("turn")
+    if turn is None:
+        return None
+    if not isinstance(turn, str):
+        raise InvalidMessage([("answer.turn", "expected a turn id")])
+    try:
+        return UUID(turn)
+    except ValueError:
+        raise InvalidMessage([("answer.turn", f"{turn[:80]!r} is not a turn id")]) from None
 
 
 def _is_loss(exc: BaseException) -> bool:

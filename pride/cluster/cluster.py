@@ -39,12 +39,12 @@ from uuid import UUID
 import trio
 
 from ..actors import Reply
-from ..errors import BranchNotRunning, HostLost, UnknownBranch, exception_leaves
+from ..errors import BranchNotRunning, HostLost, InvalidMessage, UnknownBranch, exception_leaves
 from ..messages import BranchRestarted, BranchStarted, BranchStopped, Signal
 from ..supervisors import Observer, Session
 from ..supervisors.strategy import RestartType, check_restart_type
 from ._driver import RayConnection, import_ray, wait_ref
-from ._link import Envelope, Link, check_work
+from ._link import Envelope, Link, check_work, described_branches
 from ._storage import new_storage, remove_storage
 from ._supervision import RemoteChild, crash_error
 from ._wire import decode_error, dumps, loads
@@ -109,9 +109,15 @@ class RemoteBranchRef:
         return f"<RemoteBranchRef {self.name!r} on {self.host or '?'}>"
 
     def __eq__(self, other: object) -> bool:
+        # The same name on two hosts is two branches; a ref not resolved yet (host
+        # None) is the ref of whichever branch of that name it will resolve to.
         if not isinstance(other, RemoteBranchRef):
             return NotImplemented
-        return self._cluster is other._cluster and self.name == other.name
+        return (
+            self._cluster is other._cluster
+            and self.name == other.name
+            and (self.host is None or other.host is None or self.host == other.host)
+        )
 
     def __hash__(self) -> int:
         return hash((id(self._cluster), self.name))
@@ -443,18 +449,24 @@ class Cluster:
         link = await self._link(host, create=True, resources=resources)
         await link.wait_up(name)
         lost = link.lost
+        link.served.add(name)  # its signals (BranchStarted...) may come before the answer
         try:
             answer = loads(await wait_ref(link.handle.place.remote(dumps(spec))), "placement")
         except Exception as exc:
             if _is_ray_loss(exc):
                 raise HostLost(name, host, type(exc).__name__) from exc
             raise
-        if "error" in answer:
+        if isinstance(answer, dict) and "error" in answer:
             raise decode_error(answer["error"])
-        described = answer["branch"]
-        ref = RemoteBranchRef(self, name, host, UUID(described["id"]), described["capacity"])
-        self._names[name] = ref
-        link.know_room(name, described["capacity"])
+        branch = answer.get("branch") if isinstance(answer, dict) else None
+        described = described_branches({"branches": [branch]}, host)
+        if not described or described[0]["name"] != name:
+            raise InvalidMessage([("placement", f"host {host!r} described {name!r} badly")])
+        ref = RemoteBranchRef(self, name, host, UUID(described[0]["id"]), described[0]["capacity"])
+        known = self._names.get(name)
+        if known is None or known.host == host:  # a name on two hosts: by name, the first
+            self._names[name] = ref
+        link.know_room(name, ref.capacity or 0)
         return ref, lost
 
     async def _place_supervised(
@@ -475,10 +487,19 @@ class Cluster:
         link = self._links.get(host)
         return link.loss if link is not None else "not connected"
 
-    def _on_crash(self, branch: str, error: str) -> None:
+    def _on_crash(self, host: str, branch: str, error: str) -> None:
         child = self._supervised.get(branch)
-        if child is not None:
-            child.crashed(crash_error(error))
+        if child is None:
+            return
+        if child.host != host:  # a host cannot crash another host's branch
+            log.warning(
+                "host %r reported a crash of %r, which is supervised on host %r; ignored",
+                host,
+                branch,
+                child.host,
+            )
+            return
+        child.crashed(crash_error(error))
 
     def ref(self, name: str, host: str | None = None) -> RemoteBranchRef:
         """The ref of the branch named ``name``, placed by any process of the cluster.
@@ -534,7 +555,24 @@ class Cluster:
         for link in self._links.values():
             link.watch()
 
-    def _on_signal(self, signal: Signal) -> None:
+    def _on_signal(self, link: Link, signal: Signal) -> None:
+        name = signal.branch_name
+        if name is not None and name not in link.served:
+            # A host speaks for its own branches only: a signal naming a branch this
+            # process knows on another host is a forgery (or a bug), not an event.
+            known, child = self._names.get(name), self._supervised.get(name)
+            owner = known.host if known is not None else child.host if child else None
+            if owner is not None and owner != link.host:
+                log.warning(
+                    "host %r sent a signal of branch %r, served by host %r; dropped",
+                    link.host,
+                    name,
+                    owner,
+                )
+                return
+        self._dispatch(signal)
+
+    def _dispatch(self, signal: Signal) -> None:
         # Synchronous subscribers run here, as the signal arrives, so they have seen
         # a turn's terminal before its caller gets the outcome (as with a local
         # branch); asynchronous ones are awaited one after another, in order.
@@ -596,11 +634,12 @@ class Cluster:
                 if _is_ray_loss(exc):
                     continue
                 raise
-            for described in info.get("branches", []):
+            for described in described_branches(info, host):
                 found = RemoteBranchRef(
                     self, described["name"], host, UUID(described["id"]), described["capacity"]
                 )
                 self._names.setdefault(found.name, found)
+                link.know_room(found.name, described["capacity"])
             if ref.name in self._names:
                 known = self._names[ref.name]
                 ref.host, ref._id, ref.capacity = known.host, known._id, known.capacity

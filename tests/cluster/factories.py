@@ -82,3 +82,15 @@ def planted(marker: str, *, name: str) -> Branch:
     with open(marker, "w") as file:
         file.write("the planted factory ran")
     return echo(name=name)
+
+
+def raising(*, name: str) -> Branch:
+    raise ValueError(f"no branch {name!r} today")
+
+
+def exiting(*, name: str) -> Branch:
+    raise SystemExit(3)  # would end a Ray actor's process if it escaped the host
+
+
+def misnamed(*, name: str) -> Branch:
+    return echo(name=f"not-{name}")
