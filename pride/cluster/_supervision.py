@@ -44,9 +44,10 @@ from ..errors import Escalate, HostLost, RemoteError
 
 if TYPE_CHECKING:
     from ..supervisors import Session
-    from .cluster import Cluster, RemoteBranchRef
+    from ._ref import RemoteBranchRef
+    from .cluster import Cluster
 
-__all__ = ["RemoteChild", "crash_error"]
+__all__ = ["RemoteChild", "crash_error", "report_crash"]
 
 log = logging.getLogger("pride.cluster")
 
@@ -166,6 +167,25 @@ class RemoteChild:
         if self._stop is not None and not self._crashed.is_set():
             self._crash = error
             self._crashed.set()
+
+
+def report_crash(child: RemoteChild | None, host: str, error: str) -> None:
+    """``host`` reported a crash of ``child``'s branch (``error``: ``"Type: message"``).
+
+    Only the child's own host is believed: a host cannot crash a branch that
+    another host serves (a lying or confused host is logged and ignored).
+    """
+    if child is None:
+        return
+    if child.host != host:
+        log.warning(
+            "host %r reported a crash of %r, which is supervised on host %r; ignored",
+            host,
+            child.name,
+            child.host,
+        )
+        return
+    child.crashed(crash_error(error))
 
 
 def crash_error(text: str) -> Exception:

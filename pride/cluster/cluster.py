@@ -24,13 +24,7 @@ is journalled by its host before it can run, so no turn runs twice.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import math
-import os
-import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
@@ -38,15 +32,26 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Reply
 from ..errors import BranchNotRunning, HostLost, InvalidMessage, UnknownBranch, exception_leaves
-from ..messages import BranchRestarted, BranchStarted, BranchStopped, Signal
+from ..messages import Signal
 from ..supervisors import Observer, Session
 from ..supervisors.strategy import RestartType, check_restart_type
-from ._driver import RayConnection, import_ray, wait_ref
-from ._link import Envelope, Link, check_work, described_branches
+from ._driver import RayConnection, wait_ref
+from ._hosts import (
+    create_host,
+    default_runtime_env,
+    find_host,
+    host_cluster,
+    is_ray_loss,
+    list_hosts,
+    placement,
+    shutdown_host,
+)
+from ._link import Link, described_branches
+from ._ref import RemoteBranchRef
+from ._signals import SignalRoute
 from ._storage import new_storage, remove_storage
-from ._supervision import RemoteChild, crash_error
+from ._supervision import RemoteChild, report_crash
 from ._wire import decode_error, dumps, loads
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_STREAM_WINDOW", "Cluster", "RemoteBranchRef", "host_cluster"]
@@ -57,127 +62,8 @@ DEFAULT_HOST = "default"
 """The host ``spawn`` places a branch on when no ``host=`` is given."""
 DEFAULT_STREAM_WINDOW = 16
 """Items a remote stream's turn may run ahead of the caller's consumption."""
-HOST_PREFIX = "pride-host:"
-"""Ray actor names of hosts: ``pride-host:<host name>`` in the cluster's namespace."""
 SHUTDOWN_GRACE = 30.0
 """Seconds a host this cluster created gets to stop its session when the cluster closes."""
-
-# A supervised child's lifecycle is announced by its local supervisor, not its host's.
-_LIFECYCLE = (BranchStarted, BranchStopped, BranchRestarted)
-
-
-class RemoteBranchRef:
-    """The address of a branch on a host: a target for ``pride.send/ask/stream``.
-
-    It implements pride's [`Target`][pride.Target] protocol, so
-    ``await pride.ask(ref, Chat(...))``, ``pride.send``, ``pride.send_nowait``
-    and ``pride.stream`` work with it as with a local branch.
-
-    Attributes:
-        name: the branch's name.
-        host: the host serving it (None until resolved, for a ref made by
-            ``cluster.ref(name)`` in a process that did not place it).
-        capacity: its mailbox's capacity, once known.
-    """
-
-    __slots__ = ("_cluster", "_id", "capacity", "host", "name")
-
-    def __init__(
-        self,
-        cluster: Cluster,
-        name: str,
-        host: str | None = None,
-        id: UUID | None = None,
-        capacity: int | None = None,
-    ) -> None:
-        self._cluster = cluster
-        self.name = name
-        self.host = host
-        self._id = id
-        self.capacity = capacity
-
-    @property
-    def id(self) -> UUID:
-        """The branch's id; until resolved, a stable stand-in derived from its name."""
-        if self._id is not None:
-            return self._id
-        return uuid.uuid5(
-            uuid.NAMESPACE_URL, f"pride-cluster:{self._cluster.namespace}:{self.name}"
-        )
-
-    def __repr__(self) -> str:
-        return f"<RemoteBranchRef {self.name!r} on {self.host or '?'}>"
-
-    def __eq__(self, other: object) -> bool:
-        # The same name on two hosts is two branches; a ref not resolved yet (host
-        # None) is the ref of whichever branch of that name it will resolve to.
-        if not isinstance(other, RemoteBranchRef):
-            return NotImplemented
-        return (
-            self._cluster is other._cluster
-            and self.name == other.name
-            and (self.host is None or other.host is None or self.host == other.host)
-        )
-
-    def __hash__(self) -> int:
-        return hash((id(self._cluster), self.name))
-
-    async def deliver(self, envelope: Reply) -> None:
-        """Carry ``envelope`` to the branch's host (the [`Target`][pride.Target] protocol).
-
-        Returns at once while this caller believes the remote mailbox has
-        room (the host's last answers said so); otherwise waits until the host
-        has queued it (backpressure). Refusals that arrive later (the branch
-        stopped meanwhile) fail the envelope's reply instead. A streamed
-        command always waits for its host to start streaming.
-
-        Raises:
-            TypeError: not a work command (a remote branch is supervised by its host).
-            UnknownBranch: no host serves a branch of this name.
-            BranchClosed: the branch has stopped.
-            HostLost: its host is down (and not back within ``reconnect_timeout``).
-
-        Cancellation: cancelled while waiting, the envelope is withdrawn.
-        """
-        check_work(envelope.command)
-        link = await self._cluster._link_for(self)
-        streamed = envelope.stream is not None
-        remote = Envelope(link, envelope, self.name, window=self._cluster.stream_window)
-        wait = streamed or not link.has_room(self.name)
-        link.submit(remote, "stream" if streamed else "wait", ack=wait)
-        envelope.hold(remote)
-        if not wait:
-            return
-        try:
-            await remote.acked.wait()
-        except BaseException:
-            remote.forget_dropped()
-            raise
-        if remote.refusal is not None:
-            raise remote.refusal
-
-    def deliver_nowait(self, envelope: Reply) -> None:
-        """Carry ``envelope`` to the host now, or raise (the [`Target`][pride.Target] protocol).
-
-        Raises [`MailboxFull`][pride.MailboxFull] at once when this caller
-        knows the remote mailbox is full (its last answer from the host said
-        so, counting what it sent since); a mailbox that fills while the
-        envelope travels fails the reply with MailboxFull instead.
-
-        Raises:
-            UnknownBranch: the ref's host is not known yet (send to it once, or
-                ``await cluster.lookup(name)``, first).
-            HostLost: its host is down.
-        """
-        check_work(envelope.command)
-        if envelope.stream is not None:
-            raise TypeError("a stream is delivered with `deliver`, not `deliver_nowait`")
-        link = self._cluster._known_link(self)
-        link.check_up(self.name)
-        link.check_room(self.name, self.capacity)
-        remote = Envelope(link, envelope, self.name)
-        link.submit(remote, "nowait", ack=False)
-        envelope.hold(remote)
 
 
 async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
@@ -269,14 +155,13 @@ class Cluster:
         self._own_storage = False
         self.host_restarts = host_restarts
         self.reconnect_timeout = float(reconnect_timeout)
-        self._runtime_env = runtime_env if runtime_env is not None else _default_runtime_env()
+        self._runtime_env = runtime_env if runtime_env is not None else default_runtime_env()
         self._host_session = dict(host_session or {})
-        self._session = session
         self._cpus_per_host = num_cpus_per_host
         self._stop_hosts = stop_hosts
         self.stream_window = stream_window
         self._connection = RayConnection(options)
-        self._observer = Observer()
+        self._route = SignalRoute(session.observer if session is not None else None)
         self._watching = False
         self._links: dict[str, Link] = {}
         self._handles: dict[str, Any] = {}
@@ -285,7 +170,6 @@ class Cluster:
         self._link_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._cm: Any = None
-        self._signals: trio.MemorySendChannel[Any] | None = None
         self._supervised: dict[str, RemoteChild] = {}
         self.closing = False
 
@@ -307,9 +191,7 @@ class Cluster:
         cm = trio.open_nursery()
         nursery = await cm.__aenter__()
         self._cm, self._nursery = cm, nursery
-        send, receive = trio.open_memory_channel[Any](math.inf)
-        self._signals = send
-        nursery.start_soon(self._dispatch_signals, receive)
+        await nursery.start(self._route.run)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool:
@@ -334,7 +216,7 @@ class Cluster:
         with trio.move_on_after(SHUTDOWN_GRACE):
             async with trio.open_nursery() as nursery:
                 for host in self._owned:
-                    nursery.start_soon(self._shutdown_host, host)
+                    nursery.start_soon(shutdown_host, self._handles[host])
         if self._own_storage and self.storage is not None:
             if self._stop_hosts:  # every host that used it is stopped: nothing to keep
                 await trio.to_thread.run_sync(remove_storage, self.storage)
@@ -345,17 +227,9 @@ class Cluster:
                     self.namespace,
                     self.storage,
                 )
-        if self._signals is not None:
-            self._signals.close()
+        self._route.close()
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()
-
-    async def _shutdown_host(self, host: str) -> None:
-        handle = self._handles[host]
-        with contextlib.suppress(Exception):
-            await wait_ref(handle.shutdown.remote())
-        ray = import_ray()
-        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
 
     # ------------------------------------------------------------ placing
 
@@ -391,7 +265,7 @@ class Cluster:
             HostLost: the host died while placing it.
             ImportError, AttributeError: the host cannot import the factory.
         """
-        spec = _placement(factory, args, kwargs, name, restart)
+        spec = placement(factory, args, kwargs, name, restart)
         ref, _ = await self._place(spec, host, resources)
         return ref
 
@@ -428,7 +302,7 @@ class Cluster:
         """
         restart = check_restart_type(restart)
         on_host = "temporary" if restart == "temporary" else "permanent"
-        spec = _placement(factory, args, kwargs, name, on_host)
+        spec = placement(factory, args, kwargs, name, on_host)
         if name in self._supervised:
             raise ValueError(f"branch {name!r} already has a supervisor in this process")
         child = RemoteChild(self, spec, host, resources, session)
@@ -453,7 +327,7 @@ class Cluster:
         try:
             answer = loads(await wait_ref(link.handle.place.remote(dumps(spec))), "placement")
         except Exception as exc:
-            if _is_ray_loss(exc):
+            if is_ray_loss(exc):
                 raise HostLost(name, host, type(exc).__name__) from exc
             raise
         if isinstance(answer, dict) and "error" in answer:
@@ -488,18 +362,7 @@ class Cluster:
         return link.loss if link is not None else "not connected"
 
     def _on_crash(self, host: str, branch: str, error: str) -> None:
-        child = self._supervised.get(branch)
-        if child is None:
-            return
-        if child.host != host:  # a host cannot crash another host's branch
-            log.warning(
-                "host %r reported a crash of %r, which is supervised on host %r; ignored",
-                host,
-                branch,
-                child.host,
-            )
-            return
-        child.crashed(crash_error(error))
+        report_crash(self._supervised.get(branch), host, error)
 
     def ref(self, name: str, host: str | None = None) -> RemoteBranchRef:
         """The ref of the branch named ``name``, placed by any process of the cluster.
@@ -535,18 +398,18 @@ class Cluster:
         Signals arrive in the order their host emitted them: per turn,
         RunStart, its messages, then one terminal, all with the turn's id.
         """
-        result = self._observer.observe(*filters, handler=handler)
+        result = self._route.observer.observe(*filters, handler=handler)
         self._watch()
         return result
 
     def unobserve(self, handler: Any) -> int:
         """Remove ``handler``'s subscriptions; return how many there were."""
-        return self._observer.unobserve(handler)
+        return self._route.observer.unobserve(handler)
 
     @property
     def observer(self) -> Observer:
         """The observer remote signals are dispatched to."""
-        return self._observer
+        return self._route.observer
 
     def _watch(self) -> None:
         if self._watching:
@@ -570,31 +433,8 @@ class Cluster:
                     owner,
                 )
                 return
-        self._dispatch(signal)
-
-    def _dispatch(self, signal: Signal) -> None:
-        # Synchronous subscribers run here, as the signal arrives, so they have seen
-        # a turn's terminal before its caller gets the outcome (as with a local
-        # branch); asynchronous ones are awaited one after another, in order.
-        observers = [self._observer]
-        if self._session is not None:
-            observers.append(self._session.observer)
-        supervised = self._supervised.get(signal.branch_name or "")
-        if supervised is not None:
-            supervisor = supervised.session.observer
-            if isinstance(signal, _LIFECYCLE):
-                observers = [o for o in observers if o is not supervisor]  # it announces its own
-            elif supervisor not in observers:
-                observers.append(supervisor)
-        for observer in observers:
-            pending = observer.dispatch(signal)
-            if pending is not None and self._signals is not None:
-                with contextlib.suppress(trio.ClosedResourceError):
-                    self._signals.send_nowait(pending)
-
-    async def _dispatch_signals(self, receive: trio.MemoryReceiveChannel[Any]) -> None:
-        async for pending in receive:
-            await pending
+        supervised = self._supervised.get(name or "")
+        self._route.dispatch(signal, supervised.session.observer if supervised else None)
 
     # ------------------------------------------------------------ links
 
@@ -623,7 +463,7 @@ class Cluster:
         if known is not None:
             ref.host, ref._id, ref.capacity = known.host, known._id, known.capacity
             return
-        hosts = await trio.to_thread.run_sync(self._list_hosts)
+        hosts = await trio.to_thread.run_sync(list_hosts, self.namespace)
         for host in hosts:
             link = await self._link(host, create=False)
             if link.state != "up":
@@ -631,7 +471,7 @@ class Cluster:
             try:
                 info = loads(await wait_ref(link.handle.hello.remote()), "hello")
             except Exception as exc:
-                if _is_ray_loss(exc):
+                if is_ray_loss(exc):
                     continue
                 raise
             for described in described_branches(info, host):
@@ -645,15 +485,6 @@ class Cluster:
                 ref.host, ref._id, ref.capacity = known.host, known._id, known.capacity
                 return
         raise UnknownBranch(ref.name, f"the hosts of namespace {self.namespace!r}")
-
-    def _list_hosts(self) -> list[str]:
-        ray = import_ray()
-        found = ray.util.list_named_actors(all_namespaces=True)
-        return sorted(
-            entry["name"].removeprefix(HOST_PREFIX)
-            for entry in found
-            if entry.get("namespace") == self.namespace and entry["name"].startswith(HOST_PREFIX)
-        )
 
     async def _link(
         self, host: str, *, create: bool, resources: dict[str, float] | None = None
@@ -687,133 +518,23 @@ class Cluster:
     def _handle(
         self, host: str, create: bool, resources: dict[str, float] | None
     ) -> tuple[Any, bool]:
-        """The Ray handle of ``host`` (in a worker thread: these calls block)."""
-        ray = import_ray()
-        actor_name = HOST_PREFIX + host
-        try:
-            return ray.get_actor(actor_name, namespace=self.namespace), False
-        except ValueError:
-            if not create:
-                raise UnknownBranch(host, f"the hosts of namespace {self.namespace!r}") from None
-        from ._actor import HostActor
-
-        options: dict[str, Any] = {
-            "name": actor_name,
-            "namespace": self.namespace,
-            "get_if_exists": True,
-            "max_restarts": self.host_restarts,
-            "max_task_retries": 0,  # a turn is never run twice by Ray
-            "num_cpus": self._cpus_per_host,
-            "max_concurrency": 1000,
-        }
-        if not self._stop_hosts:
-            # Ray destroys an actor once no handle to it is left (named or not): a host
-            # meant to outlive this Cluster must not depend on this process's handles.
-            options["lifetime"] = "detached"
-        if self._runtime_env:
-            options["runtime_env"] = self._runtime_env
-        if resources:
-            options["resources"] = resources
+        """The Ray handle of ``host``, and whether it was created (in a worker thread)."""
+        found = find_host(self.namespace, host)
+        if found is not None:
+            return found, False
+        if not create:
+            raise UnknownBranch(host, f"the hosts of namespace {self.namespace!r}")
         assert self.storage is not None  # set on entering
-        host_options = {
-            "session": self._host_session,
-            "namespace": self.namespace,
-            "storage": str(self.storage),
-            "reconnect_timeout": self.reconnect_timeout,
-        }
-        handle = (
-            _host_class(ray, HostActor)
-            .options(**options)
-            .remote(host, str(self.storage), host_options)
+        handle = create_host(
+            host,
+            namespace=self.namespace,
+            storage=self.storage,
+            restarts=self.host_restarts,
+            cpus=self._cpus_per_host,
+            detached=not self._stop_hosts,
+            runtime_env=self._runtime_env,
+            resources=resources,
+            session_options=self._host_session,
+            reconnect_timeout=self.reconnect_timeout,
         )
         return handle, True
-
-
-_HOST_CLASS: Any = None
-_HOST_CLUSTER: Cluster | None = None
-
-
-def host_cluster() -> Cluster | None:
-    """The cluster of the host process this code runs in, or None outside a host.
-
-    A branch's tools use it to reach branches on other hosts:
-
-    ```python
-    cluster = host_cluster()
-    answer = await pride.ask(cluster.ref("researcher"), Run(question))
-    ```
-    """
-    return _HOST_CLUSTER
-
-
-def set_host_cluster(cluster: Cluster | None) -> None:
-    """Called by a host's runtime around its serving life."""
-    global _HOST_CLUSTER
-    _HOST_CLUSTER = cluster
-
-
-def _host_class(ray: Any, actor: type) -> Any:
-    global _HOST_CLASS
-    if _HOST_CLASS is None:
-        _HOST_CLASS = ray.remote(actor)
-    return _HOST_CLASS
-
-
-def _is_ray_loss(exc: BaseException) -> bool:
-    ray = import_ray()
-    return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.ActorUnavailableError)
-
-
-def _placement(
-    factory: Callable[..., Any] | str,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    name: str,
-    restart: str,
-) -> dict[str, Any]:
-    """The placement spec a host builds a branch from."""
-    if not isinstance(name, str) or not name:
-        raise ValueError("spawn needs a branch name (name=...)")
-    return {
-        "factory": _factory_path(factory),
-        "args": _json_data(list(args), "args"),
-        "kwargs": _json_data(kwargs, "kwargs"),
-        "name": name,
-        "restart": restart,
-    }
-
-
-def _factory_path(factory: Callable[..., Any] | str) -> str:
-    if isinstance(factory, str):
-        module, sep, attribute = factory.partition(":")
-        if not sep or not module or not attribute:
-            raise TypeError(f"factory {factory!r} should be 'package.module:callable'")
-        return factory
-    module_name = getattr(factory, "__module__", None)
-    qualname = getattr(factory, "__qualname__", None)
-    if not callable(factory) or not module_name or not qualname:
-        raise TypeError(f"factory must be a function or 'module:function', got {factory!r}")
-    if module_name == "__main__" or "<" in qualname:
-        raise TypeError(
-            f"factory {qualname!r} cannot be imported by the hosts (defined in "
-            f"{'__main__' if module_name == '__main__' else 'a function'}): define it at the top "
-            "level of a module they can import, or pass 'module:function'"
-        )
-    return f"{module_name}:{qualname}"
-
-
-def _json_data(value: Any, what: str) -> Any:
-    try:
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"spawn {what} must be JSON data (they are replayed on restart): {exc}"
-        ) from None
-
-
-def _default_runtime_env() -> dict[str, Any]:
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    cwd = os.getcwd()
-    if cwd not in paths:
-        paths.insert(0, cwd)
-    return {"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}

@@ -31,7 +31,7 @@ ECHO = "tests.cluster.factories:echo"
 def _liar(host: str, branch: str) -> Any:
     import ray
 
-    from pride.cluster.cluster import HOST_PREFIX
+    from pride.cluster._hosts import HOST_PREFIX
 
     from .hostile import LyingHost
 
