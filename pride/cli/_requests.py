@@ -41,6 +41,7 @@ import attrs
 from ..errors import ApprovalPending, ApprovalRequired, InvalidMessage
 from ..messages import WorkCommand, structure, unstructure
 from ..messages.codec import dump_json, parse_json
+from ..messages.limits import check_untrusted
 
 __all__ = ["MAX_ID", "Request", "RequestRejected", "error_line", "ok_line", "parse_request"]
 
@@ -110,6 +111,7 @@ def parse_request(line: str) -> Request:
         raise RequestRejected(request_id, InvalidMessage([("request.command", reason)]))
     try:
         command: WorkCommand = structure(command_data, WorkCommand)
+        check_untrusted(command)  # bounded counts, inline images: see pride.messages.limits
     except InvalidMessage as exc:
         raise RequestRejected(request_id, exc) from None
     assert isinstance(target, str)

@@ -85,7 +85,9 @@ async def spawn_mcp(
         headers: HTTP headers sent with every request (secret-safe: never logged).
         restart: ``"permanent"``, ``"transient"`` or ``"temporary"``.
         **options: ``init_timeout`` (seconds, default 30), ``call_timeout``
-            (seconds per call, default none), ``max_message_bytes`` (stdio).
+            (seconds per call, default none), ``restart_wait`` (seconds a call
+            waits for a restart after a crash, default 10),
+            ``max_message_bytes`` (stdio).
 
     Returns:
         The handle, once the server has initialised and listed its tools.
@@ -98,7 +100,7 @@ async def spawn_mcp(
     spec = McpServerSpec(
         name=name, command=command, url=url, env=env, cwd=cwd, headers=headers, **options
     )
-    server = McpServer(spec)
+    server = McpServer(spec, restart=restart)
     await session.spawn(server, restart=restart)
     return server
 

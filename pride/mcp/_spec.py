@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_INIT_TIMEOUT",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_RESTART_WAIT",
     "McpServerSpec",
 ]
 
@@ -22,6 +23,9 @@ DEFAULT_INIT_TIMEOUT = 30.0
 
 DEFAULT_CALL_TIMEOUT: float | None = None
 """Seconds one tool call may take; None: no limit of its own (the turn's cancellation bounds it)."""
+
+DEFAULT_RESTART_WAIT = 10.0
+"""Seconds a call that finds its server restarting after a crash waits for it."""
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The largest JSON-RPC message taken from a stdio server; a longer line breaks the connection."""
@@ -81,6 +85,10 @@ def _call_timeout(value: Any) -> float | None:
     return None if value is None else _seconds("call_timeout", value)
 
 
+def _restart_wait(value: Any) -> float:
+    return _seconds("restart_wait", value)
+
+
 @attrs.frozen(kw_only=True)
 class McpServerSpec:
     """How to reach one MCP server: a stdio ``command`` or a streamable-HTTP ``url``.
@@ -98,6 +106,8 @@ class McpServerSpec:
             shown in ``repr``, logs or errors.
         init_timeout: seconds to start, initialise and list the tools.
         call_timeout: seconds one tool call may take (None: no own limit).
+        restart_wait: seconds a call that finds the server restarting after a
+            crash waits for it before failing with ``McpUnavailable``.
         max_message_bytes: the largest message accepted from a stdio server.
 
     Raises:
@@ -112,6 +122,7 @@ class McpServerSpec:
     headers: Mapping[str, str] | None = attrs.field(default=None, converter=_headers, repr=False)
     init_timeout: float = attrs.field(default=DEFAULT_INIT_TIMEOUT, converter=_init_timeout)
     call_timeout: float | None = attrs.field(default=DEFAULT_CALL_TIMEOUT, converter=_call_timeout)
+    restart_wait: float = attrs.field(default=DEFAULT_RESTART_WAIT, converter=_restart_wait)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
     @name.validator

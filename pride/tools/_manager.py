@@ -22,11 +22,12 @@ unwraps it, so callers never see a group they did not ask for.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, TypeGuard
 
 import trio
 
@@ -48,7 +49,15 @@ AfterCall: TypeAlias = Callable[[ActionOutcome], Awaitable[None] | None]
 AroundCall: TypeAlias = Callable[[ActionCall, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 """Wraps each call's invocation: ``await around_call(call, invoke)`` returns what
 ``await invoke()`` returns (the tool's output), or raises as the call's error."""
-ToolLike: TypeAlias = Tool | Callable[..., Any]
+
+
+class ToolSource(Protocol):
+    """Something that registers tools of its own in a manager (an MCP server handle)."""
+
+    def register_with(self, acts: ActionManager) -> tuple[str, ...]: ...
+
+
+ToolLike: TypeAlias = Tool | Callable[..., Any] | ToolSource
 
 
 class ActionManager:
@@ -78,10 +87,17 @@ class ActionManager:
     # ------------------------------------------------------------ registry
 
     def register(self, tools: ToolLike | Iterable[ToolLike], *, update: bool = False) -> None:
-        """Add a [`Tool`][pride.tools.Tool], a callable (made a ``Tool(fn)``), or an iterable of
-        them.
+        """Add a [`Tool`][pride.tools.Tool], a callable (made a ``Tool(fn)``), a tool
+        source, or an iterable of them.
 
-        Registration is all or nothing: if any item fails, nothing is added.
+        A tool source is an object that registers tools of its own and keeps
+        them in step with where they come from: an MCP server handle
+        (``session.mcp("files")``), whose every tool is registered as
+        ``branch.register_mcp(server)`` registers it. Sources are registered
+        after the other items.
+
+        Registration is all or nothing for the Tools and callables: if any of
+        them fails, nothing is added (and no source is registered).
 
         Args:
             tools: What to register.
@@ -93,8 +109,8 @@ class ActionManager:
             TypeError: an item is neither a Tool nor a callable, or cannot be
                 made into a tool (see [`Tool`][pride.tools.Tool]).
         """
-        items: Iterable[ToolLike]
-        if isinstance(tools, Tool) or callable(tools):
+        items: Iterable[Any]
+        if isinstance(tools, Tool) or callable(tools) or _is_source(tools):
             items = (tools,)
         elif isinstance(tools, Iterable):
             items = tools
@@ -103,7 +119,11 @@ class ActionManager:
                 f"cannot register {tools!r}: expected a Tool, a callable or an iterable"
             )
         batch: dict[str, Tool] = {}
+        sources: list[ToolSource] = []
         for item in items:
+            if _is_source(item):
+                sources.append(item)
+                continue
             if not (isinstance(item, Tool) or callable(item)):
                 raise TypeError(f"cannot register {item!r}: expected a Tool or a callable")
             new = item if isinstance(item, Tool) else Tool(item)
@@ -115,6 +135,8 @@ class ActionManager:
             batch[new.name] = new
         self._tools.update(batch)
         self._count_approvals()
+        for source in sources:
+            source.register_with(self)
 
     def unregister(self, name: str) -> Tool:
         """Remove the tool called ``name`` and return it.
@@ -320,6 +342,10 @@ class _Batch:
         [`ActionManager.execute`][pride.tools.ActionManager.execute]."""
         started = trio.current_time()
         output, exception, denied = await self._call(call)
+        if exception is None:
+            exception = _unshowable(call.function, output)
+            if exception is not None:
+                output = None
         error = None
         if exception is not None:
             error = f"denied: {_message(exception)}" if denied else _describe(exception)
@@ -378,19 +404,51 @@ class _Batch:
             )
 
 
+def _is_source(item: Any) -> TypeGuard[ToolSource]:
+    """A tool source: registers its own tools (``register_with(manager)``), e.g. an MCP server."""
+    return not isinstance(item, Tool) and callable(getattr(item, "register_with", None))
+
+
 async def _maybe_await(value: Awaitable[None] | None) -> None:
     if inspect.isawaitable(value):
         await value
 
 
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, or what is known of it when its ``__str__`` itself raises."""
+    try:
+        return str(exc)
+    except Exception as inner:  # a tool's own exception class: never let it end the turn
+        return f"(its message could not be made: {type(inner).__name__})"
+
+
 def _message(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
+    return _text(exc) or type(exc).__name__
 
 
 def _describe(exc: BaseException) -> str:
     """``"<ExcType>: <message>"``, what the model is shown for a failed call."""
-    text = str(exc)
+    text = _text(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _unshowable(function: str, output: Any) -> ToolError | None:
+    """A ToolError if ``output`` cannot be shown to the model, else None.
+
+    The model is shown a tool's output as JSON, with ``str()`` for what JSON
+    has no form for (as ``ActionResponse`` renders it). An output whose
+    ``str()`` raises, or nested beyond the interpreter's recursion limit,
+    would fail later, when the response is recorded, and take the turn with
+    it; found here, the call is a failed call instead, which the model reads.
+    """
+    try:
+        json.dumps(output, ensure_ascii=False, default=str)
+    except Exception as exc:  # str() of a tool's object: anything at all
+        return ToolError(
+            f"tool {function!r} returned a {type(output).__name__} that cannot be shown "
+            f"to the model ({_describe(exc)}); return JSON data or a str"
+        )
+    return None
 
 
 def _escalates(exc: Exception) -> bool:

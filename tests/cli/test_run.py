@@ -477,3 +477,27 @@ async def test_otel_without_its_exporter_says_what_to_install() -> None:
         assert await cli.exit_code() == 2
     record = await cli.logged("opentelemetry-exporter-otlp-proto-grpc")
     assert record["level"] == "ERROR"
+
+
+async def test_a_request_s_counts_are_bounded_and_its_images_inline() -> None:
+    """A request asking for a million rounds, or naming an image URL the provider would
+    fetch, is answered InvalidMessage naming the field; the process serves on."""
+    async with openai_server(HeldModel()) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        async with CLI.start("run", APP, "--no-status", "--exit-on-eof", env=env) as cli:
+            run = {"type": "Run", "instruction": "go", "max_rounds": 10**6}
+            await cli.send({"id": "rounds", "to": "ada", "command": run})
+            look = {"type": "Chat", "instruction": "look", "images": ["http://169.254.169.254/"]}
+            await cli.send({"id": "image", "to": "ada", "command": look})
+            await cli.send(request("ok", "ada", "still serving"))
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    answers = cli.answers()
+    assert answers["rounds"]["error"]["type"] == "InvalidMessage"
+    assert answers["rounds"]["error"]["message"].startswith(
+        "Run.max_rounds: 1000000 is beyond the ceiling of 100"
+    )
+    assert answers["image"]["error"]["message"].startswith("Chat.images[0]: ")
+    assert "data: URLs only" in answers["image"]["error"]["message"]
+    assert answers["ok"] == {"id": "ok", "ok": True, "result": "re: still serving"}
+    assert server.request_count == 1  # only the good request reached the model

@@ -7,12 +7,16 @@
 * ``huge``: initialises, then answers a call with one endless line;
 * ``garbage``: prints non-JSON lines before and between valid answers;
 * ``stubborn``: a working server that ignores SIGTERM and the end of its input;
-* ``names``: offers tools with odd names and bad schemas.
+* ``names``: offers tools with odd names and bad schemas;
+* ``crashy STARTED RELEASE``: a working server whose ``crash`` tool exits with
+  code 3; it creates the file STARTED when it first starts, and a later start
+  (a restart) waits for the file RELEASE before it answers anything.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -20,6 +24,8 @@ import time
 MODE = sys.argv[1]
 
 TOOLS = [{"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object"}}]
+if MODE == "crashy":
+    TOOLS = [*TOOLS, {"name": "crash", "inputSchema": {"type": "object"}}]
 if MODE == "names":
     TOOLS = [
         {"name": "files.read", "description": "Dotted name.", "inputSchema": {"type": "object"}},
@@ -51,6 +57,8 @@ def answer(request: dict) -> None:
         while True:  # one endless line, never a newline
             sys.stdout.write("x" * 65536)
             sys.stdout.flush()
+    elif method == "tools/call" and request["params"]["name"] == "crash":
+        sys.exit(3)
     elif method == "tools/call":
         result = {"content": [{"type": "text", "text": "pong"}], "isError": False}
     else:
@@ -65,6 +73,13 @@ def main() -> None:
         sys.exit(2)
     if MODE == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if MODE == "crashy":
+        started, release = sys.argv[2], sys.argv[3]
+        if os.path.exists(started):  # a restart: held until the test lets it go
+            while not os.path.exists(release):
+                time.sleep(0.01)
+        else:
+            open(started, "w").close()
     for line in sys.stdin:
         if MODE == "silent":
             continue

@@ -1,0 +1,93 @@
+"""Taps on the streams between the SDK's ``ClientSession`` and pride's transports.
+
+`RequestTap` notes the id of each request a task sends (the SDK keeps request
+ids to itself, and a cancelled call needs its id for
+``notifications/cancelled``); `ReadTap` tells the server handle when the
+server's message stream ends (a crash, unless pride is stopping it).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.shared.message import SessionMessage
+
+__all__ = ["ReadTap", "RequestTap", "last_request_id"]
+
+_sent_request: contextvars.ContextVar[types.RequestId | None] = contextvars.ContextVar(
+    "pride_mcp_sent_request", default=None
+)
+
+
+def last_request_id() -> types.RequestId | None:
+    """The id of the last request the current task (or its parent's context) sent."""
+    return _sent_request.get()
+
+
+class RequestTap:
+    """The session's write stream, noting the id of each request sent by the calling task.
+
+    ``send`` runs in the task that sends the request (the call's), so a
+    context variable carries the id back to it (`last_request_id`).
+    """
+
+    def __init__(self, inner: anyio.abc.ObjectSendStream[SessionMessage]) -> None:
+        self._inner = inner
+
+    async def send(self, item: SessionMessage) -> None:
+        await self._inner.send(item)
+        root = item.message.root
+        if isinstance(root, types.JSONRPCRequest):
+            _sent_request.set(root.id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> RequestTap:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+class ReadTap:
+    """The session's read stream, telling the server handle when it ends."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> ReadTap:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def __aenter__(self) -> ReadTap:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()

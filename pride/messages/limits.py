@@ -1,0 +1,125 @@
+"""What a work command from outside may ask for: bounded counts, images only inline.
+
+A request line (``pride run``'s stdin, or any front an application puts before
+its branches) is decoded by the codec into an ordinary command, and an
+ordinary command built by the application's own code keeps its full power.
+`check_untrusted` is the extra gate for the first kind, applied where such
+commands arrive, before they reach a mailbox:
+
+* **Counts are bounded.** ``max_rounds``, ``max_extensions``,
+  ``max_concurrent``, ``num_parse_retries`` and ``max_retries`` may not exceed
+  `CEILINGS` (nor go below 0, or 1 for ``max_concurrent``): a request cannot
+  ask for a million tool rounds.
+* **Images travel inline.** Any image URL but a ``data:`` one is fetched by
+  the provider (or by a local model server beside pride), so a request naming
+  ``http://169.254.169.254/...`` or an intranet host would have it fetched on
+  the requester's behalf: server-side request forgery by proxy. Only
+  ``data:`` URLs pass, plus those under the prefixes the application trusts
+  (`allow_image_urls`).
+
+Both are `InvalidMessage` naming the field, like any other bad input. The
+codec itself does not apply them, so a command still survives a JSON round
+trip unchanged, and pride's own wire (the cluster's, the turn journal's)
+carries what the application built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import InvalidMessage
+from .commands import Call, WorkCommand
+
+__all__ = ["CEILINGS", "allow_image_urls", "allowed_image_urls", "check_untrusted"]
+
+CEILINGS: Mapping[str, int] = {
+    "max_rounds": 100,
+    "max_extensions": 100,
+    "max_concurrent": 256,
+    "num_parse_retries": 100,
+    "max_retries": 100,
+}
+"""The largest value each count field of a command from outside may hold (each far
+above its default; ``num_parse_retries`` and ``max_retries`` are capped at 5 anyway)."""
+
+_allowed: tuple[str, ...] = ()
+
+
+def allow_image_urls(*prefixes: str) -> None:
+    """Let commands from outside carry image URLs that start with one of ``prefixes``.
+
+    E.g. ``allow_image_urls("https://cdn.example.com/")``. Each call replaces
+    the list; ``allow_image_urls()`` clears it (the default: ``data:`` URLs
+    only). Process-wide: call it where the application starts.
+
+    Raises:
+        ValueError: a prefix is not an ``http(s)://`` URL with a host and a path
+            (``"https://"`` alone would allow every host).
+    """
+    checked = []
+    for prefix in prefixes:
+        scheme, _, rest = prefix.partition("://") if isinstance(prefix, str) else ("", "", "")
+        host, slash, _ = rest.partition("/")
+        if scheme not in ("http", "https") or not host or not slash:
+            raise ValueError(
+                "an image URL prefix is an http(s) URL with a host and a path such as "
+                f"'https://cdn.example.com/', got {prefix!r}"
+            )
+        checked.append(prefix)
+    global _allowed
+    _allowed = tuple(checked)
+
+
+def allowed_image_urls() -> tuple[str, ...]:
+    """The prefixes `allow_image_urls` set."""
+    return _allowed
+
+
+def check_untrusted(command: WorkCommand, where: str | None = None) -> None:
+    """Refuse what a command from outside may not ask for (see the module docstring).
+
+    ``where`` names the command in messages (default: its class name).
+
+    Raises:
+        InvalidMessage: naming every offending field.
+    """
+    name = where or type(command).__name__
+    if isinstance(command, Call):  # a verb run by name takes the same fields as kwargs
+        fields: Mapping[str, Any] = command.kwargs
+        name = f"{name}.kwargs"
+    else:
+        fields = {field: getattr(command, field, None) for field in (*CEILINGS, "images")}
+    problems: list[tuple[str, str]] = []
+    for field, ceiling in CEILINGS.items():
+        value: Any = fields.get(field)
+        if value is None or isinstance(value, bool) or not isinstance(value, int):
+            continue
+        floor = 1 if field == "max_concurrent" else 0
+        if value > ceiling:
+            problems.append(
+                (
+                    f"{name}.{field}",
+                    f"{value} is beyond the ceiling of {ceiling} for a command from outside "
+                    "(pride.messages.limits.CEILINGS)",
+                )
+            )
+        elif value < floor:
+            problems.append((f"{name}.{field}", f"must be at least {floor}, got {value}"))
+    images = fields.get("images")
+    for index, url in enumerate(images if isinstance(images, list | tuple) else ()):
+        if not isinstance(url, str) or url[:5].lower() == "data:":
+            continue
+        if any(url.startswith(prefix) for prefix in _allowed):
+            continue
+        shown = url if len(url) <= 80 else url[:77] + "..."
+        problems.append(
+            (
+                f"{name}.images[{index}]",
+                f"{shown!r}: a command from outside carries images as data: URLs only (the "
+                "provider would fetch any other URL on the sender's behalf); the application "
+                "can allow places it trusts with pride.messages.limits.allow_image_urls(...)",
+            )
+        )
+    if problems:
+        raise InvalidMessage(problems)
