@@ -6,6 +6,12 @@ a ``ChatAndRecord`` turn on it and returns the reply, plus one tool
 (its parameters from the operation's signature, as for any pride tool). Which
 branches are exposed is the application's explicit list, never "all".
 
+A client is not trusted: its arguments are validated against each tool's
+schema (by the SDK) and an operation's arguments are decoded as a request
+line's ``Call`` is, so a model field can only name one of the branch's own
+models and counts are bounded (`pride.messages.limits`). A client whose
+stream ends has its calls in flight cancelled, and their turns finalised.
+
 While a turn runs, the client gets MCP progress notifications (when it sent
 a progress token): one per message the turn records and per
 ``ToolProgress`` of its tools, counting up, with a short message. When the
@@ -39,12 +45,14 @@ from ..messages import (
     ActionRequest,
     ActionResponse,
     AssistantResponse,
-    Call,
     ChatAndRecord,
     MessageAdded,
     Signal,
     ToolProgress,
+    WorkCommand,
+    structure,
 )
+from ..messages.limits import check_untrusted
 from ..tools import Tool
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 from ._tool import local_name
@@ -89,7 +97,12 @@ class _Exposed:
                 raise ValueError("ask tools take one string argument, 'instruction'")
             command: Any = ChatAndRecord(instruction)
         else:
-            command = Call(operation, **arguments)
+            # The client's arguments are data from outside, as a request line's are:
+            # decoded the same way (a model field may only name one of the branch's
+            # models; 'budget' is refused) and bounded (pride.messages.limits).
+            data = {"type": "Call", "operation": operation, "kwargs": arguments}
+            command = structure(data, WorkCommand)
+            check_untrusted(command)
         context = server.request_context
         token = context.meta.progressToken if context.meta is not None else None
         if token is None:

@@ -216,8 +216,8 @@ async def test_issue14_what_json_cannot_carry_is_stored_as_text_and_the_unstorab
 ) -> None:
     """A tool output with a datetime, a set or NaN is stored as the model saw it (text,
     null), one nested too deeply is cut at MAX_DEPTH, each with a warning; one that
-    cannot be stored at all fails its Act with StoreError instead of being answered ok
-    and silently missing from the store."""
+    cannot even be shown (its str() raises) never reaches the history or the store: the
+    call is an error response, stored like any other, and nothing goes missing."""
     import datetime
 
     path = tmp_path / "store.db"
@@ -244,8 +244,8 @@ async def test_issue14_what_json_cannot_carry_is_stored_as_text_and_the_unstorab
         )
         await branch.act({"function": "when", "arguments": {}})
         await branch.act({"function": "nested", "arguments": {}})
-        with pytest.raises(StoreError, match="cannot be stored"):
-            await branch.act({"function": "broken", "arguments": {}})
+        [refused] = await branch.act({"function": "broken", "arguments": {}})
+        assert refused.error is not None and "cannot be shown to the model" in refused.error
         await branch.act({"function": "when", "arguments": {}})  # the branch serves on
     assert "stored with the documented replacement" in caplog.text
     async with BranchStore(path) as store:
@@ -253,9 +253,9 @@ async def test_issue14_what_json_cannot_carry_is_stored_as_text_and_the_unstorab
     assert stored[1].output == {"at": "2026-01-02", "tags": "{'x'}", "mean": None}
     assert "<nested deeper than 100 levels>" in repr(stored[3].output)
     request, response = "ActionRequest", "ActionResponse"
-    # The unstorable response is missing, as its Act's caller was told.
     kinds = [type(m).__name__ for m in stored]
-    assert kinds == [request, response, request, response, request, request, response]
+    assert kinds == [request, response] * 4
+    assert stored[5].error == refused.error and stored[5].output is None
 
 
 async def test_issue14_a_turn_cut_short_by_a_hung_subscriber_is_still_committed_first(

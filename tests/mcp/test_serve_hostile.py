@@ -1,0 +1,153 @@
+"""Attacker pass on pride as an MCP server: hostile calls, a vanishing client, a crowd.
+
+The SDK's own ``ClientSession`` talks to ``build_server(session, ...)`` over the
+SDK's in-memory streams, in this trio run (the subprocess form is
+test_serve.py): fast enough to try every hostile shape, and the turns it
+starts are visible to the test's observer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import trio
+from mcp import ClientSession, types
+from mcp.shared.memory import create_client_server_memory_streams
+
+from pride import Branch, RunFailed, RunStart, ScriptedModel, Session
+from pride.llm import ModelRequest
+from pride.mcp import build_server
+
+from .support import Waiter
+
+released = trio.Event()
+
+
+async def reply(request: ModelRequest) -> str:
+    text = str(request.messages[-1]["content"])
+    if text == "hang":
+        await trio.sleep_forever()  # until its turn is cancelled
+    return f"echo: {text[:20]}"
+
+
+async def relay(branch: Branch, **options: Any) -> str:
+    """Pass the arguments on to chat, as applications do."""
+    return str(await branch.chat("relayed", **options))
+
+
+@contextlib.asynccontextmanager
+async def served(session: Session) -> AsyncIterator[tuple[ClientSession, Any, trio.Event]]:
+    """A client connected to ``build_server(session, ["helper"])``; yields the client,
+    its write stream (close it to vanish) and an event set when ``server.run`` returns."""
+    server = build_server(session, ["helper"])
+    ended = trio.Event()
+    async with create_client_server_memory_streams() as (client_streams, server_streams):
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                read, write = server_streams
+                await server.run(read, write, server.create_initialization_options())
+                ended.set()
+
+            nursery.start_soon(run)
+            read, write = client_streams
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                yield client, write, ended
+            nursery.cancel_scope.cancel()
+
+
+async def _team(session: Session) -> Branch:
+    helper = await session.spawn(Branch(name="helper", chat_model=ScriptedModel(reply)))
+    helper.register_operation("relay", relay)
+    await session.spawn(Branch(name="private", chat_model=ScriptedModel(reply)))
+    return helper
+
+
+def _error(result: types.CallToolResult) -> str:
+    assert result.isError, result
+    text = result.content[0]
+    assert isinstance(text, types.TextContent)
+    return text.text
+
+
+async def test_hostile_calls_are_errors_the_client_reads_and_serving_goes_on() -> None:
+    """Unknown tools, a branch not exposed, wrong types, extra and deeply nested
+    arguments, a model configuration smuggled into an operation: each an isError
+    result naming the fault; a huge instruction is simply served."""
+    async with Session() as session:
+        await _team(session)
+        async with served(session) as (client, _, _):
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == {"ask_helper", "helper_relay"}
+            assert "offers: ask_helper" in _error(await client.call_tool("nope", {}))
+            assert "no tool 'ask_private'" in _error(
+                await client.call_tool("ask_private", {"instruction": "hi"})
+            )
+            assert "is not of type 'string'" in _error(
+                await client.call_tool("ask_helper", {"instruction": 5})
+            )
+            nested: Any = "x"
+            for _ in range(100):
+                nested = [nested]
+            deep = await client.call_tool("ask_helper", {"instruction": "hi", "extra": nested})
+            assert "Additional properties are not allowed" in _error(deep)
+            spec = {"provider": "openai", "model": "x", "base_url": "http://127.0.0.1:9/v1"}
+            smuggled = await client.call_tool("helper_relay", {"chat_model": spec})
+            assert "InvalidMessage" in _error(smuggled) or "model" in _error(smuggled)
+            assert "Call.kwargs.chat_model" in _error(smuggled)
+            rounds = await client.call_tool("helper_relay", {"max_rounds": 10**9})
+            assert "beyond the ceiling" in _error(rounds)
+            budget = await client.call_tool("helper_relay", {"budget": {"max_model_calls": 99}})
+            assert "'budget' is the Call's own field" in _error(budget)
+            huge = await client.call_tool("ask_helper", {"instruction": "y" * 1_000_000})
+            assert not huge.isError and huge.content[0].text == "echo: " + "y" * 20  # type: ignore[union-attr]
+            ok = await client.call_tool("ask_helper", {"instruction": "still here"})
+            assert ok.content[0].text == "echo: still here"  # type: ignore[union-attr]
+
+
+async def test_a_client_that_vanishes_mid_turn_has_its_turn_cancelled() -> None:
+    """The client's stream ends while its turn runs: the turn is cancelled and
+    finalised (RunFailed, cancelled), the server returns, the branch serves on."""
+    async with Session() as session:
+        helper = await _team(session)
+        waiter = Waiter(session)
+        async with served(session) as (client, write, ended):
+            async with trio.open_nursery() as nursery:
+
+                async def hang() -> None:
+                    with contextlib.suppress(Exception, anyio.ClosedResourceError):
+                        await client.call_tool("ask_helper", {"instruction": "hang"})
+
+                nursery.start_soon(hang)
+                started = await waiter.wait_for(lambda s: isinstance(s, RunStart))
+                await write.aclose()  # the client is gone
+                with trio.fail_after(5):
+                    failed = await waiter.wait_for(
+                        lambda s: isinstance(s, RunFailed) and s.turn_id == started.turn_id
+                    )
+                    await ended.wait()  # server.run returned by itself
+                nursery.cancel_scope.cancel()
+        assert failed.cancelled
+        assert await helper.chat("after") == "echo: after"
+
+
+async def test_many_concurrent_calls_are_each_answered_once() -> None:
+    """Fifty calls at once over one client session: every one answered with its own
+    reply (the branch serves them in turn, nothing lost or crossed)."""
+    async with Session() as session:
+        await _team(session)
+        async with served(session) as (client, _, _):
+            answers: dict[int, str] = {}
+
+            async def ask(index: int) -> None:
+                result = await client.call_tool("ask_helper", {"instruction": f"n{index}"})
+                answers[index] = result.content[0].text  # type: ignore[union-attr]
+
+            async with trio.open_nursery() as nursery:
+                for index in range(50):
+                    nursery.start_soon(ask, index)
+        assert answers == {index: f"echo: n{index}" for index in range(50)}
