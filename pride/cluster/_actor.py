@@ -124,7 +124,10 @@ class HostActor:
     def _note_turns(self, pairs: list[tuple[str, str]]) -> None:
         loop = self._loop
         if loop is not None:
-            loop.call_soon_threadsafe(self._journal.note_turns, pairs)
+            # Deferred one more loop round: the answers posted in the same round
+            # (a waiting delivery's wake) go back to their callers before this
+            # journal write, which nobody waits on.
+            loop.call_soon_threadsafe(loop.call_soon, self._journal.note_turns, pairs)
 
     def post(self, conn: str, items: list[dict[str, Any]]) -> None:
         """Queue a numbered batch of items for ``conn`` (called from the trio thread).
