@@ -14,12 +14,15 @@ actors by its strategy ([`pride.supervisors.strategy`][pride.supervisors.strateg
 everything in reverse start order on the way out. Membership is exclusive:
 a branch belongs to at most one session at a time.
 
-A session is composed of two parts it holds, each given what it needs when
-the session is made: its supervisor (`pride.supervisors._supervisor`: the
-children's runs, restarts and ordered stops) and its membership
+A session is composed of parts it holds, each given what it needs when the
+session is made: its supervisor (`pride.supervisors._supervisor`: the
+children's runs, restarts and ordered stops), its membership
 (`pride.supervisors._membership`: who belongs, their wiring, name
-resolution). This module is the public surface: membership, exchange,
-observation, operations and the session's own lifecycle.
+resolution) and its waiting turns (`pride.supervisors._approvals`: turns
+resumed after a restart or stopped for approval); its statistics are read
+from them (`pride.supervisors._statistics`). This module is the public
+surface: membership, exchange, observation, operations, flows, durable
+turns and the session's own lifecycle.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 from uuid import UUID
 
-import attrs
 import trio
 
 from ..actors import Branch, Reply, Target, ask, send
@@ -40,7 +42,7 @@ from ..actors.budget import Account
 from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
-from ..errors import UnknownBranch, UnknownFlow, UnknownTurn
+from ..errors import UnknownBranch, UnknownFlow
 from ..flows import (
     DEFAULT_MAX_CONCURRENT,
     DEFAULT_MAX_SPAWN,
@@ -59,16 +61,16 @@ from ..messages import (
     Call,
     Command,
     Decision,
-    PendingCall,
-    Resume,
     Usage,
 )
 from ..operations.registry import OperationManager
 from ..store import BranchStore
+from ._approvals import Approvals, SuspendedTurn
 from ._child import Child
 from ._membership import Membership
 from ._persistence import Persistence
 from ._service import Service
+from ._statistics import SessionStatistics, statistics_of
 from ._supervisor import Supervisor
 from .hooks import HookBus
 from .observer import Filter, Handler, Observer
@@ -86,53 +88,14 @@ __all__ = ["DEFAULT_GRACE", "Session", "SessionStatistics", "SuspendedTurn"]
 
 log = logging.getLogger("pride.session")
 
+# Values a session hands out, defined beside the parts that make them; their
+# public home is this module.
+SessionStatistics.__module__ = SuspendedTurn.__module__ = __name__
+
 DEFAULT_GRACE = 5.0
 """Seconds running turns get to finish when a session stops (OTP's shutdown timeout)."""
 
 _Member = TypeVar("_Member", Branch, "Session", Service)
-
-
-@attrs.frozen
-class SessionStatistics:
-    """A snapshot of a session and every session below it (see
-    [`Session.statistics`][pride.supervisors.session.Session.statistics]).
-
-    Attributes:
-        branches: member branches in the tree.
-        running: those whose actor is serving.
-        sessions: child sessions in the tree.
-        queued: work envelopes waiting in the members' mailboxes.
-        turns_done: turns that ended with ``RunEnd``.
-        turns_failed: turns that ended with ``RunFailed`` (cancellations included).
-        restarts: restart events performed (a one_for_all restart counts once).
-        turns_suspended: runs of turns that stopped for approval (``RunSuspended``,
-            not counted as failed).
-    """
-
-    branches: int
-    running: int
-    sessions: int
-    queued: int
-    turns_done: int
-    turns_failed: int
-    restarts: int
-    turns_suspended: int = 0
-
-
-@attrs.frozen
-class SuspendedTurn:
-    """A turn waiting for approval (see
-    [`Session.suspended_turns`][pride.supervisors.session.Session.suspended_turns]).
-
-    Attributes:
-        branch_name: the member it belongs to.
-        turn_id: the turn (what ``resolve`` takes).
-        pending: the calls it waits on (``call_id``, ``function``, ``arguments``).
-    """
-
-    branch_name: str
-    turn_id: UUID
-    pending: tuple[PendingCall, ...]
 
 
 class Session:
@@ -232,6 +195,7 @@ class Session:
             grace=self.grace,
             account=self._account,
         )
+        self._approvals = Approvals(self._members)  # turns resumed or waiting for approval
         self._private: PrivateNursery | None = None  # the nursery of `async with`
         self._store_path: Path | None = None
         if isinstance(store, BranchStore):
@@ -557,10 +521,7 @@ class Session:
         spawning the branches. A failing handler is logged. (A turn of a flow
         node is not handed over: its flow's ``resume_flow`` waits for it.)
         """
-        if not callable(handler):
-            raise TypeError(f"on_resume needs a callable, got {handler!r}")
-        self._members.resume_handlers.append(handler)
-        return handler
+        return self._approvals.on_resume(handler)
 
     async def resolve(
         self, turn_id: UUID | str, decisions: Mapping[str, Decision] | None = None
@@ -582,31 +543,12 @@ class Session:
                 model asked for another call needing approval).
             Exception: whatever the continued turn raised.
         """
-        identity = turn_id if isinstance(turn_id, UUID) else _turn_uuid(turn_id)
-        branch = self._holder_of(identity)
-        if branch is None:
-            raise UnknownTurn(identity, f"session {self.name!r} or its tree")
-        return await ask(branch, Resume(identity, dict(decisions or {})))
+        return await self._approvals.resolve(turn_id, decisions or {})
 
     def suspended_turns(self) -> list[SuspendedTurn]:
         """The turns of this tree's members waiting for approval (after a restart
         too: a store's suspended turns are restored with their branches)."""
-        found = []
-        for branch in self._members.tree_branches():
-            journal = branch.actor.journal
-            if journal is None:
-                continue
-            for waiting in journal.waiting.values():
-                if waiting.status == "suspended":
-                    found.append(SuspendedTurn(branch.name, waiting.turn_id, waiting.pending()))
-        return found
-
-    def _holder_of(self, turn_id: UUID) -> Branch | None:
-        for branch in self._members.tree_branches():
-            journal = branch.actor.journal
-            if journal is not None and turn_id in journal.waiting:
-                return branch
-        return None
+        return self._approvals.suspended()
 
     # ------------------------------------------------------------ flows
 
@@ -648,16 +590,7 @@ class Session:
         (its terminal signal, then ``NodeCancelled``), the other nodes are
         skipped, and no node starts afterwards.
         """
-        self._members.require_running()
-        run = FlowRun(
-            flow,
-            self._flow_host(),
-            max_concurrent=max_concurrent,
-            budget=budget,
-            fail_fast=fail_fast,
-            max_spawn=max_spawn,
-        )
-        return await run.run()
+        return await self._flow_run(flow, max_concurrent, budget, fail_fast, max_spawn).run()
 
     @contextlib.asynccontextmanager
     async def flow_stream(
@@ -683,16 +616,7 @@ class Session:
         and errors are [`flow`][pride.supervisors.session.Session.flow]'s;
         ``InvalidFlow`` is raised on entering, before anything runs.
         """
-        self._members.require_running()
-        run = FlowRun(
-            flow,
-            self._flow_host(),
-            max_concurrent=max_concurrent,
-            budget=budget,
-            fail_fast=fail_fast,
-            max_spawn=max_spawn,
-            items=items,
-        )
+        run = self._flow_run(flow, max_concurrent, budget, fail_fast, max_spawn, items=items)
         async with open_flow_stream(run) as events:
             yield events
 
@@ -753,6 +677,27 @@ class Session:
             return []
         found = [summary(stored) for stored in await store.unfinished_flows()]
         return [item for item in found if item is not None]
+
+    def _flow_run(
+        self,
+        flow: Flow,
+        max_concurrent: int,
+        budget: Budget | None,
+        fail_fast: bool,
+        max_spawn: int,
+        *,
+        items: bool = False,
+    ) -> FlowRun:
+        self._members.require_running()
+        return FlowRun(
+            flow,
+            self._flow_host(),
+            max_concurrent=max_concurrent,
+            budget=budget,
+            fail_fast=fail_fast,
+            max_spawn=max_spawn,
+            items=items,
+        )
 
     def _flow_host(self) -> FlowHost:
         return FlowHost(self.name, self._members.target, self._observer, self.store)
@@ -822,40 +767,7 @@ class Session:
 
     def statistics(self) -> SessionStatistics:
         """Members, queued work, turns and restarts of this session and those below it."""
-        branches = running = sessions = queued = 0
-        restarts = self._supervisor.intensity.total + self._members.restarts_below
-        for child in self._supervisor.children:
-            actor = child.actor
-            if isinstance(actor, Session):
-                below = actor.statistics()
-                branches += below.branches
-                running += below.running
-                sessions += 1 + below.sessions
-                queued += below.queued
-                restarts += below.restarts
-            elif isinstance(actor, Branch):
-                branches += 1
-                running += actor.running
-                mailbox = actor.mailbox_statistics()
-                queued += mailbox.queued if mailbox is not None and not mailbox.closed else 0
-        account = self._account  # members' turns are counted here, the tree's too
-        return SessionStatistics(
-            branches,
-            running,
-            sessions,
-            queued,
-            account.turns_done,
-            account.turns_failed,
-            restarts,
-            account.turns_suspended,
-        )
-
-
-def _turn_uuid(turn_id: Any) -> UUID:
-    try:
-        return UUID(str(turn_id))
-    except ValueError:
-        raise UnknownTurn(turn_id, "(not a turn id)") from None
+        return statistics_of(self._members, self._account)
 
 
 def _is_uuid(text: str) -> bool:

@@ -1,0 +1,81 @@
+"""A session's statistics: members, queued work, turns and restarts over its tree.
+
+Read from the parts a session holds, never kept on the side: the members
+and their mailboxes from its membership (and each child session's), the
+turn counts from its usage account (members count their turns there as
+they end, up the whole tree), the restart events from its supervisors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from ..actors.budget import Account
+    from ._membership import Membership
+
+__all__ = ["SessionStatistics", "statistics_of"]
+
+
+@attrs.frozen
+class SessionStatistics:
+    """A snapshot of a session and every session below it (see
+    [`Session.statistics`][pride.supervisors.session.Session.statistics]).
+
+    Attributes:
+        branches: member branches in the tree.
+        running: those whose actor is serving.
+        sessions: child sessions in the tree.
+        queued: work envelopes waiting in the members' mailboxes.
+        turns_done: turns that ended with ``RunEnd``.
+        turns_failed: turns that ended with ``RunFailed`` (cancellations included).
+        restarts: restart events performed (a one_for_all restart counts once).
+        turns_suspended: runs of turns that stopped for approval (``RunSuspended``,
+            not counted as failed).
+    """
+
+    branches: int
+    running: int
+    sessions: int
+    queued: int
+    turns_done: int
+    turns_failed: int
+    restarts: int
+    turns_suspended: int = 0
+
+
+def statistics_of(members: Membership, account: Account) -> SessionStatistics:
+    """The statistics of the session whose membership and account these are."""
+    branches, running, sessions, queued = _tally(members)
+    return SessionStatistics(
+        branches,
+        running,
+        sessions,
+        queued,
+        account.turns_done,
+        account.turns_failed,
+        members.restarts(),
+        account.turns_suspended,
+    )
+
+
+def _tally(members: Membership) -> tuple[int, int, int, int]:
+    """Branches, running actors, child sessions and queued work, over the tree."""
+    branches = running = sessions = queued = 0
+    for branch in members.branches:
+        branches += 1
+        running += branch.running
+        mailbox = branch.mailbox_statistics()
+        queued += mailbox.queued if mailbox is not None and not mailbox.closed else 0
+    for session in members.sessions:
+        below = members.subtree(session)
+        if below is None:
+            continue
+        sub_branches, sub_running, sub_sessions, sub_queued = _tally(below)
+        branches += sub_branches
+        running += sub_running
+        sessions += 1 + sub_sessions
+        queued += sub_queued
+    return branches, running, sessions, queued
