@@ -24,7 +24,7 @@ from .graph import CommandSource, Condition, Flow, FlowNode, Outcome
 from .journal import UnfinishedFlow
 from .mermaid import render as render_mermaid
 from .result import FlowResult, NodeOutcome
-from .run import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, MAX_CONCURRENT_LIMIT, FlowRun
+from .run import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, FlowRun
 from .state import FlowHost, current_flow
 from .stream import ITEM_BUFFER, FlowEvents, NodeItem, open_flow_stream
 
@@ -32,7 +32,6 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENT",
     "DEFAULT_MAX_SPAWN",
     "ITEM_BUFFER",
-    "MAX_CONCURRENT_LIMIT",
     "CommandSource",
     "Condition",
     "Flow",

@@ -24,6 +24,7 @@ node", which chained fan-outs one after another: lionagi #2645.)
 
 from __future__ import annotations
 
+import collections
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
@@ -172,13 +173,17 @@ def dependency_names(depends_on: Any) -> list[str | FlowNode]:
     return items
 
 
-def unique_name(label: str, taken: Mapping[str, Any]) -> str:
-    """``label``, or ``label-2``, ``label-3``, ... whichever is free first."""
+def unique_name(label: str, taken: Mapping[str, Any], suffixes: dict[str, int]) -> str:
+    """``label``, or ``label-2``, ``label-3``, ... whichever is free first.
+
+    ``suffixes`` remembers, per label, the first suffix not tried yet (names are
+    never taken back), so N nodes on one target cost N lookups, not N squared."""
     if label not in taken:
         return label
-    index = 2
+    index = suffixes.get(label, 2)
     while f"{label}-{index}" in taken:
         index += 1
+    suffixes[label] = index + 1
     return f"{label}-{index}"
 
 
@@ -205,6 +210,7 @@ class Flow:
             raise TypeError(f"a flow's name is a str or None, got {type(name).__name__}")
         self.name = name
         self._nodes: dict[str, FlowNode] = {}
+        self._suffixes: dict[str, int] = {}  # see unique_name
 
     def __repr__(self) -> str:
         label = f" {self.name!r}" if self.name else ""
@@ -274,6 +280,7 @@ class Flow:
             when=when,
             name=name,
             flow=self.name,
+            suffixes=self._suffixes,
         )
         self._nodes[node.name] = node
         return node
@@ -304,13 +311,18 @@ def make_node(
     name: Any,
     flow: str | None,
     spawned_by: str | None = None,
+    suffixes: dict[str, int] | None = None,
 ) -> FlowNode:
     """A checked node for a flow whose nodes so far are ``taken`` (not added to it)."""
     check_target(target)
     source = check_command_source(command)
     condition = check_condition(when)
     given = check_name(name)
-    label = given if given is not None else unique_name(target_label(target), taken)
+    label = (
+        given
+        if given is not None
+        else unique_name(target_label(target), taken, suffixes if suffixes is not None else {})
+    )
     if given is not None and given in taken:
         raise InvalidFlow(given, "another node of the flow has this name", flow=flow)
     names: list[str] = []
@@ -350,10 +362,10 @@ def order_nodes(nodes: Mapping[str, FlowNode], *, flow: str | None = None) -> li
     for node in nodes.values():
         for dependency in node.depends_on:
             dependents[dependency].append(node.name)
-    ready = [name for name, count in waiting.items() if count == 0]
+    ready = collections.deque(name for name, count in waiting.items() if count == 0)
     ordered: list[FlowNode] = []
     while ready:
-        name = ready.pop(0)
+        name = ready.popleft()
         ordered.append(nodes[name])
         for dependent in dependents[name]:
             waiting[dependent] -= 1
@@ -371,8 +383,8 @@ def _find_cycle(nodes: Mapping[str, FlowNode], stuck: set[str]) -> list[str]:
     its first name is also its last, and it runs the way work would flow."""
     # Every stuck node waits on at least one stuck node (else it would have become
     # ready), so following stuck dependencies must come back to a node seen before.
-    order = list(nodes)
-    name = min(stuck, key=order.index)
+    order = {name: index for index, name in enumerate(nodes)}
+    name = min(stuck, key=order.__getitem__)
     path: list[str] = []
     seen: dict[str, int] = {}
     while name not in seen:
@@ -381,7 +393,7 @@ def _find_cycle(nodes: Mapping[str, FlowNode], stuck: set[str]) -> list[str]:
         name = next(dependency for dependency in nodes[name].depends_on if dependency in stuck)
     cycle = path[seen[name] :]
     cycle.reverse()  # dependency first
-    first = min(range(len(cycle)), key=lambda index: order.index(cycle[index]))
+    first = min(range(len(cycle)), key=lambda index: order[cycle[index]])
     cycle = cycle[first:] + cycle[:first]
     return [*cycle, cycle[0]]
 

@@ -34,7 +34,7 @@ from ..actors import Reply, send, stream
 from ..actors.budget import carry, uncarry
 from ..actors.turn import FINALIZE_GRACE
 from ..errors import TurnCancelled
-from ..messages import NodeStarted, ReActStream, Run, WorkCommand
+from ..messages import ReActStream, Run, WorkCommand
 from .graph import call_maybe_async
 from .journal import WHEN_FALSE
 from .state import NodeState
@@ -100,9 +100,16 @@ async def execute(run: FlowRun, state: NodeState) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()  # cancelled already: it never starts
         if state.resumed is None and (node.when is not None or node.late_bound):
             upstream = run.upstream(state)
-            if node.when is not None and not await call_maybe_async(node.when, upstream):
-                await run.conclude(state, "skipped", reason=WHEN_FALSE)
-                return
+            if node.when is not None:
+                verdict = await call_maybe_async(node.when, upstream)
+                if not isinstance(verdict, bool):  # a predicate that forgot its return
+                    raise TypeError(
+                        f"node {node.name!r}: its condition (when) returned "
+                        f"{type(verdict).__name__}, not a bool"
+                    )
+                if not verdict:
+                    await run.conclude(state, "skipped", reason=WHEN_FALSE)
+                    return
             if node.late_bound:
                 command = await call_maybe_async(node.command, upstream)  # type: ignore[arg-type]
                 if not isinstance(command, WorkCommand):
@@ -127,7 +134,7 @@ async def _send_and_wait(run: FlowRun, state: NodeState, command: WorkCommand) -
     reply: Reply | None = state.resumed
     try:
         kind = "Resume" if reply is not None else type(command).__name__
-        await run.signals.emit(run.signals.make(NodeStarted, state, command=kind))
+        await run.signals.started(state, kind)
         if reply is not None:  # its turn was resumed from the turn journal: no new send
             run.send_order.leave(state)
             result = await reply.result()

@@ -50,7 +50,6 @@ from .node import SendOrder, execute
 from .result import FlowResult, collect
 from .signals import SignalOut
 from .state import (
-    MAX_CONCURRENT_LIMIT,
     TERMINAL,
     FlowHost,
     NodeAccount,
@@ -60,7 +59,7 @@ from .state import (
     spawning_node,
 )
 
-__all__ = ["DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_SPAWN", "MAX_CONCURRENT_LIMIT", "FlowRun"]
+__all__ = ["DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_SPAWN", "FlowRun"]
 
 log = logging.getLogger("pride.flows")
 
@@ -85,8 +84,8 @@ class FlowRun:
         InvalidFlow: a node's target does not resolve, a dependency names
             no node, the nodes form a cycle, or a node targets the branch
             whose own turn is starting the flow (it would wait on itself).
-        ValueError: ``max_concurrent`` < 1 or ``max_spawn`` < 0 (or either
-            not an int, or beyond `MAX_CONCURRENT_LIMIT`).
+        ValueError: ``max_concurrent`` < 1 or ``max_spawn`` < 0, or either
+            not an int (a bool is not a count). A huge one is no bound at all.
         TypeError: ``budget`` is not a Budget.
     """
 
@@ -121,6 +120,7 @@ class FlowRun:
         self.account = Account(budget, scope=f"flow {self.label}", parent=carried_allowance())
         self.states: dict[str, NodeState] = {}
         self._nodes: dict[str, FlowNode] = {}
+        self._suffixes: dict[str, int] = {}  # default names of added nodes (unique_name)
         for node in order_nodes(flow._nodes, flow=flow.name):
             self._register(node)
         self._ready: collections.deque[NodeState] = collections.deque()
@@ -248,6 +248,7 @@ class FlowRun:
             name=name,
             flow=self.name,
             spawned_by=spawner,
+            suffixes=self._suffixes,
         )
         if self.spawned >= self.max_spawn:
             raise InvalidFlow(
@@ -406,9 +407,9 @@ class FlowRun:
         """The results of every node ``state`` depends on, directly or not, by name
         (nearest first; all completed, or the node would not be starting)."""
         found: dict[str, Any] = {}
-        stack = list(state.node.depends_on)
+        stack = collections.deque(state.node.depends_on)
         while stack:
-            name = stack.pop(0)
+            name = stack.popleft()
             if name in found:
                 continue
             upstream = self.states[name]
@@ -446,7 +447,7 @@ class FlowRun:
             except Exception as exc:
                 self._stop(f"the flow's journal could not commit: {exc}", cancel=True)
                 raise
-        await self.signals.emit(self.signals.terminal(state))
+        await self.signals.ended(state)
         self._settle(state)
         if outcome == "failed":
             if self.fail_fast:
@@ -494,7 +495,7 @@ class FlowRun:
     async def _announce(self) -> None:
         while self._unannounced:
             state = self._unannounced.pop(0)
-            await self.signals.emit(self.signals.terminal(state))
+            await self.signals.ended(state)
 
     # -------------------------------------------------------------- result
 

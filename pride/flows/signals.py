@@ -24,6 +24,7 @@ from ..messages import (
     NodeFailed,
     NodeSignal,
     NodeSkipped,
+    NodeStarted,
     Signal,
 )
 from .state import NodeState
@@ -44,6 +45,16 @@ class SignalOut:
         self.observer = observer
         self.listeners: list[Callable[[Signal], None]] = []
         self.started_at = 0.0
+
+    @property
+    def wanted(self) -> bool:
+        """True when a signal made now would reach someone (a stream, a subscriber):
+        a run with nobody listening makes none (looked at for each signal, since
+        subscriptions come and go)."""
+        if self.listeners:
+            return True
+        observer = self.observer
+        return observer is not None and not getattr(observer, "idle", False)
 
     def make(self, kind: type[NodeSignal], state: NodeState, **fields: Any) -> Any:
         """A ``kind`` signal about ``state``'s node."""
@@ -83,6 +94,16 @@ class SignalOut:
                 reason=state.reason or "",
             )
         return self.make(NodeSkipped, state, reason=state.reason or "")  # type: ignore[no-any-return]
+
+    async def started(self, state: NodeState, command: str) -> None:
+        """Emit ``state``'s ``NodeStarted`` (its command was sent), if anyone listens."""
+        if self.wanted:
+            await self.emit(self.make(NodeStarted, state, command=command))
+
+    async def ended(self, state: NodeState) -> None:
+        """Emit ``state``'s terminal signal, if anyone listens."""
+        if self.wanted:
+            await self.emit(self.terminal(state))
 
     async def emit(self, signal: NodeSignal) -> None:
         """Hand ``signal`` to the listeners and the observer; wait (bounded) for the

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from .run import FlowRun
 
 __all__ = [
-    "MAX_CONCURRENT_LIMIT",
     "TERMINAL",
     "FlowHost",
     "NodeAccount",
@@ -36,9 +35,6 @@ __all__ = [
     "current_flow",
     "spawning_node",
 ]
-
-MAX_CONCURRENT_LIMIT = 1_000_000
-"""The largest ``max_concurrent`` or ``max_spawn`` accepted (a bigger one is a mistake)."""
 
 Phase = Literal["pending", "ready", "running", "completed", "failed", "skipped", "cancelled"]
 TERMINAL = frozenset({"completed", "failed", "skipped", "cancelled"})
@@ -112,16 +108,10 @@ class NodeState:
 
 
 def check_count(name: str, value: Any, minimum: int) -> int:
-    """``value`` if it is an int from ``minimum`` to `MAX_CONCURRENT_LIMIT` (not a
-    bool); else ValueError naming ``name``."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not minimum <= value <= MAX_CONCURRENT_LIMIT
-    ):
-        raise ValueError(
-            f"{name} must be an int from {minimum} to {MAX_CONCURRENT_LIMIT}, got {value!r}"
-        )
+    """``value`` if it is an int >= ``minimum`` (a bool is not a count); else
+    ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     return value
 
 

@@ -98,6 +98,15 @@ class Observer:
     def __len__(self) -> int:
         return len(self._subscriptions)
 
+    @property
+    def idle(self) -> bool:
+        """True when no signal would reach anyone (no subscription here or up the
+        tree): a producer may skip making signals nobody sees."""
+        if self._subscriptions:
+            return False
+        forward = self._forward
+        return forward is None or bool(getattr(forward, "idle", False))
+
     @overload
     def observe(self, *filters: Filter, handler: None = None) -> Callable[[_H], _H]: ...
 
