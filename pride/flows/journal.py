@@ -169,7 +169,7 @@ def node_wire(state: NodeState) -> NodeWire:
             command = unstructure(node.command)
             dump_json(command)
         except (InvalidMessage, TypeError, ValueError, RecursionError) as exc:
-            log.warning(
+            log.info(
                 "flow journal: node %r's command cannot be journaled (%s); a resumed run "
                 "needs the rebuilt Flow to get it back",
                 node.name,

@@ -53,7 +53,7 @@ from ..flows import (
     FlowRun,
     open_flow_stream,
 )
-from ..flows.journal import UnfinishedFlow, summary
+from ..flows.journal import FlowJournal, UnfinishedFlow, summary
 from ..flows.resume import resume_run
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
@@ -667,6 +667,25 @@ class Session:
             max_concurrent=max_concurrent,
         )
         return await run.run()
+
+    async def abandon_flow(self, flow_id: UUID | str) -> None:
+        """Forget a flow run the store's journal holds, without running it: it is
+        no longer listed, and cannot be resumed. (Turns of its nodes a crash
+        interrupted were resumed with their branches; they are not stopped.)
+
+        Raises:
+            UnknownFlow: the store holds no unfinished flow with that id.
+            RuntimeError: the session has no store.
+        """
+        store = self.store
+        if store is None:
+            raise RuntimeError(f"session {self.name!r} has no store: it journals no flow")
+        key = str(flow_id)
+        found = await store.unfinished_flows(str(UUID(key))) if _is_uuid(key) else []
+        if not found:
+            raise UnknownFlow(flow_id, f"the store {store.path}")
+        await FlowJournal(store, UUID(found[0].flow_id)).finish()
+        log.info("flow %s abandoned: forgotten by the store's journal", found[0].flow_id)
 
     async def unfinished_flows(self) -> list[UnfinishedFlow]:
         """The flow runs the store's journal holds, oldest first: cut short by a

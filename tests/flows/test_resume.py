@@ -155,6 +155,20 @@ async def test_a_finished_flow_leaves_nothing_to_resume(tmp_path: Path) -> None:
             await session.resume_flow("not a flow id")
 
 
+async def test_an_abandoned_flow_is_forgotten(tmp_path: Path) -> None:
+    counts: Counts = {}
+    flow_id = await _cut_short(tmp_path / "store.db", counts)
+    async with _session(tmp_path / "store.db", counts) as session:
+        await _spawn(session)
+        await session.abandon_flow(flow_id)
+        assert await session.unfinished_flows() == []
+        with pytest.raises(UnknownFlow):
+            await session.resume_flow(flow_id, _flow())
+        with pytest.raises(UnknownFlow):
+            await session.abandon_flow(flow_id)
+    assert counts == {"first": 1, "slow": 1}
+
+
 async def test_resume_flow_needs_a_store() -> None:
     async with Session() as session:
         with pytest.raises(RuntimeError, match="no store"):
