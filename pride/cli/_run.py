@@ -82,6 +82,7 @@ from ..messages import (
     SessionFailed,
     Signal,
 )
+from ..messages.limits import within
 from ..supervisors import Session
 from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, call_app, load_app
@@ -366,11 +367,23 @@ class _Process:
     async def _send(self, request: Request) -> Reply:
         """Send to a branch of the tree, else (with ``--cluster``) to a placed one."""
         try:
-            return await self.session.send(request.to, request.command, tag=request.id)
+            branch = self.session.resolve_name(request.to)
         except UnknownBranch:
             if self.cluster is None:
                 raise
-        return await send(self.cluster.ref(request.to), request.command, tag=request.id)
+            if request.command.budget is not None:  # it would replace the host's, unseen here
+                raise InvalidMessage(
+                    [
+                        (
+                            f"{type(request.command).__name__}.budget",
+                            "a branch placed on a cluster host keeps its budget on the host; "
+                            "a request to it may not carry one",
+                        )
+                    ]
+                ) from None
+            return await send(self.cluster.ref(request.to), request.command, tag=request.id)
+        command = within(request.command, branch.budget)  # a request never lifts a limit
+        return await self.session.send(branch, command, tag=request.id)
 
     async def _answer(self, request: Request, reply: Reply) -> None:
         try:

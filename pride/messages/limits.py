@@ -10,6 +10,10 @@ commands arrive, before they reach a mailbox:
   ``max_concurrent``, ``num_parse_retries`` and ``max_retries`` may not exceed
   `CEILINGS` (nor go below 0, or 1 for ``max_concurrent``): a request cannot
   ask for a million tool rounds.
+* **A budget only tightens.** A command's own ``budget`` replaces its
+  branch's for the application's code; from outside, `within` makes it the
+  stricter of the two, field by field, so a request cannot lift a limit the
+  application set.
 * **Images travel inline.** Any image URL but a ``data:`` one is fetched by
   the provider (or by a local model server beside pride), so a request naming
   ``http://169.254.169.254/...`` or an intranet host would have it fetched on
@@ -28,10 +32,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from ._errors import InvalidMessage
+from .budget import BUDGET_FIELDS, Budget
 from .commands import Call, WorkCommand
 
-__all__ = ["CEILINGS", "allow_image_urls", "allowed_image_urls", "check_untrusted"]
+__all__ = ["CEILINGS", "allow_image_urls", "allowed_image_urls", "check_untrusted", "within"]
 
 CEILINGS: Mapping[str, int] = {
     "max_rounds": 100,
@@ -123,3 +130,22 @@ def check_untrusted(command: WorkCommand, where: str | None = None) -> None:
         )
     if problems:
         raise InvalidMessage(problems)
+
+
+def within(command: WorkCommand, ceiling: Budget | None) -> WorkCommand:
+    """``command`` with its own budget held within ``ceiling`` (the budget of the
+    branch it goes to): for each limit, the stricter of the two.
+
+    A command without a budget of its own, or a branch without one, is returned
+    as it is: the branch's budget then applies as usual.
+    """
+    requested = command.budget
+    if requested is None or ceiling is None:
+        return command
+    limits: dict[str, Any] = {}
+    for name in BUDGET_FIELDS:
+        mine, theirs = getattr(requested, name), getattr(ceiling, name)
+        limits[name] = theirs if mine is None else mine if theirs is None else min(mine, theirs)
+    if isinstance(command, Call):  # its own __init__: the operation, then its arguments
+        return Call(command.operation, budget=Budget(**limits), **command.kwargs)
+    return attrs.evolve(command, budget=Budget(**limits))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from pride import Branch, ChatAndRecord, Escalate, ScriptedModel, Session, iModel
+from pride import Branch, Budget, ChatAndRecord, Escalate, ScriptedModel, Session, iModel
 from pride.llm import RetryPolicy
 
 
@@ -67,3 +67,8 @@ async def warm_up(session: Session) -> None:
     )
     await session.spawn(Branch(name="writer", chat_model=keyless))
     await session.ask("writer", ChatAndRecord("warm up"))
+
+
+async def budgeted(session: Session) -> None:
+    """One branch whose every turn may make no model call (``Budget(max_model_calls=0)``)."""
+    await session.spawn(Branch(name="frugal", chat_model=model(), budget=Budget(max_model_calls=0)))

@@ -501,3 +501,19 @@ async def test_a_request_s_counts_are_bounded_and_its_images_inline() -> None:
     assert "data: URLs only" in answers["image"]["error"]["message"]
     assert answers["ok"] == {"id": "ok", "ok": True, "result": "re: still serving"}
     assert server.request_count == 1  # only the good request reached the model
+
+
+async def test_a_request_s_budget_tightens_the_branch_s_and_never_lifts_it() -> None:
+    """A request may carry a budget of its own, but a limit the application set on the
+    branch still holds: the stricter of the two applies, field by field."""
+    async with openai_server(HeldModel()) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        app = "tests.cli.app:budgeted"
+        async with CLI.start("run", app, "--no-status", "--exit-on-eof", env=env) as cli:
+            lifted = {"type": "Chat", "instruction": "hi", "budget": {"max_model_calls": 5}}
+            await cli.send({"id": "lifted", "to": "frugal", "command": lifted})
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    answers = cli.answers()
+    assert answers["lifted"]["error"]["type"] == "BudgetExceeded"
+    assert server.request_count == 0  # the branch's limit of no model calls held

@@ -28,6 +28,11 @@ async def test_pride_run_places_the_demo_team_on_a_cluster(
         },
         {"id": "r2", "to": "planner", "command": {"type": "Chat", "instruction": "a plan?"}},
         {"id": "r3", "to": "nobody", "command": {"type": "Chat", "instruction": "?"}},
+        {  # a request's budget would replace the host branch's, unseen here: refused
+            "id": "r4",
+            "to": "critic",
+            "command": {"type": "Chat", "instruction": "?", "budget": {"max_model_calls": 9}},
+        },
     ]
     stdin = "".join(json.dumps(request) + "\n" for request in requests).encode()
     command = [sys.executable, "-m", "pride.cli", "run", "examples/demo.py:spawn_team"]
@@ -50,6 +55,8 @@ async def test_pride_run_places_the_demo_team_on_a_cluster(
     assert answers["r1"]["ok"] is True and answers["r1"]["result"].startswith("Strong:")
     assert answers["r2"]["ok"] is True
     assert answers["r3"]["ok"] is False and answers["r3"]["error"]["type"] == "UnknownBranch"
+    assert answers["r4"]["ok"] is False and answers["r4"]["error"]["type"] == "InvalidMessage"
+    assert "Chat.budget" in answers["r4"]["error"]["message"]
     assert "placing branches on" in done.stderr.decode()
     host_stores = sorted((tmp_path / "run.db.hosts" / "pride-run").glob("*/branches.db"))
     assert host_stores, "the hosts' stores live beside --store"

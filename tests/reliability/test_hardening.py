@@ -13,6 +13,9 @@ from pride import (
     ActionResponse,
     AssistantResponse,
     Branch,
+    Budget,
+    Call,
+    Chat,
     ChatAndRecord,
     InvalidMessage,
     Run,
@@ -22,7 +25,7 @@ from pride import (
 )
 from pride.llm import ModelRequest, ToolCall
 from pride.messages import structure
-from pride.messages.limits import CEILINGS, allow_image_urls, check_untrusted
+from pride.messages.limits import CEILINGS, allow_image_urls, check_untrusted, within
 
 
 def decode(data: dict[str, Any]) -> Any:
@@ -209,3 +212,17 @@ def test_the_application_allows_the_places_it_trusts() -> None:
         with pytest.raises(ValueError, match="with a host and a path"):
             allow_image_urls(everything)
     assert Run("look", images=("https://anywhere/x.png",)).images  # in process: the app's own
+
+
+def test_a_budget_from_outside_is_held_within_the_branch_s_field_by_field() -> None:
+    """`within` keeps, per limit, the stricter of the request's and the branch's."""
+    branch = Budget(max_model_calls=2, max_cost_usd=1.0)
+    asked = Chat("hi", budget=Budget(max_model_calls=9, max_duration=5.0))
+    assert within(asked, branch).budget == Budget(
+        max_model_calls=2, max_cost_usd=1.0, max_duration=5.0
+    )
+    call = within(Call("relay", budget=Budget(max_model_calls=1), text="x"), branch)
+    assert isinstance(call, Call) and call.kwargs == {"text": "x"}
+    assert call.budget == Budget(max_model_calls=1, max_cost_usd=1.0)
+    assert within(Chat("hi"), branch) == Chat("hi")  # the branch's budget applies as usual
+    assert within(asked, None) is asked
