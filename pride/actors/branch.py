@@ -81,7 +81,8 @@ class Branch:
 
     Args:
         user: who the conversation is with (an id or name).
-        name: a stable, human name (sessions resolve names; stores key on it).
+        name: a stable, human name (sessions resolve names; stores key on it);
+            by default ``branch-`` and the first 12 hex digits of its id.
         messages: an initial history.
         system: the system prompt (str or [`System`][pride.System]). A system
             message exists only when ``system``, ``system_datetime`` or
@@ -172,7 +173,7 @@ class Branch:
             )
         self.id: UUID = id if id is not None else uuid.uuid4()
         self.id_str = str(self.id)
-        self.name: str = name if name is not None else f"branch-{str(self.id)[:8]}"
+        self.name: str = name if name is not None else f"branch-{self.id.hex[:12]}"
         self.stable_name = name is not None  # a store restores only branches named by code
         self.user = user
         self.created_at: float = created_at if created_at is not None else time.time()

@@ -9,12 +9,15 @@ of a uuid4 set. Do not use them as secrets.
 
 from __future__ import annotations
 
+import os
 import random
 from uuid import UUID, SafeUUID
 
 __all__ = ["new_id"]
 
 _random = random.Random()
+if hasattr(os, "register_at_fork"):  # a forked child would repeat its parent's ids
+    os.register_at_fork(after_in_child=_random.seed)
 _VERSION_4 = 0x4000 << 64
 _VARIANT_RFC4122 = 0x8000 << 48
 _CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
