@@ -324,52 +324,28 @@ def _terminal_kind(state: turn.TurnState, outcome: _Outcome) -> type[Signal]:
 
 def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome, kind: type[Signal]) -> Signal:
     branch = actor.branch
-    duration_ms = (time.perf_counter() - state.started_at) * 1000.0
+    # What every terminal says: whose turn, how long, and the work it did.
+    common: dict[str, Any] = {
+        "branch_id": branch.id,
+        "branch_name": branch.name,
+        "turn_id": state.context.turn_id,
+        "duration_ms": (time.perf_counter() - state.started_at) * 1000.0,
+        "input_tokens": state.input_tokens,
+        "output_tokens": state.output_tokens,
+        "cached_tokens": state.cached_tokens,
+        "total_cost_usd": state.cost_usd,
+        "model_calls": state.model_calls,
+        "tool_calls": state.tool_calls,
+    }
     if kind is RunEnd:
-        return RunEnd(
-            branch_id=branch.id,
-            branch_name=branch.name,
-            turn_id=state.context.turn_id,
-            input_tokens=state.input_tokens,
-            output_tokens=state.output_tokens,
-            cached_tokens=state.cached_tokens,
-            total_cost_usd=state.cost_usd,
-            model_calls=state.model_calls,
-            tool_calls=state.tool_calls,
-            duration_ms=duration_ms,
-        )
+        return RunEnd(**common)
+    failure = outcome.failure
+    error: dict[str, Any] = {"error_type": type(failure).__name__, "error_message": str(failure)}
     if kind is RunSuspended:
         assert state.journal is not None
-        return RunSuspended(
-            branch_id=branch.id,
-            branch_name=branch.name,
-            turn_id=state.context.turn_id,
-            error_type=type(outcome.failure).__name__,
-            error_message=str(outcome.failure),
-            duration_ms=duration_ms,
-            input_tokens=state.input_tokens,
-            output_tokens=state.output_tokens,
-            cached_tokens=state.cached_tokens,
-            total_cost_usd=state.cost_usd,
-            model_calls=state.model_calls,
-            tool_calls=state.tool_calls,
-            pending=tuple(call.call_id for call in state.journal.pending),
-        )
-    return RunFailed(
-        branch_id=branch.id,
-        branch_name=branch.name,
-        turn_id=state.context.turn_id,
-        error_type=type(outcome.failure).__name__,
-        error_message=str(outcome.failure),
-        cancelled=outcome.cancelled,
-        duration_ms=duration_ms,
-        input_tokens=state.input_tokens,
-        output_tokens=state.output_tokens,
-        cached_tokens=state.cached_tokens,
-        total_cost_usd=state.cost_usd,
-        model_calls=state.model_calls,
-        tool_calls=state.tool_calls,
-    )
+        pending = tuple(call.call_id for call in state.journal.pending)
+        return RunSuspended(**common, **error, pending=pending)
+    return RunFailed(**common, **error, cancelled=outcome.cancelled)
 
 
 # ------------------------------------------------------------ shared with Act steps
