@@ -30,6 +30,8 @@ from typing import Literal
 
 import attrs
 
+from .journal import numbered_texts
+
 __all__ = ["FlowOp", "StoredFlow", "flow_key", "load_flows", "write_flows"]
 
 Text = str | Callable[[], str]
@@ -120,12 +122,8 @@ def load_flows(db: sqlite3.Connection, flow_id: str | None = None) -> list[Store
     ).fetchall()
     found = []
     for identity, name, plan, started, updated in rows:
-        events = tuple(
-            (seq, data if isinstance(data, str) else "")  # not text: fails to parse, later
-            for seq, data in db.execute(
-                "SELECT seq, data FROM flow_events WHERE flow_id=? ORDER BY seq", (identity,)
-            )
-            if isinstance(seq, int)
+        events = numbered_texts(
+            db, "SELECT seq, data FROM flow_events WHERE flow_id=? ORDER BY seq", identity
         )
         found.append(
             StoredFlow(

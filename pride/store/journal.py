@@ -166,12 +166,8 @@ def load_turns(db: sqlite3.Connection, branch_name: str | None) -> list[StoredTu
     ).fetchall()
     turns = []
     for turn_id, name, status, command, tag, detail, started, updated in rows:
-        steps = tuple(
-            (step, data if isinstance(data, str) else "")  # not text: fails to parse, later
-            for step, data in db.execute(
-                "SELECT step, data FROM steps WHERE turn_id=? ORDER BY step", (turn_id,)
-            )
-            if isinstance(step, int)
+        steps = numbered_texts(
+            db, "SELECT step, data FROM steps WHERE turn_id=? ORDER BY step", turn_id
         )
         turns.append(
             StoredTurn(
@@ -199,3 +195,14 @@ def _text_or_none(value: object) -> str | None:
 
 def _number(value: object) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
+
+
+def numbered_texts(db: sqlite3.Connection, query: str, key: object) -> tuple[tuple[int, str], ...]:
+    """The ``(number, data)`` rows ``query`` selects for ``key``, as read from a file that
+    may be damaged: a row whose number is not an int is left out, and data that is not
+    text becomes ``""`` (it then fails to parse where it is read, naming the row)."""
+    return tuple(
+        (number, data if isinstance(data, str) else "")
+        for number, data in db.execute(query, (key,))
+        if isinstance(number, int)
+    )
