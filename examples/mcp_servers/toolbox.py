@@ -3,8 +3,12 @@
 ``python examples/mcp_servers/toolbox.py`` serves over stdio (what
 ``session.spawn_mcp("toolbox", command=[sys.executable, this_file])`` runs);
 ``python examples/mcp_servers/toolbox.py --http PORT`` serves streamable HTTP
-on 127.0.0.1:PORT/mcp. It is used by examples/mcp_tools.py, by pride's tests
-and by its benchmark, so each tool shows one thing an MCP server can do.
+on 127.0.0.1:PORT/mcp; ``--http 0`` lets the system choose a free port. Either
+way, once it listens it prints one line on standard output, ``toolbox: serving
+on http://127.0.0.1:PORT/mcp``, so a client reads the address rather than
+guessing a free port (another process could take it first). It is used by
+examples/mcp_tools.py, by pride's tests and by its benchmark, so each tool
+shows one thing an MCP server can do.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import socket
 import sys
 
 import anyio
@@ -118,16 +123,32 @@ async def grow(ctx: Context, name: str) -> str:
     return f"added {name}"
 
 
+def serve_http(port: int) -> None:
+    """Serve streamable HTTP on 127.0.0.1:``port`` (0: a free one), announcing the address."""
+    import uvicorn
+
+    # The socket is bound and listening before the address is printed, so a
+    # client that reads the line can connect at once (the backlog holds it
+    # until uvicorn accepts).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    print(f"toolbox: serving on http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    anyio.run(uvicorn.Server(config).serve, [sock])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP")
+    parser.add_argument(
+        "--http", type=int, metavar="PORT", help="serve streamable HTTP (0: a free port)"
+    )
     args = parser.parse_args()
     if args.http is None:
         server.run("stdio")
     else:
-        server.settings.host = "127.0.0.1"
-        server.settings.port = args.http
-        server.run("streamable-http")
+        serve_http(args.http)
 
 
 if __name__ == "__main__":

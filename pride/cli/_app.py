@@ -216,9 +216,12 @@ def mcp(
         int | None,
         typer.Option(
             metavar="PORT",
-            min=1,
+            min=0,
             max=65535,
-            help="Serve streamable HTTP on 127.0.0.1:PORT/mcp (default: stdio).",
+            help=(
+                "Serve streamable HTTP on 127.0.0.1:PORT/mcp (default: stdio); 0 picks a "
+                "free port. The bound URL is printed on stdout: 'pride mcp: serving on URL'."
+            ),
         ),
     ] = None,
     grace: Annotated[

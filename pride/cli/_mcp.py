@@ -7,11 +7,18 @@ branches named with ``--expose`` are served to one MCP client over stdio
 with ``--http PORT`` over streamable HTTP at ``http://127.0.0.1:PORT/mcp``.
 Nothing is exposed unless named.
 
+Over HTTP, once the socket listens the process prints one line on standard
+output, ``pride mcp: serving on http://127.0.0.1:PORT/mcp``, with the port
+actually bound: ``--http 0`` lets the system choose a free port, and a client
+(or a test) reads the address from that line instead of guessing a free port
+that another process could take first. Over stdio, standard output is the
+protocol, so nothing is printed there.
+
 Shutdown: over stdio the process stops when the client closes its input;
 SIGINT or SIGTERM stops it in either mode. The session then stops with its
 grace period (running turns may finish, then are cancelled) and the process
-exits 0; 2 when the app cannot start or a name is not a branch; 1 when the
-root session failed.
+exits 0; 2 when the app cannot start, a name is not a branch or the HTTP port
+cannot be bound (in use); 1 when the root session failed.
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ from ..supervisors import Session
 from ._loader import AppError, call_app, load_app
 from ._logs import configure
 
-__all__ = ["serve_app"]
+__all__ = ["ANNOUNCE", "serve_app"]
 
 log = logging.getLogger("pride.cli")
+
+ANNOUNCE = "pride mcp: serving on "
+"""How the line on standard output that gives the HTTP endpoint's URL begins."""
 
 
 def serve_app(
@@ -72,15 +82,23 @@ async def _main(
             await call_app(function, session)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
-                where = "stdio" if http is None else f"http://127.0.0.1:{http}/mcp"
-                log.info("app %s: serving %s over MCP (%s)", app, ", ".join(expose), where)
-                await serve_mcp(session, expose, http=http)
-                nursery.cancel_scope.cancel()
+
+                async def serve(task_status: trio.TaskStatus[str | None]) -> None:
+                    await serve_mcp(session, expose, http=http, task_status=task_status)
+                    nursery.cancel_scope.cancel()  # stdio: the client closed its input
+
+                url = await nursery.start(serve)
+                log.info("app %s: serving %s over MCP (%s)", app, ", ".join(expose), url or "stdio")
+                if url is not None:
+                    print(f"{ANNOUNCE}{url}", flush=True)
     except AppError as exc:
         log.error("%s", exc, exc_info=exc.__cause__)
         return 2
     except UnknownBranch as exc:
         log.error("cannot expose it: %s", exc)
+        return 2
+    except OSError as exc:  # serve_mcp's bind: the address names host and port
+        log.error("%s", exc)
         return 2
     except SupervisorFailed as exc:
         log.error("the root session failed: %s", exc)

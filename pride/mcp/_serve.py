@@ -30,6 +30,7 @@ import functools
 import json
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -280,24 +281,30 @@ async def serve_mcp(
     *,
     http: int | None = None,
     host: str = "127.0.0.1",
-    task_status: Any = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[str | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``session``'s branches named in ``expose`` to MCP clients, until cancelled.
 
     Over stdio (default) it returns when the client closes stdin. With
     ``http=PORT`` it serves streamable HTTP at ``http://HOST:PORT/mcp``
     (``host`` defaults to 127.0.0.1: exposing agents beyond this machine is a
-    deliberate choice) until cancelled.
+    deliberate choice) until cancelled; ``http=0`` lets the system choose a
+    free port.
+
+    Started with ``await nursery.start(serve_mcp, ...)``, it reports the
+    endpoint's URL once the socket listens (with the port actually bound,
+    which is how a caller learns the port ``http=0`` got), or None over stdio.
 
     Raises:
         UnknownBranch: a name in ``expose`` is not a member branch.
         ValueError: ``expose`` is empty.
+        OSError: the HTTP address cannot be bound (a port in use, say).
     """
     server = build_server(session, expose)
     options = server.create_initialization_options()
     if http is None:
         async with _stdio() as (read, write):
-            task_status.started()
+            task_status.started(None)
             await server.run(read, write, options)
         return
     await _serve_http(server, host, http, task_status)
@@ -344,8 +351,24 @@ async def _stdio() -> AsyncIterator[tuple[Any, Any]]:
             nursery.cancel_scope.cancel()
 
 
-async def _serve_http(server: Server[Any, Any], host: str, port: int, task_status: Any) -> None:
-    from hypercorn.config import Config
+class _Endpoint:
+    """The task status hypercorn is given: it turns the bound addresses into the MCP URL."""
+
+    def __init__(self, outer: trio.TaskStatus[str | None]) -> None:
+        self._outer = outer
+
+    def started(self, binds: list[str] | None = None) -> None:
+        # hypercorn reports what it bound ("http://127.0.0.1:54321"): the real
+        # port, which is the only way to learn the one port 0 was given.
+        if not binds:
+            raise RuntimeError("hypercorn started without a bound address")
+        self._outer.started(f"{binds[0]}/mcp")
+
+
+async def _serve_http(
+    server: Server[Any, Any], host: str, port: int, task_status: trio.TaskStatus[str | None]
+) -> None:
+    from hypercorn.config import Config, Sockets
     from hypercorn.trio import serve
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
@@ -366,9 +389,55 @@ async def _serve_http(server: Server[Any, Any], host: str, port: int, task_statu
         await send({"type": "http.response.start", "status": 404, "headers": []})
         await send({"type": "http.response.body", "body": b"not found: the MCP endpoint is /mcp"})
 
-    config = Config()
-    config.bind = [f"{host}:{port}"]
+    # pride binds the socket itself, and hypercorn serves that very socket: a
+    # refused address (a port in use) is an OSError before anything else is
+    # opened (hypercorn's own bind leaves its socket to the garbage collector
+    # when it fails), and the one socket object is closed here on every path.
+    listening = await _bound_socket(host, port)
+
+    class _Config(Config):
+        def create_sockets(self) -> Sockets:
+            return Sockets(secure_sockets=[], insecure_sockets=[listening], quic_sockets=[])
+
+    config = _Config()
     config.accesslog = None
     config.errorlog = log
-    async with manager.run():
-        await serve(app, config, task_status=task_status)
+    try:
+        with listening:
+            async with manager.run():
+                await serve(app, config, task_status=_Endpoint(task_status))
+    except BaseExceptionGroup as group:
+        # hypercorn's nurseries and the session manager's task group each wrap
+        # what serve raised (a port in use, say); the caller opened none of
+        # them, so it gets the one error.
+        sole: BaseException = group
+        while isinstance(sole, BaseExceptionGroup) and len(sole.exceptions) == 1:
+            sole = sole.exceptions[0]
+        if sole is group:
+            raise
+        raise sole from None
+
+
+async def _bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not yet listening; hypercorn listens).
+
+    Raises:
+        OSError: the address cannot be resolved or bound (a port in use, say).
+    """
+    try:
+        family, kind, proto, _, address = (
+            await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot serve MCP on {host}:{port}: {exc.strerror}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot serve MCP on {host}:{port}: {exc.strerror}") from exc
+    except BaseException:
+        sock.close()
+        raise
+    return sock

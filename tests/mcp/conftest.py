@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import selectors
 import socket
 import subprocess
 import sys
@@ -26,33 +29,57 @@ def fake_command(mode: str) -> list[str]:
     return [sys.executable, str(FAKE), mode]
 
 
-def free_port() -> int:
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections for as long as the block runs.
+
+    The socket is bound but never listens: a connection gets a reset, and no
+    other process can take the port meanwhile (a port picked and then closed
+    could be served by anyone before the test connects).
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        yield int(sock.getsockname()[1])
+
+
+def announced_url(process: subprocess.Popen[bytes], prefix: bytes, timeout: float = 30) -> str:
+    """The URL a server subprocess prints on stdout (``<prefix>http://...``) once it listens.
+
+    Servers here are started on port 0 and say which port the system gave
+    them, so no test guesses a free port that another process could take first.
+    """
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    buffer = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while b"\n" not in buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                raise RuntimeError(f"no {prefix!r} line within {timeout} s")
+            chunk = os.read(process.stdout.fileno(), 4096)
+            if not chunk:
+                raise RuntimeError(f"the server exited ({process.wait()}) before {prefix!r}")
+            buffer += chunk
+    line = buffer.split(b"\n", 1)[0].strip()
+    if not line.startswith(prefix):
+        raise RuntimeError(f"expected a {prefix!r} line, got {line!r}")
+    return line[len(prefix) :].decode()
 
 
 @pytest.fixture(scope="module")
 def toolbox_url() -> Iterator[str]:
-    """One streamable-HTTP toolbox on 127.0.0.1, shared by a module's tests."""
-    port = free_port()
+    """One streamable-HTTP toolbox on 127.0.0.1 (a port the system chose), shared by a module."""
     process = subprocess.Popen(
-        [*toolbox_command(), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
+        [*toolbox_command(), "--http", "0"],
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:  # a real server takes its import time to listen: wait for the port
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the HTTP toolbox did not start") from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield announced_url(process, b"toolbox: serving on ")
     finally:
+        assert process.stdout is not None
+        process.stdout.close()
         process.terminate()
         try:
             process.wait(timeout=5)

@@ -13,7 +13,7 @@ from pride import ActionCall, ActionResponse, Branch, Run, Session, ToolProgress
 from pride.llm import ToolCall
 from pride.mcp import McpServerError
 
-from .conftest import free_port
+from .conftest import refused_port
 from .support import Agent, Waiter
 
 
@@ -85,6 +85,10 @@ async def test_cancelling_a_turn_cancels_the_http_call(toolbox_url: str) -> None
 
 async def test_an_unreachable_url_fails_the_spawn() -> None:
     async with Session() as session:
-        with trio.fail_after(20), pytest.raises(McpServerError, match="connection failed"):
-            await session.spawn_mcp("gone", url=f"http://127.0.0.1:{free_port()}/mcp")
+        with (
+            refused_port() as port,
+            trio.fail_after(20),
+            pytest.raises(McpServerError, match="connection failed"),
+        ):
+            await session.spawn_mcp("gone", url=f"http://127.0.0.1:{port}/mcp")
         assert session.services == ()

@@ -7,14 +7,19 @@ client is the MCP SDK's own ``ClientSession`` over its ``stdio_client``.
 from __future__ import annotations
 
 import functools
+import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 import trio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+
+ANNOUNCE = "pride mcp: serving on "  # the documented line (docs/mcp.md)
 
 ROOT = Path(__file__).parent.parent.parent
 APP = "tests/mcp/app.py:build"
@@ -121,33 +126,80 @@ async def test_a_name_that_is_not_a_branch_is_refused() -> None:
     assert b"nobody" in process.stderr
 
 
+async def _announced(stream: trio.abc.ReceiveStream) -> str:
+    """The URL from ``pride mcp``'s "serving on" line (the first line on its stdout)."""
+    buffer = b""
+    while b"\n" not in buffer:
+        chunk = await stream.receive_some(4096)
+        assert chunk, f"pride mcp exited before announcing its address (stdout: {buffer!r})"
+        buffer += chunk
+    line = buffer.split(b"\n", 1)[0].decode()
+    assert line.startswith(ANNOUNCE), line
+    return line[len(ANNOUNCE) :]
+
+
 async def test_pride_serves_over_http_to_pride() -> None:
-    """``--http PORT``: streamable HTTP on 127.0.0.1, here with pride itself as the client."""
+    """``--http 0``: streamable HTTP on a port the system chose, announced on stdout, here
+    with pride itself as the client (nothing guesses a free port another process could take)."""
     from pride import Session
 
-    from .conftest import free_port
-
-    port = free_port()
-    argv = [sys.executable, "-m", "pride.cli", "mcp", APP, "--expose", "helper"]
+    argv = [sys.executable, "-m", "pride.cli", "mcp", APP, "--expose", "helper", "--http", "0"]
     async with trio.open_nursery() as nursery:
         process = await nursery.start(
             functools.partial(
-                trio.run_process, [*argv, "--http", str(port)], cwd=str(ROOT), check=False
+                trio.run_process, argv, cwd=str(ROOT), check=False, stdout=subprocess.PIPE
             )
         )
         try:
+            with trio.fail_after(30):  # the server takes its import time to listen
+                url = await _announced(process.stdout)
+            host, port = url.removeprefix("http://").removesuffix("/mcp").split(":")
+            assert host == "127.0.0.1" and int(port) > 0
             async with Session() as session:
-                with trio.fail_after(30):
-                    while True:  # the server takes its import time to listen
-                        try:
-                            await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
-                            break
-                        except OSError:
-                            await trio.sleep(0.05)
-                    server = await session.spawn_mcp("pride", url=f"http://127.0.0.1:{port}/mcp")
+                server = await session.spawn_mcp("pride", url=url)
                 assert set(server.tool_names) == {"ask_helper", "helper_stats", "helper_crunch"}
                 result = await server.call_tool("ask_helper", {"instruction": "over http"})
                 assert result.content[0].text == "echo: over http"
         finally:
             process.terminate()
     assert process.returncode == 0
+
+
+async def test_a_port_in_use_is_refused_naming_the_address() -> None:
+    """``--http PORT`` on a port another socket listens on: status 2, the address named."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "pride.cli", "mcp", APP, "--expose", "helper"]
+        process = await trio.run_process(
+            [*argv, "--http", str(port)],
+            cwd=str(ROOT),
+            stdin=b"",
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert process.returncode == 2
+    assert f"cannot serve MCP on 127.0.0.1:{port}".encode() in process.stderr
+    assert ANNOUNCE.encode() not in process.stdout
+
+
+async def test_serve_mcp_reports_the_port_it_bound() -> None:
+    """``serve_mcp(..., http=0)`` under ``nursery.start`` gives the endpoint's URL, real port
+    included; a second server asked for that same port fails with OSError, not silently."""
+    from pride import Branch, ScriptedModel, Session
+    from pride.mcp import serve_mcp
+
+    async with Session() as session:
+        await session.spawn(Branch(name="helper", chat_model=ScriptedModel(["hello"])))
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(functools.partial(serve_mcp, session, ["helper"], http=0))
+            assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+            server = await session.spawn_mcp("self", url=url)
+            result = await server.call_tool("ask_helper", {"instruction": "hi"})
+            assert result.content[0].text == "hello"
+            port = int(url.removeprefix("http://127.0.0.1:").removesuffix("/mcp"))
+            with pytest.raises(OSError):
+                await nursery.start(functools.partial(serve_mcp, session, ["helper"], http=port))
+            nursery.cancel_scope.cancel()
