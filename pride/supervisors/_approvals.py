@@ -1,9 +1,9 @@
 """A session's waiting turns: those it resumes after a restart, and those
 stopped for approval until somebody decides.
 
-The component behind [`Session.on_resume`][pride.supervisors.session.Session.on_resume],
-[`Session.resolve`][pride.supervisors.session.Session.resolve] and
-[`Session.suspended_turns`][pride.supervisors.session.Session.suspended_turns].
+The session's verbs for them, bound onto [`Session`][pride.supervisors.session.Session]
+as its methods ``on_resume``, ``resolve`` and ``suspended_turns`` (each
+function here takes the session first).
 A turn is found by its id in the turn journals of the tree's branches
 (`pride.actors.journal`), so a turn restored from a store by another process
 is found the same way; continuing it is an ordinary ``Resume`` work command
@@ -13,7 +13,7 @@ sent to its branch.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 import attrs
@@ -25,7 +25,7 @@ from ..messages import Decision, PendingCall, Resume
 if TYPE_CHECKING:
     from ._membership import Membership
 
-__all__ = ["Approvals", "SuspendedTurn"]
+__all__ = ["SuspendedTurn", "WaitingSession", "on_resume", "resolve", "suspended_turns"]
 
 
 @attrs.frozen
@@ -44,61 +44,86 @@ class SuspendedTurn:
     pending: tuple[PendingCall, ...]
 
 
-class Approvals:
-    """The waiting turns of one session's tree (see the module docstring).
+class WaitingSession(Protocol):
+    """What the waiting-turn verbs need of a session (a [`Session`][pride.Session] is one)."""
 
-    Args:
-        members: the session's membership (its tree's branches, and where
-            resume handlers are called).
+    @property
+    def _members(self) -> Membership: ...
+
+
+def on_resume(session: WaitingSession, handler: Callable[[Reply], Any]) -> Callable[[Reply], Any]:
+    """Call ``handler(reply)`` for each turn this session resumes (or abandons)
+    after a restart; usable as a decorator.
+
+    The original caller of such a turn is gone: ``reply`` is the envelope
+    of its ``Resume``, queued before any other work of the branch;
+    ``reply.tag`` is the tag its first sender gave it (``pride run``'s
+    request id) and ``await reply.result()`` its result. Register before
+    spawning the branches. A failing handler is logged. (A turn of a flow
+    node is not handed over: its flow's ``resume_flow`` waits for it.)
+
+    Raises:
+        TypeError: ``handler`` is not callable.
     """
+    if not callable(handler):
+        raise TypeError(f"on_resume needs a callable, got {handler!r}")
+    session._members.resume_handlers.append(handler)
+    return handler
 
-    __slots__ = ("_members",)
 
-    def __init__(self, members: Membership) -> None:
-        self._members = members
+async def resolve(
+    session: WaitingSession,
+    turn_id: UUID | str,
+    decisions: Mapping[str, Decision] | None = None,
+) -> Any:
+    """Continue a turn that stopped for approval, and return its result.
 
-    def on_resume(self, handler: Callable[[Reply], Any]) -> Callable[[Reply], Any]:
-        """Call ``handler(reply)`` for each turn resumed (or abandoned) after a restart.
+    ``decisions`` maps call ids of the turn's pending calls to
+    [`Approve()`][pride.Approve] or [`Deny(reason)`][pride.Deny]: approved calls run,
+    denied ones become error results the model sees, and the turn goes on
+    (keeping its turn id) to its terminal. Calls left undecided keep
+    waiting: the turn stops again once it reaches them, and this raises
+    [`ApprovalRequired`][pride.ApprovalRequired] naming them. Works on turns
+    restored from a store by another process as well: the turn's branch is
+    the one of the tree whose turn journal holds it, and continuing it is a
+    ``Resume`` work command sent to that branch.
 
-        Raises:
-            TypeError: ``handler`` is not callable.
-        """
-        if not callable(handler):
-            raise TypeError(f"on_resume needs a callable, got {handler!r}")
-        self._members.resume_handlers.append(handler)
-        return handler
+    Raises:
+        UnknownTurn: no member of this tree has a suspended turn with that id
+            (or it is not a turn id at all).
+        UnknownPendingCall: a decision names a call the turn does not wait on.
+        ApprovalRequired: calls still wait (some were left undecided, or the
+            model asked for another call needing approval).
+        Exception: whatever the continued turn raised.
+    """
+    identity = turn_id if isinstance(turn_id, UUID) else _turn_uuid(turn_id)
+    members = session._members
+    branch = _holder_of(members, identity)
+    if branch is None:
+        raise UnknownTurn(identity, f"session {members.name!r} or its tree")
+    return await ask(branch, Resume(identity, dict(decisions or {})))
 
-    async def resolve(self, turn_id: UUID | str, decisions: Mapping[str, Decision]) -> Any:
-        """Send the turn's branch a ``Resume`` with ``decisions``; return the turn's result.
 
-        Raises:
-            UnknownTurn: no branch of the tree holds a waiting turn with that id
-                (or it is not a turn id at all); and whatever the turn raises.
-        """
-        identity = turn_id if isinstance(turn_id, UUID) else _turn_uuid(turn_id)
-        branch = self._holder_of(identity)
-        if branch is None:
-            raise UnknownTurn(identity, f"session {self._members.name!r} or its tree")
-        return await ask(branch, Resume(identity, dict(decisions)))
+def suspended_turns(session: WaitingSession) -> list[SuspendedTurn]:
+    """The turns of this tree's members waiting for approval, in member order
+    (after a restart too: a store's suspended turns are restored with their branches)."""
+    found = []
+    for branch in session._members.tree_branches():
+        journal = branch.actor.journal
+        if journal is None:
+            continue
+        for waiting in journal.waiting.values():
+            if waiting.status == "suspended":
+                found.append(SuspendedTurn(branch.name, waiting.turn_id, waiting.pending()))
+    return found
 
-    def suspended(self) -> list[SuspendedTurn]:
-        """The turns of the tree's branches waiting for approval, in member order."""
-        found = []
-        for branch in self._members.tree_branches():
-            journal = branch.actor.journal
-            if journal is None:
-                continue
-            for waiting in journal.waiting.values():
-                if waiting.status == "suspended":
-                    found.append(SuspendedTurn(branch.name, waiting.turn_id, waiting.pending()))
-        return found
 
-    def _holder_of(self, turn_id: UUID) -> Branch | None:
-        for branch in self._members.tree_branches():
-            journal = branch.actor.journal
-            if journal is not None and turn_id in journal.waiting:
-                return branch
-        return None
+def _holder_of(members: Membership, turn_id: UUID) -> Branch | None:
+    for branch in members.tree_branches():
+        journal = branch.actor.journal
+        if journal is not None and turn_id in journal.waiting:
+            return branch
+    return None
 
 
 def _turn_uuid(turn_id: Any) -> UUID:

@@ -26,6 +26,7 @@ import trio
 from ..actors import Branch, BranchRef, send, send_nowait
 from ..actors.branch import live_branch
 from ..actors.budget import Account
+from ..actors.journal import Durability
 from ..actors.target import Target, is_target
 from ..actors.waits import serving_branch
 from ..actors.wiring import detach
@@ -240,11 +241,15 @@ class Membership:
         (or taken over) and attached.
 
         Raises:
-            TypeError: one is not a Branch.
+            TypeError: one is not a Branch, or ``durability`` is not a Durability.
             MembershipError: one belongs to another session.
             ValueError: a name is taken.
             RuntimeError: the session is not running, or one is being added already.
         """
+        if durability is not None and not isinstance(durability, Durability):
+            raise TypeError(
+                f"durability must be a pride.Durability, got {type(durability).__name__}"
+            )
         self.require_running()
         for branch in branches:
             if not isinstance(branch, Branch):

@@ -16,56 +16,39 @@ a branch belongs to at most one session at a time.
 
 A session is composed of parts it holds, each given what it needs when the
 session is made: its supervisor (`pride.supervisors._supervisor`: the
-children's runs, restarts and ordered stops), its membership
+children's runs, restarts and ordered stops) and its membership
 (`pride.supervisors._membership`: who belongs, their wiring, name
-resolution) and its waiting turns (`pride.supervisors._approvals`: turns
-resumed after a restart or stopped for approval); its statistics are read
-from them (`pride.supervisors._statistics`). This module is the public
-surface: membership, exchange, observation, operations, flows, durable
-turns and the session's own lifecycle.
+resolution); its statistics are read from them. This module is the public
+surface; as Branch binds its verbs from modules of their own, the session
+binds its exchange (`_exchange`), its waiting turns (`_approvals`), its
+flows (`_flows`) and its MCP door (`_service`), each one idea.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self, TypeVar
 from uuid import UUID
 
 import trio
 
-from ..actors import Branch, Reply, Target, ask, send
+from ..actors import Branch
 from ..actors.budget import Account
 from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
-from ..errors import UnknownBranch, UnknownFlow
-from ..flows import (
-    DEFAULT_MAX_CONCURRENT,
-    DEFAULT_MAX_SPAWN,
-    Flow,
-    FlowEvents,
-    FlowHost,
-    FlowResult,
-    FlowRun,
-    open_flow_stream,
-)
-from ..flows.journal import FlowJournal, UnfinishedFlow, summary
-from ..flows.resume import resume_run
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
     Budget,
-    Call,
-    Command,
-    Decision,
     Usage,
 )
 from ..operations.registry import OperationManager
 from ..store import BranchStore
-from ._approvals import Approvals, SuspendedTurn
+from . import _approvals as approvals, _exchange as exchange, _flows as flows, _service as serving
+from ._approvals import SuspendedTurn
 from ._child import Child
 from ._membership import Membership
 from ._persistence import Persistence
@@ -195,7 +178,6 @@ class Session:
             grace=self.grace,
             account=self._account,
         )
-        self._approvals = Approvals(self._members)  # turns resumed or waiting for approval
         self._private: PrivateNursery | None = None  # the nursery of `async with`
         self._store_path: Path | None = None
         if isinstance(store, BranchStore):
@@ -340,10 +322,6 @@ class Session:
         if isinstance(member, Session):
             await self._members.adopt_session(member, member._members, kind)
         elif isinstance(member, Branch):
-            if durability is not None and not isinstance(durability, Durability):
-                raise TypeError(
-                    f"durability must be a pride.Durability, got {type(durability).__name__}"
-                )
             await self._members.adopt([member], kind, durability)
         elif isinstance(member, Service):
             await self._members.adopt_service(member, kind)
@@ -353,60 +331,10 @@ class Session:
             )
         return member
 
-    async def spawn_mcp(
-        self,
-        name: str,
-        *,
-        command: Sequence[str] | None = None,
-        url: str | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | Path | None = None,
-        headers: Mapping[str, str] | None = None,
-        restart: RestartType = "permanent",
-        **options: Any,
-    ) -> Any:
-        """Start an MCP server as a supervised child and return its handle.
+    # A session's MCP servers (services): see _service.py.
 
-        Give ``command`` (an argv list: a stdio server, run as a subprocess
-        with ``env`` added to a minimal inherited environment and ``cwd``)
-        or ``url`` (a streamable-HTTP server; ``headers`` go with every
-        request). Returns once the server has initialised and listed its
-        tools; register them with ``branch.register_mcp(server, ...)``. The
-        server restarts by ``restart`` and the session's strategy and
-        intensity, like a branch. Needs the ``mcp`` extra; see
-        `pride.mcp.spawn_mcp` (and docs/mcp.md) for ``options``.
-
-        Raises:
-            ImportError: the extra is not installed (``pip install 'pride[mcp]'``).
-            pride.mcp.McpServerError: the server could not be started or initialised.
-            ValueError: neither or both of ``command`` and ``url``, a bad
-                option, or another member has the name.
-            RuntimeError: this session is not running.
-        """
-        from ..mcp import spawn_mcp  # the optional extra: imported on first use only
-
-        return await spawn_mcp(
-            self,
-            name,
-            command=command,
-            url=url,
-            env=env,
-            cwd=cwd,
-            headers=headers,
-            restart=restart,
-            **options,
-        )
-
-    def mcp(self, name: str) -> Any:
-        """The handle of the MCP server (a member service) called ``name``.
-
-        Raises:
-            UnknownBranch: no member service has that name (a ``LookupError``).
-        """
-        for service in self.services:
-            if service.name == name:
-                return service
-        raise UnknownBranch(name, f"session {self.name!r} (MCP servers)")
+    spawn_mcp = serving.spawn_mcp
+    mcp = serving.mcp
 
     async def spawn_session(
         self, name: str | None = None, *, restart: RestartType = "permanent", **options: Any
@@ -454,19 +382,11 @@ class Session:
 
     # ------------------------------------------------------------ exchange
 
-    async def send(self, target: Any, command: Command, *, tag: str | int | None = None) -> Reply:
-        """[`pride.send`][pride.send] with ``target`` (a Branch, BranchRef, name or id) resolved
-        here (``tag`` labels the envelope, see [`pride.send`][pride.send])."""
-        return await send(self._members.target(target), command, tag=tag)
+    # Work sent to members by Branch, name, id or ref, resolved in this tree: see _exchange.py.
 
-    async def ask(self, target: Any, command: Command, timeout: float | None = None) -> Any:
-        """[`pride.ask`][pride.ask] with ``target`` resolved here (names and ids of this tree).
-
-        Raises:
-            UnknownBranch: no such branch; BranchClosed: it has stopped; and
-                whatever [`pride.ask`][pride.ask] raises.
-        """
-        return await ask(self._members.target(target), command, timeout)
+    send = exchange.send
+    ask = exchange.ask
+    run_operation = exchange.run_operation
 
     def register_operation(
         self, name: str, operation: Callable[..., Any], *, update: bool = False
@@ -487,239 +407,23 @@ class Session:
         """The shared operation registry."""
         return self._operations
 
-    async def run_operation(self, name: str, *, branch: Any = None, **kwargs: Any) -> Any:
-        """Run the registered operation ``name`` as a turn of a member; return its result.
-
-        Args:
-            name: the operation (looked up attribute-first on the branch).
-            branch: the member (Branch, name or id); default: the first spawned one.
-            **kwargs: the operation's keyword arguments.
-
-        Raises:
-            UnknownBranch: no such member, or the session has no branches.
-            UnknownOperation: nothing has that name.
-        """
-        if branch is None:
-            members = self.branches
-            if not members:
-                raise UnknownBranch("<first member>", f"session {self.name!r} (no branches)")
-            target: Target = members[0]
-        else:
-            target = self._members.target(branch)
-        return await ask(target, Call(name, **kwargs))
-
     # ------------------------------------------------------------ durable turns
 
-    def on_resume(self, handler: Callable[[Reply], Any]) -> Callable[[Reply], Any]:
-        """Call ``handler(reply)`` for each turn this session resumes (or abandons)
-        after a restart; usable as a decorator.
+    # Turns resumed after a restart, and turns stopped for approval: see _approvals.py.
 
-        The original caller of such a turn is gone: ``reply`` is the envelope
-        of its ``Resume``, queued before any other work of the branch;
-        ``reply.tag`` is the tag its first sender gave it (``pride run``'s
-        request id) and ``await reply.result()`` its result. Register before
-        spawning the branches. A failing handler is logged. (A turn of a flow
-        node is not handed over: its flow's ``resume_flow`` waits for it.)
-        """
-        return self._approvals.on_resume(handler)
-
-    async def resolve(
-        self, turn_id: UUID | str, decisions: Mapping[str, Decision] | None = None
-    ) -> Any:
-        """Continue a turn that stopped for approval, and return its result.
-
-        ``decisions`` maps call ids of the turn's pending calls to
-        [`Approve()`][pride.Approve] or [`Deny(reason)`][pride.Deny]: approved calls run,
-        denied ones become error results the model sees, and the turn goes on
-        (keeping its turn id) to its terminal. Calls left undecided keep
-        waiting: the turn stops again once it reaches them, and this raises
-        [`ApprovalRequired`][pride.ApprovalRequired] naming them. Works on turns
-        restored from a store by another process as well.
-
-        Raises:
-            UnknownTurn: no member of this tree has a suspended turn with that id.
-            UnknownPendingCall: a decision names a call the turn does not wait on.
-            ApprovalRequired: calls still wait (some were left undecided, or the
-                model asked for another call needing approval).
-            Exception: whatever the continued turn raised.
-        """
-        return await self._approvals.resolve(turn_id, decisions or {})
-
-    def suspended_turns(self) -> list[SuspendedTurn]:
-        """The turns of this tree's members waiting for approval (after a restart
-        too: a store's suspended turns are restored with their branches)."""
-        return self._approvals.suspended()
+    on_resume = approvals.on_resume
+    resolve = approvals.resolve
+    suspended_turns = approvals.suspended_turns
 
     # ------------------------------------------------------------ flows
 
-    async def flow(
-        self,
-        flow: Flow,
-        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
-        budget: Budget | None = None,
-        fail_fast: bool = False,
-        *,
-        max_spawn: int = DEFAULT_MAX_SPAWN,
-    ) -> FlowResult:
-        """Run ``flow``'s nodes as turns of this session's branches; return a
-        [`FlowResult`][pride.FlowResult].
+    # Running a plan of work across the members, and continuing one: see _flows.py.
 
-        A node starts when its dependencies have completed, at most
-        ``max_concurrent`` at once; a node whose dependency did not complete
-        is skipped, independent ones go on (``fail_fast``: the first failure
-        cancels the running nodes and skips the rest). Node signals
-        ([`NodeStarted`][pride.NodeStarted], ...) go to the observer. See
-        docs/flows.md and `pride.flows.run`.
-
-        Args:
-            flow: the plan.
-            max_concurrent: nodes running at once (>= 1).
-            budget: one allowance for every node's turn (and the work those
-                turns ask of other branches); the session's budget applies too.
-            fail_fast: stop the flow at its first failed node.
-            max_spawn: how many nodes the running flow may grow by
-                ([`current_flow`][pride.current_flow]``().add(...)``).
-
-        Raises:
-            InvalidFlow: the flow cannot start (a cycle, a dependency on a
-                missing node, a target this session cannot resolve); nothing ran.
-            ValueError, TypeError: a bad option.
-            RuntimeError: the session is not running.
-
-        Cancellation: every running node's turn is cancelled and finalised
-        (its terminal signal, then ``NodeCancelled``), the other nodes are
-        skipped, and no node starts afterwards.
-        """
-        return await self._flow_run(flow, max_concurrent, budget, fail_fast, max_spawn).run()
-
-    @contextlib.asynccontextmanager
-    async def flow_stream(
-        self,
-        flow: Flow,
-        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
-        budget: Budget | None = None,
-        fail_fast: bool = False,
-        *,
-        max_spawn: int = DEFAULT_MAX_SPAWN,
-        items: bool = False,
-    ) -> AsyncIterator[FlowEvents]:
-        """Run ``flow`` while the block iterates its events, as they happen.
-
-        ``async with session.flow_stream(flow) as events: async for event in
-        events: ...``; afterwards ``events.result`` is the
-        [`FlowResult`][pride.FlowResult]. The events are the node signals (also
-        sent to the observer) and, with ``items=True``, each streaming node's
-        items as [`NodeItem`][pride.flows.NodeItem]s (nodes running ``Run`` or
-        ``ReActStream``; their result is still what ``ask`` would return). Leaving
-        the block early cancels the flow, as cancelling
-        [`flow`][pride.supervisors.session.Session.flow] would. The other arguments
-        and errors are [`flow`][pride.supervisors.session.Session.flow]'s;
-        ``InvalidFlow`` is raised on entering, before anything runs.
-        """
-        run = self._flow_run(flow, max_concurrent, budget, fail_fast, max_spawn, items=items)
-        async with open_flow_stream(run) as events:
-            yield events
-
-    async def resume_flow(
-        self, flow_id: UUID | str, flow: Flow | None = None, *, max_concurrent: int | None = None
-    ) -> FlowResult:
-        """Continue a flow run a crash (or a cancellation) cut short; return its result.
-
-        The run is the journaled one (same id, options, nodes): nodes that
-        finished keep their outcome and result and are not run again; a node
-        whose turn was interrupted waits for that turn, which its branch
-        resumed from the turn journal when it was spawned; the rest run as in
-        any flow. Spawn the flow's branches first. A late-bound command or a
-        ``when`` is code the journal cannot hold: pass ``flow``, the same
-        Flow rebuilt by the same code; it is checked against the journal.
-        See docs/flows.md, "Resuming a flow".
-
-        Args:
-            flow_id: the run's id (``unfinished_flows()`` lists them; every
-                node signal carries it).
-            flow: the rebuilt plan, giving back its functions; None: the
-                journal's own commands.
-            max_concurrent: nodes running at once (default: as journaled).
-
-        Raises:
-            UnknownFlow: the store holds no unfinished flow with that id.
-            InvalidFlow: ``flow`` differs from the journaled plan, or a node
-                still to run needs a function and ``flow`` was not given.
-            StoreError: the journal does not read back.
-            RuntimeError: the session has no store, or is not running.
-        """
-        self._members.require_running()
-        store = self.store
-        if store is None:
-            raise RuntimeError(
-                f"session {self.name!r} has no store: only a flow run with one can be resumed"
-            )
-        key = str(flow_id)
-        found = await store.unfinished_flows(str(UUID(key))) if _is_uuid(key) else []
-        if not found:
-            raise UnknownFlow(flow_id, f"the store {store.path}")
-        run = resume_run(
-            found[0],
-            flow,
-            self._flow_host(),
-            store,
-            self._members.flow_turns,
-            max_concurrent=max_concurrent,
-        )
-        return await run.run()
-
-    async def abandon_flow(self, flow_id: UUID | str) -> None:
-        """Forget a flow run the store's journal holds, without running it: it is
-        no longer listed, and cannot be resumed. (Turns of its nodes a crash
-        interrupted were resumed with their branches; they are not stopped.)
-
-        Raises:
-            UnknownFlow: the store holds no unfinished flow with that id.
-            RuntimeError: the session has no store.
-        """
-        store = self.store
-        if store is None:
-            raise RuntimeError(f"session {self.name!r} has no store: it journals no flow")
-        key = str(flow_id)
-        found = await store.unfinished_flows(str(UUID(key))) if _is_uuid(key) else []
-        if not found:
-            raise UnknownFlow(flow_id, f"the store {store.path}")
-        await FlowJournal(store, UUID(found[0].flow_id)).finish()
-        log.info("flow %s abandoned: forgotten by the store's journal", found[0].flow_id)
-
-    async def unfinished_flows(self) -> list[UnfinishedFlow]:
-        """The flow runs the store's journal holds, oldest first: cut short by a
-        crash or a cancellation, to be continued with ``resume_flow`` (empty
-        without a store). A run that does not read back is logged and left out."""
-        store = self.store
-        if store is None:
-            return []
-        found = [summary(stored) for stored in await store.unfinished_flows()]
-        return [item for item in found if item is not None]
-
-    def _flow_run(
-        self,
-        flow: Flow,
-        max_concurrent: int,
-        budget: Budget | None,
-        fail_fast: bool,
-        max_spawn: int,
-        *,
-        items: bool = False,
-    ) -> FlowRun:
-        self._members.require_running()
-        return FlowRun(
-            flow,
-            self._flow_host(),
-            max_concurrent=max_concurrent,
-            budget=budget,
-            fail_fast=fail_fast,
-            max_spawn=max_spawn,
-            items=items,
-        )
-
-    def _flow_host(self) -> FlowHost:
-        return FlowHost(self.name, self._members.target, self._observer, self.store)
+    flow = flows.flow
+    flow_stream = flows.flow_stream
+    resume_flow = flows.resume_flow
+    unfinished_flows = flows.unfinished_flows
+    abandon_flow = flows.abandon_flow
 
     @property
     def memory(self) -> MemoryStore:
@@ -787,14 +491,6 @@ class Session:
     def statistics(self) -> SessionStatistics:
         """Members, queued work, turns and restarts of this session and those below it."""
         return statistics_of(self._members, self._account)
-
-
-def _is_uuid(text: str) -> bool:
-    try:
-        UUID(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _check_grace(grace: Any) -> float:

@@ -76,7 +76,11 @@ def test_strict_build_fails_on_an_unresolved_reference(tmp_path: Path) -> None:
     config.update(nav=["index.md"], extra_css=[], site_dir=str(tmp_path / "site"))
     plugins = config["plugins"]
     handler = next(p for p in plugins if isinstance(p, dict) and "mkdocstrings" in p)
-    handler["mkdocstrings"]["handlers"]["python"]["paths"] = [str(tmp_path)]
+    python = handler["mkdocstrings"]["handlers"]["python"]
+    python["paths"] = [str(tmp_path)]
+    # Griffe extensions given by path are found beside the config: point at pride's.
+    options = python["options"]
+    options["extensions"] = [str(ROOT / ext) for ext in options.get("extensions", ())]
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
     build = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(tmp_path / "mkdocs.yml")],
