@@ -26,7 +26,6 @@ where asyncio appears.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import threading
@@ -129,19 +128,26 @@ class HostActor:
             # journal write, which nobody waits on.
             loop.call_soon_threadsafe(loop.call_soon, self._journal.note_turns, pairs)
 
-    def post(self, conn: str, items: list[dict[str, Any]]) -> None:
+    def post(self, conn: str, items: list[dict[str, Any]], *, lazy: bool = False) -> None:
         """Queue a numbered batch of items for ``conn`` (called from the trio thread).
 
         The batch goes back with the next delivery of that connection still
         waiting for answers, else with its poll; the caller applies batches in
-        number order whichever brought them.
+        number order whichever brought them. A ``lazy`` batch (turn starts,
+        which nobody waits on) wakes nobody while a delivery lingers: it
+        leaves with that delivery's return instead of costing a call.
         """
         with self._lock:
             seq = self._out_seq.get(conn, 0)
             self._out_seq[conn] = seq + 1
             self._outboxes.setdefault(conn, []).append({"s": seq, "items": items})
             waiters = self._deliverers.get(conn)
-            waiting = waiters.pop(0) if waiters else self._pollers.get(conn)
+            if not waiters:
+                waiting = self._pollers.get(conn)
+            elif lazy:
+                waiting = None
+            else:
+                waiting = waiters.pop(0)
         if waiting is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(_wake, waiting)
 
@@ -266,8 +272,9 @@ class HostActor:
             if not out:
                 self._deliverers.setdefault(conn, []).append(waiter)
         if not out:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(waiter), DELIVERY_LINGER)
+            linger = loop.call_later(DELIVERY_LINGER, _wake, waiter)
+            await waiter
+            linger.cancel()
             with self._lock:
                 waiters = self._deliverers.get(conn)
                 if waiters and waiter in waiters:
@@ -312,8 +319,11 @@ class HostActor:
             return dumps(items)
         if previous is not None:
             _wake(previous)  # a newer poll of the same connection takes over
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(waiter), timeout)
+        expiry = loop.call_later(timeout, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            expiry.cancel()
         with self._lock:
             if self._pollers.get(conn) is waiter:
                 del self._pollers[conn]

@@ -23,7 +23,7 @@ from ..actors import Branch
 from ..errors import (
     StoreLocked,
 )
-from ..messages import Signal
+from ..messages import BranchStopped
 from ..supervisors import Session
 from ._outbox import Outbound, Outbox
 from ._placements import Placements, build_branch
@@ -86,7 +86,7 @@ class HostRuntime:
             session = await self._open_session()
             async with session:
                 self.session = session
-                session.observe(Signal, handler=self.connections.on_signal)
+                session.observe(BranchStopped, handler=self.connections.on_stopped)
                 for spec in self.placements.load():
                     await self._place(spec, record=False)
                     self.restored.append(spec["name"])

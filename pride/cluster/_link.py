@@ -99,6 +99,7 @@ class Link:
         self.served: set[str] = set()  # branch names the host serves (its signals' names)
         self._capacity: dict[str, int] = {}
         self.connections = 0
+        self._last_command: tuple[Any, str] | None = None
 
     # ------------------------------------------------------------ callers
 
@@ -145,7 +146,7 @@ class Link:
             "id": envelope.id,
             "b": envelope.branch,
             "mode": mode,
-            "cmd": unstructure(envelope.reply.command),
+            "cmd": self._command_text(envelope.reply.command),
         }
         if envelope.reply.trace:  # the sender's trace context: the remote turn continues it
             item["trace"] = dict(envelope.reply.trace)
@@ -158,6 +159,20 @@ class Link:
         self._envelopes[envelope.id] = envelope
         self._outstanding[envelope.branch] = self._outstanding.get(envelope.branch, 0) + 1
         self.push(item)
+
+    def _command_text(self, command: Any) -> str:
+        """The command's codec text; the same command object sent again (a caller
+        repeating one command) is encoded once. The host decodes a text once per batch.
+
+        Raises:
+            InvalidMessage: the command has no wire form.
+        """
+        last = self._last_command
+        if last is not None and last[0] is command:
+            return last[1]
+        text = dumps(unstructure(command)).decode()
+        self._last_command = (command, text)
+        return text
 
     def push(self, item: dict[str, Any]) -> None:
         if self.state != "up":

@@ -3,11 +3,11 @@
 The runtime queues each answer for its connection (`Outbox.send`); once per
 trio scheduling round one task hands every connection's queue to the glue
 thread (`Outbound.post`), which numbers it and returns it with a waiting
-delivery or poll. An answer nobody waits on (a turn's start, for an ask)
-may wait `LAZY_FLUSH` seconds for company, so a short turn's start leaves
-with its outcome. Turn ids noted for the envelope journal travel the same
-way, once per round: one wake of the glue thread and one journal
-transaction for all of them, not one per turn.
+delivery or poll. A turn's start, for an ask, may wait `LAZY_FLUSH` seconds
+for company, and a short turn's outcome replaces it (the outcome carries the
+turn id too): so a short ask costs one answer, not two. Turn ids noted for
+the envelope journal travel the same way, once per round: one wake of the
+glue thread and one journal transaction for all of them, not one per turn.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ LAZY_FLUSH = 0.002
 class Outbound(Protocol):
     """Where the runtime hands what it sends back (the glue thread's outboxes)."""
 
-    def post(self, conn: str, items: list[dict[str, Any]]) -> None: ...
+    def post(self, conn: str, items: list[dict[str, Any]], *, lazy: bool = False) -> None:
+        """Hand ``items`` over for ``conn``; ``lazy``: nobody waits on them (turn starts)."""
+        ...
 
 
 class Outbox:
@@ -47,23 +49,34 @@ class Outbox:
         self._scheduled: set[str] = set()
         self._due: list[str] = []
         self._flush_due = trio.Event()
+        self._starts: dict[str, dict[str, dict[str, Any]]] = {}  # conn: {envelope id: start}
         self._lazy: set[str] = set()
         self._lazy_due = trio.Event()
         self._notes: list[tuple[str, str]] = []
 
-    def send(self, conn: str, item: dict[str, Any], *, lazy: bool = False) -> None:
-        """Queue ``item`` for ``conn``: handed over at the end of this round, or
-        (``lazy``) within `LAZY_FLUSH` seconds, with whatever else is queued by then."""
+    def send(self, conn: str, item: dict[str, Any], *, supersedes: str | None = None) -> None:
+        """Queue ``item`` for ``conn``, handed over at the end of this round.
+
+        ``supersedes`` names an envelope whose start, still waiting (see
+        `send_start`), this item replaces.
+        """
+        if supersedes is not None:
+            starts = self._starts.get(conn)
+            if starts is not None:
+                starts.pop(supersedes, None)
         self._queues.setdefault(conn, []).append(item)
-        if conn in self._scheduled:
-            return
-        if lazy:
+        if conn not in self._scheduled:
+            self._scheduled.add(conn)
+            self._due.append(conn)
+            self._flush_due.set()
+
+    def send_start(self, conn: str, envelope_id: str, item: dict[str, Any]) -> None:
+        """Queue an envelope's start for ``conn``, handed over with the connection's
+        next answers or within `LAZY_FLUSH` seconds; its outcome may replace it."""
+        self._starts.setdefault(conn, {})[envelope_id] = item
+        if conn not in self._lazy:
             self._lazy.add(conn)
             self._lazy_due.set()
-            return
-        self._scheduled.add(conn)
-        self._due.append(conn)
-        self._flush_due.set()
 
     def note_turn(self, envelope_id: str, turn_id: str) -> None:
         """Tell the journal, with this round's answers, which turn an envelope started."""
@@ -74,6 +87,7 @@ class Outbox:
     def forget(self, conn: str) -> None:
         """Drop what ``conn`` is owed (it is gone)."""
         self._queues.pop(conn, None)
+        self._starts.pop(conn, None)
         self._scheduled.discard(conn)
         self._lazy.discard(conn)
 
@@ -104,13 +118,16 @@ class Outbox:
             lazy, self._lazy = self._lazy, set()
             for conn in lazy:
                 if conn not in self._scheduled:
-                    self._flush(conn)
+                    self._flush(conn, lazy=True)
 
-    def _flush(self, conn: str) -> None:
+    def _flush(self, conn: str, *, lazy: bool = False) -> None:
         self._scheduled.discard(conn)
+        starts = self._starts.pop(conn, None)
         items = self._queues.pop(conn, None)
+        if starts:  # before anything queued after them
+            items = [*starts.values(), *(items or ())]
         if items:
             try:
-                self.outbound.post(conn, items)
+                self.outbound.post(conn, items, lazy=lazy)
             except Exception:  # raising in a run_sync_soon callback would kill the trio loop
                 log.exception("host %r: could not hand %d items to %s", self.host, len(items), conn)

@@ -49,6 +49,7 @@ __all__ = [
     "encode_error",
     "encode_value",
     "loads",
+    "loads_text",
 ]
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -252,5 +253,17 @@ def loads(payload: Any, what: str) -> Any:
         raise _problem(what, f"{len(payload)} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
     try:
         return json.loads(payload)
+    except (ValueError, RecursionError) as exc:
+        raise _problem(what, f"invalid JSON: {exc}") from None
+
+
+def loads_text(text: str, what: str) -> Any:
+    """Parse JSON text found inside a peer's batch (already bounded with it).
+
+    Raises:
+        InvalidMessage: not JSON.
+    """
+    try:
+        return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise _problem(what, f"invalid JSON: {exc}") from None

@@ -15,7 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from pride import Call, Chat, RunStart, Signal
+from pride import Call, Chat, Run, RunStart, Signal
 from pride.cluster._host import HostRuntime
 from pride.cluster._wire import decode_error, decode_value
 from pride.messages import unstructure
@@ -28,7 +28,7 @@ class Outbox:
         self.items: list[dict[str, Any]] = []
         self.changed = trio.Event()
 
-    def post(self, conn: str, items: list[dict[str, Any]]) -> None:
+    def post(self, conn: str, items: list[dict[str, Any]], *, lazy: bool = False) -> None:
         self.items.extend(items)
         self.changed.set()
 
@@ -107,3 +107,38 @@ async def test_a_replayed_envelope_id_is_refused(host: tuple[HostRuntime, Outbox
     runtime.on_batch("c", 0, [item], {item["id"]})  # the journal had seen it
     refused = await outbox.answer(item["id"])
     assert type(decode_error(refused["error"])).__name__ == "EnvelopeReplayed"
+
+
+async def test_a_batch_delivered_twice_grants_its_credits_once(
+    host: tuple[HostRuntime, Outbox],
+) -> None:
+    """A second copy of a batch is ignored whole: its credits are not granted again."""
+    runtime, outbox = host
+    streamed = {**envelope(Run(" ".join(str(n) for n in range(20))), "stream"), "window": 1}
+    runtime.on_batch("c", 0, [streamed], set())
+    await trio.testing.wait_all_tasks_blocked()
+    credit = [{"k": "credit", "id": streamed["id"], "n": 2}]
+    runtime.on_batch("c", 1, credit, set())
+    runtime.on_batch("c", 1, credit, set())  # delivered twice
+    await trio.testing.wait_all_tasks_blocked()
+    items = [i for i in outbox.items if i.get("id") == streamed["id"] and i["k"] == "item"]
+    assert len(items) == 3  # the window of 1, then the 2 credited once
+
+
+async def test_a_cancel_in_a_batch_delivered_twice_is_taken_once(
+    host: tuple[HostRuntime, Outbox],
+) -> None:
+    """A second copy of a batch does not remember its cancels again (nor anything else)."""
+    runtime, outbox = host
+    late = envelope(Chat("never"))
+    cancel = [{"k": "cancel", "id": late["id"]}]
+    runtime.on_batch("c", 1, cancel, set())
+    runtime.on_batch("c", 0, [late], set())  # refused: the cancel overtook it
+    refused = await outbox.answer(late["id"])
+    assert type(decode_error(refused["error"])).__name__ == "TurnCancelled"
+    outbox.items.clear()
+    runtime.on_batch("c", 1, cancel, set())  # the cancel's batch again
+    again = envelope(Chat("runs"))
+    runtime.on_batch("c", 2, [{**again, "id": late["id"]}], set())
+    answer = await outbox.answer(late["id"])
+    assert answer["k"] == "done" and decode_value(answer["value"]) == "echo: runs"
