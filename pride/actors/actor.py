@@ -37,6 +37,7 @@ from .dispatch import run_command
 from .journal import BranchJournal
 from .lifecycle import meter_for, run_turn, uncommitted
 from .mailbox import Mailbox, MailboxStatistics, Reply
+from .riders import ride
 from .target import announce_live, withdraw_live
 from .turn import FINALIZE_GRACE, await_bounded
 from .waits import enter_step, leave_step
@@ -337,6 +338,8 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         reply.fail(exc)
     else:
         # Its tool calls are recorded: like a turn, answered only once they are durable.
+        if reply.rider is not None:
+            ride(reply, result, None)  # committed with them (pride.actors.riders)
         failure = await _commit_step(actor)
         if failure is None:
             reply.succeed(result)

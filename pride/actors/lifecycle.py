@@ -45,6 +45,7 @@ from .budget import Meter, carry, uncarry
 from .dispatch import run_command
 from .journal import open_run
 from .mailbox import Reply
+from .riders import ride
 from .turn import FINALIZE_GRACE
 
 if TYPE_CHECKING:
@@ -134,10 +135,13 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         if run is not None:
             outcome = _end_journal_run(actor, state, run, outcome)
         if state.nested is not None or state.signals is not None or actor.barriers:
-            outcome = await _finalise(actor, state, outcome)
-        elif observer is not None or actor.account.parent is not None:
-            # Nothing to end, drain or commit: no shielded scope, the terminal now.
-            await _announce(actor, state, outcome)
+            outcome = await _finalise(actor, state, outcome, reply, result)
+        else:
+            if reply.rider is not None:
+                ride(reply, result if outcome.result_kept else None, outcome.failure)
+            if observer is not None or actor.account.parent is not None:
+                # Nothing to end, drain or commit: no shielded scope, the terminal now.
+                await _announce(actor, state, outcome)
     except BaseException as exc:  # a fault of the runtime itself: answer, then crash
         outcome = _Outcome(exc, reraise=exc)
         if run is not None and not state.suspended:
@@ -160,9 +164,14 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         raise outcome.reraise
 
 
-async def _finalise(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> _Outcome:
+async def _finalise(
+    actor: Actor, state: turn.TurnState, outcome: _Outcome, reply: Reply, result: Any
+) -> _Outcome:
     """End nested work, drain message signals, pass the turn's barriers (a store's
     commit), emit the terminal: shielded and bounded. Returns the final outcome.
+
+    The envelope's commit rider (`pride.actors.riders`) is called right before
+    the barriers, with no checkpoint between: what it queues is in their commit.
 
     Cut short by the bound, the turn's leftover signal deliveries are cancelled
     and its terminal is still emitted (once: never a second attempt).
@@ -179,6 +188,8 @@ async def _finalise(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> _
         if state.signals is not None:
             await state.signals.wait()
         outcome = _escalated(state, outcome)
+        if reply.rider is not None:
+            ride(reply, result if outcome.result_kept else None, outcome.failure)
         for barrier in actor.barriers or ():
             try:
                 await barrier(state)
@@ -202,6 +213,8 @@ async def _finalise(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> _
             if state.signals is not None:  # stuck subscribers: cancel, never leave behind
                 await state.signals.cancel_and_wait()
             if not committed:  # cut short before its commit: commit now, still first
+                if reply.rider is not None:
+                    ride(reply, result if outcome.result_kept else None, outcome.failure)
                 for barrier in actor.barriers or ():
                     try:
                         await barrier(state)

@@ -29,6 +29,7 @@ from ..errors import BranchClosed, MailboxFull, ReplyConsumedError, TurnCancelle
 from ..messages import Command
 from . import instrument
 from .budget import carried_allowance
+from .riders import carried_rider
 from .waits import check_wait_allowed, record_wait, remove_wait
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class Reply:
         allowance: an allowance the command's turn draws on besides its
             branch's and session's (a flow's budget), taken from the sender's
             `drawing_on` block when the envelope is made; None mostly.
+        rider: the sender's record of the outcome, committed with the turn
+            (`pride.actors.riders`), taken from its `riding` block; None mostly.
     """
 
     __slots__ = (
@@ -82,6 +85,7 @@ class Reply:
         "allowance",
         "branch",
         "command",
+        "rider",
         "state",
         "tag",
         "trace",
@@ -101,6 +105,7 @@ class Reply:
         self.command = command
         self.tag = tag
         self.allowance = carried_allowance()
+        self.rider = carried_rider()
         self.state: ReplyState = "queued"
         self.turn_id: UUID | None = None
         self._done = False

@@ -8,6 +8,15 @@ A flow run by a session with a store is **durable**:
   because its condition was false, or cancelled by someone else) is
   committed before any dependent starts, with its result; a node a running
   flow grows by is journaled with the next commit;
+* a node's outcome is queued by its envelope's commit rider
+  (`pride.actors.riders`, `FlowJournal.rider`) right before its turn's own
+  commit, so the turn's messages, its turn-journal end and the node's
+  outcome are one transaction: a crash leaves either none of them (the turn
+  is resumed or run again) or all (the node is finished). Where no rider
+  runs (a turn of another process, a streamed node, a turn that ended
+  before a resumed run took it), the outcome gets a commit of its own just
+  after, and a crash between the two makes the resumed run send the node
+  again;
 * each node's envelope is tagged with `node_tag` (the flow's id and the
   node's name), which the turn journal keeps with the node's turn: a turn
   a crash interrupted is resumed when its branch is spawned again, and its
@@ -39,12 +48,13 @@ from uuid import UUID
 
 import attrs
 
-from ..errors import InvalidMessage
+from ..actors.riders import CommitRider
+from ..errors import InvalidMessage, TurnCancelled
 from ..messages import Budget, Usage, WorkCommand, structure, unstructure
 from ..messages.codec import dump_json, parse_json
 from ..store import BranchStore, StoredFlow, flow_key
 from .graph import FlowNode
-from .state import NodeState
+from .state import TERMINAL, NodeState, turn_outcome
 
 if TYPE_CHECKING:
     from .run import FlowRun
@@ -269,31 +279,88 @@ class FlowJournal:
         )
 
     async def ended(self, state: NodeState) -> None:
-        """Commit ``state``'s outcome (before its dependents start).
+        """Commit ``state``'s outcome (before its dependents start); if its turn's
+        rider queued it already, make sure that commit happened.
 
         Raises:
             StoreError: the commit failed.
         """
-        state.journaled = True
-        result, as_text = (None, False)
-        if state.phase == "completed":
-            result, as_text = _result_data(state.name, state.result)
-        error = state.error
+        if not state.unflushed:
+            state.journaled = True
+            self._ended(
+                state,
+                state.phase,
+                result=state.result,
+                error=state.error,
+                reason=state.reason,
+                turn_id=state.turn_id,
+            )
+        await self.store.flush(self.key)
+        state.unflushed = False
+
+    def rider(self, state: NodeState) -> CommitRider:
+        """The commit rider of ``state``'s envelope: it queues the node's outcome
+        for its turn's own commit (`pride.actors.riders`).
+
+        It queues nothing for a node that has an outcome already, or whose
+        turn the flow itself cancelled (the run's own cancellation is not the
+        node's outcome: a resumed run sends such a node again).
+        """
+
+        def ride(turn_id: UUID | None, result: Any, failure: BaseException | None) -> None:
+            if state.journaled or state.phase in TERMINAL:
+                return
+            if isinstance(failure, TurnCancelled) and failure.reason == "caller":
+                return  # the flow cancelled it (or gave up on it): not an outcome of its own
+            outcome, result, error, reason = turn_outcome(result, failure)
+            # Counted as the branch's own rows too: its turn's commit (which
+            # flushes only what the branch queued) takes it, even for a turn
+            # that recorded no message (a Chat).
+            branch = getattr(state.target, "name", None)
+            self._ended(
+                state,
+                outcome,
+                result=result,
+                error=error,
+                reason=reason,
+                turn_id=turn_id,
+                branch=branch,
+            )
+            state.journaled = state.unflushed = True
+
+        return ride
+
+    def _ended(
+        self,
+        state: NodeState,
+        outcome: str,
+        *,
+        result: Any,
+        error: BaseException | None,
+        reason: str | None,
+        turn_id: UUID | None,
+        branch: str | None = None,
+    ) -> None:
+        as_text = False
+        if outcome == "completed":
+            result, as_text = _result_data(state.name, result)
+        else:
+            result = None
         self._event(
             EventWire(
                 "ended",
                 state.name,
-                outcome=state.phase,  # type: ignore[arg-type]
+                outcome=outcome,  # type: ignore[arg-type]
                 result=result,
                 result_text=as_text,
                 error_type=type(error).__name__ if error is not None else None,
                 error_message=str(error) if error is not None else None,
-                reason=state.reason,
-                turn_id=str(state.turn_id) if state.turn_id is not None else None,
+                reason=reason,
+                turn_id=str(turn_id) if turn_id is not None else None,
                 usage=state.account.usage() if state.account is not None else Usage(),
-            )
+            ),
+            branch=branch,
         )
-        await self.store.flush(self.key)
 
     async def finish(self) -> None:
         """The run returned its result: forget it.
@@ -305,9 +372,10 @@ class FlowJournal:
         self.store.flow_end(str(self.flow_id))
         await self.store.flush(self.key)
 
-    def _event(self, wire: EventWire) -> None:
+    def _event(self, wire: EventWire, *, branch: str | None = None) -> None:
         seq, self.next_seq = self.next_seq, self.next_seq + 1
-        self.store.flow_event(str(self.flow_id), seq, dump_json(unstructure(wire), replace=True))
+        data = dump_json(unstructure(wire), replace=True)
+        self.store.flow_event(str(self.flow_id), seq, data, branch_name=branch)
 
 
 def read_plan(stored: StoredFlow) -> PlanWire:

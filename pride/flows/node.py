@@ -16,7 +16,10 @@ side of it:
   each other;
 * the envelope carries the node's account (the flow's allowance) and a tag
   naming the node (`pride.flows.journal.node_tag`), so a turn resumed from
-  the turn journal after a crash can be matched back to its node;
+  the turn journal after a crash can be matched back to its node; in a
+  durable run it also carries a commit rider
+  (`pride.flows.journal.FlowJournal.rider`), which journals the node's
+  outcome in its turn's own commit;
 * cancellation: a running node's turn is cancelled and allowed to finalise
   (bounded) before the node ends as cancelled, so its terminal signal comes
   before ``NodeCancelled``.
@@ -32,12 +35,12 @@ import trio
 
 from ..actors import Reply, send, stream
 from ..actors.budget import carry, uncarry
+from ..actors.riders import riding
 from ..actors.turn import FINALIZE_GRACE
-from ..errors import TurnCancelled
 from ..messages import ReActStream, Run, WorkCommand
 from .graph import call_maybe_async
 from .journal import WHEN_FALSE
-from .state import NodeState
+from .state import NodeState, turn_outcome
 
 if TYPE_CHECKING:
     from .run import FlowRun
@@ -143,7 +146,11 @@ async def _send_and_wait(run: FlowRun, state: NodeState, command: WorkCommand) -
         else:
             carried = carry(state.account)  # the envelope draws on the flow's allowance
             try:
-                reply = await send(state.target, command, tag=run.node_tag(state))
+                if run.journal is None:
+                    reply = await send(state.target, command, tag=run.node_tag(state))
+                else:  # the outcome is journaled in the turn's own commit
+                    with riding(run.journal.rider(state)):
+                        reply = await send(state.target, command, tag=run.node_tag(state))
             finally:
                 uncarry(carried)
                 run.send_order.leave(state)  # the branch's next node may be sent
@@ -167,18 +174,13 @@ async def _send_and_wait(run: FlowRun, state: NodeState, command: WorkCommand) -
         with trio.CancelScope(shield=True):
             await run.conclude(state, "cancelled", reason=reason)
         raise
-    except TurnCancelled as exc:  # someone else cancelled its turn (a restart, a shutdown)
-        if reply is not None:
-            state.turn_id = reply.turn_id
-        await run.conclude(
-            state, "cancelled", error=exc, reason=f"its turn was cancelled ({exc.reason})"
-        )
-    except Exception as exc:
+    except Exception as exc:  # failed, or someone else cancelled its turn (a restart, a shutdown)
         if reply is not None:
             if not reply.done:  # refused before waiting (a deadlock found): drop it
                 reply.cancel("caller")
             state.turn_id = reply.turn_id
-        await run.conclude(state, "failed", error=exc)
+        ended, _, error, why = turn_outcome(None, exc)
+        await run.conclude(state, ended, error=error, reason=why)
     else:
         if reply is not None:
             state.turn_id = reply.turn_id

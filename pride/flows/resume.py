@@ -123,6 +123,10 @@ def resume_run(
     _put_first(run, resumed)
     next_seq = max((seq for seq, _ in stored.events), default=-1) + 1
     run.journal = FlowJournal(store, flow_id, next_seq=next_seq, resumed=True)
+    for state in resumed:
+        reply = state.resumed
+        if reply.rider is None and not reply.done:  # still running: its commit takes the outcome
+            reply.rider = run.journal.rider(state)
     log.info(
         "resuming flow %r (%s): %d of %d nodes finished, %d turns resumed",
         run.label,

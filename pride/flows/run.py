@@ -441,7 +441,7 @@ class FlowRun:
             reason = f"{type(error).__name__}: {error}"
         state.reason = reason
         journal = self.journal
-        if journal is not None and journal.records(state):
+        if journal is not None and (state.unflushed or journal.records(state)):
             try:
                 await journal.ended(state)
             except Exception as exc:

@@ -19,7 +19,8 @@ import trio
 
 from ..actors import Target
 from ..actors.budget import Account, carried_allowance
-from .graph import FlowNode
+from ..errors import TurnCancelled
+from .graph import FlowNode, Outcome
 
 if TYPE_CHECKING:
     from .run import FlowRun
@@ -34,6 +35,7 @@ __all__ = [
     "check_count",
     "current_flow",
     "spawning_node",
+    "turn_outcome",
 ]
 
 Phase = Literal["pending", "ready", "running", "completed", "failed", "skipped", "cancelled"]
@@ -93,6 +95,7 @@ class NodeState:
     label: str = ""  # the target's name
     task_name: str = ""
     journaled: bool = False  # its outcome came from (or went to) the flow's journal
+    unflushed: bool = False  # its outcome was queued by its turn's rider, maybe not committed
     resumed: Any = None  # the Reply of its turn, resumed from the turn journal after a crash
 
     @property
@@ -105,6 +108,22 @@ class NodeState:
         if self.started_at is None or self.ended_at is None:
             return 0.0
         return self.ended_at - self.started_at
+
+
+def turn_outcome(
+    result: Any, failure: BaseException | None
+) -> tuple[Outcome, Any, BaseException | None, str | None]:
+    """``(outcome, result, error, reason)`` of a node whose turn answered its
+    envelope with ``result`` or ``failure``: completed, cancelled (someone
+    else cancelled its turn: a restart, a shutdown, a directive) or failed.
+    The one mapping both the node (`pride.flows.node`) and its commit rider
+    (`pride.flows.journal`) use, so the outcome journaled with the turn is the
+    outcome the run records."""
+    if failure is None:
+        return "completed", result, None, None
+    if isinstance(failure, TurnCancelled):
+        return "cancelled", None, failure, f"its turn was cancelled ({failure.reason})"
+    return "failed", None, failure, f"{type(failure).__name__}: {failure}"
 
 
 def check_count(name: str, value: Any, minimum: int) -> int:

@@ -324,9 +324,15 @@ class BranchStore:
         with ``flush(flow_key(flow_id))``."""
         self._queue_flow(FlowOp("begin", flow_id, name=name, data=plan))
 
-    def flow_event(self, flow_id: str, seq: int, data: Text) -> None:
-        """Queue event ``seq`` of a journaled flow (a node ended, or was added)."""
+    def flow_event(
+        self, flow_id: str, seq: int, data: Text, *, branch_name: str | None = None
+    ) -> None:
+        """Queue event ``seq`` of a journaled flow (a node ended, or was added); with
+        ``branch_name`` it counts as that branch's too, so the branch's next
+        flush (the commit of the turn that produced the outcome) commits it."""
         self._queue_flow(FlowOp("event", flow_id, data=data, seq=seq))
+        if branch_name is not None:
+            self._pending.branches[branch_name] += 1
 
     def flow_end(self, flow_id: str) -> None:
         """Queue forgetting a journaled flow that finished (with its events)."""

@@ -14,7 +14,10 @@ makes the process ``kill -9`` itself in the ``before_tool_call`` hook of
 first model call is committed in the turn journal, the tool has not run.
 ``PRIDE_TEST_KILL=critic`` kills it as the critic's model call arrives:
 ``research`` and ``draft`` have finished, ``review``'s turn has committed
-nothing.
+nothing. ``PRIDE_TEST_KILL=committed`` kills it in a ``RunEnd`` observer of
+the researcher's turn: that terminal is emitted after the turn's commit and
+before its caller (the flow) is answered, so the process dies exactly
+between the turn's commit and anything the flow does with its outcome.
 
 On start the process resumes the store's unfinished flow if there is one
 (rebuilding the same Flow, since two commands are functions), else runs a
@@ -83,6 +86,11 @@ def before_tool(payload: Any) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def after_turn(ended: pride.RunEnd) -> None:
+    if os.environ.get("PRIDE_TEST_KILL") == "committed" and ended.branch_name == "researcher":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def build_flow() -> Flow:
     flow = Flow("article")
     research = flow.add("researcher", Chat("find the facts"), name="research")
@@ -99,6 +107,7 @@ def build_flow() -> Flow:
 async def main() -> None:
     async with Session(store=DIRECTORY / "store.db") as session:
         session.hooks.on("before_tool_call", before_tool)
+        session.observe(pride.RunEnd, handler=after_turn)
         researcher = pride.ScriptedModel(chat_reply("researcher"))
         await session.spawn(Branch(name="researcher", chat_model=researcher))
         await session.spawn(

@@ -58,8 +58,14 @@ DONE = {"research": "completed", "draft": "completed", "review": "completed"}
             ["researcher", "writer:plan", "tool:lookup", "writer:analyse", "writer:answer"],
             ["critic"],
         ),
+        (
+            # Between the node's turn commit and the flow's own record of the outcome.
+            "committed",
+            ["researcher"],
+            ["writer:plan", "tool:lookup", "writer:analyse", "writer:answer", "critic"],
+        ),
     ],
-    ids=["mid-turn", "between-nodes"],
+    ids=["mid-turn", "between-nodes", "after-the-turn-s-commit"],
 )
 async def test_issue21_a_killed_flow_resumes_without_rerunning_finished_nodes(
     tmp_path: Path, kill: str, first: list[str], second: list[str]

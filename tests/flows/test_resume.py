@@ -8,6 +8,7 @@ keep their outcome, and the resumed run does not run them again.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from pride import (
     Flow,
     InvalidFlow,
     NodeStarted,
+    RunEnd,
+    RunFailed,
     Session,
     StoreError,
     UnknownFlow,
@@ -189,3 +192,38 @@ async def test_a_damaged_journal_is_refused_and_the_session_goes_on(tmp_path: Pa
         with pytest.raises(StoreError, match="does not read back"):
             await session.resume_flow(flow_id, _flow())
         assert (await session.flow(_flow())).ok
+
+
+async def test_a_node_s_outcome_is_committed_with_its_turn(tmp_path: Path) -> None:
+    """At each node's RunEnd (after its turn's commit, before the flow hears of it) the
+    node's outcome is already in the store file: one commit for both, so no crash can
+    fall between them. A Chat records no message and a failure is an outcome too."""
+    path = tmp_path / "store.db"
+    counts: Counts = {}
+    seen: dict[str, list[tuple[str, str]]] = {}
+
+    def on_terminal(signal: RunEnd | RunFailed) -> None:
+        with sqlite3.connect(path) as db:  # what a process started now would read
+            rows = db.execute("SELECT data FROM flow_events ORDER BY seq").fetchall()
+        events = [json.loads(data) for (data,) in rows]
+        seen[signal.branch_name] = [(e["node"], e["outcome"]) for e in events]
+
+    async def fail(branch: Branch) -> str:
+        raise ValueError("no luck")
+
+    flow = Flow("one commit")
+    first = flow.add("alpha", Call("step", label="first"), name="first")
+    chat = flow.add("beta", Chat("hello"), depends_on=first, name="chat")
+    flow.add("gamma", Call("fail"), depends_on=chat, name="broken")
+    async with _session(path, counts) as session:
+        session.register_operation("fail", fail)
+        await _spawn(session)
+        await session.spawn(Branch(name="gamma", chat_model=echo_model()))
+        session.observe(RunEnd, RunFailed, handler=on_terminal)
+        result = await session.flow(flow)
+    assert result.outcomes == {"first": "completed", "chat": "completed", "broken": "failed"}
+    assert seen == {
+        "alpha": [("first", "completed")],
+        "beta": [("first", "completed"), ("chat", "completed")],
+        "gamma": [("first", "completed"), ("chat", "completed"), ("broken", "failed")],
+    }
