@@ -242,20 +242,27 @@ class Meter(Account):
     ) -> None:
         super().__init__(budget, scope=scope, parent=parent)
         self.error: BudgetExceeded | None = None
+        # One meter is made per turn: the chain is built in one pass, noting on
+        # the way whether any account on it has a budget (mostly none does).
         chain: list[Account] = [self]
+        limited = self.budget is not None
         if isinstance(parent, Meter):  # a nested command's: the turn's whole chain
             chain.extend(parent.chain)
+            limited = limited or bool(parent.limited)
         else:
             above = parent
             while above is not None:
                 chain.append(above)
+                if above.budget is not None:
+                    limited = True
                 above = above.parent
         while carried is not None:
             if carried not in chain:
                 chain.append(carried)
+                if carried.budget is not None:
+                    limited = True
             carried = carried.parent
         self.chain: tuple[Account, ...] = tuple(chain)
-        limited = [account for account in chain if account.budget is not None]
         self.limited: tuple[Account, ...] = ()
         self.watches_output = False
         self.cancel: trio.CancelScope | None = None
@@ -263,7 +270,7 @@ class Meter(Account):
         # The scope's deadline: the earliest max_duration of the allowances it draws on.
         self.stop_at = math.inf
         if limited:
-            self._enforce(tuple(limited))
+            self._enforce(tuple(account for account in chain if account.budget is not None))
 
     def _enforce(self, limited: tuple[Account, ...]) -> None:
         self.limited = limited

@@ -90,7 +90,8 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     budgeted = reply.command if getattr(reply.command, "budget", None) is not None else command
     meter = meter_for(actor, budgeted, reply)  # type: ignore[arg-type]
     state = turn.TurnState(context, command, actor.host, meter=meter, journal=run)  # type: ignore[arg-type]
-    scope = turn.TurnScope(state, owns_lifecycle=True, stream=reply.stream)
+    stream = reply.stream
+    scope = turn.TurnScope(state, owns_lifecycle=True, stream=stream)
     observer = actor.observer
     reply.start(context.turn_id, cancel)
     tracer = instrument.TRACER
@@ -125,13 +126,14 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         except BaseException as exc:
             error = exc
         finally:
-            context.advance("finalizing")
-            meter.close()
+            context.phase = "finalizing"  # from "active": what advance() checks holds
+            if meter.limited:
+                meter.close()
         if meter.error is not None:
             error = _over_budget(meter.error, error, reply)
-        if reply.stream is not None:
-            reply.stream.close()
-        outcome = _classify(error, reply)
+        if stream is not None:
+            stream.close()
+        outcome = _SUCCESS if error is None else _classify(error, reply)
         if run is not None:
             outcome = _end_journal_run(actor, state, run, outcome)
         if state.nested is not None or state.signals is not None or actor.barriers:
@@ -148,12 +150,13 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
             run.end(exc, can_suspend=False)
     finally:
         actor.last_context_report = context.provider_report
-        context.advance("closed")
+        context.phase = "closed"  # the last phase: always forward
         actor.turn = None
-        uncarry(carried)
+        if carried is not None:
+            uncarry(carried)
         turn.unbind(token)
-        if reply.stream is not None:
-            reply.stream.close()
+        if stream is not None:
+            stream.close()
         if state.trace is not None:  # ended before the caller is answered
             _end_trace(state, outcome)
     if outcome.failure is None:

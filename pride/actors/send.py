@@ -173,19 +173,18 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
     check_wait_allowed(destination)  # from a turn or an Act step: the deadlock rules apply
     reply = Reply(destination, command)
     try:
+        # Delivered and awaited here, not in a helper coroutine: ask is every
+        # turn's path. No checkpoint is needed around deliver: result() is one.
         if timeout is None:
-            return await _deliver_and_wait(destination, reply)
+            await destination.deliver(reply)
+            return await reply.result()
         with _deadline(timeout):
-            return await _deliver_and_wait(destination, reply)
+            await destination.deliver(reply)
+            return await reply.result()
     except BaseException:
         if not reply.done:
             reply.cancel("caller")
         raise
-
-
-async def _deliver_and_wait(target: Target, reply: Reply) -> Any:
-    await target.deliver(reply)  # no checkpoint needed here: result() is one
-    return await reply.result()
 
 
 async def _run_nested(

@@ -411,11 +411,17 @@ def _raise_for(control: LoopControl) -> None:
 # ------------------------------------------------------------- the binding
 
 
-@attrs.frozen
 class _Binding:
-    branch: Branch
-    actor: Actor
-    scope: TurnScope
+    """What the turn binding holds: the branch, its actor, the scope bound."""
+
+    # A plain slotted class, never mutated: one is made for every turn, and a
+    # frozen attrs class costs a setattr call per field.
+    __slots__ = ("actor", "branch", "scope")
+
+    def __init__(self, branch: Branch, actor: Actor, scope: TurnScope) -> None:
+        self.branch = branch
+        self.actor = actor
+        self.scope = scope
 
 
 _active_turn: contextvars.ContextVar[_Binding | None] = contextvars.ContextVar(

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from uuid import UUID
 
@@ -264,23 +263,17 @@ class BranchTurn:
             step, replayed = await run.model_step()
             if replayed is not None:
                 return await self._replayed(replayed, stream_tokens=stream_tokens)
-        streaming = stream_tokens and self.streaming
-        call = partial(
-            call_model_once,
-            self._branch,
-            scope,
-            self._meter,
-            model,
-            request,
-            streaming=streaming,
-            control=control,
-        )
+        streaming = stream_tokens and scope is not None and scope.stream is not None
         trace = self._trace
-        if trace is None:
-            response = await call()
+        if trace is None:  # called directly: every verb's model call passes here
+            response = await call_model_once(
+                self._branch, scope, meter, model, request, streaming=streaming, control=control
+            )
         else:
             with trace.model_call(model, request, streaming=streaming) as span:
-                response = await call()
+                response = await call_model_once(
+                    self._branch, scope, meter, model, request, streaming=streaming, control=control
+                )
                 span.response(response)
         if run is not None:
             run.model_replied(step, response)

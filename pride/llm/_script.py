@@ -73,13 +73,21 @@ def reply_usage(request: ModelRequest, reply: ScriptedReply) -> Usage:
     """
     if reply.usage is not None:
         return reply.usage
-    output = estimate_text_tokens(reply.text) + sum(
-        estimate_text_tokens(call.name + json.dumps(call.arguments)) for call in reply.tool_calls
-    )
+    output = estimate_text_tokens(reply.text)
+    if reply.tool_calls:
+        output += sum(
+            estimate_text_tokens(call.name + json.dumps(call.arguments))
+            for call in reply.tool_calls
+        )
+    return _estimated(request, output)
+
+
+def _estimated(request: ModelRequest, output_tokens: int) -> Usage:
+    """The estimated usage of a reply of ``output_tokens`` to ``request`` (see `reply_usage`)."""
     chars = len(request.system or "")
     if request.messages:
         chars += len(_text(request.messages[-1].get("content")))
-    return Usage(input_tokens=-(-chars // CHARS_PER_TOKEN), output_tokens=output)
+    return Usage(-(-chars // CHARS_PER_TOKEN), output_tokens)  # input, output
 
 
 KEEP_CALLS = 1000
@@ -148,7 +156,9 @@ class ScriptedEndpoint(Endpoint):
             provider=self.provider,
         )
 
-    async def _reply(self, request: ModelRequest, deadline: Deadline) -> ScriptedReply:
+    async def _reply(self, request: ModelRequest, deadline: Deadline) -> ScriptedReply | str:
+        """The script's reply to ``request``: text as it is (the common reply, which
+        needs no ScriptedReply made for it), anything else as a ScriptedReply."""
         self.received += 1
         keep = self.keep_calls
         if keep:
@@ -162,7 +172,7 @@ class ScriptedEndpoint(Endpoint):
             item = echo_text(request.messages)
         elif callable(script):
             item = script(request)
-            if inspect.isawaitable(item):
+            if not isinstance(item, str) and inspect.isawaitable(item):  # text: the common reply
                 item = await self._within(deadline, item)
         else:
             if self.used >= len(script):
@@ -182,6 +192,8 @@ class ScriptedEndpoint(Endpoint):
             # A cancellation point without a yield: a scripted reply is instant, and
             # the caller (a branch's actor) yields between items anyway.
             await trio.lowlevel.checkpoint_if_cancelled()
+        if isinstance(item, str):
+            return item
         if isinstance(item, Exception):
             raise item
         try:
@@ -192,7 +204,15 @@ class ScriptedEndpoint(Endpoint):
                 f"ScriptedReply or an exception instance, not {type(item).__name__}"
             ) from None
 
-    def _response(self, request: ModelRequest, reply: ScriptedReply) -> ModelResponse:
+    def _response(self, request: ModelRequest, reply: ScriptedReply | str) -> ModelResponse:
+        if isinstance(reply, str):
+            return ModelResponse(
+                text=reply,
+                usage=_estimated(request, estimate_text_tokens(reply)),
+                model=self.model,
+                provider=self.provider,
+                finish_reason="stop",
+            )
         return ModelResponse(
             text=reply.text,
             tool_calls=reply.tool_calls,
@@ -211,7 +231,8 @@ class ScriptedEndpoint(Endpoint):
         self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
     ) -> AsyncGenerator[str | ModelResponse, None]:
         reply = await self._reply(request, deadline)
-        text, size = reply.text, self.chunk_size
+        text = reply if isinstance(reply, str) else reply.text
+        size = self.chunk_size
         for start in range(0, len(text), size):
             if start:
                 await trio.lowlevel.checkpoint()

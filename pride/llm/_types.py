@@ -9,6 +9,7 @@ these shapes.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -84,8 +85,8 @@ class Usage:
         )
 
 
-def _to_tuple(value: Any) -> tuple[Any, ...]:
-    return tuple(value)
+def _to_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    return value if type(value) is tuple else tuple(value)  # every request and reply
 
 
 @attrs.frozen

@@ -21,13 +21,17 @@ if hasattr(os, "register_at_fork"):  # a forked child would repeat its parent's 
 _VERSION_4 = 0x4000 << 64
 _VARIANT_RFC4122 = 0x8000 << 48
 _CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_SET = _VERSION_4 | _VARIANT_RFC4122
 _UNKNOWN = SafeUUID.unknown  # an enum member looked up once: the lookup costs more than the id
+# Looked up once too: two ids are made per turn, and these lookups cost more than the rest.
+_bits = _random.getrandbits
+_new = object.__new__
+_set = object.__setattr__
 
 
 def new_id() -> UUID:
     """A fresh random UUID (version 4 layout)."""
-    value = (_random.getrandbits(128) & _CLEAR) | _VERSION_4 | _VARIANT_RFC4122
-    uid = object.__new__(UUID)
-    object.__setattr__(uid, "int", value)
-    object.__setattr__(uid, "is_safe", _UNKNOWN)
+    uid = _new(UUID)
+    _set(uid, "int", (_bits(128) & _CLEAR) | _SET)
+    _set(uid, "is_safe", _UNKNOWN)
     return uid

@@ -108,6 +108,14 @@ def scrub(value: Any) -> Any:
     Containers without one are returned as they are (same object), so the
     common case allocates nothing.
     """
+    # Every message runs its metadata (and an instruction its context) through
+    # here: the common values (None, an empty dict, ASCII text) are answered
+    # before the abstract-class checks, which cost more than the rest.
+    kind = type(value)
+    if kind is str:
+        return value if value.isascii() else scrub_text(value)
+    if value is None or ((kind is dict or kind is list or kind is tuple) and not value):
+        return value
     if isinstance(value, str):
         return scrub_text(value)
     if isinstance(value, Mapping):

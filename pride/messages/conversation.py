@@ -58,19 +58,27 @@ _OPENAI = 0
 _ANTHROPIC = 1
 
 
+# Converters run for every text field of every message made: plain ASCII text
+# and None (the common values) are answered without a further call.
 def _text(value: str) -> str:
+    if type(value) is str and value.isascii():
+        return value
     return scrub_text(value) if isinstance(value, str) else value
 
 
 def _optional_text(value: str | None) -> str | None:
+    if value is None or (type(value) is str and value.isascii()):
+        return value
     return scrub_text(value) if isinstance(value, str) else value
 
 
 def _data(value: Any) -> Any:
-    return scrub(value)
+    return value if value is None else scrub(value)
 
 
 def _mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    if type(value) is dict and not value:  # every message's default metadata
+        return value
     return scrub(value)  # type: ignore[no-any-return]
 
 
