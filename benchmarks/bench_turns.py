@@ -13,7 +13,10 @@ Targets (issue 4 / issue 9 / issue 18 / issue 15):
   ``RunEnd`` at most 1.2x; 1,000 members of one session running turns
   concurrently sustain at least 80% of the single (standalone) branch's rate;
   an idle member that ran one turn holds at most 8 KiB (measured in a fresh
-  process, `benchmarks._memory_probe`; its ``Chat`` turn records no message).
+  process, `benchmarks._memory_probe`; its ``Chat`` turn records no message);
+* spawning into a session costs the same per member at 10,000 members as at
+  1,000 (the rate at 10,000 at least 0.8x the rate at 1,000): a spawn looks
+  names up in an index instead of scanning the members.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ async def _main(smoke: bool) -> None:
 
     await _tracing(smoke)
     await _sessions(smoke)
+    await _spawns(smoke)
 
     for size in fan_sizes[1:]:  # information only: slower, fewer repetitions
         paired = await measure_interleaved(
@@ -202,6 +206,33 @@ async def _sessions(smoke: bool) -> None:
                 f"per idle session member ({count})", per_member, "KiB", "<= 8", per_member <= 8
             )
         )
+
+
+async def spawn_members(members: int) -> float:
+    """``members`` branches spawned into one Session, one after another; only the
+    spawns are timed (making the branches and the session's start and stop are setup)."""
+    model = scripted()
+    branches = [Branch(chat_model=model, name=f"member-{index}") for index in range(members)]
+    async with Session() as session:
+        started = time.perf_counter()
+        for branch in branches:
+            await session.spawn(branch)
+        return time.perf_counter() - started
+
+
+async def _spawns(smoke: bool) -> None:
+    """Spawn rate at two session sizes, samples alternating: flat, not falling with size."""
+    small, large = (50, 200) if smoke else (1000, 10_000)
+    names = {size: f"pride: spawn, session of {size} (per spawn)" for size in (small, large)}
+    stats = await measure_interleaved(
+        {names[size]: (spawn_members, size) for size in (small, large)},
+        repeats=2 if smoke else 5,
+        warmup=0,
+    )
+    for size in (small, large):
+        print(stats[names[size]].line())
+    rate = stats[names[small]].median / stats[names[large]].median
+    print(ratio_line(f"spawn rate at {large} / at {small} members", rate, ">= 0.8x", rate >= 0.8))
 
 
 def _fan_line(fan: Stats, turn: Stats, size: int) -> None:

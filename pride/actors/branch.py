@@ -119,6 +119,7 @@ class Branch:
         "_memory",
         "_message_listeners",
         "_messages",
+        "_name",
         "_operations",
         "_parse_model",
         "_private",
@@ -130,7 +131,6 @@ class Branch:
         "id_str",
         "mailbox_size",
         "metadata",
-        "name",
         "stable_name",
         "user",
     )
@@ -173,7 +173,7 @@ class Branch:
             )
         self.id: UUID = id if id is not None else uuid.uuid4()
         self.id_str = str(self.id)
-        self.name: str = name if name is not None else f"branch-{self.id.hex[:12]}"
+        self._name: str = name if name is not None else f"branch-{self.id.hex[:12]}"
         self.stable_name = name is not None  # a store restores only branches named by code
         self.user = user
         self.created_at: float = created_at if created_at is not None else time.time()
@@ -219,6 +219,20 @@ class Branch:
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
         return f"<Branch {self.name!r} {state}, {len(self._messages)} messages>"
+
+    @property
+    def name(self) -> str:
+        """The branch's human name: sessions resolve it, stores key on it.
+
+        Settable. A member's session re-indexes it under the new name, and
+        refuses (``ValueError``) a name another of its members has.
+        """
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        wiring.rename(self._actor, value)  # the session's index first: it may refuse
+        self._name = value
 
     # ------------------------------------------------------------ managers
 

@@ -91,7 +91,7 @@ def check_attachment(command: Attach) -> None:
 
     Raises:
         TypeError: naming the field (an observer without ``dispatch``, hooks
-            without ``emit``, a directory without ``resolve_name``, an operation
+            without ``emit``, a directory without ``resolve_name`` or ``rename``, an operation
             registry or memory store of the wrong type, an owner id that is
             not a UUID).
     """
@@ -99,6 +99,7 @@ def check_attachment(command: Attach) -> None:
         ("observer", "dispatch"),
         ("hooks", "emit"),
         ("directory", "resolve_name"),
+        ("directory", "rename"),
     ):
         value = getattr(command, field)
         if value is not None and not callable(getattr(value, method, None)):
@@ -137,6 +138,16 @@ def attach(actor: Actor, command: Attach) -> None:
     actor.account.parent = command.account
     if branch._memory is None and command.memory is not None:
         branch._memory = command.memory  # first claim: never replace a store in use
+
+
+def rename(actor: Actor, name: str) -> None:
+    """Tell the attached directory that the branch is about to be called ``name``.
+
+    Raises:
+        ValueError: the directory refuses it (another member has the name).
+    """
+    if actor.directory is not None:
+        actor.directory.rename(actor.branch, name)
 
 
 def detach(actor: Actor) -> None:

@@ -64,7 +64,9 @@ class Child:
 
     ``state`` is ``running`` (a run is live), ``stopping`` (the supervisor
     is ending the run), ``leaving`` (``remove`` asked it to stop) or
-    ``stopped``. Children keep their start order in the session's list.
+    ``stopped``. Children keep their start order in the session's roster
+    (`pride.supervisors._roster`), which numbers them (``place``) and indexes
+    them under a name (``indexed_as``).
     """
 
     actor: Branch | Member
@@ -73,6 +75,8 @@ class Child:
     state: ChildState = "stopped"
     run: Run | None = None
     gone: trio.Event | None = None  # set once a remove has finished
+    place: int = 0  # its start order in the roster
+    indexed_as: str = ""  # the name the roster indexes it under
 
     @property
     def name(self) -> str:

@@ -34,6 +34,7 @@ from ..errors import MembershipError, ReentrancyError, UnknownBranch
 from ..flows.journal import parse_node_tag
 from ..messages import Attach, Detach, Stop
 from ._child import Child, Member
+from ._roster import Roster
 from ._service import Service
 from ._supervisor import Supervisor
 from .strategy import RestartType
@@ -103,7 +104,7 @@ class Membership:
         return self.supervisor.name
 
     @property
-    def _children(self) -> list[Child]:
+    def _children(self) -> Roster:
         return self.supervisor.children
 
     # ------------------------------------------------------------ who belongs
@@ -130,10 +131,8 @@ class Membership:
     def tree_branches(self) -> list[Branch]:
         """The member branches of this session and of every session below it."""
         found = list(self.branches)
-        for child in self._children:
-            sub = self._subtrees.get(child.actor)
-            if sub is not None:
-                found.extend(sub.tree_branches())
+        for session in self._children.in_start_order(self._subtrees):
+            found.extend(self._subtrees[session].tree_branches())
         return found
 
     def subtree(self, session: Any) -> Membership | None:
@@ -151,7 +150,7 @@ class Membership:
         Raises:
             UnknownBranch: no member branch has it (a ``LookupError``).
         """
-        found = self._find(name_or_id)
+        found = self._children.branch(name_or_id)
         if found is None:
             raise UnknownBranch(name_or_id, f"session {self.name!r}")
         return found
@@ -197,6 +196,17 @@ class Membership:
             "target must be a Branch (or another pride.Target), a BranchRef, a name or an id, "
             f"got {type(target).__name__}"
         )
+
+    def rename(self, branch: Branch, name: str) -> None:
+        """Re-index member ``branch``, about to be called ``name`` (``Branch.name`` asks).
+
+        Raises:
+            ValueError: another member has that name.
+        """
+        holder = self._children.named(name)
+        if holder is not None and holder.actor is not branch:
+            raise ValueError(f"session {self.name!r} already has a member named {name!r}")
+        self._children.rename(branch, name)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -257,10 +267,11 @@ class Membership:
             self._check_claim(branch)
             if branch in self._joining:
                 raise RuntimeError(f"branch {branch.name!r} is already being added")
-        taken = {c.name for c in self._children if c.actor not in branches}
-        taken.update(joining.name for joining in self._joining)
+        # The name index, not a set rebuilt per spawn: N spawns cost O(N) (see _roster.py).
+        taken = {joining.name for joining in self._joining}
         for branch in branches:
-            if branch.name in taken:
+            holder = self._children.named(branch.name)
+            if branch.name in taken or (holder is not None and holder.actor not in branches):
                 raise ValueError(
                     f"session {self.name!r} already has a member named {branch.name!r}"
                 )
@@ -274,14 +285,14 @@ class Membership:
                     await self._admit(branch, restart, durability)
                 except BaseException:
                     for left in branches[index:]:
-                        if self._member_of(left) is None:
+                        if self._children.of(left) is None:
                             _owners.pop(left, None)
                     raise
         finally:
             self._joining.difference_update(branches)
 
     async def _admit(self, branch: Branch, restart: RestartType, durability: Any = None) -> None:
-        child = self._member_of(branch)
+        child = self._children.of(branch)
         supervisor = self.supervisor
         restored = False
         if child is None or child.state == "stopped":
@@ -352,11 +363,11 @@ class Membership:
         self.require_running()
         if members is self:
             raise ValueError("a session cannot supervise itself")
-        existing = self._member_of(session)
+        existing = self._children.of(session)
         if existing is None:
             self._check_claim(session)
             members.check_startable()
-            if any(c.name == session.name for c in self._children):
+            if self._children.named(session.name) is not None:
                 raise ValueError(
                     f"session {self.name!r} already has a member named {session.name!r}"
                 )
@@ -385,10 +396,10 @@ class Membership:
             Exception: it failed to start (it does not become a member).
         """
         self.require_running()
-        existing = self._member_of(service)
+        existing = self._children.of(service)
         if existing is None:
             self._check_claim(service)
-            if any(c.name == service.name for c in self._children):
+            if self._children.named(service.name) is not None:
                 raise ValueError(
                     f"session {self.name!r} already has a member named {service.name!r}"
                 )
@@ -471,48 +482,18 @@ class Membership:
                 f"{member.name!r} belongs to session {owner.name!r}; remove it there first"
             )
 
-    def _member_of(self, actor: Any) -> Child | None:
-        for child in self._children:
-            if child.actor is actor:
-                return child
-        return None
-
     def _child(self, member: Any) -> Child:
-        if isinstance(member, str | UUID):
-            found = next((c for c in self._children if _matches(c.actor, member)), None)
-        else:
-            found = self._member_of(member)
+        found = self._children.find(member)
         if found is None:
             raise UnknownBranch(getattr(member, "name", member), f"session {self.name!r}")
         return found
 
-    def _find(self, ref: Any) -> Branch | None:
-        if isinstance(ref, str):
-            try:
-                as_id: UUID | None = UUID(ref)
-            except ValueError:
-                as_id = None
-        else:
-            as_id = ref if isinstance(ref, UUID) else None
-        branches = self.branches
-        if as_id is not None:
-            for branch in branches:
-                if branch.id == as_id:
-                    return branch
-        return next((b for b in branches if b.name == ref), None)
-
     def _find_in_tree(self, ref: Any, skip: Membership | None) -> Branch | None:
-        found = self._find(ref)
-        for child in self._children:
-            if found is not None:
-                break
-            sub = self._subtrees.get(child.actor)
-            if sub is not None and sub is not skip:
-                found = sub._find_in_tree(ref, None)
+        found = self._children.branch(ref)
+        if found is None:  # then the child sessions', depth first, in start order
+            for session in self._children.in_start_order(self._subtrees):
+                sub = self._subtrees[session]
+                found = None if sub is skip else sub._find_in_tree(ref, None)
+                if found is not None:
+                    break
         return found
-
-
-def _matches(actor: Any, ref: Any) -> bool:
-    if isinstance(ref, UUID):
-        return bool(actor.id == ref)
-    return bool(actor.name == ref or str(actor.id) == ref)

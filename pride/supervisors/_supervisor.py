@@ -37,6 +37,7 @@ from ..actors.turn import await_bounded
 from ..errors import PrideError, SupervisorFailed
 from ..messages import BranchRestarted, BranchStarted, BranchStopped, SessionFailed, Signal, Stop
 from ._child import Child, Run, Status, close
+from ._roster import Roster
 from ._service import Service
 from .strategy import RestartIntensity, Strategy, restart_group, restarts_after_crash
 
@@ -87,7 +88,7 @@ class Supervisor:
         self._release = release
         self.strategy = strategy
         self.intensity = intensity
-        self._children: list[Child] = []
+        self._children = Roster()
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._events: trio.MemorySendChannel[tuple[Any, ...]] | None = None
@@ -106,8 +107,8 @@ class Supervisor:
         return self._nursery is not None and not self._finished.is_set()
 
     @property
-    def children(self) -> list[Child]:
-        """The children, in start order (the supervisor's own list: change it under `lock`)."""
+    def children(self) -> Roster:
+        """The children, in start order, indexed (the supervisor's own: change it under `lock`)."""
         return self._children
 
     @property
