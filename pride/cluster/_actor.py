@@ -259,18 +259,24 @@ class HostActor:
         """
         self._loop = loop = asyncio.get_running_loop()
         try:
-            conn = self._take_batch(payload)
+            token, conn, seq, items, seen = self._take_batch(payload)
         except InvalidMessage as exc:
             return dumps({"error": encode_error(exc)})
         except (HostLost, trio.RunFinishedError) as exc:
             return dumps({"error": encode_error(_lost(self._name, exc))})
         # Linger briefly for the answers: a short turn's outcome then rides back on
-        # this call instead of costing the poll a round trip of its own.
+        # this call instead of costing the poll a round trip of its own. The waiter
+        # is in place before trio gets the batch, so this thread has nothing left
+        # to do (to hold the GIL for) while trio serves it.
         waiter: asyncio.Future[None] = loop.create_future()
         with self._lock:
             out = self._outboxes.pop(conn, None)
             if not out:
                 self._deliverers.setdefault(conn, []).append(waiter)
+        try:
+            token.run_sync_soon(self._runtime.on_batch, conn, seq, items, seen)
+        except trio.RunFinishedError as exc:
+            return dumps({"error": encode_error(_lost(self._name, exc))})
         if not out:
             linger = loop.call_later(DELIVERY_LINGER, _wake, waiter)
             await waiter
@@ -282,7 +288,15 @@ class HostActor:
                 out = self._outboxes.pop(conn, None)
         return dumps({"out": out}) if out else None
 
-    def _take_batch(self, payload: bytes) -> str:
+    def _take_batch(
+        self, payload: bytes
+    ) -> tuple[trio.lowlevel.TrioToken, str, int, list[dict[str, Any]], set[str]]:
+        """Parse and journal one batch: what to hand to trio, and the token to do it with.
+
+        Raises:
+            InvalidMessage: the batch is malformed (nothing of it was recorded).
+            HostLost: the trio loop has ended (nothing was recorded).
+        """
         batch = loads(payload, "batch")
         if not isinstance(batch, dict):
             raise InvalidMessage([("batch", "expected an object")])
@@ -302,8 +316,7 @@ class HostActor:
         ]
         token = self._token()  # before the journal: a lost host records nothing
         seen = self._journal.record(envelopes)
-        token.run_sync_soon(self._runtime.on_batch, conn, seq, items, seen)
-        return conn
+        return token, conn, seq, items, seen
 
     async def poll(self, conn: str, timeout: float = POLL_TIMEOUT) -> bytes:
         """What the host owes ``conn`` (waiting up to ``timeout`` for something)."""

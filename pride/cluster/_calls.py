@@ -71,7 +71,7 @@ class Call:
     scope: trio.CancelScope | None = None  # the intake's wait for room
     receiving: trio.CancelScope | None = None  # a stream's wait for its next item
     credit: int = 0
-    credit_changed: trio.Event = attrs.field(factory=trio.Event)
+    credit_changed: trio.Event | None = None  # a stream's wait for credit
     closing: str | None = None  # "close" (clean) or "cancel", for a stream
     trace: dict[str, str] | None = None  # the sender's trace context (W3C headers)
 

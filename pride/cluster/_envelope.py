@@ -18,7 +18,7 @@ import trio
 
 from ..actors import Reply
 from ..errors import InvalidMessage
-from ..messages import Command, WorkCommand, new_id
+from ..messages import Command, WorkCommand
 
 if TYPE_CHECKING:
     from ._link import Link
@@ -36,11 +36,12 @@ class Envelope:
     """
 
     __slots__ = (
+        "_acked",
+        "_acked_event",
         "_ended",
         "_items",
         "_items_changed",
         "_owed",
-        "acked",
         "branch",
         "id",
         "link",
@@ -55,16 +56,44 @@ class Envelope:
         self.link = link
         self.reply = reply
         self.branch = branch
-        self.id = new_id().hex
+        self.id = link.new_envelope_id()
         self.window = window
         self.waiting = False  # the deliverer waits for the host's ack
-        self.acked = trio.Event()
+        self._acked = False
+        self._acked_event: trio.Event | None = None  # made only if someone waits
         self.refusal: BaseException | None = None
         self.outcome: tuple[Any, BaseException | None] | None = None
-        self._items: collections.deque[Any] = collections.deque()
-        self._items_changed = trio.Event()
+        # A stream's items, made only for a streamed command (most are not).
+        self._items: collections.deque[Any] | None = None
+        self._items_changed: trio.Event | None = None
         self._ended = False
         self._owed = 0
+        if reply.stream is not None:
+            self._items = collections.deque()
+            self._items_changed = trio.Event()
+
+    @property
+    def acked(self) -> bool:
+        """True once the host has queued the envelope (or answered it, or was lost)."""
+        return self._acked
+
+    def ack(self) -> None:
+        """The host queued the envelope (or answered it): wake a deliverer waiting for it."""
+        self._acked = True
+        if self._acked_event is not None:
+            self._acked_event.set()
+
+    async def wait_acked(self) -> None:
+        """Wait until `ack`.
+
+        Cancellation: stops waiting at once; the envelope is as it was.
+        """
+        if self._acked:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._acked_event is None:
+            self._acked_event = trio.Event()
+        await self._acked_event.wait()
 
     # ------------------------------------------------------------ caller side
 
@@ -89,9 +118,9 @@ class Envelope:
             self.reply.start(turn_id, self)
 
     def refused(self, error: BaseException) -> None:
-        if self.waiting and not self.acked.is_set():
+        if self.waiting and not self._acked:
             self.refusal = error  # raised by the waiting deliver: nothing was queued
-            self.acked.set()
+            self.ack()
         self.finish(None, error)
 
     def finish(self, value: Any, error: BaseException | None) -> None:
@@ -99,8 +128,8 @@ class Envelope:
         if self.outcome is not None:
             return
         self.outcome = (value, error)
-        self.acked.set()
-        if self.reply.stream is None:
+        self.ack()
+        if self._items_changed is None:
             self._answer()
         else:
             self._ended = True
@@ -113,7 +142,7 @@ class Envelope:
             InvalidMessage: this envelope is not streamed, or the host sent
                 more than its credit allows.
         """
-        if self.reply.stream is None:
+        if self._items is None or self._items_changed is None:
             raise InvalidMessage([("answer.item", "a stream item for a command not streamed")])
         if len(self._items) >= 2 * self.window:  # an honest host stays within one window
             raise InvalidMessage([("answer.item", f"more items than the {self.window} credited")])
@@ -131,19 +160,19 @@ class Envelope:
 
     async def forward(self) -> None:
         """Feed the stream's items to its consumer, then answer (a task per stream)."""
-        stream = self.reply.stream
-        assert stream is not None
+        stream, items = self.reply.stream, self._items
+        assert stream is not None and items is not None
         try:
             while True:
-                while not self._items and not self._ended:
+                while not items and not self._ended:
                     self._items_changed = trio.Event()
                     await self._items_changed.wait()
-                if not self._items:
+                if not items:
                     break
                 try:
-                    await stream.send(self._items.popleft())
+                    await stream.send(items.popleft())
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._items.clear()  # the consumer left; the host hears close or cancel
+                    items.clear()  # the consumer left; the host hears close or cancel
                     while not self._ended:
                         self._items_changed = trio.Event()
                         await self._items_changed.wait()

@@ -12,7 +12,10 @@ one object that answers "was this envelope delivered before?".
 
 One SQLite file per host, in WAL mode with ``synchronous=NORMAL``: a commit
 survives the host process being killed (the failure this guards against),
-and costs a write, not an fsync, on the envelope's path. It is used from
+and costs a write, not an fsync, on the envelope's path. The table is keyed
+by the envelope id alone (no rowid), and a caller numbers its envelope ids
+in order (`pride.cluster._link.Link.new_envelope_id`), so a batch's ids land
+on one page of the index rather than one page each. It is used from
 the host's Ray glue thread only, never from the trio thread.
 """
 
@@ -40,7 +43,7 @@ CREATE TABLE IF NOT EXISTS envelopes (
     branch_name TEXT NOT NULL,
     turn_id TEXT,
     received_at REAL NOT NULL
-);
+) WITHOUT ROWID;
 """
 
 

@@ -104,7 +104,7 @@ class RemoteBranchRef:
         if not wait:
             return
         try:
-            await remote.acked.wait()
+            await remote.wait_acked()
         except BaseException:
             remote.forget_dropped()
             raise

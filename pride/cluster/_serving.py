@@ -378,13 +378,15 @@ class Connections:
         n = item.get("n")
         if call is not None and isinstance(n, int) and not isinstance(n, bool) and n > 0:
             call.credit += n
-            call.credit_changed.set()
+            if call.credit_changed is not None:
+                call.credit_changed.set()
 
     def _close_stream(self, conn: _Conn, item: dict[str, Any]) -> None:
         call = conn.calls.get(item.get("id"))  # type: ignore[arg-type]
         if call is not None and call.mode == "stream":
             call.closing = call.closing or "close"
-            call.credit_changed.set()
+            if call.credit_changed is not None:
+                call.credit_changed.set()
             if call.receiving is not None:
                 call.receiving.cancel()
 

@@ -66,8 +66,8 @@ async def serve_stream(
     try:
         while call.closing is None:
             if call.credit <= 0:
-                call.credit_changed = trio.Event()
-                await call.credit_changed.wait()
+                changed = call.credit_changed = trio.Event()
+                await changed.wait()
                 continue
             with trio.CancelScope() as receiving:
                 call.receiving = receiving
@@ -116,7 +116,8 @@ def cancel_stream(call: Call) -> bool:
     """The caller cancels ``call``'s stream; False when there is nothing to cancel yet
     (the envelope is neither in a mailbox nor waiting for room: refuse it)."""
     call.closing = "cancel"
-    call.credit_changed.set()
+    if call.credit_changed is not None:
+        call.credit_changed.set()
     if call.receiving is not None:
         call.receiving.cancel()
     if call.reply is not None:

@@ -92,22 +92,48 @@ def _problem(path: str, reason: str) -> InvalidMessage:
 # ------------------------------------------------------------------ values
 
 
+# A path into a value is built only when something in it is refused: each level
+# passes ``(parent, key)`` down (a pair, not a formatted string per item).
+_Path = tuple[Any, str | int] | str
+_SCALARS = frozenset({str, int, bool, type(None)})
+_JSON_SCALARS = (str, bool, int, float)
+
+
+def _where(path: _Path) -> str:
+    keys: list[str | int] = []
+    while isinstance(path, tuple):
+        path, key = path
+        keys.append(key)
+    text = path
+    for key in reversed(keys):
+        text += f"[{key}]" if isinstance(key, int) else f".{key}"
+    return text
+
+
 def encode_value(value: Any, path: str = "result") -> Any:
     """Plain JSON data for ``value`` (see the module docstring).
 
     Raises:
         InvalidMessage: ``value`` (or something inside it) has no wire form.
     """
-    if value is None or isinstance(value, str | bool | int):
+    return _encode(value, path)
+
+
+def _encode(value: Any, path: _Path) -> Any:
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, list):
+        return [_encode(item, (path, i)) for i, item in enumerate(value)]
+    if value is None or isinstance(value, str | bool | int):  # subclasses of the scalars
         return value
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            raise _problem(path, f"{value!r} cannot cross the wire (JSON has no such number)")
+            raise _problem(
+                _where(path), f"{value!r} cannot cross the wire (JSON has no such number)"
+            )
         return value
-    if isinstance(value, list):
-        return [encode_value(item, f"{path}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, tuple):
-        return {"$tuple": [encode_value(item, f"{path}[{i}]") for i, item in enumerate(value)]}
+        return {"$tuple": [_encode(item, (path, i)) for i, item in enumerate(value)]}
     if isinstance(value, Mapping):
         return {"$dict": _encode_mapping(value, path)}
     if isinstance(value, _WIRE_TYPES):
@@ -115,7 +141,7 @@ def encode_value(value: Any, path: str = "result") -> Any:
     name = type(value).__name__
     if _RESULT_TYPES.get(name) is type(value):
         fields = {
-            field.name: encode_value(getattr(value, field.name), f"{path}.{field.name}")
+            field.name: _encode(getattr(value, field.name), (path, field.name))
             for field in attrs.fields(cast(Any, type(value)))
         }
         return {"$result": {"class": name, "fields": fields}}
@@ -128,15 +154,17 @@ def encode_value(value: Any, path: str = "result") -> Any:
     dump = getattr(value, "model_dump", None)
     if callable(dump):  # pydantic
         return {"$dict": _encode_mapping(dump(mode="json"), path)}
-    raise _problem(path, f"a {name} has no wire form (return JSON data, messages or attrs values)")
+    raise _problem(
+        _where(path), f"a {name} has no wire form (return JSON data, messages or attrs values)"
+    )
 
 
-def _encode_mapping(value: Mapping[Any, Any], path: str) -> dict[str, Any]:
+def _encode_mapping(value: Mapping[Any, Any], path: _Path) -> dict[str, Any]:
     out = {}
     for key, item in value.items():
         if not isinstance(key, str):
-            raise _problem(path, f"has a non-string key {key!r}")
-        out[key] = encode_value(item, f"{path}.{key}")
+            raise _problem(_where(path), f"has a non-string key {key!r}")
+        out[key] = _encode(item, (path, key))
     return out
 
 
@@ -146,34 +174,38 @@ def decode_value(data: Any, path: str = "result") -> Any:
     Raises:
         InvalidMessage: ``data`` is not a well-formed encoded value.
     """
-    if data is None or isinstance(data, str | bool | int | float):
+    return _decode(data, path)
+
+
+def _decode(data: Any, path: _Path) -> Any:
+    if data is None or isinstance(data, _JSON_SCALARS):
         return data
     if isinstance(data, list):
-        return [decode_value(item, f"{path}[{i}]") for i, item in enumerate(data)]
+        return [_decode(item, (path, i)) for i, item in enumerate(data)]
     if not isinstance(data, dict) or len(data) != 1:
-        raise _problem(path, "expected a JSON value or a one-key encoded object")
+        raise _problem(_where(path), "expected a JSON value or a one-key encoded object")
     ((kind, inner),) = data.items()
     if kind == "$tuple" and isinstance(inner, list):
-        return tuple(decode_value(item, f"{path}[{i}]") for i, item in enumerate(inner))
+        return tuple(_decode(item, (path, i)) for i, item in enumerate(inner))
     if kind == "$dict" and isinstance(inner, dict):
-        return {str(key): decode_value(item, f"{path}.{key}") for key, item in inner.items()}
+        return {str(key): _decode(item, (path, str(key))) for key, item in inner.items()}
     if kind == "$pride" and isinstance(inner, dict):
         tag = inner.get("type")
         cls = _TAGGED.get(tag) if isinstance(tag, str) else None
         if cls is None:
-            raise _problem(path, f"unknown pride type tag {inner.get('type')!r}")
+            raise _problem(_where(path), f"unknown pride type tag {inner.get('type')!r}")
         return structure(inner, cls)
     if kind == "$result" and isinstance(inner, dict):
         cls = _RESULT_TYPES.get(str(inner.get("class")))
         fields = inner.get("fields")
         if cls is None or not isinstance(fields, dict):
-            raise _problem(path, f"unknown result class {inner.get('class')!r}")
-        values = {key: decode_value(item, f"{path}.{key}") for key, item in fields.items()}
+            raise _problem(_where(path), f"unknown result class {inner.get('class')!r}")
+        values = {key: _decode(item, (path, str(key))) for key, item in fields.items()}
         try:
             return cls(**values)
         except TypeError as exc:
-            raise _problem(path, f"{cls.__name__}: {exc}") from None
-    raise _problem(path, f"unknown encoded kind {kind!r}")
+            raise _problem(_where(path), f"{cls.__name__}: {exc}") from None
+    raise _problem(_where(path), f"unknown encoded kind {kind!r}")
 
 
 # ------------------------------------------------------------------ errors

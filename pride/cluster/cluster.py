@@ -439,6 +439,9 @@ class Cluster:
     # ------------------------------------------------------------ links
 
     async def _link_for(self, ref: RemoteBranchRef) -> Link:
+        link = self._links.get(ref.host) if ref.host is not None else None
+        if link is not None and link.state == "up" and ref._id is not None:
+            return link  # the common case: a resolved ref to a host that is up
         if ref.host is None:
             await self._resolve(ref)
         assert ref.host is not None
