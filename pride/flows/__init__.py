@@ -10,10 +10,10 @@ print(result["writer"], result.outcomes)
 
 `pride.flows.graph` builds the plan, `pride.flows.run` runs it (each
 node a command sent to its branch through the public send API, by
-`pride.flows.node`), `pride.flows.stream` streams its events,
-`pride.flows.journal` journals a run in a store so that
-`pride.flows.resume` can continue it after a crash, `pride.flows.mermaid`
-draws it.
+`pride.flows.node`), `pride.flows.growing` lets its nodes' work add
+nodes, `pride.flows.stream` streams its events, `pride.flows.journal`
+journals a run in a store so that `pride.flows.resume` can continue it
+after a crash, `pride.flows.mermaid` draws it.
 Sessions run flows ([`Session.flow`][pride.supervisors.session.Session.flow],
 [`Session.flow_stream`][pride.supervisors.session.Session.flow_stream]); this package knows no
 Session class: a session hands a run its name resolution and observer as a
@@ -21,11 +21,12 @@ Session class: a session hands a run its name resolution and observer as a
 """
 
 from .graph import CommandSource, Condition, Flow, FlowNode, Outcome
+from .growing import current_flow
 from .journal import UnfinishedFlow
 from .mermaid import render as render_mermaid
 from .result import FlowResult, NodeOutcome
 from .run import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, FlowRun
-from .state import FlowHost, current_flow
+from .state import FlowHost
 from .stream import ITEM_BUFFER, FlowEvents, NodeItem, open_flow_stream
 
 __all__ = [

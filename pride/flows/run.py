@@ -16,7 +16,8 @@ dependents (``fail_fast``: cancels the rest); a spent shared budget starts no
 more nodes; a cancelled caller cancels the running nodes and skips the rest;
 nodes added while it runs (``max_spawn``). One node's own run is
 `pride.flows.node`, the signals `pride.flows.signals`, the journal of a
-durable run `pride.flows.journal`. docs/flows.md has the rules with examples.
+durable run `pride.flows.journal`, nodes added while it runs
+`pride.flows.growing`. docs/flows.md has the rules with examples.
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ from .graph import (
     Flow,
     FlowNode,
     Outcome,
-    make_node,
     order_nodes,
     target_label,
 )
+from .growing import grow
 from .journal import FlowJournal
 from .node import SendOrder, execute
 from .result import FlowResult, collect
@@ -56,7 +57,6 @@ from .state import (
     NodeState,
     blocked_reason,
     check_count,
-    spawning_node,
 )
 
 __all__ = ["DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_SPAWN", "FlowRun"]
@@ -221,7 +221,7 @@ class FlowRun:
         name: str | None = None,
     ) -> FlowNode:
         """Grow the running flow by a node: the arguments of
-        [`Flow.add`][pride.flows.graph.Flow.add].
+        [`Flow.add`][pride.flows.graph.Flow.add]; the rules are `pride.flows.growing`'s.
 
         The node may depend only on nodes the run already has (so a running
         flow never forms a cycle). It starts as soon as those completed (at
@@ -236,57 +236,7 @@ class FlowRun:
             RuntimeError: the run has finished.
             TypeError, ValueError: as for ``Flow.add``.
         """
-        if self._phase == "done":
-            raise RuntimeError(f"flow {self.label!r} has finished; it cannot grow any more")
-        spawner = spawning_node(self)
-        node = make_node(
-            self._nodes,
-            target,
-            command,
-            depends_on=depends_on,
-            when=when,
-            name=name,
-            flow=self.name,
-            spawned_by=spawner,
-            suffixes=self._suffixes,
-        )
-        if self.spawned >= self.max_spawn:
-            raise InvalidFlow(
-                node.name,
-                f"the flow has already grown by max_spawn={self.max_spawn} nodes "
-                "(pass a larger max_spawn to session.flow)",
-                flow=self.name,
-            )
-        for dependency in node.depends_on:
-            if dependency not in self.states:
-                raise InvalidFlow(
-                    node.name,
-                    f"depends on {dependency!r}, which is not a node of the running flow "
-                    "(a node added while the flow runs depends only on nodes it already has)",
-                    flow=self.name,
-                )
-        state = self._register(node)
-        self.spawned += 1
-        if self.journal is not None:
-            self.journal.spawned(self, node)
-        blocked = next(
-            (
-                upstream
-                for dependency in node.depends_on
-                if (upstream := self.states[dependency]).phase in TERMINAL
-                and upstream.phase != "completed"
-            ),
-            None,
-        )
-        if self._halt is not None:
-            self._skip(state, self._halt)
-        elif blocked is not None:
-            self._skip(state, blocked_reason(blocked))
-        elif state.waiting == 0:
-            state.phase = "ready"
-            self._ready.append(state)
-        self._wake()
-        return node
+        return grow(self, target, command, depends_on=depends_on, when=when, name=name)
 
     # ------------------------------------------------------------- running
 

@@ -1,11 +1,12 @@
-"""What a flow run tracks: its host, each node's state and account, and `current_flow`.
+"""What a flow run tracks: its host, each node's state and account.
 
 A run ([`FlowRun`][pride.flows.FlowRun]) keeps one `NodeState` per node: its
 phase, its result or error, its timing, and a `NodeAccount`, the node's usage
 under the flow's allowance. The node's envelope carries that account to its
 branch (`pride.actors.budget.carry`), so everything the node's turn causes in
 this process draws on the flow's allowance and can find the run again:
-that is how [`current_flow`][pride.current_flow] works, with no global state.
+that is how [`current_flow`][pride.current_flow] (`pride.flows.growing`)
+works, with no global state.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import attrs
 import trio
 
 from ..actors import Target
-from ..actors.budget import Account, carried_allowance
+from ..actors.budget import Account
 from ..errors import TurnCancelled
 from .graph import FlowNode, Outcome
 
@@ -33,8 +34,6 @@ __all__ = [
     "Phase",
     "blocked_reason",
     "check_count",
-    "current_flow",
-    "spawning_node",
     "turn_outcome",
 ]
 
@@ -140,28 +139,3 @@ _BLOCKED_VERBS = {"failed": "failed", "skipped": "was skipped", "cancelled": "wa
 def blocked_reason(upstream: NodeState) -> str:
     """Why a dependent of ``upstream`` (which did not complete) is skipped."""
     return f"its dependency {upstream.name!r} {_BLOCKED_VERBS[upstream.phase]}"
-
-
-def current_flow() -> FlowRun | None:
-    """The flow run whose node the calling work belongs to, or None.
-
-    Inside a node's turn (its operation, its tools, a turn of another branch
-    that node asked, in this process) this is the run, so the work can grow
-    it: ``pride.current_flow().add(...)``. Outside any flow node: None.
-    """
-    account = carried_allowance()
-    while account is not None:
-        if isinstance(account, NodeAccount) and not account.run.finished:
-            return account.run
-        account = account.parent
-    return None
-
-
-def spawning_node(run: FlowRun) -> str | None:
-    """The name of ``run``'s node whose work is calling, if any."""
-    account = carried_allowance()
-    while account is not None:
-        if isinstance(account, NodeAccount) and account.run is run:
-            return account.state.name
-        account = account.parent
-    return None
