@@ -11,13 +11,14 @@ import typer
 from rich.console import Console
 
 from .._version import __version__
+from ..messages.limits import image_url_prefixes
 from ._chat import CHAT_TIMEOUT, ChatOptions, run_chat
 from ._inspect import inspect_store
 from ._lines import MAX_LINE
 from ._mcp import serve_app
 from ._run import RunOptions, run_app
 
-__all__ = ["PIPE_WIDTH", "app", "main"]
+__all__ = ["ALLOW_IMAGE_URL_HELP", "PIPE_WIDTH", "app", "main"]
 
 PIPE_WIDTH = 160
 """Columns rich lays tables out in when standard output is not a terminal."""
@@ -32,6 +33,22 @@ app = typer.Typer(
     # option its metavar (`--store FILE`), where typer's rich panels print
     # `<bool>` beside every flag and squeeze the help text into a narrow column.
     rich_markup_mode=None,
+)
+
+
+def _image_prefixes(values: list[str] | None) -> list[str] | None:
+    """``--allow-image-url`` values, each checked (a bad one is a usage error, status 2)."""
+    try:
+        image_url_prefixes(*(values or ()))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return values
+
+
+ALLOW_IMAGE_URL_HELP = (
+    "Let requests carry image URLs under PREFIX, an http(s) URL with a host and a path "
+    "such as https://cdn.example.com/ (repeat it); by default only data: URLs, since the "
+    "provider fetches any other URL on the sender's behalf."
 )
 
 
@@ -157,6 +174,16 @@ def run(
             help="The longest request line; a longer one is answered with an error and skipped.",
         ),
     ] = MAX_LINE,
+    allow_image_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-image-url",
+            metavar="PREFIX",
+            show_default=False,
+            callback=_image_prefixes,
+            help=ALLOW_IMAGE_URL_HELP,
+        ),
+    ] = None,
     cluster: Annotated[
         str | None,
         typer.Option(
@@ -186,6 +213,7 @@ def run(
         exit_on_eof=exit_on_eof,
         log_level=log_level,
         max_line_bytes=max_line_bytes,
+        image_urls=tuple(allow_image_url or ()),
         cluster=cluster,
         otel=otel,
     )
@@ -233,9 +261,28 @@ def mcp(
     log_level: Annotated[
         str, typer.Option(metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR.")
     ] = "INFO",
+    allow_image_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-image-url",
+            metavar="PREFIX",
+            show_default=False,
+            callback=_image_prefixes,
+            help=ALLOW_IMAGE_URL_HELP.replace("requests", "a client's operation arguments"),
+        ),
+    ] = None,
 ) -> None:
     """Serve an app's branches as MCP tools over stdio (or streamable HTTP with --http)."""
-    raise typer.Exit(serve_app(app, expose, http=http, grace=grace, log_level=log_level))
+    raise typer.Exit(
+        serve_app(
+            app,
+            expose,
+            http=http,
+            grace=grace,
+            log_level=log_level,
+            image_urls=tuple(allow_image_url or ()),
+        )
+    )
 
 
 @app.command()

@@ -23,6 +23,7 @@ cannot be bound (in use); 1 when the root session failed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 from collections.abc import Callable, Sequence
@@ -50,8 +51,13 @@ def serve_app(
     http: int | None = None,
     grace: float = 5.0,
     log_level: str = "INFO",
+    image_urls: tuple[str, ...] = (),
 ) -> int:
-    """Run ``pride mcp``; return the exit status (see the module docstring)."""
+    """Run ``pride mcp``; return the exit status (see the module docstring).
+
+    ``image_urls``: image URL prefixes an operation's arguments may carry
+    besides ``data:`` URLs (``--allow-image-url``; see `pride.messages.limits`).
+    """
     configure(log_level)
     if not expose:
         log.error("name the branches to serve with --expose NAME (nothing is served by default)")
@@ -67,13 +73,22 @@ def serve_app(
         log.error("%s", exc)
         return 2
     try:
-        return trio.run(_main, app, function, list(expose), http, grace)
+        main = functools.partial(
+            _main, app, function, list(expose), http=http, grace=grace, image_urls=image_urls
+        )
+        return trio.run(main)
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
 
 
 async def _main(
-    app: str, function: Callable[..., Any], expose: list[str], http: int | None, grace: float
+    app: str,
+    function: Callable[..., Any],
+    expose: list[str],
+    *,
+    http: int | None,
+    grace: float,
+    image_urls: tuple[str, ...],
 ) -> int:
     from ..mcp import serve_mcp
 
@@ -84,7 +99,9 @@ async def _main(
                 nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
 
                 async def serve(task_status: trio.TaskStatus[str | None]) -> None:
-                    await serve_mcp(session, expose, http=http, task_status=task_status)
+                    await serve_mcp(
+                        session, expose, http=http, image_urls=image_urls, task_status=task_status
+                    )
                     nursery.cancel_scope.cancel()  # stdio: the client closed its input
 
                 url = await nursery.start(serve)

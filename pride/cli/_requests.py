@@ -34,6 +34,7 @@ non-finite float by null).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -70,8 +71,9 @@ class RequestRejected(Exception):
         self.error = error
 
 
-def parse_request(line: str) -> Request:
-    """Parse one request line.
+def parse_request(line: str, *, image_urls: Sequence[str] = ()) -> Request:
+    """Parse one request line; ``image_urls`` are the image URL prefixes its command
+    may carry besides ``data:`` URLs (``pride run --allow-image-url``).
 
     Raises:
         RequestRejected: the line is not JSON, not an object, or its ``id``,
@@ -111,7 +113,8 @@ def parse_request(line: str) -> Request:
         raise RequestRejected(request_id, InvalidMessage([("request.command", reason)]))
     try:
         command: WorkCommand = structure(command_data, WorkCommand)
-        check_untrusted(command)  # bounded counts, inline images: see pride.messages.limits
+        # bounded counts, inline images (but under image_urls): see pride.messages.limits
+        check_untrusted(command, image_urls=image_urls)
     except InvalidMessage as exc:
         raise RequestRejected(request_id, exc) from None
     assert isinstance(target, str)

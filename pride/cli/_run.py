@@ -56,7 +56,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ from ..messages import (
     SessionFailed,
     Signal,
 )
-from ..messages.limits import within
+from ..messages.limits import image_url_prefixes, within
 from ..supervisors import Session
 from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, call_app, load_app
@@ -102,6 +102,10 @@ EXIT_APP_ERROR = 2
 _LIFECYCLE = (BranchStarted, BranchStopped, BranchRestarted, SessionFailed, RunEnd, RunFailed)
 
 
+def _prefixes(values: Iterable[str]) -> tuple[str, ...]:
+    return image_url_prefixes(*values)
+
+
 @attrs.frozen
 class RunOptions:
     """The options of ``pride run`` (see ``pride run --help``)."""
@@ -113,6 +117,8 @@ class RunOptions:
     exit_on_eof: bool = False
     log_level: str = "INFO"
     max_line_bytes: int = MAX_LINE
+    # Image URL prefixes requests may carry besides data: URLs (ValueError: one allows too much).
+    image_urls: tuple[str, ...] = attrs.field(default=(), converter=_prefixes)
     otel: bool = False
     cluster: str | None = None  # a Ray address, "local", or None: no cluster
 
@@ -332,7 +338,7 @@ class _Process:
             if not line.strip():
                 continue
             try:
-                request = parse_request(line)
+                request = parse_request(line, image_urls=self.options.image_urls)
             except RequestRejected as exc:
                 log.warning(
                     "line %d is not a valid request: %s",

@@ -53,7 +53,7 @@ from ..messages import (
     WorkCommand,
     structure,
 )
-from ..messages.limits import check_untrusted
+from ..messages.limits import check_untrusted, image_url_prefixes
 from ..tools import Tool
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 from ._tool import local_name
@@ -69,10 +69,13 @@ PROGRESS_QUEUE = 256
 class _Exposed:
     """The MCP tools of one session: which branch (and operation) each name runs."""
 
-    def __init__(self, session: Any, expose: Sequence[str]) -> None:
+    def __init__(self, session: Any, expose: Sequence[str], image_urls: Sequence[str] = ()) -> None:
         if isinstance(expose, str) or not expose:
             raise ValueError("expose names the branches to serve, e.g. expose=['helper']")
+        if isinstance(image_urls, str):
+            raise TypeError(f"image_urls is a sequence of URL prefixes, got {image_urls!r}")
         self.session = session
+        self.image_urls = image_url_prefixes(*image_urls)  # this server's own, never global
         self.tools: dict[str, tuple[Branch, str | None, types.Tool]] = {}
         for name in expose:
             branch = session.get_branch(name)  # UnknownBranch names what is missing
@@ -103,7 +106,7 @@ class _Exposed:
             # models; 'budget' is refused) and bounded (pride.messages.limits).
             data = {"type": "Call", "operation": operation, "kwargs": arguments}
             command = structure(data, WorkCommand)
-            check_untrusted(command)
+            check_untrusted(command, image_urls=self.image_urls)
         context = server.request_context
         token = context.meta.progressToken if context.meta is not None else None
         if token is None:
@@ -254,14 +257,21 @@ def _describe(signal: Signal) -> str | None:
     return None
 
 
-def build_server(session: Any, expose: Sequence[str]) -> Server[Any, Any]:
+def build_server(
+    session: Any, expose: Sequence[str], *, image_urls: Sequence[str] = ()
+) -> Server[Any, Any]:
     """An SDK low-level ``Server`` whose tools run turns of ``session``'s exposed branches.
+
+    ``image_urls``: image URL prefixes an operation's arguments may carry
+    besides ``data:`` URLs (`pride.messages.limits.image_url_prefixes`);
+    none by default. Each server keeps its own.
 
     Raises:
         UnknownBranch: a name in ``expose`` is not a member branch.
-        ValueError: ``expose`` is empty, or two tools would share a name.
+        ValueError: ``expose`` is empty, two tools would share a name, or a
+            prefix in ``image_urls`` allows too much.
     """
-    exposed = _Exposed(session, expose)
+    exposed = _Exposed(session, expose, image_urls)
     server: Server[Any, Any] = Server("pride", version=__version__)
 
     @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator]
@@ -281,6 +291,7 @@ async def serve_mcp(
     *,
     http: int | None = None,
     host: str = "127.0.0.1",
+    image_urls: Sequence[str] = (),
     task_status: trio.TaskStatus[str | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``session``'s branches named in ``expose`` to MCP clients, until cancelled.
@@ -289,7 +300,7 @@ async def serve_mcp(
     ``http=PORT`` it serves streamable HTTP at ``http://HOST:PORT/mcp``
     (``host`` defaults to 127.0.0.1: exposing agents beyond this machine is a
     deliberate choice) until cancelled; ``http=0`` lets the system choose a
-    free port.
+    free port. ``image_urls`` are as for `build_server`.
 
     Started with ``await nursery.start(serve_mcp, ...)``, it reports the
     endpoint's URL once the socket listens (with the port actually bound,
@@ -297,10 +308,10 @@ async def serve_mcp(
 
     Raises:
         UnknownBranch: a name in ``expose`` is not a member branch.
-        ValueError: ``expose`` is empty.
+        ValueError: ``expose`` is empty, or a prefix in ``image_urls`` allows too much.
         OSError: the HTTP address cannot be bound (a port in use, say).
     """
-    server = build_server(session, expose)
+    server = build_server(session, expose, image_urls=image_urls)
     options = server.create_initialization_options()
     if http is None:
         async with _stdio() as (read, write):

@@ -18,8 +18,11 @@ commands arrive, before they reach a mailbox:
   the provider (or by a local model server beside pride), so a request naming
   ``http://169.254.169.254/...`` or an intranet host would have it fetched on
   the requester's behalf: server-side request forgery by proxy. Only
-  ``data:`` URLs pass, plus those under the prefixes the application trusts
-  (`allow_image_urls`).
+  ``data:`` URLs pass, plus those under the prefixes the application trusts,
+  given to the decoder that applies the gate (``check_untrusted(command,
+  image_urls=...)``; ``pride run --allow-image-url PREFIX``), never a
+  process-wide setting: two decoders in one process (a ``pride run`` front
+  and an MCP server, say) each keep their own.
 
 Both are `InvalidMessage` naming the field, like any other bad input. The
 codec itself does not apply them, so a command still survives a JSON round
@@ -29,7 +32,7 @@ carries what the application built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -38,7 +41,7 @@ from ._errors import InvalidMessage
 from .budget import BUDGET_FIELDS, Budget
 from .commands import Call, WorkCommand
 
-__all__ = ["CEILINGS", "allow_image_urls", "allowed_image_urls", "check_untrusted", "within"]
+__all__ = ["CEILINGS", "check_untrusted", "image_url_prefixes", "within"]
 
 CEILINGS: Mapping[str, int] = {
     "max_rounds": 100,
@@ -50,21 +53,17 @@ CEILINGS: Mapping[str, int] = {
 """The largest value each count field of a command from outside may hold (each far
 above its default; ``num_parse_retries`` and ``max_retries`` are capped at 5 anyway)."""
 
-_allowed: tuple[str, ...] = ()
 
+def image_url_prefixes(*prefixes: str) -> tuple[str, ...]:
+    """``prefixes``, checked: the image URL prefixes a decoder may let through.
 
-def allow_image_urls(*prefixes: str) -> None:
-    """Let commands from outside carry image URLs that start with one of ``prefixes``.
-
-    E.g. ``allow_image_urls("https://cdn.example.com/")``. Each call replaces
-    the list; ``allow_image_urls()`` clears it (the default: ``data:`` URLs
-    only). Process-wide: call it where the application starts.
+    E.g. ``image_url_prefixes("https://cdn.example.com/")``; no prefix (the
+    default) means ``data:`` URLs only.
 
     Raises:
         ValueError: a prefix is not an ``http(s)://`` URL with a host and a path
             (``"https://"`` alone would allow every host).
     """
-    checked = []
     for prefix in prefixes:
         scheme, _, rest = prefix.partition("://") if isinstance(prefix, str) else ("", "", "")
         host, slash, _ = rest.partition("/")
@@ -73,24 +72,26 @@ def allow_image_urls(*prefixes: str) -> None:
                 "an image URL prefix is an http(s) URL with a host and a path such as "
                 f"'https://cdn.example.com/', got {prefix!r}"
             )
-        checked.append(prefix)
-    global _allowed
-    _allowed = tuple(checked)
+    return tuple(prefixes)
 
 
-def allowed_image_urls() -> tuple[str, ...]:
-    """The prefixes `allow_image_urls` set."""
-    return _allowed
-
-
-def check_untrusted(command: WorkCommand, where: str | None = None) -> None:
+def check_untrusted(
+    command: WorkCommand, where: str | None = None, *, image_urls: Sequence[str] = ()
+) -> None:
     """Refuse what a command from outside may not ask for (see the module docstring).
 
     ``where`` names the command in messages (default: its class name).
+    ``image_urls`` are the prefixes of image URLs this decoder lets through
+    besides ``data:`` ones (checked by `image_url_prefixes`); none by default.
 
     Raises:
         InvalidMessage: naming every offending field.
+        ValueError: a prefix in ``image_urls`` allows too much (see `image_url_prefixes`).
+        TypeError: ``image_urls`` is a single string, not a sequence of them.
     """
+    if isinstance(image_urls, str):
+        raise TypeError(f"image_urls is a sequence of URL prefixes, got the string {image_urls!r}")
+    allowed = image_url_prefixes(*image_urls)
     name = where or type(command).__name__
     if isinstance(command, Call):  # a verb run by name takes the same fields as kwargs
         fields: Mapping[str, Any] = command.kwargs
@@ -117,7 +118,7 @@ def check_untrusted(command: WorkCommand, where: str | None = None) -> None:
     for index, url in enumerate(images if isinstance(images, list | tuple) else ()):
         if not isinstance(url, str) or url[:5].lower() == "data:":
             continue
-        if any(url.startswith(prefix) for prefix in _allowed):
+        if url.startswith(allowed):
             continue
         shown = url if len(url) <= 80 else url[:77] + "..."
         problems.append(
@@ -125,7 +126,8 @@ def check_untrusted(command: WorkCommand, where: str | None = None) -> None:
                 f"{name}.images[{index}]",
                 f"{shown!r}: a command from outside carries images as data: URLs only (the "
                 "provider would fetch any other URL on the sender's behalf); the application "
-                "can allow places it trusts with pride.messages.limits.allow_image_urls(...)",
+                "can allow places it trusts (pride run --allow-image-url PREFIX, or "
+                "check_untrusted(..., image_urls=...))",
             )
         )
     if problems:

@@ -481,14 +481,18 @@ async def test_otel_without_its_exporter_says_what_to_install() -> None:
 
 async def test_a_request_s_counts_are_bounded_and_its_images_inline() -> None:
     """A request asking for a million rounds, or naming an image URL the provider would
-    fetch, is answered InvalidMessage naming the field; the process serves on."""
+    fetch, is answered InvalidMessage naming the field; the process serves on. An image
+    under a prefix given with --allow-image-url passes."""
     async with openai_server(HeldModel()) as server:
         env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
-        async with CLI.start("run", APP, "--no-status", "--exit-on-eof", env=env) as cli:
+        flags = ("--no-status", "--exit-on-eof", "--allow-image-url", "https://cdn.example.com/")
+        async with CLI.start("run", APP, *flags, env=env) as cli:
             run = {"type": "Run", "instruction": "go", "max_rounds": 10**6}
             await cli.send({"id": "rounds", "to": "ada", "command": run})
             look = {"type": "Chat", "instruction": "look", "images": ["http://169.254.169.254/"]}
             await cli.send({"id": "image", "to": "ada", "command": look})
+            cdn = {"type": "Chat", "instruction": "cdn", "images": ["https://cdn.example.com/a"]}
+            await cli.send({"id": "cdn", "to": "ada", "command": cdn})
             await cli.send(request("ok", "ada", "still serving"))
             await cli.close_stdin()
             assert await cli.exit_code() == 0
@@ -499,8 +503,23 @@ async def test_a_request_s_counts_are_bounded_and_its_images_inline() -> None:
     )
     assert answers["image"]["error"]["message"].startswith("Chat.images[0]: ")
     assert "data: URLs only" in answers["image"]["error"]["message"]
+    assert answers["cdn"]["ok"]  # the model was sent the allowed URL (it echoes it back)
+    assert "'url': 'https://cdn.example.com/a'" in answers["cdn"]["result"]
     assert answers["ok"] == {"id": "ok", "ok": True, "result": "re: still serving"}
-    assert server.request_count == 1  # only the good request reached the model
+    assert server.request_count == 2  # only the good requests reached the model
+
+
+async def test_an_image_url_prefix_that_allows_every_host_is_a_usage_error() -> None:
+    done = await trio.run_process(
+        [*COMMAND, "run", APP, "--allow-image-url", "https://"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        cwd=ROOT,
+        env=cli_env(),
+    )
+    assert done.returncode == 2
+    assert b"with a host and a path" in done.stderr
 
 
 async def test_a_request_s_budget_tightens_the_branch_s_and_never_lifts_it() -> None:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import pytest
 import trio
 from mcp import ClientSession, types
 from mcp.shared.memory import create_client_server_memory_streams
@@ -39,10 +40,12 @@ async def relay(branch: Branch, **options: Any) -> str:
 
 
 @contextlib.asynccontextmanager
-async def served(session: Session) -> AsyncIterator[tuple[ClientSession, Any, trio.Event]]:
+async def served(
+    session: Session, image_urls: tuple[str, ...] = ()
+) -> AsyncIterator[tuple[ClientSession, Any, trio.Event]]:
     """A client connected to ``build_server(session, ["helper"])``; yields the client,
     its write stream (close it to vanish) and an event set when ``server.run`` returns."""
-    server = build_server(session, ["helper"])
+    server = build_server(session, ["helper"], image_urls=image_urls)
     ended = trio.Event()
     async with create_client_server_memory_streams() as (client_streams, server_streams):
         async with trio.open_nursery() as nursery:
@@ -107,6 +110,24 @@ async def test_hostile_calls_are_errors_the_client_reads_and_serving_goes_on() -
             assert not huge.isError and huge.content[0].text == "echo: " + "y" * 20  # type: ignore[union-attr]
             ok = await client.call_tool("ask_helper", {"instruction": "still here"})
             assert ok.content[0].text == "echo: still here"  # type: ignore[union-attr]
+
+
+async def test_two_servers_in_one_process_keep_their_own_image_urls() -> None:
+    """An image URL in an operation's arguments passes the server that trusts its prefix
+    and is refused by the one that does not, both serving at once in one process."""
+    image = {"images": ["https://cdn.example.com/a.png"]}
+    async with Session() as session:
+        await _team(session)
+        async with (
+            served(session, ("https://cdn.example.com/",)) as (trusting, _, _),
+            served(session) as (strict, _, _),
+        ):
+            for _ in range(2):  # either order: neither server's setting leaks into the other
+                assert "data: URLs only" in _error(await strict.call_tool("helper_relay", image))
+                passed = await trusting.call_tool("helper_relay", image)
+                assert not passed.isError, passed
+        with pytest.raises(ValueError, match="with a host and a path"):
+            build_server(session, ["helper"], image_urls=("https://",))
 
 
 async def test_a_client_that_vanishes_mid_turn_has_its_turn_cancelled() -> None:

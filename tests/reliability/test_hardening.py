@@ -3,7 +3,6 @@ shown, and image URLs a provider would fetch on a requester's behalf."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,13 +24,13 @@ from pride import (
 )
 from pride.llm import ModelRequest, ToolCall
 from pride.messages import structure
-from pride.messages.limits import CEILINGS, allow_image_urls, check_untrusted, within
+from pride.messages.limits import CEILINGS, check_untrusted, image_url_prefixes, within
 
 
-def decode(data: dict[str, Any]) -> Any:
+def decode(data: dict[str, Any], image_urls: tuple[str, ...] = ()) -> Any:
     """What ``pride run`` does with a request's command."""
     command = structure(data, WorkCommand)
-    check_untrusted(command)
+    check_untrusted(command, image_urls=image_urls)
     return command
 
 
@@ -155,14 +154,6 @@ async def test_an_output_that_cannot_be_shown_is_an_error_the_model_reads() -> N
 # ---------------------------------------------------------------- image URLs
 
 
-@pytest.fixture
-def no_allowed_images() -> Iterator[None]:
-    allow_image_urls()
-    yield
-    allow_image_urls()
-
-
-@pytest.mark.usefixtures("no_allowed_images")
 @pytest.mark.parametrize(
     "url",
     [
@@ -182,7 +173,6 @@ def test_a_decoded_command_carries_images_only_as_data_urls(url: str) -> None:
         decode({"type": "Chat", "instruction": "look", "images": [data, url]})
 
 
-@pytest.mark.usefixtures("no_allowed_images")
 def test_a_call_cannot_carry_what_its_verb_may_not() -> None:
     """``Call("chat", images=..., max_rounds=...)`` is checked as the verb would be."""
     hostile = {
@@ -198,20 +188,39 @@ def test_a_call_cannot_carry_what_its_verb_may_not() -> None:
     ]
 
 
-@pytest.mark.usefixtures("no_allowed_images")
 def test_the_application_allows_the_places_it_trusts() -> None:
-    """allow_image_urls(prefix): URLs under it decode, others still do not; an
-    allowance for every host is refused."""
-    allow_image_urls("https://cdn.example.com/")
+    """image_urls=(prefix,): URLs under it decode, others still do not; an allowance for
+    every host is refused."""
+    cdn = ("https://cdn.example.com/",)
     ok = {"type": "Run", "instruction": "look", "images": ["https://cdn.example.com/a.png"]}
-    assert decode(ok).images == ("https://cdn.example.com/a.png",)
+    assert decode(ok, cdn).images == ("https://cdn.example.com/a.png",)
     bad = {"type": "Run", "instruction": "look", "images": ["https://cdn.example.com.evil/a"]}
     with pytest.raises(InvalidMessage, match="data: URLs only"):
-        decode(bad)
+        decode(bad, cdn)
     for everything in ("https://", "https://cdn.example.com", "javascript:x"):
         with pytest.raises(ValueError, match="with a host and a path"):
-            allow_image_urls(everything)
+            image_url_prefixes(everything)
+        with pytest.raises(ValueError, match="with a host and a path"):
+            decode(ok, (everything,))
+    with pytest.raises(TypeError, match="sequence of URL prefixes"):
+        check_untrusted(Run("look"), image_urls="https://cdn.example.com/")
     assert Run("look", images=("https://anywhere/x.png",)).images  # in process: the app's own
+
+
+def test_two_decoders_in_one_process_keep_their_own_image_urls() -> None:
+    """The allowance is the decoder's, never process-wide: one that trusts a CDN lets
+    its URLs through while another, at the same time, still refuses them, and the
+    first is unchanged after the second decoded (either order)."""
+    image = {"type": "Chat", "instruction": "look", "images": ["https://cdn.example.com/a.png"]}
+    trusting, strict = ("https://cdn.example.com/",), ()
+    for _ in range(2):
+        assert decode(image, trusting).images == ("https://cdn.example.com/a.png",)
+        with pytest.raises(InvalidMessage, match=r"images\[0\]"):
+            decode(image, strict)
+    other = ("https://other.example.org/",)
+    with pytest.raises(InvalidMessage):
+        decode(image, other)
+    assert decode(image, trusting).images
 
 
 def test_a_budget_from_outside_is_held_within_the_branch_s_field_by_field() -> None:
