@@ -572,7 +572,8 @@ class Branch:
         mailbox = self._actor.require_mailbox()
         if envelope.command.lane == "priority":
             mailbox.put_priority(envelope)
-        else:
+            return
+        if not mailbox.offer(envelope):  # room (mostly): queued without a coroutine
             await mailbox.put(envelope, checkpoint=False)
 
     def deliver_nowait(self, envelope: Reply) -> None:

@@ -226,12 +226,12 @@ class Meter(Account):
         carried: an allowance the work draws on besides its own chain (a
             flow's: see `drawing_on`), with the accounts above it.
 
-    Its ``chain`` is every account a call is counted on: itself, the accounts
-    above it, then the carried ones (each account once). It is fixed when the
-    meter is made: what a turn draws on does not change while it runs.
+    A call is counted on itself and on its ``above``: the accounts above it,
+    then the carried ones (each account once). They are fixed when the meter
+    is made: what a turn draws on does not change while it runs.
     """
 
-    __slots__ = ("cancel", "chain", "error", "limited", "on_trip", "stop_at", "watches_output")
+    __slots__ = ("above", "cancel", "error", "limited", "on_trip", "stop_at", "watches_output")
 
     def __init__(
         self,
@@ -242,27 +242,30 @@ class Meter(Account):
     ) -> None:
         super().__init__(budget, scope=scope, parent=parent)
         self.error: BudgetExceeded | None = None
-        # One meter is made per turn: the chain is built in one pass, noting on
-        # the way whether any account on it has a budget (mostly none does).
-        chain: list[Account] = [self]
+        # One meter is made per turn: what it counts on is gathered in one pass,
+        # noting on the way whether any of it has a budget (mostly none does).
+        # The meter itself is not among them: a meter holding itself would be
+        # a reference cycle, left to the garbage collector after every turn.
+        above: list[Account] = []
         limited = self.budget is not None
-        if isinstance(parent, Meter):  # a nested command's: the turn's whole chain
-            chain.extend(parent.chain)
+        if isinstance(parent, Meter):  # a nested command's: the turn's and all above it
+            above.append(parent)
+            above.extend(parent.above)
             limited = limited or bool(parent.limited)
         else:
-            above = parent
-            while above is not None:
-                chain.append(above)
-                if above.budget is not None:
+            account = parent
+            while account is not None:
+                above.append(account)
+                if account.budget is not None:
                     limited = True
-                above = above.parent
+                account = account.parent
         while carried is not None:
-            if carried not in chain:
-                chain.append(carried)
+            if carried not in above:
+                above.append(carried)
                 if carried.budget is not None:
                     limited = True
             carried = carried.parent
-        self.chain: tuple[Account, ...] = tuple(chain)
+        self.above: tuple[Account, ...] = tuple(above)
         self.limited: tuple[Account, ...] = ()
         self.watches_output = False
         self.cancel: trio.CancelScope | None = None
@@ -270,6 +273,7 @@ class Meter(Account):
         # The scope's deadline: the earliest max_duration of the allowances it draws on.
         self.stop_at = math.inf
         if limited:
+            chain = (self, *self.above)
             self._enforce(tuple(account for account in chain if account.budget is not None))
 
     def _enforce(self, limited: tuple[Account, ...]) -> None:
@@ -331,7 +335,7 @@ class Meter(Account):
         """
         if self.limited:
             self._check("model")
-        for account in self.chain:
+        for account in (self, *self.above):
             account.model_calls += 1
 
     def add_tokens(
@@ -342,7 +346,7 @@ class Meter(Account):
         Raises:
             BudgetExceeded: a token or cost limit is now passed.
         """
-        for account in self.chain:
+        for account in (self, *self.above):
             account.input_tokens += input_tokens
             account.output_tokens += output_tokens
             account.cached_tokens += cached_tokens
@@ -375,7 +379,7 @@ class Meter(Account):
             assert budget is not None
             allowed = budget.max_output_tokens
             if allowed is not None and account.output_tokens + so_far > allowed:
-                for counted in self.chain:
+                for counted in (self, *self.above):
                     counted.output_tokens += so_far
                 error = BudgetExceeded(
                     "max_output_tokens", account.output_tokens, allowed, scope=account.scope
@@ -407,7 +411,7 @@ class Meter(Account):
         """
         if self.limited:
             self._check("tool")
-        for account in self.chain:
+        for account in (self, *self.above):
             account.tool_calls += 1
 
     # ---------------------------------------------------------- the scope

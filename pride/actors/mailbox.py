@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
@@ -167,7 +168,8 @@ class Reply:
         if not self._done:
             waiter = check_wait_allowed(self.branch)
             if waiter is None:  # the caller serves no branch: no deadlock possible
-                await self.wait_done()
+                # wait_done(), without its coroutine: this is every ask's wait.
+                await trio.lowlevel.wait_task_rescheduled(self._park())
             else:
                 record_wait(waiter, self.branch)
                 try:
@@ -230,8 +232,15 @@ class Reply:
         if self._done:
             await trio.lowlevel.checkpoint()
             return
-        # Parked directly on trio's scheduler (what trio.Event does underneath,
-        # without the event and parking-lot objects a reply would otherwise carry).
+        await trio.lowlevel.wait_task_rescheduled(self._park())
+
+    def _park(self) -> Callable[[Any], trio.lowlevel.Abort]:
+        """Note the calling task as waiting for the outcome; returns its abort function.
+
+        The task is parked directly on trio's scheduler (what trio.Event does
+        underneath, without the event and parking-lot objects a reply would
+        otherwise carry), with ``wait_task_rescheduled`` right after this.
+        """
         task = trio.lowlevel.current_task()
         if self.waiting_tasks is None:
             self.waiting_tasks = []
@@ -242,7 +251,7 @@ class Reply:
                 self.waiting_tasks.remove(task)
             return trio.lowlevel.Abort.SUCCEEDED
 
-        await trio.lowlevel.wait_task_rescheduled(abort)
+        return abort
 
     def _finish(self) -> None:
         self._done = True
@@ -336,9 +345,6 @@ class Mailbox:
     def _live_work(self) -> int:
         return len(self._work or ()) - self._dropped
 
-    def _room(self) -> bool:
-        return self._live_work() < self.capacity and not self._senders
-
     def _enqueue(self, reply: Reply) -> None:
         if self._work is None:
             self._work = collections.deque()
@@ -379,6 +385,19 @@ class Mailbox:
             self._actor = None
             trio.lowlevel.reschedule(actor)
 
+    def offer(self, reply: Reply) -> bool:
+        """Queue work if there is room now; False (nothing queued) when there is none.
+
+        Raises:
+            BranchClosed: the branch has stopped.
+        """
+        if self.closed:
+            raise BranchClosed(self.name)
+        if self._senders or len(self._work or ()) - self._dropped >= self.capacity:
+            return False  # full, or senders wait ahead of it (first come, first served)
+        self._enqueue(reply)
+        return True
+
     def put_nowait(self, reply: Reply) -> None:
         """Queue work without waiting.
 
@@ -386,11 +405,8 @@ class Mailbox:
             MailboxFull: the work lane holds ``capacity`` envelopes.
             BranchClosed: the branch has stopped.
         """
-        if self.closed:
-            raise BranchClosed(self.name)
-        if not self._room():
+        if not self.offer(reply):
             raise MailboxFull(self.name, self.capacity)
-        self._enqueue(reply)
 
     async def put(self, reply: Reply, *, checkpoint: bool = True) -> None:
         """Queue work, waiting for room while the mailbox is full.
@@ -405,10 +421,7 @@ class Mailbox:
         """
         if checkpoint:
             await trio.lowlevel.checkpoint_if_cancelled()
-        if self.closed:
-            raise BranchClosed(self.name)
-        if self._room():
-            self._enqueue(reply)
+        if self.offer(reply):
             if checkpoint:
                 await trio.lowlevel.cancel_shielded_checkpoint()
             return

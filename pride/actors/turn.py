@@ -439,9 +439,9 @@ def unbind(token: contextvars.Token[_Binding | None]) -> None:
     _active_turn.reset(token)
 
 
-def binding() -> _Binding | None:
-    """The current task's turn binding, live or stale."""
-    return _active_turn.get()
+binding: Callable[[], _Binding | None] = _active_turn.get
+"""The current task's turn binding, live or stale (the context variable's own
+``get``: asked on every send, so no Python call around it)."""
 
 
 def live_scope_for(branch: object) -> TurnScope | None:

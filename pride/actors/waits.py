@@ -87,6 +87,8 @@ def check_wait_allowed(target: Target) -> Branch | None:
     Returns the waiting branch (`serving_branch`), for `record_wait`;
     None when the caller serves no branch, so no wait of it can deadlock.
     """
+    if turn.binding() is None and _step.get() is None:
+        return None  # the caller serves no branch (every ask from outside): nothing to check
     waiter = serving_branch()
     if waiter is None:
         return None

@@ -58,6 +58,20 @@ def make_instruction(
             plain_content, sender, recipient, images) is not text.
     """
     _check_text(command)
+    sender = command.sender or turn.user or "user"
+    recipient = command.recipient or turn.id_str
+    if (
+        command.guidance is None
+        and command.context is None
+        and command.plain_content is None
+        and command.images == ()
+        and command.image_detail == "auto"
+        and tool_schemas == ()
+        and response_schema is None
+    ):
+        # A plain prompt (most turns): its other fields are the message's defaults,
+        # and each field passed costs a keyword match and a converter call.
+        return Instruction(instruction=command.instruction, sender=sender, recipient=recipient)
     return Instruction(
         instruction=command.instruction,
         guidance=command.guidance,
@@ -67,8 +81,8 @@ def make_instruction(
         image_detail=command.image_detail,
         tool_schemas=tool_schemas,
         response_format=response_schema,
-        sender=command.sender or turn.user or "user",
-        recipient=command.recipient or turn.id_str,
+        sender=sender,
+        recipient=recipient,
     )
 
 
