@@ -17,13 +17,14 @@ replacements and warning.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from ..messages.codec import dump_json
 
-__all__ = ["row_text"]
+__all__ = ["projection_text", "row_text"]
 
 _INT_MIN = -(2**63)
 _INT_MAX = 2**63 - 1
@@ -83,3 +84,20 @@ def _text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def projection_text(projection: Mapping[str, Any]) -> str:
+    """The JSON text of a branch's projection: what is not JSON-like becomes its
+    ``str`` (as ``json.dumps(default=str)`` would), and what strict JSON cannot
+    carry is replaced (`dump_json` with ``replace``)."""
+    return dump_json(_projection_data(projection), replace=True)
+
+
+def _projection_data(value: Any) -> Any:
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(key): _projection_data(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_projection_data(item) for item in value]
+    return str(value)

@@ -67,9 +67,10 @@ import trio
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure, unstructure
 from ..messages.codec import dump_json, parse_json
-from ._batch import HEADER, REWRITE, Batch, Row, materialised
+from ._batch import HEADER, REWRITE, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
-from ._rows import row_text
+from ._queue import WriteQueue
+from ._rows import projection_text, row_text
 from ._tables import (
     delete_branch,
     list_branches,
@@ -131,11 +132,13 @@ class BranchStore:
         self.read_only = read_only
         self._db: sqlite3.Connection | None = None
         self._writer: Writer | None = None
-        self._pending = Batch()
-        self._committing: Batch | None = None
+        self._queue = WriteQueue(self.path, self._write_batch)
         self._next_seq: dict[str, int] = {}
-        self._lock = trio.Lock()
-        self.commits = 0
+
+    @property
+    def commits(self) -> int:
+        """Commits made so far that wrote something (each one transaction, one fsync)."""
+        return self._queue.commits
 
     def __repr__(self) -> str:
         return f"<BranchStore {str(self.path)!r}{' read-only' if self.read_only else ''}>"
@@ -159,15 +162,16 @@ class BranchStore:
             return
         try:
             with trio.CancelScope(shield=True):
-                if self._pending.holds(None) or self._committing is not None:
+                if self._queue.unwritten():
                     try:
                         await self.flush()
                     except StoreError as exc:
+                        pending = self._queue.pending
                         log.error(
                             "closing %r: %d queued rows of %s were never written: %s",
                             self,
-                            len(self._pending.rows) + len(self._pending.journal_ops()),
-                            ", ".join(sorted(self._pending.branches)),
+                            len(pending.rows) + len(pending.journal_ops()),
+                            ", ".join(sorted(pending.branches)),
                             exc,
                         )
         finally:
@@ -210,11 +214,10 @@ class BranchStore:
                 f"{self.path}: {exc}"
             )
             log.error("%s", error)
-            self._pending.refused.setdefault(branch_name, error)
-            self._pending.branches[branch_name] += 1
+            self._queue.refuse(branch_name, error)
             return
         self._next_seq[branch_name] = seq + 1
-        self._queue((branch_name, seq, str(message.id), data))
+        self._queue.row((branch_name, seq, str(message.id), data))
 
     def rewrite(self, branch_name: str, messages: Iterable[RoledMessage]) -> None:
         """Queue replacing the stored conversation of ``branch_name`` with
@@ -223,7 +226,7 @@ class BranchStore:
         before and after it."""
         self._require(write=True)
         self._registered_seq(branch_name)
-        self._queue((branch_name, REWRITE, "", ""))
+        self._queue.row((branch_name, REWRITE, "", ""))
         self._next_seq[branch_name] = 0
         for message in messages:
             self.append(branch_name, message)
@@ -240,14 +243,10 @@ class BranchStore:
         self._require(write=True)
         projection = dict(branch.to_dict(mode="json"))
         projection.pop("messages", None)
-        header = dump_json(_plain(projection), replace=True)
+        header = projection_text(projection)
         self._next_seq.setdefault(branch.name, 0)
-        self._queue((branch.name, HEADER, branch.id_str, header))
+        self._queue.row((branch.name, HEADER, branch.id_str, header))
         self.rewrite(branch.name, list(branch.messages))
-
-    def _queue(self, row: Row) -> None:
-        self._pending.rows.append(row)
-        self._pending.branches[row[0]] += 1
 
     # ------------------------------------------------------------- journal
 
@@ -294,27 +293,12 @@ class BranchStore:
         of its branch has nothing to wait for.
         """
         self._require(write=True)
-        pending = self._pending
-        ops = pending.journal.get(turn_id)
-        if ops is not None and ops[0].kind == "begin":
-            del pending.journal[turn_id]
-            left = pending.branches[branch_name] - len(ops)
-            if left > 0:
-                pending.branches[branch_name] = left
-            else:
-                del pending.branches[branch_name]
-            return
-        self._queue_journal(JournalOp("end", branch_name, turn_id))
+        if not self._queue.forget_unwritten_turn(branch_name, turn_id):
+            self._queue_journal(JournalOp("end", branch_name, turn_id))
 
     def _queue_journal(self, op: JournalOp) -> None:
         self._require(write=True)
-        pending = self._pending
-        ops = pending.journal.get(op.turn_id)
-        if ops is None:
-            pending.journal[op.turn_id] = [op]
-        else:
-            ops.append(op)
-        pending.branches[op.branch_name] += 1
+        self._queue.journal(op)
 
     # ------------------------------------------------------------ flow journal
 
@@ -340,8 +324,7 @@ class BranchStore:
 
     def _queue_flow(self, op: FlowOp) -> None:
         self._require(write=True)
-        self._pending.flows.append(op)
-        self._pending.branches[flow_key(op.flow_id)] += 1
+        self._queue.flow(op, flow_key(op.flow_id))
 
     async def unfinished_flows(self, flow_id: str | None = None) -> list[StoredFlow]:
         """The flow journal's unfinished flows (one, or all), oldest first, each with
@@ -378,52 +361,18 @@ class BranchStore:
         (the commit takes every branch's rows anyway: one fsync for all).
 
         Concurrent callers share commits: a caller whose rows were taken by a
-        commit already under way waits for that one, then at most one more.
+        commit already under way waits for that one, then at most one more
+        (see `pride.store._queue`).
 
         Raises:
             StoreError: a commit holding the caller's rows failed. The rows
                 stay queued and are retried by the next commit.
         """
-        db = self._require(write=True)
-        waiting = [
-            b for b in (self._committing, self._pending) if b is not None and b.holds(branch_name)
-        ]
-        for batch in waiting:
-            if batch is self._pending:
-                async with self._lock:
-                    if batch is self._pending:  # nobody took it while we waited
-                        await self._commit(db)
-            await batch.done.wait()
-            failure = batch.failure(branch_name)
-            if failure is not None:
-                raise failure
+        self._require(write=True)
+        await self._queue.flush(branch_name)
 
-    async def _commit(self, db: sqlite3.Connection) -> None:
-        """Commit the pending batch (the lock is held)."""
-        batch, self._pending = self._pending, Batch()
-        self._committing = batch
-        try:
-            # Not abandoned on cancellation: a commit under way always finishes.
-            # JSON given as functions is made here, in the event loop's thread.
-            journal = [materialised(op) for op in batch.journal_ops()]
-            flows = [op.materialised() for op in batch.flows]
-            if batch.rows or journal or flows:
-                await trio.to_thread.run_sync(write_batch, db, batch.rows, journal, flows)
-        except Exception as exc:  # any failure (SQLite, the OS, a bug): never a lost batch
-            batch.error = StoreError(f"writing to {self.path} failed: {exc}")
-            batch.error.__cause__ = exc
-            log.error(
-                "%s (%d rows of %s kept queued for the next commit)",
-                batch.error,
-                len(batch.rows),
-                ", ".join(sorted(batch.branches)),
-            )
-            self._pending.take_back(batch)
-        else:
-            self.commits += 1 if batch.rows or batch.journal or batch.flows else 0
-        finally:
-            self._committing = None
-            batch.done.set()
+    def _write_batch(self, rows: list[Row], journal: list[JournalOp], flows: list[FlowOp]) -> None:
+        write_batch(self._require(write=True), rows, journal, flows)
 
     async def save_branch(
         self,
@@ -443,8 +392,8 @@ class BranchStore:
             (name, seq, str(message.id), self._row_data(name, message))
             for seq, message in enumerate(messages)
         ]
-        header = dump_json(_plain(projection), replace=True)
-        async with self._lock:
+        header = projection_text(projection)
+        async with self._queue.exclusive():
             await self._run(
                 f"saving branch {name!r} to", replace_branch, db, name, branch_id, header, rows
             )
@@ -480,7 +429,7 @@ class BranchStore:
         """Forget a stored branch and its messages."""
         db = self._require(write=True)
         await self.flush(name)
-        async with self._lock:
+        async with self._queue.exclusive():
             await self._run(f"deleting branch {name!r} from", delete_branch, db, name)
         self._next_seq.pop(name, None)
 
@@ -554,15 +503,3 @@ class BranchStore:
             raise StoreError(
                 f"{self.path}: {what} of branch {name!r} does not read back: {exc}"
             ) from None
-
-
-def _plain(value: Any) -> Any:
-    """A projection as JSON data: what is not JSON-like becomes its ``str`` (as
-    ``json.dumps(default=str)`` would)."""
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return str(value)

@@ -194,3 +194,105 @@ async def test_flush_waits_for_a_commit_that_took_its_messages(
             release.set()
         assert sorted(flushed) == ["a", "b"]
         assert store.commits == 1
+
+
+async def test_a_flush_cancelled_while_its_commit_starts_still_writes_the_batch(
+    tmp_path: Path,
+) -> None:
+    """Once a commit took the queued rows, they are written (or kept queued) even if
+    the task that started it is cancelled before the write began: another branch
+    waiting on that commit must never be answered ok for rows that were dropped.
+    (The worker threads are all busy, so the commit waits for one, and the task
+    that started it is cancelled meanwhile.)"""
+    import threading
+
+    import trio
+    import trio.testing
+
+    path = tmp_path / "store.db"
+    limiter = trio.to_thread.current_default_thread_limiter()
+    tokens = limiter.total_tokens
+    busy = threading.Event()
+    async with BranchStore(path) as store:
+        for name in ("a", "b"):
+            await store.save_branch(name, name, {}, [])
+        store.append("a", Instruction(instruction="from a"))
+        store.append("b", Instruction(instruction="from b"))
+        limiter.total_tokens = 1
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, busy.wait, 10)
+                await trio.testing.wait_all_tasks_blocked()
+                cancelled = trio.CancelScope()
+
+                async def flush_a() -> None:
+                    with cancelled:
+                        await store.flush("a")
+
+                nursery.start_soon(flush_a)  # takes both rows; waits for a thread
+                await trio.testing.wait_all_tasks_blocked()
+                flushed_b = trio.Event()
+
+                async def flush_b() -> None:
+                    await store.flush("b")  # waits on the commit that holds its row
+                    flushed_b.set()
+
+                nursery.start_soon(flush_b)
+                await trio.testing.wait_all_tasks_blocked()
+                cancelled.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                busy.set()
+                await flushed_b.wait()
+        finally:
+            limiter.total_tokens = tokens
+            busy.set()
+    async with BranchStore(path, read_only=True) as reader:
+        assert [m.text for m in await reader.load_messages("b")] == ["from b"]
+        assert [m.text for m in await reader.load_messages("a")] == ["from a"]
+
+
+async def test_rows_queued_during_a_commit_share_one_next_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Group commit across branches: while a commit is under way, the rows of every
+    branch that queues meanwhile wait for it and then go in one commit together
+    (one more fsync, not one per branch), and every flush returns only after it."""
+    import threading
+
+    import trio
+    import trio.testing
+
+    from pride.store import sqlite as store_module
+
+    release = threading.Event()
+    real_write = store_module.write_batch
+
+    def held_write(db: sqlite3.Connection, batch: list, *journals: list) -> None:
+        release.wait(10)
+        real_write(db, batch, *journals)
+
+    names = [f"b{index}" for index in range(10)]
+    async with BranchStore(tmp_path / "store.db") as store:
+        for name in names:
+            await store.save_branch(name, name, {}, [])
+        before = store.commits
+        monkeypatch.setattr(store_module, "write_batch", held_write)
+        flushed: list[str] = []
+
+        async def turn(name: str) -> None:
+            store.append(name, Instruction(instruction=name))
+            await store.flush(name)
+            flushed.append(name)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(turn, names[0])  # its commit is held
+            await trio.testing.wait_all_tasks_blocked()
+            for name in names[1:]:
+                nursery.start_soon(turn, name)
+            await trio.testing.wait_all_tasks_blocked()
+            assert flushed == []
+            release.set()
+        assert sorted(flushed) == sorted(names)
+        assert store.commits == before + 2
+        for name in names:
+            assert [m.text for m in await store.load_messages(name)] == [name]
