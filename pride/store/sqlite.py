@@ -70,7 +70,7 @@ from ..messages.codec import dump_json, parse_json
 from ._batch import HEADER, REWRITE, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._queue import WriteQueue
-from ._rows import projection_text, row_text
+from ._rows import message_text, projection_text, row_text
 from ._tables import (
     delete_branch,
     list_branches,
@@ -344,6 +344,9 @@ class BranchStore:
         return seq
 
     def _row_data(self, branch_name: str, message: RoledMessage) -> str:
+        text = message_text(message)
+        if text is not None:
+            return text
         data = unstructure(message)
         try:
             return row_text(data)
