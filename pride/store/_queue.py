@@ -95,9 +95,14 @@ class WriteQueue:
             del pending.branches[branch_name]
         return True
 
-    def flow(self, op: FlowOp, key: str) -> None:
+    def flow(self, op: FlowOp, key: str, branch_name: str | None = None) -> None:
+        """Queue a flow-journal operation: committed by a flush of ``key`` (the
+        flow's), and of ``branch_name`` too when given (the branch whose turn
+        produced it, so that the turn's commit carries it)."""
         self.pending.flows.append(op)
         self.pending.branches[key] += 1
+        if branch_name is not None:
+            self.pending.branches[branch_name] += 1
 
     def unwritten(self) -> bool:
         """True while something is queued or being committed."""
