@@ -71,6 +71,19 @@ async def _throughput(ref: Any, command: Any, senders: int, per_sender: int) -> 
     return senders * per_sender / (time.perf_counter() - start)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time of a process so far, all its threads (Ray's own included)."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def _ray_calls(cluster: Cluster, host: str) -> int:
+    """Ray calls this process made to ``host`` so far (deliveries and polls)."""
+    return cluster._directory.links[host].calls
+
+
 async def _cancel_latencies(cluster: Cluster, ref: Any, n: int) -> list[float]:
     ended: dict[Any, float] = {}
     events: dict[Any, trio.Event] = {}
@@ -139,8 +152,22 @@ async def _main(ray: Any, smoke: bool) -> None:
         ratio = ask_p50 / bare_p50
         print(ratio_line("remote ask / bare Ray call, p50", ratio, "<= 1.5x", ratio <= 1.5))
 
+        pid = await pride.ask(ref, Call("pid"))
+        calls = _ray_calls(cluster, "bench")
+        await _asks(ref, 100)
+        calls = _ray_calls(cluster, "bench") - calls
+        print(f"  Ray calls per ask, one ask at a time: {calls / 100:.2f} (the poll included)")
         await _throughput(ref, Act(()), senders // 5, 2)
+        cpu = (_cpu_seconds(pid), _cpu_seconds(os.getpid()), _ray_calls(cluster, "bench"))
         messages = await _throughput(ref, Act(()), senders, per_sender)
+        count = senders * per_sender
+        host_us = (_cpu_seconds(pid) - cpu[0]) / count * 1e6
+        caller_us = (_cpu_seconds(os.getpid()) - cpu[1]) / count * 1e6
+        per_call = count / max(1, _ray_calls(cluster, "bench") - cpu[2])
+        print(
+            f"  CPU per Act message: host {host_us:.0f} us, caller {caller_us:.0f} us "
+            f"(whole processes); {per_call:.0f} messages per Ray call"
+        )
         turns = await _throughput(ref, Chat("hi"), senders, per_sender)
         print(f"  {senders} concurrent senders: {turns:,.0f} remote Chat turns/s (info)")
         print(
@@ -164,7 +191,6 @@ async def _main(ray: Any, smoke: bool) -> None:
                 cancel_p50 <= 20,
             )
         )
-        pid = await pride.ask(ref, Call("pid"))
         print(f"  host process memory: {_pss_mib(pid):.1f} MiB PSS (pid {pid}, one branch)")
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -159,9 +160,15 @@ async def spawn_team(session: Session, cluster: Cluster | None = None) -> None:
         await session.spawn(make_planner())
         return
     module = Path(__file__).stem
-    await cluster.spawn(f"{module}:make_researcher", name="researcher", host="library")
-    await cluster.spawn(f"{module}:make_critic", name="critic", host="library")
-    await cluster.spawn(f"{module}:make_planner", name="planner", host="desk")
+    places = [
+        ("make_researcher", "researcher", "library"),
+        ("make_critic", "critic", "library"),
+        ("make_planner", "planner", "desk"),
+    ]
+    # Placed at the same time: each new host is a process to start (a second or two).
+    async with trio.open_nursery() as nursery:
+        for factory, name, host in places:
+            nursery.start_soon(partial(cluster.spawn, f"{module}:{factory}", name=name, host=host))
 
 
 # ------------------------------------------------- scripted stand-ins (no key)

@@ -9,7 +9,8 @@ Per host, a caller process keeps one `Link` with a connection id and:
 * answers back on two paths: a delivery returns what the host owes the
   connection by the time its batch was taken (or shortly after), and one
   ``poll`` call always waits on the host for the rest. The host numbers what
-  it sends; the link applies it in that order whichever path brought it;
+  it sends; the link applies it in that order whichever path brought it,
+  checked as hostile input (`pride.cluster._answers`);
 * loss detection: the host's beacon (an object its process owns that never
   resolves) failing, or a delivery or poll failing, means the process died:
   Ray reports the beacon within milliseconds, and every envelope in flight
@@ -36,11 +37,12 @@ from uuid import UUID
 
 import trio
 
-from ..errors import HostLost, InvalidMessage, MailboxFull
-from ..messages import Signal, new_id, structure, unstructure
+from ..errors import HostLost, InvalidMessage
+from ..messages import Signal, new_id, unstructure
+from ._answers import MAX_HELD_ANSWERS, Answers, Mailboxes
 from ._driver import import_ray, on_done, wait_ref
 from ._envelope import Envelope
-from ._wire import decode_error, decode_value, dumps, loads
+from ._wire import decode_error, dumps, loads
 
 __all__ = ["MAX_BATCH", "MAX_HELD_ANSWERS", "MAX_IN_FLIGHT", "Link", "described_branches"]
 
@@ -50,8 +52,6 @@ MAX_IN_FLIGHT = 4
 """Deliveries to one host under way at once; past it, items wait and batch up."""
 MAX_BATCH = 512
 """Items in one delivery."""
-MAX_HELD_ANSWERS = 4096
-"""Answer batches waiting for an earlier one before the host is treated as lost."""
 
 
 class Link:
@@ -75,19 +75,17 @@ class Link:
         self.host = host
         self.handle = handle
         self.reconnect_timeout = reconnect_timeout
-        self._on_signal = on_signal
-        self._on_crash = on_crash
+        self.on_signal = on_signal
+        self.on_crash = on_crash
         self._spawn = spawn
         self.state = "connecting"  # "up", "lost" (reconnecting), "dead"
         self.conn = ""
         self._seq = 0
         self._outgoing: list[dict[str, Any]] = []
         self._in_flight = 0
-        self._envelopes: dict[str, Envelope] = {}
-        self._room: dict[str, int] = {}
-        self._outstanding: dict[str, int] = {}
-        self._expected = 0  # the next answer batch to apply
-        self._held: dict[int, list[dict[str, Any]]] = {}
+        self.envelopes: dict[str, Envelope] = {}  # sent and not answered yet, by id
+        self.mailboxes = Mailboxes()
+        self._answers = Answers(self)
         self._kick = trio.Event()
         self._up = trio.Event()
         self._lost = trio.Event()
@@ -98,8 +96,8 @@ class Link:
         self._supervised: set[str] = set()
         self.branches: list[dict[str, Any]] = []
         self.served: set[str] = set()  # branch names the host serves (its signals' names)
-        self._capacity: dict[str, int] = {}
         self.connections = 0
+        self.calls = 0  # Ray calls made to the host (deliveries and polls), for benchmarks
         self._last_command: tuple[Any, str] | None = None
         # Envelope ids: a random prefix of this link's own and a counter. Unique
         # like random ids, and in order, so the host's journal appends them to one
@@ -110,17 +108,24 @@ class Link:
     # ------------------------------------------------------------ callers
 
     async def wait_up(self, branch_name: str) -> None:
-        """Wait until the link is up.
+        """Wait until the link is up: its first connection (the host process starting,
+        however long that takes), or its reconnection after a loss.
 
         Raises:
-            HostLost: the host is gone for good, or not back within ``reconnect_timeout``.
+            HostLost: the host is gone for good (or failed to start), or not back
+                within ``reconnect_timeout`` after a loss.
         """
         if self.state == "up":
             return
         if self.state == "dead":
             raise HostLost(branch_name, self.host, f"it is gone for good ({self._death})")
-        with trio.move_on_after(self.reconnect_timeout):
+        if self.state == "connecting":  # the first connection: the host process starting
             await self._up.wait()
+        else:
+            with trio.move_on_after(self.reconnect_timeout):
+                await self._up.wait()
+        if self.state == "dead":
+            raise HostLost(branch_name, self.host, f"it is gone for good ({self._death})")
         if self.state != "up":
             raise HostLost(branch_name, self.host, f"not back within {self.reconnect_timeout}s")
 
@@ -130,20 +135,16 @@ class Link:
 
     def has_room(self, branch: str) -> bool:
         """True when this caller believes ``branch``'s mailbox has room for one more."""
-        room = self._room.get(branch)
-        return room is not None and self._outstanding.get(branch, 0) < room
+        return self.mailboxes.has_room(branch)
 
     def know_room(self, branch: str, room: int) -> None:
         """``branch`` is served by this host, with a mailbox of ``room`` (its capacity)."""
         self.served.add(branch)
-        self._capacity[branch] = room
-        self._room.setdefault(branch, room)
+        self.mailboxes.know(branch, room)
 
     def check_room(self, branch: str, capacity: int | None) -> None:
         """Raise MailboxFull if this caller knows ``branch``'s mailbox is full."""
-        room = self._room.get(branch)
-        if room is not None and self._outstanding.get(branch, 0) >= room:
-            raise MailboxFull(branch, capacity if capacity is not None else room)
+        self.mailboxes.check(branch, capacity)
 
     def submit(self, envelope: Envelope, mode: str, *, ack: bool) -> None:
         """Queue ``envelope`` for the next delivery (never blocks)."""
@@ -162,8 +163,8 @@ class Link:
         if mode == "stream":
             item["window"] = envelope.window
             self._spawn(envelope.forward)
-        self._envelopes[envelope.id] = envelope
-        self._outstanding[envelope.branch] = self._outstanding.get(envelope.branch, 0) + 1
+        self.envelopes[envelope.id] = envelope
+        self.mailboxes.sent(envelope.branch)
         self.push(item)
 
     def new_envelope_id(self) -> str:
@@ -270,15 +271,13 @@ class Link:
         self.branches = described_branches(info, self.host)
         self.conn = new_id().hex
         self._seq = 0
-        self._expected = 0
-        self._held.clear()
+        self._answers.reset()
         self._outgoing = [{"k": "watch", "on": True}] if self.watching else []
         self._outgoing += [{"k": "supervise", "b": name} for name in sorted(self._supervised)]
         self._in_flight = 0
-        self._room = {b["name"]: b["capacity"] for b in self.branches}
-        self._capacity = dict(self._room)
-        self.served.update(self._room)
-        self._outstanding.clear()
+        capacities = {b["name"]: b["capacity"] for b in self.branches}
+        self.mailboxes.reset(capacities)
+        self.served.update(capacities)
         self._loss = None
         self.connections += 1
         self._lost = trio.Event()
@@ -292,9 +291,9 @@ class Link:
             [beacon] = await wait_ref(self.handle.beacon.remote())
             await wait_ref(beacon)
         except Exception as exc:
-            self._lose(exc)
+            self.lose(exc)
 
-    def _lose(self, error: BaseException) -> None:
+    def lose(self, error: BaseException) -> None:
         """The host is lost: fail everything in flight now, then reconnect."""
         if self.state != "up":
             return
@@ -308,7 +307,7 @@ class Link:
             self._scope.cancel()
 
     def _fail_all(self, error: BaseException | None) -> None:
-        envelopes, self._envelopes = self._envelopes, {}
+        envelopes, self.envelopes = self.envelopes, {}
         self._outgoing = []
         detail = f"{type(error).__name__}" if error is not None else "disconnected"
         for envelope in envelopes.values():
@@ -324,6 +323,7 @@ class Link:
             payload = dumps({"conn": self.conn, "seq": self._seq, "items": batch})
             self._seq += 1
             ref = self.handle.deliver.remote(payload)
+            self.calls += 1
             self._in_flight += 1
             on_done(ref, functools.partial(self._delivered, self.conn, batch))
             await trio.lowlevel.checkpoint()
@@ -339,7 +339,7 @@ class Link:
             answer = future.result()
         except Exception as exc:
             if _is_loss(exc):
-                self._lose(exc)
+                self.lose(exc)
                 return
             refusal = exc  # the delivery itself failed on the host
         else:
@@ -350,132 +350,36 @@ class Link:
                 if not isinstance(data, dict):
                     raise InvalidMessage([("delivery", "expected an object")])
                 if "error" not in data:
-                    self._receive(data.get("out", []))
+                    self._answers.receive(data.get("out", []))
                     return
             except InvalidMessage as exc:
                 log.error("host %r sent an unreadable answer to a delivery: %s", self.host, exc)
                 return
             refusal = decode_error(data["error"])
             if _is_loss(refusal):
-                self._lose(refusal)
+                self.lose(refusal)
                 return
         # The host refused the batch as malformed: a bug on this side; say so to its callers.
         log.error("host %r refused a batch: %r", self.host, refusal)
         for item in batch:
-            envelope = self._envelopes.pop(str(item.get("id")), None)
+            envelope = self.envelopes.pop(str(item.get("id")), None)
             if envelope is not None and item.get("k") == "send":
                 envelope.refused(InvalidMessage([("batch", f"refused by the host: {refusal}")]))
 
     async def _poll_loop(self) -> None:
         while True:
             try:
+                self.calls += 1
                 payload = await wait_ref(self.handle.poll.remote(self.conn))
             except Exception as exc:
                 if _is_loss(exc):
-                    self._lose(exc)
+                    self.lose(exc)
                     return
                 raise
             try:
-                self._receive(loads(payload, "poll"))
+                self._answers.receive(loads(payload, "poll"))
             except InvalidMessage as exc:
                 log.error("host %r sent an unreadable answer: %s", self.host, exc)
-
-    def _receive(self, batches: Any) -> None:
-        """Apply the host's numbered answer batches in order, whichever path brought them.
-
-        The host's bytes are input like any other: a batch or item of the
-        wrong shape is logged and dropped, an envelope it concerns fails with
-        `InvalidMessage`, and a host that leaves a gap no answer fills (more
-        than `MAX_HELD_ANSWERS` batches waiting) is treated as lost.
-        """
-        if not isinstance(batches, list):
-            raise InvalidMessage([("answers", "expected a list of numbered batches")])
-        for batch in batches:
-            seq = batch.get("s") if isinstance(batch, dict) else None
-            items = batch.get("items") if isinstance(batch, dict) else None
-            if isinstance(seq, bool) or not isinstance(seq, int) or not isinstance(items, list):
-                log.error("host %r sent a malformed answer batch %.200r", self.host, batch)
-                continue
-            if seq < self._expected or seq in self._held:
-                log.warning("host %r sent answer batch %d again; dropped", self.host, seq)
-                continue
-            self._held[seq] = items
-        if len(self._held) > MAX_HELD_ANSWERS:
-            self._lose(
-                InvalidMessage(
-                    [("answers", f"{len(self._held)} batches wait for batch {self._expected}")]
-                )
-            )
-            return
-        while self._expected in self._held:
-            for item in self._held.pop(self._expected):
-                try:
-                    self._take(item)
-                except (InvalidMessage, KeyError, TypeError, AttributeError, ValueError) as exc:
-                    log.error("host %r sent a bad item %.200r: %s", self.host, item, exc)
-            self._expected += 1
-
-    def _take(self, item: Any) -> None:
-        if not isinstance(item, dict):
-            raise InvalidMessage([("item", "expected an object")])
-        kind = item.get("k")
-        if kind == "signal":
-            self._on_signal(self, structure(item.get("signal"), Signal))
-            return
-        if kind == "crashed":
-            branch, error = item.get("b"), item.get("error")
-            if self._on_crash is not None and isinstance(branch, str):
-                self._on_crash(self.host, branch, error if isinstance(error, str) else "")
-            return
-        if kind not in _ANSWER_KINDS:
-            raise InvalidMessage([("item.k", f"unknown kind {kind!r}")])
-        envelope_id = item.get("id")
-        envelope = self._envelopes.get(envelope_id) if isinstance(envelope_id, str) else None
-        if envelope is None:
-            # Answered already (refused here, or failed with the connection), or never sent.
-            log.warning(
-                "host %r answered %s for envelope %.80r, never sent or answered already",
-                self.host,
-                kind,
-                envelope_id,
-            )
-            return
-        try:
-            self._answer(envelope, kind, item)
-        except (InvalidMessage, TypeError, ValueError) as exc:
-            # The envelope's own answer is unusable: its caller hears it, typed.
-            log.error("host %r sent a bad %s for %s: %s", self.host, kind, envelope.id, exc)
-            self._envelopes.pop(envelope.id, None)
-            problem = exc if isinstance(exc, InvalidMessage) else None
-            envelope.refused(problem or InvalidMessage([(f"answer.{kind}", str(exc))]))
-
-    def _answer(self, envelope: Envelope, kind: str, item: dict[str, Any]) -> None:
-        branch = envelope.branch
-        room = item.get("room")
-        if isinstance(room, int) and not isinstance(room, bool):
-            self._room[branch] = max(0, min(room, self._capacity.get(branch, room)))
-        if kind in ("ack", "start", "refused", "done") and not envelope.acked:
-            self._outstanding[branch] = max(0, self._outstanding.get(branch, 0) - 1)
-        if kind == "ack":
-            envelope.ack()
-        elif kind == "start":
-            envelope.ack()
-            envelope.started(_turn(item))
-        elif kind == "item":
-            envelope.item(decode_value(item.get("value"), "item"))
-        elif kind == "refused":
-            del self._envelopes[envelope.id]
-            envelope.refused(decode_error(item.get("error")))
-        else:  # done
-            turn = _turn(item)
-            if "error" in item:
-                outcome: tuple[Any, BaseException | None] = (None, decode_error(item["error"]))
-            else:
-                outcome = (decode_value(item.get("value")), None)
-            del self._envelopes[envelope.id]
-            if turn is not None and envelope.reply.turn_id is None:
-                envelope.reply.turn_id = turn
-            envelope.finish(*outcome)
 
     def close(self) -> None:
         """Stop serving (the Cluster is closing): fail whatever is still in flight."""
@@ -484,9 +388,6 @@ class Link:
         self.state = "dead"
         self._lost.set()
         self._fail_all(None)
-
-
-_ANSWER_KINDS = frozenset({"ack", "start", "item", "refused", "done"})
 
 
 def described_branches(info: Any, host: str) -> list[dict[str, Any]]:
@@ -510,19 +411,6 @@ def described_branches(info: Any, host: str) -> list[dict[str, Any]]:
             continue
         described.append(entry)
     return described
-
-
-def _turn(item: dict[str, Any]) -> UUID | None:
-    """The turn id an answer names, if it names a well-formed one."""
-    turn = item.get("turn")
-    if turn is None:
-        return None
-    if not isinstance(turn, str):
-        raise InvalidMessage([("answer.turn", "expected a turn id")])
-    try:
-        return UUID(turn)
-    except ValueError:
-        raise InvalidMessage([("answer.turn", f"{turn[:80]!r} is not a turn id")]) from None
 
 
 def _is_loss(exc: BaseException) -> bool:

@@ -32,21 +32,13 @@ from uuid import UUID
 
 import trio
 
-from ..errors import BranchNotRunning, HostLost, InvalidMessage, UnknownBranch, exception_leaves
+from ..errors import HostLost, InvalidMessage, exception_leaves
 from ..messages import Signal
 from ..supervisors import Observer, Session
 from ..supervisors.strategy import RestartType, check_restart_type
+from ._directory import Directory, HostOptions
 from ._driver import RayConnection, wait_ref
-from ._hosts import (
-    create_host,
-    default_runtime_env,
-    find_host,
-    host_cluster,
-    is_ray_loss,
-    list_hosts,
-    placement,
-    shutdown_host,
-)
+from ._hosts import default_runtime_env, host_cluster, is_ray_loss, placement, shutdown_host
 from ._link import Link, described_branches
 from ._ref import RemoteBranchRef
 from ._signals import SignalRoute
@@ -155,26 +147,31 @@ class Cluster:
         self._own_storage = False
         self.host_restarts = host_restarts
         self.reconnect_timeout = float(reconnect_timeout)
-        self._runtime_env = runtime_env if runtime_env is not None else default_runtime_env()
-        self._host_session = dict(host_session or {})
-        self._cpus_per_host = num_cpus_per_host
         self._stop_hosts = stop_hosts
         self.stream_window = stream_window
         self._connection = RayConnection(options)
         self._route = SignalRoute(session.observer if session is not None else None)
-        self._watching = False
-        self._links: dict[str, Link] = {}
-        self._handles: dict[str, Any] = {}
-        self._owned: list[str] = []
-        self._names: dict[str, RemoteBranchRef] = {}
-        self._link_lock = trio.Lock()
+        self._directory = Directory(
+            self,
+            HostOptions(
+                namespace=namespace,
+                restarts=host_restarts,
+                reconnect_timeout=self.reconnect_timeout,
+                cpus=num_cpus_per_host,
+                detached=not stop_hosts,
+                runtime_env=runtime_env if runtime_env is not None else default_runtime_env(),
+                session=dict(host_session or {}),
+            ),
+            on_signal=self._on_signal,
+            on_crash=self._on_crash,
+        )
         self._nursery: trio.Nursery | None = None
         self._cm: Any = None
         self._supervised: dict[str, RemoteChild] = {}
         self.closing = False
 
     def __repr__(self) -> str:
-        return f"<Cluster namespace={self.namespace!r} hosts={sorted(self._links)}>"
+        return f"<Cluster namespace={self.namespace!r} hosts={self.hosts}>"
 
     # ------------------------------------------------------------ lifecycle
 
@@ -191,6 +188,7 @@ class Cluster:
         cm = trio.open_nursery()
         nursery = await cm.__aenter__()
         self._cm, self._nursery = cm, nursery
+        self._directory.open(self.storage, nursery)
         await nursery.start(self._route.run)
         return self
 
@@ -209,14 +207,15 @@ class Cluster:
 
     async def _close(self) -> None:
         self.closing = True
-        for host, link in self._links.items():
-            if host not in self._owned and link.state == "up":
+        directory = self._directory
+        for host, link in directory.links.items():
+            if host not in directory.owned and link.state == "up":
                 link.handle.forget.remote(link.conn)  # fire and forget: the host drops our calls
             link.close()  # before stopping hosts: their end is no loss to report
         with trio.move_on_after(SHUTDOWN_GRACE):
             async with trio.open_nursery() as nursery:
-                for host in self._owned:
-                    nursery.start_soon(shutdown_host, self._handles[host])
+                for host in directory.owned:
+                    nursery.start_soon(shutdown_host, directory.handles[host])
         if self._own_storage and self.storage is not None:
             if self._stop_hosts:  # every host that used it is stopped: nothing to keep
                 await trio.to_thread.run_sync(remove_storage, self.storage)
@@ -320,7 +319,7 @@ class Cluster:
     ) -> tuple[RemoteBranchRef, trio.Event]:
         """Place ``spec`` on ``host``; the ref, and the loss event of the connection used."""
         name = spec["name"]
-        link = await self._link(host, create=True, resources=resources)
+        link = await self._directory.link(host, create=True, resources=resources)
         await link.wait_up(name)
         lost = link.lost
         link.served.add(name)  # its signals (BranchStarted...) may come before the answer
@@ -337,9 +336,7 @@ class Cluster:
         if not described or described[0]["name"] != name:
             raise InvalidMessage([("placement", f"host {host!r} described {name!r} badly")])
         ref = RemoteBranchRef(self, name, host, UUID(described[0]["id"]), described[0]["capacity"])
-        known = self._names.get(name)
-        if known is None or known.host == host:  # a name on two hosts: by name, the first
-            self._names[name] = ref
+        self._directory.remember(ref)
         link.know_room(name, ref.capacity or 0)
         return ref, lost
 
@@ -350,7 +347,7 @@ class Cluster:
         self._supervised.setdefault(child.name, child)
         ref, lost = await self._place(spec, child.host, resources)
         if self._supervised.get(child.name) is child:
-            self._links[child.host].supervise(child.name)
+            self._directory.links[child.host].supervise(child.name)
         return ref, lost
 
     def _unsupervise(self, child: RemoteChild) -> None:
@@ -358,7 +355,7 @@ class Cluster:
             del self._supervised[child.name]
 
     def _loss_of(self, host: str) -> str:
-        link = self._links.get(host)
+        link = self._directory.links.get(host)
         return link.loss if link is not None else "not connected"
 
     def _on_crash(self, host: str, branch: str, error: str) -> None:
@@ -370,7 +367,7 @@ class Cluster:
         Never waits: a name this process has not seen is resolved (by asking
         the hosts) on the first send; no host serving it raises UnknownBranch there.
         """
-        known = self._names.get(name)
+        known = self._directory.names.get(name)
         if known is not None and host in (None, known.host):
             return known
         return RemoteBranchRef(self, name, host)
@@ -383,12 +380,12 @@ class Cluster:
         """
         ref = self.ref(name)
         await self._link_for(ref)
-        return self._names.get(name, ref)
+        return self._directory.names.get(name, ref)
 
     @property
     def hosts(self) -> list[str]:
         """The hosts this cluster has connected to."""
-        return sorted(self._links)
+        return sorted(self._directory.links)
 
     # ------------------------------------------------------------ observing
 
@@ -412,19 +409,15 @@ class Cluster:
         return self._route.observer
 
     def _watch(self) -> None:
-        if self._watching:
-            return
-        self._watching = True
-        for link in self._links.values():
-            link.watch()
+        self._directory.watch()
 
     def _on_signal(self, link: Link, signal: Signal) -> None:
         name = signal.branch_name
         if name is not None and name not in link.served:
             # A host speaks for its own branches only: a signal naming a branch this
             # process knows on another host is a forgery (or a bug), not an event.
-            known, child = self._names.get(name), self._supervised.get(name)
-            owner = known.host if known is not None else child.host if child else None
+            child = self._supervised.get(name)
+            owner = self._directory.owner(name) or (child.host if child else None)
             if owner is not None and owner != link.host:
                 log.warning(
                     "host %r sent a signal of branch %r, served by host %r; dropped",
@@ -439,105 +432,9 @@ class Cluster:
     # ------------------------------------------------------------ links
 
     async def _link_for(self, ref: RemoteBranchRef) -> Link:
-        link = self._links.get(ref.host) if ref.host is not None else None
-        if link is not None and link.state == "up" and ref._id is not None:
-            return link  # the common case: a resolved ref to a host that is up
-        if ref.host is None:
-            await self._resolve(ref)
-        assert ref.host is not None
-        if ref._id is None and ref.name in self._names:
-            known = self._names[ref.name]
-            ref._id, ref.capacity = known._id, known.capacity
-        link = await self._link(ref.host, create=False)
-        await link.wait_up(ref.name)
-        return link
+        """The link to ``ref``'s host, up (see `Directory.link_for`)."""
+        return await self._directory.link_for(ref)
 
     def _known_link(self, ref: RemoteBranchRef) -> Link:
-        host = ref.host or (self._names[ref.name].host if ref.name in self._names else None)
-        link = self._links.get(host) if host is not None else None
-        if link is None:
-            raise UnknownBranch(
-                ref.name, "this process (await a send or `cluster.lookup(name)` first)"
-            )
-        return link
-
-    async def _resolve(self, ref: RemoteBranchRef) -> None:
-        known = self._names.get(ref.name)
-        if known is not None:
-            ref.host, ref._id, ref.capacity = known.host, known._id, known.capacity
-            return
-        hosts = await trio.to_thread.run_sync(list_hosts, self.namespace)
-        for host in hosts:
-            link = await self._link(host, create=False)
-            if link.state != "up":
-                continue
-            try:
-                info = loads(await wait_ref(link.handle.hello.remote()), "hello")
-            except Exception as exc:
-                if is_ray_loss(exc):
-                    continue
-                raise
-            for described in described_branches(info, host):
-                found = RemoteBranchRef(
-                    self, described["name"], host, UUID(described["id"]), described["capacity"]
-                )
-                self._names.setdefault(found.name, found)
-                link.know_room(found.name, described["capacity"])
-            if ref.name in self._names:
-                known = self._names[ref.name]
-                ref.host, ref._id, ref.capacity = known.host, known._id, known.capacity
-                return
-        raise UnknownBranch(ref.name, f"the hosts of namespace {self.namespace!r}")
-
-    async def _link(
-        self, host: str, *, create: bool, resources: dict[str, float] | None = None
-    ) -> Link:
-        link = self._links.get(host)
-        if link is not None:
-            return link
-        if self._nursery is None:
-            raise BranchNotRunning(f"cluster {self.namespace!r}")
-        async with self._link_lock:
-            link = self._links.get(host)
-            if link is not None:
-                return link
-            handle, created = await trio.to_thread.run_sync(self._handle, host, create, resources)
-            self._handles[host] = handle
-            if created and self._stop_hosts:
-                self._owned.append(host)
-            link = Link(
-                host,
-                handle,
-                reconnect_timeout=self.reconnect_timeout,
-                on_signal=self._on_signal,
-                spawn=self._nursery.start_soon,
-                on_crash=self._on_crash,
-            )
-            link.watching = self._watching
-            self._links[host] = link
-            await self._nursery.start(link.run)
-            return link
-
-    def _handle(
-        self, host: str, create: bool, resources: dict[str, float] | None
-    ) -> tuple[Any, bool]:
-        """The Ray handle of ``host``, and whether it was created (in a worker thread)."""
-        found = find_host(self.namespace, host)
-        if found is not None:
-            return found, False
-        if not create:
-            raise UnknownBranch(host, f"the hosts of namespace {self.namespace!r}")
-        assert self.storage is not None  # set on entering
-        handle = create_host(
-            host,
-            namespace=self.namespace,
-            storage=self.storage,
-            restarts=self.host_restarts,
-            cpus=self._cpus_per_host,
-            detached=not self._stop_hosts,
-            runtime_env=self._runtime_env,
-            resources=resources,
-            session_options=self._host_session,
-            reconnect_timeout=self.reconnect_timeout,
-        )
-        return handle, True
+        """The link to ``ref``'s host, without waiting (see `Directory.known_link`)."""
+        return self._directory.known_link(ref)

@@ -39,18 +39,9 @@ def _liar(host: str, branch: str) -> Any:
         name=HOST_PREFIX + host,
         namespace=NAMESPACE,
         num_cpus=0,
-        max_concurrency=100,
-        runtime_env=_runtime_env(),
+        max_concurrency=100,  # Ray's default worker environment, as the tests' hosts
     )
     return actor.remote(branch)
-
-
-def _runtime_env() -> dict[str, Any]:
-    import os
-    import sys
-
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    return {"env_vars": {"PYTHONPATH": os.pathsep.join([os.getcwd(), *paths])}}
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ async def test_host_killed_mid_turn_then_restarted_from_its_store(
             if len(starts) == 3:
                 third_call.set()
 
-    async with Cluster(namespace=NAMESPACE, storage=ray_session) as cluster:
+    async with Cluster(namespace=NAMESPACE, storage=ray_session, runtime_env={}) as cluster:
         cluster.observe(lambda s: s.branch_name == name, handler=started)
         ref = await cluster.spawn(WORKER, name=name, host=host)
         assert await pride.ask(ref, ChatAndRecord("one")) == "echo: one"
@@ -103,7 +103,10 @@ async def test_a_dead_trio_loop_ends_its_host_process(ray_session: Path, name: s
     """A host whose session failed ends its process, and Ray starts a fresh one."""
     host = f"fragile-{name}"
     async with Cluster(
-        namespace=NAMESPACE, storage=ray_session, host_session={"max_restarts": 0}
+        namespace=NAMESPACE,
+        storage=ray_session,
+        host_session={"max_restarts": 0},
+        runtime_env={},
     ) as cluster:
         ref = await cluster.spawn(WORKER, name=name, host=host)
         pid = await pride.ask(ref, Call("pid"))
@@ -131,7 +134,9 @@ async def test_a_host_whose_trio_loop_has_ended_is_lost_not_malformed(
     process's end failed the envelopes with InvalidMessage ("refused a batch").
     The caller must hear HostLost, and give up on the host after its timeout."""
     host = f"ended-{name}"
-    async with Cluster(namespace=NAMESPACE, storage=ray_session, reconnect_timeout=1.0) as cluster:
+    async with Cluster(
+        namespace=NAMESPACE, storage=ray_session, reconnect_timeout=1.0, runtime_env={}
+    ) as cluster:
         ref = await cluster.spawn(WORKER, name=name, host=host)
         assert await pride.ask(ref, Chat("one")) == "echo: one"
         handle = await trio.to_thread.run_sync(_host_handle, host)

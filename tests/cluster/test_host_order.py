@@ -123,6 +123,8 @@ async def test_a_batch_delivered_twice_grants_its_credits_once(
     await trio.testing.wait_all_tasks_blocked()
     items = [i for i in outbox.items if i.get("id") == streamed["id"] and i["k"] == "item"]
     assert len(items) == 3  # the window of 1, then the 2 credited once
+    runtime.on_batch("c", 2, [{"k": "cancel", "id": streamed["id"]}], set())
+    await outbox.answer(streamed["id"])  # the turn ends now, not at the host's stop
 
 
 async def test_a_cancel_in_a_batch_delivered_twice_is_taken_once(

@@ -66,7 +66,7 @@ async def test_a_default_cluster_has_storage_of_its_own(ray_session: Path, name:
         json.dumps([{**placement, "args": [str(marker)], "kwargs": {}}])
     )
     try:
-        async with Cluster(namespace=namespace) as first:
+        async with Cluster(namespace=namespace, runtime_env={}) as first:
             own = first.storage
             assert own is not None and stat.S_IMODE(own.stat().st_mode) == 0o700
             ref = await first.spawn(WORKER, name=name, host=host)
@@ -74,7 +74,7 @@ async def test_a_default_cluster_has_storage_of_its_own(ray_session: Path, name:
             assert (own / namespace / host / "branches.db").exists()
         assert not own.exists()  # its hosts stopped: the directory went with them
 
-        async with Cluster(namespace=namespace) as second:
+        async with Cluster(namespace=namespace, runtime_env={}) as second:
             assert second.storage is not None and second.storage != own
             ref = await second.spawn(WORKER, name=name, host=host)
             assert await pride.ask(ref, Call("history")) == []  # nothing of the first's
@@ -91,6 +91,6 @@ async def test_a_host_refuses_storage_others_may_write_to(ray_session: Path, nam
     storage = ray_session / f"open-{name}"
     storage.mkdir()
     os.chmod(storage, 0o777)
-    async with Cluster(namespace=f"open-{name}", storage=storage) as cluster:
+    async with Cluster(namespace=f"open-{name}", storage=storage, runtime_env={}) as cluster:
         with pytest.raises(HostLost, match="writable by other users"):
             await cluster.spawn(WORKER, name=name, host="h")

@@ -78,7 +78,7 @@ async def test_a_host_crash_is_a_crash_of_its_children(ray_session: Path, name: 
         if isinstance(signal, BranchStarted) and signal.restart:
             back.set()
 
-    async with Cluster(namespace=NAMESPACE, storage=ray_session) as cluster:
+    async with Cluster(namespace=NAMESPACE, storage=ray_session, runtime_env={}) as cluster:
         async with Session(name="local", strategy="one_for_all") as session:
             session.observe(handler=recorder.dispatch)
             session.observe(handler=watch)
@@ -155,7 +155,7 @@ async def test_remote_crashes_count_toward_the_intensity(ray_session: Path, name
         if isinstance(signal, BranchStarted) and signal.restart and signal.branch_name == name:
             back.set()
 
-    async with Cluster(namespace=NAMESPACE, storage=ray_session) as cluster:
+    async with Cluster(namespace=NAMESPACE, storage=ray_session, runtime_env={}) as cluster:
         with pytest.raises(SupervisorFailed) as info:
             async with Session(name="strict", max_restarts=1, period=60.0) as session:
                 session.observe(handler=recorder.dispatch)
