@@ -6,8 +6,9 @@ thread (`Outbound.post`), which numbers it and returns it with a waiting
 delivery or poll. A turn's start, for an ask, may wait `LAZY_FLUSH` seconds
 for company, and a short turn's outcome replaces it (the outcome carries the
 turn id too): so a short ask costs one answer, not two. Turn ids noted for
-the envelope journal travel the same way, once per round: one wake of the
-glue thread and one journal transaction for all of them, not one per turn.
+the envelope journal go with the answers handed over next, once per round:
+no wake of the glue thread of their own, and one journal transaction for all
+of them, not one per turn.
 """
 
 from __future__ import annotations
@@ -79,10 +80,11 @@ class Outbox:
             self._lazy_due.set()
 
     def note_turn(self, envelope_id: str, turn_id: str) -> None:
-        """Tell the journal, with this round's answers, which turn an envelope started."""
+        """Tell the journal which turn an envelope started, with the next answers handed
+        over (the turn's start or outcome): never a wake of the glue thread of its own,
+        which would write to the journal while the turn runs."""
         if self.turn_notes is not None:
             self._notes.append((envelope_id, turn_id))
-            self._flush_due.set()
 
     def forget(self, conn: str) -> None:
         """Drop what ``conn`` is owed (it is gone)."""
@@ -106,9 +108,7 @@ class Outbox:
             due, self._due = self._due, []
             for conn in due:
                 self._flush(conn)
-            notes, self._notes = self._notes, []
-            if notes and self.turn_notes is not None:
-                self.turn_notes(notes)
+            self._hand_notes()
 
     async def _flush_lazily(self) -> None:
         while True:
@@ -119,6 +119,15 @@ class Outbox:
             for conn in lazy:
                 if conn not in self._scheduled:
                     self._flush(conn, lazy=True)
+            self._hand_notes()
+
+    def _hand_notes(self) -> None:
+        notes, self._notes = self._notes, []
+        if notes and self.turn_notes is not None:
+            try:
+                self.turn_notes(notes)
+            except Exception:  # the journal's turn ids are a record, never a reason to stop
+                log.exception("host %r: could not note %d turn ids", self.host, len(notes))
 
     def _flush(self, conn: str, *, lazy: bool = False) -> None:
         self._scheduled.discard(conn)

@@ -144,3 +144,23 @@ async def test_a_cancel_in_a_batch_delivered_twice_is_taken_once(
     runtime.on_batch("c", 2, [{**again, "id": late["id"]}], set())
     answer = await outbox.answer(late["id"])
     assert answer["k"] == "done" and decode_value(answer["value"]) == "echo: runs"
+
+
+async def test_a_turn_id_reaches_the_journal_with_the_answers(tmp_path: Path) -> None:
+    """The turn an envelope started is noted for the envelope journal, handed over
+    with the answers (no hand-over of its own while the turn runs)."""
+    outbox = Outbox()
+    notes: list[tuple[str, str]] = []
+    runtime = HostRuntime("local", tmp_path, outbox)
+    async with trio.open_nursery() as nursery:
+        ready = trio.Event()
+        nursery.start_soon(runtime.main, lambda _: ready.set(), notes.extend)
+        await ready.wait()
+        await runtime.place(
+            {"factory": "tests.cluster.factories:worker", "name": "w", "args": [], "kwargs": {}}
+        )
+        item = envelope(Chat("noted"))
+        runtime.on_batch("c", 0, [item], set())
+        answer = await outbox.answer(item["id"])
+        assert (item["id"], answer["turn"]) in notes
+        runtime.stop()
