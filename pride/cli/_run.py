@@ -55,8 +55,7 @@ import logging
 import os
 import signal
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +83,7 @@ from ..messages import (
 )
 from ..messages.limits import image_url_prefixes, within
 from ..supervisors import Session
+from ._extras import placement, start_tracing, stop_tracing
 from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, call_app, load_app
 from ._logs import configure
@@ -140,7 +140,7 @@ def run_app(options: RunOptions) -> int:
     provider = None
     if options.otel:
         try:
-            provider = _start_tracing()
+            provider = start_tracing()
         except (ImportError, ValueError) as exc:
             log.error("%s", exc)
             return EXIT_APP_ERROR
@@ -151,45 +151,14 @@ def run_app(options: RunOptions) -> int:
         return 128 + signal.SIGINT
     finally:
         if provider is not None:
-            _stop_tracing(provider)
-
-
-def _start_tracing() -> Any:
-    """``--otel``: an OTLP exporting provider, and pride's turns traced into it.
-
-    Raises:
-        ImportError: the otel extra or the OTLP exporter is not installed.
-        ValueError: an unknown ``OTEL_EXPORTER_OTLP_PROTOCOL``.
-    """
-    try:
-        from .. import telemetry
-    except ImportError as exc:
-        raise ImportError(f"--otel: {exc}") from exc
-    provider = telemetry.otlp_provider()
-    telemetry.instrument(provider)
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318 (the default)"
-    )
-    log.info("tracing: spans are exported over OTLP to %s", endpoint)
-    return provider
-
-
-def _stop_tracing(provider: Any) -> None:
-    """Export what is still queued (bounded by the SDK's own timeout), then stop."""
-    from .. import telemetry
-
-    telemetry.uninstrument()
-    try:
-        provider.shutdown()
-    except Exception:
-        log.exception("tracing: exporting the last spans failed")
+            stop_tracing(provider)
 
 
 async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         session = Session("pride-run", store=options.store, grace=options.grace)
         try:
-            async with _placement(options, session) as cluster, session:
+            async with placement(options.cluster, options.store, session) as cluster, session:
                 process = _Process(session, options, cluster)
                 session.on_resume(process.resumed)  # before the app restores its branches
                 session.observe(lambda s: isinstance(s, _LIFECYCLE), handler=process.on_signal)
@@ -235,39 +204,6 @@ async def _list_unfinished_flows(session: Session) -> None:
             len(flow.nodes),
             str(flow.flow_id),
         )
-
-
-@contextlib.asynccontextmanager
-async def _placement(options: RunOptions, session: Session) -> AsyncIterator[Any]:
-    """The cluster ``--cluster`` asks for (its remote signals reach ``session``), or None.
-
-    It outlives the session: the session stops first, then the hosts this
-    process created.
-    """
-    if options.cluster is None:
-        yield None
-        return
-    from ..cluster import Cluster
-
-    address = None if options.cluster == "local" else options.cluster
-    log.info("placing branches on %s", address or "a local Ray cluster")
-    if options.store is not None:
-        # The hosts' stores live beside the process's own, so a restart of
-        # `pride run --store X --cluster` finds both again.
-        storage = options.store.parent / f"{options.store.name}.hosts"
-        async with Cluster(
-            address=address, namespace="pride-run", session=session, storage=storage
-        ) as cluster:
-            yield cluster
-        return
-    # No --store: nothing is durable, as without --cluster. A directory of this
-    # run's own keeps hosts from reading files another run (or another pride
-    # version) left in a shared place.
-    with tempfile.TemporaryDirectory(prefix="pride-run-hosts-") as storage_dir:
-        async with Cluster(
-            address=address, namespace="pride-run", session=session, storage=storage_dir
-        ) as cluster:
-            yield cluster
 
 
 class _Process:
