@@ -21,7 +21,6 @@ from uuid import UUID
 import trio
 
 from ..context import CapabilityGrant, ContextProviderRegistry
-from ..context.capabilities import apply_block
 from ..llm import iModel
 from ..memory import InMemoryStore, MemoryStore
 from ..messages import (
@@ -39,6 +38,7 @@ from ..tools import ActionManager
 from . import (
     connect as connecting,
     control as controls,
+    grants,
     projection,
     recording,
     standalone,
@@ -265,37 +265,7 @@ class Branch:
         """Register callables or Tools; duplicate names raise unless ``update``."""
         self._actions.register(tools, update=update)
 
-    def register_mcp(
-        self,
-        server: Any,
-        *,
-        prefix: str | None = None,
-        include: Iterable[str] | None = None,
-        exclude: Iterable[str] | None = None,
-    ) -> tuple[str, ...]:
-        """Register an MCP server's tools (the handle ``session.spawn_mcp`` returned).
-
-        Each tool keeps the server's name and JSON schema, with ``prefix``
-        prepended when given; ``include``/``exclude`` pick tools by their
-        server names. The registration follows the server: tools it adds,
-        changes or drops (``notifications/tools/list_changed``, a restart)
-        are updated here. Returns the registered names. See docs/mcp.md.
-
-        Raises:
-            TypeError: ``server`` is not an MCP server handle.
-            ValueError: a name is already registered, or ``include`` names a
-                tool the server does not have.
-        """
-        register = getattr(server, "register_with", None)
-        if register is None:
-            raise TypeError(
-                f"register_mcp needs the handle session.spawn_mcp(...) returned, "
-                f"got {type(server).__name__}"
-            )
-        names: tuple[str, ...] = register(
-            self._actions, owner=self.name, prefix=prefix, include=include, exclude=exclude
-        )
-        return names
+    register_mcp = connecting.register_mcp  # an MCP server's tools: see connect.py
 
     @property
     def chat_model(self) -> iModel:
@@ -390,38 +360,10 @@ class Branch:
         """The current capability grant, if any (see `grant_capabilities`)."""
         return self._capabilities
 
-    def grant_capabilities(self, operable: type, *, prompt: bool = True) -> CapabilityGrant:
-        """Grant the structured outputs ``operable``'s fields describe (ADR-0016 D3).
+    # Structured outputs the branch may emit, observed (ADR-0016 D3): see grants.py.
 
-        From now on every recorded assistant message is observed: fenced JSON
-        blocks using granted keys become ``StructuredOutput`` (valid),
-        ``EmissionRejected`` (invalid) or ``CapabilityViolation`` (mixed with
-        other keys) signals. Observation only: nothing is executed.
-
-        Args:
-            operable: an attrs class, a dataclass or a pydantic model class;
-                its field names are the granted keys.
-            prompt: also describe the grant in the system prompt, between
-                ``CAP_BEGIN``/``CAP_END`` markers, replacing a previous
-                balanced block (a system message is created if there is none).
-                False installs only the runtime grant.
-
-        Returns:
-            the installed grant.
-
-        Raises:
-            TypeError: ``operable`` is not one of those classes.
-        """
-        grant = CapabilityGrant.from_operable(operable)
-        self._capabilities = grant
-        if prompt:
-            self._messages.set_system(apply_block(self.system, grant.render_prompt()))
-        return grant
-
-    def revoke_capabilities(self) -> None:
-        """Clear the grant and remove a balanced capability block from the system prompt."""
-        self._capabilities = None
-        self._messages.set_system(apply_block(self.system, None))
+    grant_capabilities = grants.grant_capabilities
+    revoke_capabilities = grants.revoke_capabilities
 
     connect = connecting.connect
 

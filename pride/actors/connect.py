@@ -1,16 +1,19 @@
-"""``Branch.connect``: another model, offered to the branch's model as a tool (ADR-0016 D5).
+"""Tools from outside the branch: another model (``Branch.connect``, ADR-0016 D5) and
+an MCP server's tools (``Branch.register_mcp``), both bound onto Branch as its methods.
 
-The tool takes one argument, ``instruction`` (the text to send), calls the
+A connected model's tool takes one argument, ``instruction`` (the text to send), calls the
 connected model once with it as a single user message, and returns the
 model's reply text. The call runs inside the turn that asked for it, through
 the connected model's own rate limits and retries; a failure becomes an
-error ActionResponse like any tool failure.
+error ActionResponse like any tool failure. An MCP server's tools are
+registered by its handle (``session.spawn_mcp``), which keeps them in step
+with the server.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..llm import ModelRequest, iModel
@@ -24,6 +27,7 @@ __all__ = [
     "DEFAULT_QUEUE_CAPACITY",
     "ConnectedModel",
     "connect",
+    "register_mcp",
 ]
 
 DEFAULT_QUEUE_CAPACITY = 100
@@ -155,3 +159,36 @@ def connect(
     tool = Tool(ConnectedModel(model), name=tool_name, description=tool_description)
     branch.register_tools(tool, update=update)
     return tool
+
+
+def register_mcp(
+    branch: Branch,
+    server: Any,
+    *,
+    prefix: str | None = None,
+    include: Iterable[str] | None = None,
+    exclude: Iterable[str] | None = None,
+) -> tuple[str, ...]:
+    """Register an MCP server's tools (the handle ``session.spawn_mcp`` returned).
+
+    Each tool keeps the server's name and JSON schema, with ``prefix``
+    prepended when given; ``include``/``exclude`` pick tools by their
+    server names. The registration follows the server: tools it adds,
+    changes or drops (``notifications/tools/list_changed``, a restart)
+    are updated here. Returns the registered names. See docs/mcp.md.
+
+    Raises:
+        TypeError: ``server`` is not an MCP server handle.
+        ValueError: a name is already registered, or ``include`` names a
+            tool the server does not have.
+    """
+    register = getattr(server, "register_with", None)
+    if register is None:
+        raise TypeError(
+            f"register_mcp needs the handle session.spawn_mcp(...) returned, "
+            f"got {type(server).__name__}"
+        )
+    names: tuple[str, ...] = register(
+        branch._actions, owner=branch.name, prefix=prefix, include=include, exclude=exclude
+    )
+    return names

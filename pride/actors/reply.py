@@ -1,0 +1,269 @@
+"""The envelope of one sent command, and the handle its caller holds on it.
+
+A [`Reply`][pride.actors.reply.Reply] is made by the send API for every
+command sent, travels through the target's mailbox (or across a process, for
+a remote target), and is answered once: the serving side starts it, may
+stream items through it, and succeeds or fails it; the caller waits on
+``result()`` or gives up with ``cancel()``. A caller that gives up on a
+queued envelope tells its `Holder` (the mailbox), which gives the room back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+from uuid import UUID
+
+import trio
+
+from ..errors import ReplyConsumedError, TurnCancelled
+from ..messages import Command
+from . import instrument
+from .budget import carried_allowance
+from .riders import carried_rider
+from .waits import check_wait_allowed, record_wait, remove_wait
+
+if TYPE_CHECKING:
+    from .target import Canceller, Target
+
+__all__ = ["Holder", "Reply", "ReplyConsumedError", "ReplyState"]
+
+ReplyState = Literal["queued", "running", "done", "dropped"]
+
+
+class Reply:
+    """The envelope of one sent command, and its caller's handle on it.
+
+    The caller's side: ``turn_id`` is None until the turn starts (and stays
+    None for commands that are not model turns). ``await reply.result()``
+    returns the command's result or raises its exception; a reply delivers
+    its outcome once, like trio's ``outcome`` values, and a second
+    ``result()`` raises [`ReplyConsumedError`][pride.ReplyConsumedError].
+    ``cancel()``
+    gives up on the command.
+
+    The serving side (a [`Target`][pride.Target]): ``start``, ``stream``,
+    ``succeed`` and ``fail``; see [`pride.actors.target`][pride.actors.target].
+
+    Attributes:
+        branch: the target the command was sent to.
+        command: the command.
+        tag: the sender's label for the envelope (a str, an int or None), kept
+            with its turn in the turn journal and given back when the turn is
+            resumed after a restart (``pride run`` tags with its request id).
+        trace: the sender's trace context (W3C ``traceparent`` and friends, as
+            plain strings) when tracing is on, else None; the turn's span is a
+            child of it. A target carrying the envelope to another process
+            carries this along.
+        allowance: an allowance the command's turn draws on besides its
+            branch's and session's (a flow's budget), taken from the sender's
+            `drawing_on` block when the envelope is made; None mostly.
+        rider: the sender's record of the outcome, committed with the turn
+            (`pride.actors.riders`), taken from its `riding` block; None mostly.
+    """
+
+    __slots__ = (
+        "_cancel_reason",
+        "_cancel_scope",
+        "_consumed",
+        "_done",
+        "_error",
+        "_queued_in",
+        "_result",
+        "_stream",
+        "allowance",
+        "branch",
+        "command",
+        "rider",
+        "state",
+        "tag",
+        "trace",
+        "turn_id",
+        "waiting_tasks",
+    )
+
+    def __init__(
+        self,
+        target: Target,
+        command: Command,
+        *,
+        stream: trio.MemorySendChannel[Any] | None = None,
+        tag: str | int | None = None,
+    ) -> None:
+        self.branch = target
+        self.command = command
+        self.tag = tag
+        self.allowance = carried_allowance()
+        self.rider = carried_rider()
+        self.state: ReplyState = "queued"
+        self.turn_id: UUID | None = None
+        self._done = False
+        # Tasks parked until the outcome arrives (usually the one caller; None
+        # until someone waits, as most replies are answered before anyone does).
+        self.waiting_tasks: list[trio.lowlevel.Task] | None = None
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._consumed = False
+        self._cancel_scope: Canceller | None = None
+        self._cancel_reason: str | None = None
+        self._stream = stream
+        # What holds this reply queued (a mailbox's work lane, or a remote target's
+        # record of it) until it starts: told when the caller drops it.
+        self._queued_in: Holder | None = None
+        self.trace: instrument.Carrier | None = instrument.envelope_trace(command.lane)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Reply {type(self.command).__name__} to {self.branch.name!r} "
+            f"{self.state} turn_id={self.turn_id}>"
+        )
+
+    @property
+    def done(self) -> bool:
+        """True once the command has an outcome (result, error or cancellation)."""
+        return self._done
+
+    @property
+    def stream(self) -> trio.MemorySendChannel[Any] | None:
+        """Where a streamed command's items go (None unless sent by [`stream`][pride.stream]).
+
+        The serving side sends each item and closes it when the turn ends.
+        """
+        return self._stream
+
+    @property
+    def cancel_reason(self) -> str | None:
+        """Why the command was cancelled, if it was."""
+        return self._cancel_reason
+
+    async def result(self) -> Any:
+        """Wait for the outcome; return the result or raise the command's error.
+
+        Raises:
+            TurnCancelled: the command was cancelled (by the caller, a restart
+                or a shutdown) before it finished.
+            BranchClosed: the branch stopped before serving it.
+            ReentrancyError: waiting would deadlock (the calling turn's own
+                branch, or a branch waiting on it, must serve this command).
+            RuntimeError: the outcome was already delivered by an earlier call.
+            Exception: whatever the command itself raised.
+
+        Cancelling the wait does not cancel the command; use
+        [`cancel`][pride.actors.reply.Reply.cancel].
+        """
+        if self._consumed:
+            raise ReplyConsumedError(f"{self!r}: result() already delivered its outcome")
+        if not self._done:
+            waiter = check_wait_allowed(self.branch)
+            if waiter is None:  # the caller serves no branch: no deadlock possible
+                # wait_done(), without its coroutine: this is every ask's wait.
+                await trio.lowlevel.wait_task_rescheduled(self._park())
+            else:
+                record_wait(waiter, self.branch)
+                try:
+                    await self.wait_done()
+                finally:
+                    remove_wait(waiter, self.branch)
+        self._consumed = True
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def cancel(self, reason: str = "caller") -> None:
+        """Give up on the command. Idempotent; never blocks.
+
+        A queued command is dropped: it never starts (no RunStart, no
+        messages) and ``result()`` raises [`TurnCancelled`][pride.TurnCancelled]. A
+        running turn is cancelled and finalised by its actor (terminal
+        ``RunFailed``). A finished command is unaffected.
+        """
+        if self.state == "queued":
+            self.state = "dropped"
+            self._cancel_reason = reason
+            mailbox, self._queued_in = self._queued_in, None
+            if mailbox is not None:
+                mailbox.forget_dropped()
+            self.fail(TurnCancelled(reason, "dropped before it started"))
+        elif self.state == "running" and self._cancel_reason is None:
+            self._cancel_reason = reason
+            if self._cancel_scope is not None:
+                self._cancel_scope.cancel()
+
+    # ------------------------------------------------------- actor side
+
+    def hold(self, holder: Holder) -> None:
+        """Note that ``holder`` keeps the envelope queued (called by the target).
+
+        If the caller drops the envelope before it starts,
+        ``holder.forget_dropped()`` is called, so the target can let it go: a
+        mailbox gives its room back, a remote target tells its host.
+        """
+        self._queued_in = holder
+
+    def start(self, turn_id: UUID | None, cancel_scope: Canceller | None) -> None:
+        """Mark the command running (called by the target serving it).
+
+        ``cancel_scope.cancel()`` is called when the caller gives up from now
+        on (at once if it already has).
+        """
+        self.state = "running"
+        self.turn_id = turn_id
+        self._cancel_scope = cancel_scope
+        if self._cancel_reason is not None and cancel_scope is not None:
+            cancel_scope.cancel()
+
+    async def wait_done(self) -> None:
+        """Wait until the command has an outcome, without taking it.
+
+        Cancellation: a cancelled wait leaves the command as it was.
+        """
+        if self._done:
+            await trio.lowlevel.checkpoint()
+            return
+        await trio.lowlevel.wait_task_rescheduled(self._park())
+
+    def _park(self) -> Callable[[Any], trio.lowlevel.Abort]:
+        """Note the calling task as waiting for the outcome; returns its abort function.
+
+        The task is parked directly on trio's scheduler (what trio.Event does
+        underneath, without the event and parking-lot objects a reply would
+        otherwise carry), with ``wait_task_rescheduled`` right after this.
+        """
+        task = trio.lowlevel.current_task()
+        if self.waiting_tasks is None:
+            self.waiting_tasks = []
+        self.waiting_tasks.append(task)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            if self.waiting_tasks is not None and task in self.waiting_tasks:
+                self.waiting_tasks.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return abort
+
+    def _finish(self) -> None:
+        self._done = True
+        tasks, self.waiting_tasks = self.waiting_tasks, None
+        for task in tasks or ():
+            trio.lowlevel.reschedule(task)
+
+    def succeed(self, result: Any) -> None:
+        """Deliver a result (called by the actor)."""
+        if not self._done:
+            self._result = result
+            self.state = "done"
+            self._finish()
+
+    def fail(self, error: BaseException) -> None:
+        """Deliver an error (called by the actor, or by a dropping caller)."""
+        if not self._done:
+            self._error = error
+            if self.state != "dropped":
+                self.state = "done"
+            self._finish()
+
+
+class Holder(Protocol):
+    """What keeps a queued envelope (see [`Reply.hold`][pride.actors.reply.Reply.hold])."""
+
+    def forget_dropped(self) -> None: ...
