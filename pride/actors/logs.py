@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
+from uuid import UUID
 
 import attrs
 
@@ -166,12 +167,12 @@ class DataLogger:
                 time.time() - elapsed,
                 elapsed * 1000.0,
                 status,
-                turn_id,
+                _plain_id(turn_id),
                 input_tokens,
                 output_tokens,
                 cost_usd,
                 type(error).__name__ if error is not None else None,
-                dict(detail) if detail and self.config.include_content else _EMPTY,
+                dict(detail) if detail and self.config.include_content else None,
             )
         )
 
@@ -188,7 +189,19 @@ class DataLogger:
     ) -> None:
         """Record a call whose start (POSIX time) and duration were measured elsewhere."""
         self.append(
-            (kind, name, started_at, duration_ms, status, turn_id, 0, 0, None, error_type, _EMPTY)
+            (
+                kind,
+                name,
+                started_at,
+                duration_ms,
+                status,
+                _plain_id(turn_id),
+                0,
+                0,
+                None,
+                error_type,
+                None,
+            )
         )
 
     def to_list(self) -> list[dict[str, Any]]:
@@ -221,6 +234,27 @@ class DataLogger:
         return target
 
 
+def _plain_id(turn_id: Any) -> Any:
+    """A turn id as a record keeps it: a UUID as its 128-bit integer.
+
+    A record of plain values (text, numbers, None) is a tuple the garbage
+    collector stops tracking once it survives a collection; a UUID (or a dict:
+    no detail is kept as None) in it would keep it, and itself, tracked and
+    collected over for as long as the log holds it: up to ``capacity``
+    records per branch.
+    """
+    return turn_id.int if type(turn_id) is UUID else turn_id
+
+
+def _id_text(turn_id: Any) -> str | None:
+    """The text of a turn id a record keeps (see `_plain_id`)."""
+    if turn_id is None:
+        return None
+    if type(turn_id) is int:
+        return str(UUID(int=turn_id))
+    return str(turn_id)
+
+
 def _entry(item: LogEntry | tuple[Any, ...]) -> LogEntry:
     if isinstance(item, LogEntry):
         return item
@@ -243,10 +277,10 @@ def _entry(item: LogEntry | tuple[Any, ...]) -> LogEntry:
         started_at=started_at,
         duration_ms=duration_ms,
         status=status,
-        turn_id=str(turn_id) if turn_id is not None else None,
+        turn_id=_id_text(turn_id),
         input_tokens=tokens_in,
         output_tokens=tokens_out,
         cost_usd=cost,
         error_type=error,
-        detail=detail,
+        detail=_EMPTY if detail is None else detail,
     )

@@ -12,7 +12,7 @@ provider blocks appended for this request only — never recorded.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..llm import ModelRequest, iModel
 from ..messages import Instruction
@@ -59,7 +59,7 @@ def build_request(
     ``include_system=False`` sends no system text at all (utility calls such
     as parse reformats).
     """
-    shape = cast(ProviderShape, model.api_format)
+    shape: ProviderShape = model.api_format  # type: ignore[assignment]
     system = system_text(turn, extra_system) if include_system else None
     entries = turn.messages.compile(shape) if include_history else []
     if instruction is not None:
