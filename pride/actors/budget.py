@@ -294,6 +294,9 @@ class Meter(Account):
         for account in self.limited:
             if account is not self and account.limit is not None:
                 account.limit.meters.discard(self)
+        # A meter with a budget of its own is among its limited accounts: a
+        # reference cycle, which would leave it to the garbage collector.
+        self.limited = tuple(account for account in self.limited if account is not self)
 
     def exceed(self, error: BudgetExceeded) -> None:
         """Mark the allowance spent: this turn stops, and so does nested work on it."""
