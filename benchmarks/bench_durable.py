@@ -11,10 +11,19 @@ The model is the scripted one (answers at once), so what is measured is the
 runtime and the store, the store's fsync included (``synchronous=FULL``).
 Starting the branches is setup, not measured; each repetition writes a
 fresh store file.
+
+Besides the rates, each workload prints where a turn's time goes (medians
+over the measured repetitions): the event loop thread's CPU per turn
+(``time.thread_time`` over the measured phase: the runtime's and the
+store's Python work; SQLite writes in a worker thread), and with a store
+the turns each commit carried (group commit). A turn's wall time beyond the
+loop's CPU is waiting: for the commit that holds it (when every branch
+does, nothing else can run), or for the machine.
 """
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -27,11 +36,30 @@ from benchmarks._workloads import scripted
 from pride import Branch, ChatAndRecord, Durability, Session
 
 
-def _turns(branches: int, store: str | None, journal: bool) -> Callable[[int], Awaitable[float]]:
+class _Breakdown:
+    """Per repetition: loop CPU per turn, turns per commit."""
+
+    def __init__(self) -> None:
+        self.cpu: list[float] = []
+        self.per_commit: list[float] = []
+
+    def line(self) -> str:
+        # The first run is the harness's warm-up.
+        cpu, per_commit = self.cpu[1:] or self.cpu, self.per_commit[1:] or self.per_commit
+        text = f"    event-loop CPU {statistics.median(cpu) * 1e6:6.0f} us per turn"
+        if per_commit:
+            text += f", {statistics.median(per_commit):5.1f} turns per commit"
+        return text
+
+
+def _turns(
+    branches: int, store: str | None, journal: bool, breakdown: _Breakdown
+) -> Callable[[int], Awaitable[float]]:
     """``total`` ChatAndRecord turns spread over ``branches`` concurrent branches."""
 
     async def run(total: int) -> float:
         per_branch = max(1, total // branches)
+        turns = per_branch * branches
         with tempfile.TemporaryDirectory() as directory:
             path = Path(directory, "store.db") if store else None
             durability = Durability(journal=journal)
@@ -47,12 +75,16 @@ def _turns(branches: int, store: str | None, journal: bool) -> Callable[[int], A
                     for _ in range(per_branch):
                         await session.ask(branch, command)
 
-                started = time.perf_counter()
+                commits = session.store.commits if session.store is not None else 0
+                started, cpu = time.perf_counter(), time.thread_time()
                 async with trio.open_nursery() as nursery:
                     for branch in members:
                         nursery.start_soon(worker, branch)
                 elapsed = time.perf_counter() - started
-        return elapsed * total / (per_branch * branches)
+                breakdown.cpu.append((time.thread_time() - cpu) / turns)
+                if session.store is not None:
+                    breakdown.per_commit.append(turns / max(1, session.store.commits - commits))
+        return elapsed * total / turns
 
     return run
 
@@ -65,19 +97,27 @@ async def _main(smoke: bool) -> None:
     branches = 10 if smoke else 100
     total = branches * (3 if smoke else 40)
     repeats = 2 if smoke else 7
-    names = {
-        "no store": _turns(branches, None, journal=False),
-        "store, journal off": _turns(branches, "store", journal=False),
-        "store, journal on": _turns(branches, "store", journal=True),
+    workloads = {
+        "no store": (None, False),
+        "store, journal off": ("store", False),
+        "store, journal on": ("store", True),
     }
+    breakdowns = {name: _Breakdown() for name in workloads}
     label = "{} ({} branches, per turn)"
     stats = await measure_interleaved(
-        {label.format(name, branches): (run, total) for name, run in names.items()},
+        {
+            label.format(name, branches): (
+                _turns(branches, store, journal, breakdowns[name]),
+                total,
+            )
+            for name, (store, journal) in workloads.items()
+        },
         repeats=repeats,
     )
-    plain, off, on = (stats[label.format(name, branches)] for name in names)
-    for figure in (plain, off, on):
+    plain, off, on = (stats[label.format(name, branches)] for name in workloads)
+    for name, figure in zip(workloads, (plain, off, on), strict=True):
         print(figure.line())
+        print(breakdowns[name].line())
     print(
         f"  rates: no store {_rate(plain):.0f} turns/s, store {_rate(off):.0f} turns/s, "
         f"store + journal {_rate(on):.0f} turns/s"
