@@ -26,6 +26,7 @@ from typing import Any
 import trio
 
 import pride
+from benchmarks._cluster_floor import AsyncEcho, SyncEcho, TrioEcho, wait_trio
 from benchmarks._harness import figure_line, ratio_line
 from pride import Act, Call, Chat, RunFailed, RunStart, Signal
 from pride.cluster import Cluster
@@ -33,11 +34,23 @@ from pride.cluster import Cluster
 FACTORY = "benchmarks._cluster_branches:bench"
 
 
+_LATENCY_ROWS = {
+    "threaded": "bare Ray call, plain actor (ray.get)",
+    "bare": "bare Ray call, async actor (ray.get)",
+    "bare_trio": "  the same, waited on from trio",
+    "floor": "design floor: trio echo host, trio caller",
+    "ask": "remote ask(ref, Chat): a turn on a host",
+}
+"""The latency rows, in the order they print (see `benchmarks._cluster_floor`)."""
+
+
 def _p50(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
 async def _bare_calls(ray: Any, actor: Any, n: int) -> list[float]:
+    """Calls waited on with ``ray.get`` in a thread: Ray's own round trip."""
+
     def run() -> list[float]:
         samples = []
         for _ in range(n):
@@ -47,6 +60,16 @@ async def _bare_calls(ray: Any, actor: Any, n: int) -> list[float]:
         return samples
 
     return await trio.to_thread.run_sync(run)
+
+
+async def _trio_calls(actor: Any, n: int) -> list[float]:
+    """Calls waited on from trio, as a trio caller must (`_cluster_floor.wait_trio`)."""
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await wait_trio(actor.ping.remote(b"x"))
+        samples.append(time.perf_counter() - start)
+    return samples
 
 
 async def _asks(ref: Any, n: int) -> list[float]:
@@ -129,28 +152,38 @@ async def _main(ray: Any, smoke: bool) -> None:
     senders, per_sender = (50, 2) if smoke else (1000, 10)
     cancels = 3 if smoke else 40
 
-    @ray.remote(num_cpus=0, max_concurrency=1000)
-    class Bare:
-        async def ping(self, payload: bytes) -> bytes:
-            return payload
+    def actor(cls: type, **options: Any) -> Any:
+        return ray.remote(num_cpus=0, **options)(cls).remote()
 
-    bare = Bare.remote()
-    await _bare_calls(ray, bare, 20)
+    # The async ones as the host is made (max_concurrency=1000); the plain one as Ray's default.
+    bare, floor = actor(AsyncEcho, max_concurrency=1000), actor(TrioEcho, max_concurrency=1000)
+    threaded = actor(SyncEcho)
+    for yardstick in (bare, floor, threaded):
+        await _bare_calls(ray, yardstick, 20)
     async with Cluster(namespace="pride-bench", storage=storage) as cluster:
         ref = await cluster.spawn(FACTORY, name="bench", host="bench")
         await _asks(ref, 20)
-        # Interleaved rounds: a change in machine load lands on both sides alike.
-        bare_samples: list[float] = []
-        ask_samples: list[float] = []
-        rounds = 3
+        # Interleaved rounds: a change in machine load lands on every row alike.
+        rows: dict[str, list[float]] = {name: [] for name in _LATENCY_ROWS}
+        rounds = 6
         for _ in range(rounds):
-            bare_samples += await _bare_calls(ray, bare, latency_n // rounds)
-            ask_samples += await _asks(ref, latency_n // rounds)
-        bare_p50, ask_p50 = _p50(bare_samples), _p50(ask_samples)
-        print(f"bare Ray actor call (ray.get)                    p50 {bare_p50 * 1e3:8.3f} ms")
-        print(f"remote ask(ref, Chat): a turn on a host          p50 {ask_p50 * 1e3:8.3f} ms")
-        ratio = ask_p50 / bare_p50
+            n = latency_n // rounds
+            rows["threaded"] += await _bare_calls(ray, threaded, n)
+            rows["bare"] += await _bare_calls(ray, bare, n)
+            rows["bare_trio"] += await _trio_calls(bare, n)
+            rows["floor"] += await _trio_calls(floor, n)
+            rows["ask"] += await _asks(ref, n)
+        p50 = {name: _p50(samples) for name, samples in rows.items()}
+        for name, label in _LATENCY_ROWS.items():
+            print(f"{label:<52} p50 {p50[name] * 1e3:8.3f} ms")
+        ratio = p50["ask"] / p50["bare"]
         print(ratio_line("remote ask / bare Ray call, p50", ratio, "<= 1.5x", ratio <= 1.5))
+        print(
+            f"  = Ray's async actor {p50['bare'] / p50['threaded']:.2f}x a plain one (info)"
+            f"; the design floor {p50['floor'] / p50['bare']:.2f}x the bare call"
+            f" (its trio caller {p50['bare_trio'] / p50['bare']:.2f}x)"
+            f"; pride's work {p50['ask'] / p50['floor']:.2f}x the floor"
+        )
 
         pid = await pride.ask(ref, Call("pid"))
         calls = _ray_calls(cluster, "bench")
