@@ -9,18 +9,21 @@ Two facts measured on this machine shape it:
 * ``ray.get`` on a trio thread would block every task of the loop, and an
   ``ObjectRef`` cannot be awaited outside asyncio; so a trio caller takes
   ``ref.future()`` (a ``concurrent.futures.Future``) and lets its done-callback
-  set a trio event through the trio token (`wait_ref`): no thread per
-  call, and the wait is cancellable at once.
+  hand it to the loop through the trio token (`on_done`, `wait_ref`): no
+  thread per call, one wake of the loop per burst of completions, and the
+  wait is cancellable at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
+import outcome
 import trio
 
 __all__ = ["RayConnection", "import_ray", "on_done", "wait_ref"]
@@ -92,17 +95,79 @@ class RayConnection:
         self._thread = None
 
 
+class _Completions:
+    """Ray futures completed for one trio loop, handed over in bursts.
+
+    Ray completes a future on a thread of its own; each completion would cost
+    one ``run_sync_soon`` (a write to the loop's wakeup socket, a wake of the
+    loop) if handed over alone. Completions that arrive while one hand-over is
+    pending join it: one ``run_sync_soon`` per burst, however many calls ended.
+    """
+
+    __slots__ = ("_lock", "_pending", "_token")
+
+    def __init__(self, token: trio.lowlevel.TrioToken) -> None:
+        self._token = token
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Callable[[Any], None], Any]] = []
+
+    def add(self, callback: Callable[[Any], None], future: Any) -> None:
+        """Run ``callback(future)`` in the loop soon (from any thread)."""
+        with self._lock:
+            first = not self._pending
+            self._pending.append((callback, future))
+        if first:
+            # The caller's loop may be gone: then nobody is waiting.
+            with contextlib.suppress(trio.RunFinishedError):
+                self._token.run_sync_soon(self._hand_over)
+
+    def _hand_over(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for callback, future in pending:
+            try:
+                callback(future)
+            except Exception:  # one broken callback must not starve the others
+                log.exception("a completion callback failed")
+
+
+_COMPLETIONS: trio.lowlevel.RunVar[_Completions] = trio.lowlevel.RunVar("pride_cluster_completions")
+
+
+def _completions() -> _Completions:
+    try:
+        return _COMPLETIONS.get()
+    except LookupError:
+        completions = _Completions(trio.lowlevel.current_trio_token())
+        _COMPLETIONS.set(completions)
+        return completions
+
+
 def on_done(ref: Any, callback: Callable[[Any], None]) -> None:
-    """Call ``callback(future)`` in this trio loop once ``ref`` resolves."""
-    token = trio.lowlevel.current_trio_token()
-    future = ref.future()
+    """Call ``callback(future)`` in this trio loop once ``ref`` resolves.
 
-    def done(_: Any) -> None:
-        # The caller's loop may be gone: then nobody is waiting.
-        with contextlib.suppress(trio.RunFinishedError):
-            token.run_sync_soon(callback, future)
+    Nothing here refers back to the future (its done-callback is a partial of
+    plain objects), so a finished call leaves no reference cycle behind.
+    """
+    ref.future().add_done_callback(functools.partial(_completions().add, callback))
 
-    future.add_done_callback(done)
+
+class _Waiter:
+    """One task parked on a Ray call (see `wait_ref`)."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task: trio.lowlevel.Task | None = task
+
+    def resolved(self, future: Any) -> None:
+        task, self.task = self.task, None
+        if task is not None:  # else the wait was cancelled
+            trio.lowlevel.reschedule(task, outcome.capture(future.result))
+
+    def abort(self, _: Any) -> trio.lowlevel.Abort:
+        self.task = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 async def wait_ref(ref: Any) -> Any:
@@ -112,13 +177,7 @@ async def wait_ref(ref: Any) -> Any:
 
     Cancellation: stops waiting at once; the Ray call itself goes on.
     """
-    event = trio.Event()
-    box: list[Any] = []
-
-    def resolved(future: Any) -> None:
-        box.append(future)
-        event.set()
-
-    on_done(ref, resolved)
-    await event.wait()
-    return box[0].result()
+    await trio.lowlevel.checkpoint_if_cancelled()
+    waiter = _Waiter(trio.lowlevel.current_task())
+    on_done(ref, waiter.resolved)
+    return await trio.lowlevel.wait_task_rescheduled(waiter.abort)

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Envelope", "check_work"]
 
+_ANSWERED: tuple[Any, BaseException | None] = (None, None)
+"""The outcome an envelope keeps once answered without a stream (the reply has it)."""
+
 
 class Envelope:
     """The link's record of one envelope sent to a host, from submission to outcome.
@@ -42,19 +45,22 @@ class Envelope:
         "_items",
         "_items_changed",
         "_owed",
+        "_reply",
         "branch",
         "id",
         "link",
         "outcome",
         "refusal",
-        "reply",
         "waiting",
         "window",
     )
 
     def __init__(self, link: Link, reply: Reply, branch: str, *, window: int = 0) -> None:
         self.link = link
-        self.reply = reply
+        # The reply holds this envelope (its holder, then its canceller) and this
+        # envelope holds the reply until it is answered; then it lets go, so an
+        # answered envelope leaves no reference cycle for the garbage collector.
+        self._reply: Reply | None = reply
         self.branch = branch
         self.id = link.new_envelope_id()
         self.window = window
@@ -71,6 +77,18 @@ class Envelope:
         if reply.stream is not None:
             self._items = collections.deque()
             self._items_changed = trio.Event()
+
+    @property
+    def reply(self) -> Reply:
+        """The reply this envelope carries (until it is answered).
+
+        Raises:
+            RuntimeError: the envelope was answered already (a bug on this side).
+        """
+        reply = self._reply
+        if reply is None:
+            raise RuntimeError(f"envelope {self.id} was answered already")
+        return reply
 
     @property
     def acked(self) -> bool:
@@ -125,13 +143,20 @@ class Envelope:
 
     def finish(self, value: Any, error: BaseException | None) -> None:
         """The outcome arrived (or the host was lost): answer once the items are out."""
-        if self.outcome is not None:
+        if self.outcome is not None or self._reply is None:
             return
-        self.outcome = (value, error)
-        self.ack()
+        self._acked = True
+        if self._acked_event is not None:
+            self._acked_event.set()
         if self._items_changed is None:
-            self._answer()
+            reply, self._reply = self._reply, None  # answered: see __init__
+            self.outcome = _ANSWERED
+            if error is None:
+                reply.succeed(value)
+            else:
+                reply.fail(error)
         else:
+            self.outcome = (value, error)
             self._ended = True
             self._items_changed.set()
 
@@ -153,10 +178,11 @@ class Envelope:
     def _answer(self) -> None:
         assert self.outcome is not None
         value, error = self.outcome
+        reply, self._reply = self.reply, None  # answered: see __init__
         if error is None:
-            self.reply.succeed(value)
+            reply.succeed(value)
         else:
-            self.reply.fail(error)
+            reply.fail(error)
 
     async def forward(self) -> None:
         """Feed the stream's items to its consumer, then answer (a task per stream)."""
