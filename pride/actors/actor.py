@@ -33,6 +33,7 @@ from ..errors import BranchClosed, BranchNotRunning, Escalate, TurnCancelled
 from ..messages import Attach, Detach, PriorityCommand, Stop, WorkCommand
 from . import instrument, turn, wiring
 from .budget import Account, carry, uncarry
+from .commit import Handoff, deferrable, hand_over_step
 from .dispatch import run_command
 from .journal import BranchJournal
 from .lifecycle import meter_for, run_turn, uncommitted
@@ -85,10 +86,13 @@ class Actor:
         journal: the branch's turn journal (`pride.actors.journal`), if it keeps one.
         barriers: what every turn and ``Act`` awaits before its terminal and
             reply (see `add_turn_barrier`), or None while there are none.
+        answering: the last turn handed to its commit whose terminal a subscriber
+            may see, until the loop takes its next item (`pride.actors.commit`).
     """
 
     __slots__ = (
         "account",
+        "answering",
         "barriers",
         "branch",
         "directory",
@@ -117,6 +121,7 @@ class Actor:
         self.account = Account(None, scope=f"branch {branch.name}")
         self.journal: BranchJournal | None = None
         self.barriers: list[TurnBarrier] | None = None
+        self.answering: Handoff | None = None
 
     def __repr__(self) -> str:
         state = "serving" if self.serving else "running" if self.running else "idle"
@@ -266,6 +271,10 @@ async def _loop(actor: Actor, mailbox: Mailbox) -> StopReason:
     while True:
         with trio.CancelScope() as shared:
             while not shared.cancel_called:
+                answering = actor.answering
+                if answering is not None:  # a watched terminal, then the next item (as ordered now)
+                    actor.answering = None
+                    await answering.wait()
                 reply = await mailbox.next()
                 if reply.state == "dropped":
                     continue
@@ -340,11 +349,15 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
         # Its tool calls are recorded: like a turn, answered only once they are durable.
         if reply.rider is not None:
             ride(reply, result, None)  # committed with them (pride.actors.riders)
-        failure = await _commit_step(actor)
-        if failure is None:
-            reply.succeed(result)
+        barrier = deferrable(actor)
+        if barrier is not None:  # answered by the commit (or at once: nothing to commit)
+            hand_over_step(actor, reply, result, barrier)
         else:
-            reply.fail(failure)
+            failure = await _commit_step(actor)
+            if failure is None:
+                reply.succeed(result)
+            else:
+                reply.fail(failure)
     finally:
         uncarry(carried)
         meter.close()

@@ -31,18 +31,18 @@ escapes the loop for the supervisor to handle.
 from __future__ import annotations
 
 import logging
-import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
-from ..errors import ApprovalRequired, Escalate, StopStream, StoreError, TurnCancelled
-from ..messages import RunEnd, RunFailed, RunStart, RunSuspended, Signal, WorkCommand, new_id
+from ..errors import ApprovalRequired, Escalate, StoreError
+from ..messages import RunStart, WorkCommand, new_id
 from . import instrument, turn, wiring
 from .budget import Meter, carry, uncarry
+from .commit import deferrable, hand_over_turn
 from .dispatch import run_command
+from .ending import SUCCESS, Outcome, announce, answer, classify
 from .journal import open_run
 from .mailbox import Reply
 from .riders import ride
@@ -102,7 +102,8 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     carried = carry(reply.allowance)  # what the turn sends draws on it too
     result: Any = None
     error: BaseException | None = None
-    outcome: _Outcome | None = None
+    outcome: Outcome | None = None
+    handed = False
     try:
         try:
             if observer is not None and wiring.wants(observer, RunStart):
@@ -133,19 +134,30 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
             error = _over_budget(meter.error, error, reply)
         if stream is not None:
             stream.close()
-        outcome = _SUCCESS if error is None else _classify(error, reply)
+        outcome = SUCCESS if error is None else classify(error, reply)
         if run is not None:
             outcome = _end_journal_run(actor, state, run, outcome)
-        if state.nested is not None or state.signals is not None or actor.barriers:
+        barrier = deferrable(actor)
+        quiet = state.nested is None and state.signals is None and stream is None
+        if barrier is not None and quiet and outcome.reraise is None:
+            if reply.rider is not None:
+                ride(reply, result if outcome.result_kept else None, outcome.failure)
+            ended = hand_over_turn(actor, state, outcome, reply, result, barrier=barrier)
+            if ended is None:
+                handed = True  # the commit ends it (pride.actors.commit)
+            else:
+                outcome = ended
+                await announce(actor, state, outcome)
+        elif not quiet or actor.barriers:
             outcome = await _finalise(actor, state, outcome, reply, result)
         else:
             if reply.rider is not None:
                 ride(reply, result if outcome.result_kept else None, outcome.failure)
             if observer is not None or actor.account.parent is not None:
                 # Nothing to end, drain or commit: no shielded scope, the terminal now.
-                await _announce(actor, state, outcome)
+                await announce(actor, state, outcome)
     except BaseException as exc:  # a fault of the runtime itself: answer, then crash
-        outcome = _Outcome(exc, reraise=exc)
+        outcome = Outcome(exc, reraise=exc)
         if run is not None and not state.suspended:
             run.end(exc, can_suspend=False)
     finally:
@@ -157,19 +169,16 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         turn.unbind(token)
         if stream is not None:
             stream.close()
-        if state.trace is not None:  # ended before the caller is answered
-            _end_trace(state, outcome)
-    if outcome.failure is None:
-        reply.succeed(result if outcome.result_kept else None)
-    else:
-        reply.fail(outcome.failure)
+    if handed:
+        return
+    answer(state, outcome, reply, result)
     if outcome.reraise is not None:
         raise outcome.reraise
 
 
 async def _finalise(
-    actor: Actor, state: turn.TurnState, outcome: _Outcome, reply: Reply, result: Any
-) -> _Outcome:
+    actor: Actor, state: turn.TurnState, outcome: Outcome, reply: Reply, result: Any
+) -> Outcome:
     """End nested work, drain message signals, pass the turn's barriers (a store's
     commit), emit the terminal: shielded and bounded. Returns the final outcome.
 
@@ -200,10 +209,10 @@ async def _finalise(
                 # The turn's messages may not be durable: say so to the caller.
                 log.error("turn %s of branch %r: %s", turn_id, name, exc, exc_info=exc)
                 if outcome.failure is None:
-                    outcome = _Outcome(exc)
+                    outcome = Outcome(exc)
         committed = True
         attempted = True
-        await _announce(actor, state, outcome)
+        await announce(actor, state, outcome)
     if guard.cancelled_caught:
         log.error(
             "turn %s of branch %r did not finalise within %ss; finalisation was cut short",
@@ -224,19 +233,13 @@ async def _finalise(
                     except Exception as exc:
                         log.error("turn %s of branch %r: %s", turn_id, name, exc)
                         if outcome.failure is None:
-                            outcome = _Outcome(exc)
+                            outcome = Outcome(exc)
                 committed = True
             if not attempted:  # every turn gets its terminal
-                await _announce(actor, state, outcome)
+                await announce(actor, state, outcome)
         if not committed and outcome.failure is None:  # never answered ok uncommitted
-            outcome = _Outcome(uncommitted(actor))
+            outcome = Outcome(uncommitted(actor))
     return outcome
-
-
-def _end_trace(state: turn.TurnState, outcome: _Outcome | None) -> None:
-    failure = outcome.failure if outcome is not None else None
-    cancelled = outcome.cancelled if outcome is not None else False
-    state.trace.end(failure, cancelled, state.meter.usage())
 
 
 def _over_budget(
@@ -254,7 +257,7 @@ def _over_budget(
     return exceeded
 
 
-def _end_journal_run(actor: Actor, state: turn.TurnState, run: Any, outcome: _Outcome) -> _Outcome:
+def _end_journal_run(actor: Actor, state: turn.TurnState, run: Any, outcome: Outcome) -> Outcome:
     """End the turn's journal run; a run with calls waiting for approval suspends,
     and its caller gets ApprovalRequired (even if the operation swallowed it)."""
     can_suspend = outcome.reraise is None and not outcome.cancelled
@@ -264,104 +267,18 @@ def _end_journal_run(actor: Actor, state: turn.TurnState, run: Any, outcome: _Ou
     failure = outcome.failure
     if not (isinstance(failure, ApprovalRequired) and failure.turn_id == run.turn_id):
         failure = ApprovalRequired(run.turn_id, run.pending, actor.branch.name)
-    return _Outcome(failure)
+    return Outcome(failure)
 
 
-def _escalated(state: turn.TurnState, outcome: _Outcome) -> _Outcome:
+def _escalated(state: turn.TurnState, outcome: Outcome) -> Outcome:
     """The outcome once the turn's own tasks had their say: an Escalate from a
     nested task or an async hook escalates the turn (after it finalises)."""
     if outcome.reraise is not None:
         return outcome
     for group in (state.nested, state.signals):
         if group is not None and group.escalation is not None:
-            return _Outcome(group.escalation, reraise=group.escalation)
+            return Outcome(group.escalation, reraise=group.escalation)
     return outcome
-
-
-@attrs.frozen
-class _Outcome:
-    failure: BaseException | None  # what the caller receives, None on success
-    cancelled: bool = False
-    result_kept: bool = True
-    reraise: BaseException | None = None  # escapes the actor loop after answering
-
-
-_SUCCESS = _Outcome(None)
-
-
-def _classify(error: BaseException | None, reply: Reply) -> _Outcome:
-    if error is None:
-        return _SUCCESS
-    if isinstance(error, StopStream):
-        return _Outcome(None, result_kept=False)
-    if isinstance(error, trio.Cancelled):
-        if reply.cancel_reason is not None:
-            reason = reply.cancel_reason
-            if reason == "stream_closed":
-                return _Outcome(None, result_kept=False)
-            return _Outcome(TurnCancelled(reason), cancelled=True)
-        # The actor itself is being cancelled from outside: finalise, then let it go.
-        return _Outcome(TurnCancelled("shutdown"), cancelled=True, reraise=error)
-    if isinstance(error, Escalate):
-        return _Outcome(error, reraise=error)
-    if isinstance(error, Exception):
-        return _Outcome(error)
-    return _Outcome(error, reraise=error)  # KeyboardInterrupt and friends
-
-
-async def _announce(actor: Actor, state: turn.TurnState, outcome: _Outcome) -> None:
-    """The turn's end: counted on the accounts above its branch (what a session's
-    statistics report), then its terminal signal, built only if a subscriber may
-    want it. Waiting for async subscribers is shielded (and bounded)."""
-    kind = _terminal_kind(state, outcome)
-    above = actor.account.parent
-    if above is not None:
-        above.count_turn(_ENDED[kind])
-    observer = actor.observer
-    if observer is None or not wiring.wants(observer, kind):
-        return
-    signal = _terminal(actor, state, outcome, kind)
-    pending = wiring.dispatch_lifecycle(actor, signal)
-    if pending is not None:
-        with trio.CancelScope(shield=True):
-            await wiring.await_lifecycle(actor, signal, pending)
-
-
-_ENDED: dict[type[Signal], str] = {RunEnd: "done", RunFailed: "failed", RunSuspended: "suspended"}
-
-
-def _terminal_kind(state: turn.TurnState, outcome: _Outcome) -> type[Signal]:
-    if outcome.failure is None:
-        return RunEnd
-    if state.suspended and state.journal is not None:
-        return RunSuspended
-    return RunFailed
-
-
-def _terminal(actor: Actor, state: turn.TurnState, outcome: _Outcome, kind: type[Signal]) -> Signal:
-    branch = actor.branch
-    # What every terminal says: whose turn, how long, and the work it did.
-    common: dict[str, Any] = {
-        "branch_id": branch.id,
-        "branch_name": branch.name,
-        "turn_id": state.context.turn_id,
-        "duration_ms": (time.perf_counter() - state.started_at) * 1000.0,
-        "input_tokens": state.input_tokens,
-        "output_tokens": state.output_tokens,
-        "cached_tokens": state.cached_tokens,
-        "total_cost_usd": state.cost_usd,
-        "model_calls": state.model_calls,
-        "tool_calls": state.tool_calls,
-    }
-    if kind is RunEnd:
-        return RunEnd(**common)
-    failure = outcome.failure
-    error: dict[str, Any] = {"error_type": type(failure).__name__, "error_message": str(failure)}
-    if kind is RunSuspended:
-        assert state.journal is not None
-        pending = tuple(call.call_id for call in state.journal.pending)
-        return RunSuspended(**common, **error, pending=pending)
-    return RunFailed(**common, **error, cancelled=outcome.cancelled)
 
 
 # ------------------------------------------------------------ shared with Act steps

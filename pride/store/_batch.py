@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Callable
 
 import attrs
 import trio
@@ -18,7 +19,7 @@ from ..errors import StoreError
 from .flows import FlowOp
 from .journal import JournalOp
 
-__all__ = ["HEADER", "REWRITE", "Batch", "Row", "materialised"]
+__all__ = ["HEADER", "REWRITE", "AfterCommit", "Batch", "Row", "materialised"]
 
 log = logging.getLogger("pride.store")
 
@@ -30,6 +31,9 @@ REWRITE = -1
 HEADER = -2
 
 Row = tuple[str, int, str, str]
+
+AfterCommit = Callable[[StoreError | None], None]
+"""Called once a batch's commit is over: with None (committed) or the failure."""
 
 
 @attrs.define
@@ -50,6 +54,10 @@ class Batch:
     refused: dict[str, StoreError] = attrs.field(factory=dict)
     """Per branch, the first message queued in this batch that could not be made a row:
     the branch's flush fails with it, so the turn that recorded it is not answered ok."""
+    waiters: list[tuple[str, Batch | None, AfterCommit]] = attrs.field(factory=list)
+    """What to call once this batch's commit is over: ``(key, earlier, done)``, where
+    ``earlier`` is the batch that was being committed with rows of ``key`` when the
+    waiter was added (its failure is the waiter's too), see `WriteQueue.after_commit`."""
 
     def holds(self, branch_name: str | None) -> bool:
         if branch_name is None:
@@ -62,6 +70,19 @@ class Batch:
         if branch_name is None:
             return next(iter(self.refused.values()), None)
         return self.refused.get(branch_name)
+
+    def answer_waiters(self) -> None:
+        """Call every waiter with its outcome (the commit is over); a waiter that
+        raises is logged, and the others are still called."""
+        waiters, self.waiters = self.waiters, []
+        for key, earlier, done in waiters:
+            failure = self.failure(key)
+            if failure is None and earlier is not None:
+                failure = earlier.failure(key)
+            try:
+                done(failure)
+            except Exception:
+                log.exception("a commit waiter of %r failed", key)
 
     def journal_ops(self) -> list[JournalOp]:
         return [op for ops in self.journal.values() for op in ops]

@@ -26,22 +26,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import trio
 
 from ..errors import StoreError
-from ._batch import Batch, Row, materialised
+from ._batch import AfterCommit, Batch, Row, materialised
 from .flows import FlowOp
 from .journal import JournalOp
 
-__all__ = ["WriteQueue", "Writer"]
+__all__ = ["Spawn", "WriteQueue", "Writer"]
 
 log = logging.getLogger("pride.store")
 
 Writer = Callable[[list[Row], list[JournalOp], list[FlowOp]], None]
 """Writes one batch in one transaction (blocking: run in a worker thread)."""
+
+Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+"""Starts a task (``nursery.start_soon``)."""
 
 
 class WriteQueue:
@@ -59,6 +62,7 @@ class WriteQueue:
         self.committing: Batch | None = None
         self._lock = trio.Lock()  # one write at a time: a commit, a save, a delete
         self.commits = 0
+        self._committer = False  # a task committing for the waiters runs (or was started)
 
     # ------------------------------------------------------------ queueing
 
@@ -139,6 +143,44 @@ class WriteQueue:
             if failure is not None:
                 raise failure
 
+    def after_commit(self, key: str, done: AfterCommit, spawn: Spawn) -> bool:
+        """Call ``done(failure)`` once what ``key`` queued so far is committed (None)
+        or a commit holding it failed (the StoreError), without waiting for it.
+
+        Returns False, and calls nothing, when nothing of ``key`` is queued or
+        being committed. Otherwise ``done`` is called, once, by whichever task
+        commits the batch holding ``key``'s last rows (never from inside this
+        call); if no commit is under way or started for waiters, ``spawn``
+        starts one. Like `flush`, a commit of ``key``'s rows already under way
+        that fails is ``done``'s failure too, even if the next one succeeds.
+        """
+        pending, committing = self.pending, self.committing
+        earlier = committing if committing is not None and committing.holds(key) else None
+        if pending.holds(key):
+            pending.waiters.append((key, earlier, done))
+            if not self._committer:
+                self._committer = True
+                spawn(self._commit_for_waiters)
+            return True
+        if earlier is not None:
+            earlier.waiters.append((key, None, done))
+            return True
+        return False
+
+    async def _commit_for_waiters(self) -> None:
+        """Commit until no waiter waits for a queued batch (one commit per batch of
+        turns: the waiters queued while one commit is under way share the next)."""
+        try:
+            # The waiters' callers are answered only by a commit: it must happen even
+            # if the task hosting it is cancelled (a shutdown).
+            with trio.CancelScope(shield=True):
+                while self.pending.waiters:
+                    async with self._lock:
+                        if self.pending.waiters:  # nobody committed them meanwhile
+                            await self._commit()
+        finally:
+            self._committer = False
+
     async def _commit(self) -> None:
         """Commit the pending batch (the caller holds the write)."""
         batch, self.pending = self.pending, Batch()
@@ -165,3 +207,4 @@ class WriteQueue:
         finally:
             self.committing = None
             batch.done.set()
+            batch.answer_waiters()

@@ -67,9 +67,10 @@ import trio
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure, unstructure
 from ..messages.codec import dump_json, parse_json
-from ._batch import HEADER, REWRITE, Row
+from ._batch import HEADER, REWRITE, AfterCommit, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
-from ._queue import WriteQueue
+from ._journals import Journals
+from ._queue import Spawn, WriteQueue
 from ._rows import message_text, projection_text, row_text
 from ._tables import (
     delete_branch,
@@ -79,8 +80,8 @@ from ._tables import (
     replace_branch,
     write_batch,
 )
-from .flows import FlowOp, StoredFlow, flow_key, load_flows
-from .journal import JournalOp, StoredTurn, Text, load_turns
+from .flows import FlowOp, StoredFlow
+from .journal import JournalOp, StoredTurn
 
 __all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredFlow", "StoredTurn"]
 
@@ -110,7 +111,7 @@ class SavableBranch(Protocol):
     def to_dict(self, mode: Any = ...) -> Mapping[str, Any]: ...
 
 
-class BranchStore:
+class BranchStore(Journals):
     """A SQLite file of branch projections and messages.
 
     Use as ``async with BranchStore(path) as store:``; opening creates the file
@@ -248,91 +249,6 @@ class BranchStore:
         self._queue.row((branch.name, HEADER, branch.id_str, header))
         self.rewrite(branch.name, list(branch.messages))
 
-    # ------------------------------------------------------------- journal
-
-    def journal_begin(
-        self,
-        branch_name: str,
-        turn_id: str,
-        command: Text | None,
-        *,
-        tag: str | None = None,
-        detail: str | None = None,
-    ) -> None:
-        """Queue the journal entry of a turn of ``branch_name`` (status ``"running"``):
-        the command that started it (JSON text, or a function returning it, called
-        at commit time) and its sender's tag (JSON text). See `pride.store.journal`."""
-        self._queue_journal(
-            JournalOp("begin", branch_name, turn_id, data=command, tag=tag, detail=detail)
-        )
-
-    def journal_step(self, branch_name: str, turn_id: str, step: int, data: Text) -> None:
-        """Queue step ``step`` of a journaled turn (replacing what that step held)."""
-        self._queue_journal(JournalOp("step", branch_name, turn_id, step=step, data=data))
-
-    def journal_status(
-        self,
-        branch_name: str,
-        turn_id: str,
-        status: str,
-        *,
-        detail: str | None = None,
-        tag: str | None = None,
-    ) -> None:
-        """Queue a status change of a journaled turn (``"running"``, ``"suspended"``);
-        ``tag`` None keeps its tag."""
-        self._queue_journal(
-            JournalOp("status", branch_name, turn_id, status=status, detail=detail, tag=tag)
-        )
-
-    def journal_end(self, branch_name: str, turn_id: str) -> None:
-        """Queue forgetting a journaled turn that ended (with its steps).
-
-        A turn whose begin is still queued (no commit took it yet) is simply
-        taken out of the queue: nothing of it is ever written, and a flush
-        of its branch has nothing to wait for.
-        """
-        self._require(write=True)
-        if not self._queue.forget_unwritten_turn(branch_name, turn_id):
-            self._queue_journal(JournalOp("end", branch_name, turn_id))
-
-    def _queue_journal(self, op: JournalOp) -> None:
-        self._require(write=True)
-        self._queue.journal(op)
-
-    # ------------------------------------------------------------ flow journal
-
-    def flow_begin(self, flow_id: str, name: str | None, plan: Text) -> None:
-        """Queue the journal entry of a flow run: its plan (JSON text, or a function
-        returning it, called at commit time). See `pride.store.flows`; commit it
-        with ``flush(flow_key(flow_id))``."""
-        self._queue_flow(FlowOp("begin", flow_id, name=name, data=plan))
-
-    def flow_event(
-        self, flow_id: str, seq: int, data: Text, *, branch_name: str | None = None
-    ) -> None:
-        """Queue event ``seq`` of a journaled flow (a node ended, or was added); with
-        ``branch_name`` it counts as that branch's too, so the branch's next
-        flush (the commit of the turn that produced the outcome) commits it."""
-        self._queue_flow(FlowOp("event", flow_id, data=data, seq=seq), branch_name)
-
-    def flow_end(self, flow_id: str) -> None:
-        """Queue forgetting a journaled flow that finished (with its events)."""
-        self._queue_flow(FlowOp("end", flow_id))
-
-    def _queue_flow(self, op: FlowOp, branch_name: str | None = None) -> None:
-        self._require(write=True)
-        self._queue.flow(op, flow_key(op.flow_id), branch_name)
-
-    async def unfinished_flows(self, flow_id: str | None = None) -> list[StoredFlow]:
-        """The flow journal's unfinished flows (one, or all), oldest first, each with
-        its events (see `pride.store.flows`)."""
-        db = self._require()
-        flows: list[StoredFlow] = await self._run(
-            "reading the flow journal of", load_flows, db, flow_id
-        )
-        return flows
-
     def _registered_seq(self, branch_name: str) -> int:
         seq = self._next_seq.get(branch_name)
         if seq is None:
@@ -372,6 +288,26 @@ class BranchStore:
         self._require(write=True)
         await self._queue.flush(branch_name)
 
+    def after_commit(self, branch_name: str, done: AfterCommit, spawn: Spawn) -> bool:
+        """The non-blocking form of ``flush(branch_name)``: call ``done(failure)``
+        once what ``branch_name`` queued so far is committed (``failure`` None) or
+        a commit holding it failed (the [`StoreError`][pride.StoreError]).
+
+        Returns False, calling nothing, when nothing of ``branch_name`` is queued
+        or being committed. Otherwise ``done`` is called exactly once, from the
+        task that commits (never from inside this call): ``spawn`` (a nursery's
+        ``start_soon``) starts that task when no commit for waiters is under
+        way. The commit runs shielded from cancellation, so ``done`` is called
+        even if that nursery is being cancelled. ``done`` must not block (it is
+        called synchronously, one waiter after another); one that raises is
+        logged.
+
+        A turn uses it to be answered by the commit that makes it durable, so
+        its actor can serve its next item meanwhile (`pride.actors.commit`).
+        """
+        self._require(write=True)
+        return self._queue.after_commit(branch_name, done, spawn)
+
     def _write_batch(self, rows: list[Row], journal: list[JournalOp], flows: list[FlowOp]) -> None:
         write_batch(self._require(write=True), rows, journal, flows)
 
@@ -406,18 +342,6 @@ class BranchStore:
         projection = dict(branch.to_dict(mode="json"))
         projection.pop("messages", None)
         await self.save_branch(branch.name, branch.id_str, projection, list(branch.messages))
-
-    async def unfinished_turns(self, branch_name: str | None = None) -> list[StoredTurn]:
-        """The journal's unfinished turns (of ``branch_name``, or of every branch),
-        oldest first, each with its steps (see `pride.store.journal`)."""
-        db = self._require()
-        what = (
-            f"reading the turn journal of {branch_name!r} from"
-            if branch_name
-            else ("reading the turn journal of")
-        )
-        turns: list[StoredTurn] = await self._run(what, load_turns, db, branch_name)
-        return turns
 
     async def register(self, name: str) -> None:
         """Let [`append`][pride.store.BranchStore.append] add to a branch already stored

@@ -39,12 +39,14 @@ handlers (with the ``tag`` its first sender gave it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 import attrs
 
 from ..actors import Branch, Reply
+from ..actors.commit import CommitBarrier
 from ..actors.journal import BranchJournal, Durability
 from ..actors.turn import TurnState
 from ..messages import Resume, RoledMessage
@@ -60,6 +62,31 @@ class _Rewrite:
     """A history rewritten during a turn: its messages as they were then."""
 
     messages: list[RoledMessage]
+
+
+class _Commit(CommitBarrier):
+    """A member's turn barrier: queue what the turn recorded, and commit it (this
+    branch's rows only: a commit that failed elsewhere fails the turns whose rows
+    it held, not this one's)."""
+
+    __slots__ = ("_stage", "branch", "store")
+
+    def __init__(
+        self, store: BranchStore, branch: Branch, stage: Callable[[TurnState | None], None]
+    ) -> None:
+        self.store = store
+        self.branch = branch
+        self._stage = stage
+
+    def stage(self, state: TurnState | None) -> None:
+        self._stage(state)
+
+    def after_commit(self, done: Callable[[Exception | None], None], spawn: Any) -> bool:
+        return self.store.after_commit(self.branch.name, done, spawn)
+
+    async def __call__(self, state: TurnState | None) -> None:
+        self.stage(state)
+        await self.store.flush(self.branch.name)
 
 
 class Persistence:
@@ -190,7 +217,7 @@ class Persistence:
             held.clear()  # the whole history goes anyway
             store.rewrite(branch.name, list(branch.messages))
 
-        async def commit(state: TurnState | None) -> None:  # None: after an Act
+        def stage(state: TurnState | None) -> None:  # None: after an Act
             nonlocal new
             if state is not None and state.suspended:
                 held.clear()  # the turn was rolled back: its messages come again on resume
@@ -199,10 +226,8 @@ class Persistence:
                     store.queue_save(branch)
             elif held:
                 drain()
-            # This branch's rows only: a commit that failed elsewhere fails the
-            # turns whose rows it held, not this one.
-            await store.flush(branch.name)
 
+        commit = _Commit(store, branch, stage)
         branch.add_message_listener(persist)
         branch.add_rewrite_listener(rewrite)
         branch.actor.add_turn_barrier(commit)

@@ -1,0 +1,246 @@
+"""Turns answered by their commit: the actor hands a finished turn to the store's
+commit and serves its next item meanwhile.
+
+A branch with a store ends every turn (and every ``Act``) with a commit of
+what it recorded: its caller is answered ok only once that commit succeeded
+(DESIGN.md, "What pride trusts"). Waiting for it in the actor's own task
+costs a wake-up of every actor for every commit, and lines the waiting
+actors up behind the commit's lock. Instead, a turn with nothing left to end
+under a shield (no nested tasks, no signal deliveries, not a stream) hands
+its end to the commit: the `CommitBarrier` queues the turn's rows at once
+and asks the store to call back once they are durable
+(`BranchStore.after_commit`). The task that commits then ends every turn of
+the batch in one pass, in queue order: the turn is counted on the session's
+accounts, its terminal signal is dispatched (if a subscriber may want it),
+its trace is ended and its caller is answered, with ``StoreError`` if the
+commit failed. Nothing of the order a caller sees changes: still committed
+before answered, still the terminal before the answer.
+
+Meanwhile the actor serves its next item. A later turn of the branch built
+on an earlier one still in flight queues its rows behind the earlier ones;
+a commit of the branch's rows that fails fails the turns whose rows it held
+and every turn that was waiting behind it (as ``flush`` does), and serving
+goes on. When a subscriber may see the turn's terminal, the actor waits for
+it before it takes the next item, so each branch's signals keep their order
+(a turn's terminal before the next turn's ``RunStart``); nobody watching,
+nothing waits.
+
+A turn that recorded nothing (and whose branch has nothing in flight) has
+nothing to wait for: it ends at once, in the actor's task, with no cancel
+scope and no task switch (an ``Act`` with no tool call, a ``Chat``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..messages import RunEnd, RunFailed, RunSuspended
+from . import wiring
+from .ending import Outcome, answer, counted
+
+if TYPE_CHECKING:
+    from .actor import Actor
+    from .mailbox import Reply
+    from .turn import TurnState
+
+__all__ = ["CommitBarrier", "Handoff", "deferrable", "hand_over_step", "hand_over_turn"]
+
+log = logging.getLogger("pride.actor")
+
+Spawn = Callable[[Callable[[], Awaitable[None]]], None]
+
+
+class CommitBarrier:
+    """A turn barrier that commits what the turn recorded (a store's), in two halves
+    so that the actor need not wait for it.
+
+    Awaited (``await barrier(state)``) it is an ordinary barrier: `stage`, then
+    wait for the commit. The actor uses the halves instead when it can:
+    `stage` (synchronous) queues what the turn left, then `after_commit`
+    arranges a callback for when it is durable.
+    """
+
+    __slots__ = ()
+
+    def stage(self, state: TurnState | None) -> None:
+        """Queue what the turn (``state``; None after an ``Act``) left to commit."""
+        raise NotImplementedError
+
+    def after_commit(self, done: Callable[[Exception | None], None], spawn: Spawn) -> bool:
+        """Call ``done(failure)`` once what was staged is durable (``failure`` None)
+        or its commit failed; False (nothing called) if nothing waits for a commit.
+        ``spawn`` starts the task that commits, if one is needed."""
+        raise NotImplementedError
+
+    async def __call__(self, state: TurnState | None) -> None:
+        """Stage, and wait for the commit.
+
+        Raises:
+            StoreError: the commit failed.
+        """
+        raise NotImplementedError
+
+
+def deferrable(actor: Actor) -> CommitBarrier | None:
+    """The actor's one barrier, if it is a `CommitBarrier` (else None: the turn
+    awaits its barriers itself)."""
+    barriers = actor.barriers
+    if barriers is not None and len(barriers) == 1 and isinstance(barriers[0], CommitBarrier):
+        return barriers[0]
+    return None
+
+
+class Handoff:
+    """A turn handed to its commit: ended and answered by the task that commits.
+
+    ``finished`` turns True once its caller was answered; `wait` waits for it
+    (the actor does, before its next item, when the terminal may be watched).
+    """
+
+    __slots__ = (
+        "above",
+        "actor",
+        "finished",
+        "observer",
+        "outcome",
+        "reply",
+        "result",
+        "state",
+        "waiter",
+    )
+
+    def __init__(
+        self, actor: Actor, state: TurnState, outcome: Outcome, reply: Reply, result: Any
+    ) -> None:
+        self.actor = actor
+        self.state = state
+        self.outcome = outcome
+        self.reply = reply
+        self.result = result
+        # What the turn ran attached to: a Detach served meanwhile changes the actor's.
+        self.observer = actor.observer
+        self.above = actor.account.parent
+        self.finished = False
+        self.waiter: trio.lowlevel.Task | None = None
+
+    def __call__(self, failure: Exception | None) -> None:
+        """The commit is over (``failure`` None: durable): end the turn."""
+        outcome = self.outcome
+        if failure is not None:
+            state, name = self.state, self.actor.branch.name
+            # The turn's messages may not be durable: say so to the caller.
+            log.error("turn %s of branch %r: %s", state.context.turn_id, name, failure)
+            if outcome.failure is None:
+                outcome = Outcome(failure)
+        signal = counted(self.actor, self.state, outcome, self.observer, self.above)
+        pending = None
+        if signal is not None and self.observer is not None:
+            try:
+                pending = self.observer.dispatch(signal)
+            except Exception:
+                log.exception(
+                    "observer failed on %s of branch %r",
+                    type(signal).__name__,
+                    self.actor.branch.name,
+                )
+        if pending is None:
+            self._answer(outcome)
+            return
+        host = self.actor.host or self.state.host
+        if host is None:  # no nursery left to wait in: the subscribers are dropped
+            pending.close()
+            log.warning("async subscribers of a terminal of %r dropped", self.actor.branch.name)
+            self._answer(outcome)
+            return
+        host.start_soon(self._after_subscribers, signal, pending, outcome)
+
+    async def _after_subscribers(self, signal: Any, pending: Any, outcome: Outcome) -> None:
+        with trio.CancelScope(shield=True):  # bounded by FINALIZE_GRACE inside
+            await wiring.await_lifecycle(self.actor, signal, pending)
+        self._answer(outcome)
+
+    def _answer(self, outcome: Outcome) -> None:
+        try:
+            answer(self.state, outcome, self.reply, self.result)
+        finally:
+            self.finished = True
+            waiter, self.waiter = self.waiter, None
+            if waiter is not None:
+                trio.lowlevel.reschedule(waiter)
+
+    async def wait(self) -> None:
+        """Wait until the turn's caller was answered (its terminal dispatched).
+
+        Cancellation: a cancelled wait leaves the turn to its commit.
+        """
+        if self.finished:
+            return
+        self.waiter = trio.lowlevel.current_task()
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self.waiter = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+def hand_over_turn(
+    actor: Actor,
+    state: TurnState,
+    outcome: Outcome,
+    reply: Reply,
+    result: Any,
+    *,
+    barrier: CommitBarrier,
+) -> Outcome | None:
+    """Stage the turn's commit and hand the turn to it; None if it was handed over
+    (the commit ends it), else the outcome to end it with now (nothing to wait
+    for, or staging failed)."""
+    try:
+        barrier.stage(state)
+    except Exception as exc:
+        log.error("turn %s of branch %r: %s", state.context.turn_id, actor.branch.name, exc)
+        return outcome if outcome.failure is not None else Outcome(exc)
+    handoff = Handoff(actor, state, outcome, reply, result)
+    assert actor.host is not None
+    if not barrier.after_commit(handoff, actor.host.start_soon):
+        return outcome
+    reply.start(reply.turn_id, None)  # a caller giving up now cancels nothing of the actor's
+    observer = handoff.observer
+    if observer is not None and _watched(observer):
+        actor.answering = handoff  # its terminal goes before the branch's next signal
+    return None
+
+
+def _watched(observer: Any) -> bool:
+    """Whether a subscriber may see a terminal of the branch's turns."""
+    return any(wiring.wants(observer, kind) for kind in (RunEnd, RunFailed, RunSuspended))
+
+
+def hand_over_step(actor: Actor, reply: Reply, result: Any, barrier: CommitBarrier) -> None:
+    """Stage an ``Act``'s commit and answer it once that is durable (at once if
+    nothing waits for a commit)."""
+    try:
+        barrier.stage(None)
+    except Exception as exc:
+        log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
+        reply.fail(exc)
+        return
+    name = actor.branch.name
+
+    def done(failure: Exception | None) -> None:
+        if failure is None:
+            reply.succeed(result)
+            return
+        log.error("an Act of branch %r: %s", name, failure)
+        reply.fail(failure)
+
+    assert actor.host is not None
+    if barrier.after_commit(done, actor.host.start_soon):
+        reply.start(None, None)
+    else:
+        reply.succeed(result)
