@@ -35,6 +35,7 @@ log = logging.getLogger("pride.cluster")
 
 _APPLICATION = "pride-envelope-journal"
 _LOOKUP_CHUNK = 500  # ids per lookup statement (SQLite allows 32,766 parameters)
+_INSERT = "INSERT OR IGNORE INTO envelopes(envelope_id, branch_name, received_at) VALUES (?,?,?)"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -80,20 +81,41 @@ class EnvelopeJournal:
         """Record ``(envelope_id, branch_name)`` pairs; return the ids recorded before
         this call (an id twice in ``pairs`` is the caller's to notice).
 
-        One transaction for the lot, in two statements (a lookup of the ids
-        already there, then one insert of all), not one per envelope: a busy
-        caller's batch holds hundreds. Ids already recorded are left as they were.
+        One transaction for the lot, never one per envelope (a busy caller's
+        batch holds hundreds). The common case, nothing seen before, costs one
+        statement: a lone envelope (one ask at a time) is inserted in
+        autocommit, its own transaction; a batch is inserted whole and
+        committed when every row was new. Only when some row was there already
+        (a replay) is the insert rolled back and the batch done again with a
+        lookup first, to say which. Ids already recorded are left as they were.
         """
-        pairs = list(envelopes)
-        if not pairs:
-            return set()
         now = time.time()
+        rows = [(envelope_id, branch_name, now) for envelope_id, branch_name in envelopes]
+        if not rows:
+            return set()
+        db = self._db
+        if len(rows) == 1:
+            if db.execute(_INSERT, rows[0]).rowcount == 1:
+                return set()
+            return {rows[0][0]}
+        db.execute("BEGIN")
+        try:
+            if db.executemany(_INSERT, rows).rowcount == len(rows):
+                db.execute("COMMIT")
+                return set()
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        return self._record_replayed(rows)
+
+    def _record_replayed(self, rows: list[tuple[str, str, float]]) -> set[str]:
+        """`record` for a batch that holds ids seen before: a lookup, then the insert."""
         seen: set[str] = set()
         db = self._db
         with db:
             db.execute("BEGIN")
-            for start in range(0, len(pairs), _LOOKUP_CHUNK):
-                chunk = [envelope_id for envelope_id, _ in pairs[start : start + _LOOKUP_CHUNK]]
+            for start in range(0, len(rows), _LOOKUP_CHUNK):
+                chunk = [row[0] for row in rows[start : start + _LOOKUP_CHUNK]]
                 marks = ",".join("?" * len(chunk))
                 seen.update(
                     row[0]
@@ -101,11 +123,7 @@ class EnvelopeJournal:
                         f"SELECT envelope_id FROM envelopes WHERE envelope_id IN ({marks})", chunk
                     )
                 )
-            db.executemany(
-                "INSERT OR IGNORE INTO envelopes(envelope_id, branch_name, received_at) "
-                "VALUES (?,?,?)",
-                [(envelope_id, branch_name, now) for envelope_id, branch_name in pairs],
-            )
+            db.executemany(_INSERT, rows)
         return seen
 
     def note_turns(self, turns: Iterable[tuple[str, str]]) -> None:

@@ -26,6 +26,27 @@ def test_ids_recorded_before_are_reported_and_new_ones_are_not(tmp_path: Path) -
     reopened.close()
 
 
+def test_a_lone_envelope_and_a_batch_with_a_replay_are_recorded_once(tmp_path: Path) -> None:
+    # One ask at a time takes the one-statement path; a batch holding a replayed id
+    # is rolled back and done again with a lookup: both must leave every id recorded
+    # once, and what was recorded before (its turn id) as it was.
+    journal = EnvelopeJournal(tmp_path / "journal.db")
+    assert journal.record([("lone", "b")]) == set()
+    assert journal.record([("lone", "b")]) == {"lone"}
+    journal.note_turns([("lone", "turn-lone")])
+    assert journal.record([("a", "b"), ("lone", "b"), ("c", "b")]) == {"lone"}
+    assert journal.turn_of("lone") == "turn-lone"
+    assert journal.record([("a", "b")]) == {"a"}
+    assert journal.record([("c", "b"), ("d", "b")]) == {"c"}
+    assert journal.record([("twice", "b"), ("twice", "b")]) == set()  # the caller's to notice
+    assert journal.record([("twice", "b"), ("e", "b")]) == {"twice"}
+    journal.close()
+    reopened = EnvelopeJournal(tmp_path / "journal.db")
+    ids = ["lone", "a", "c", "d", "twice", "e"]
+    assert reopened.record([(i, "b") for i in ids]) == set(ids)
+    reopened.close()
+
+
 def test_a_foreign_file_is_refused_not_adopted(tmp_path: Path) -> None:
     path = tmp_path / "journal.db"
     db = sqlite3.connect(path)
