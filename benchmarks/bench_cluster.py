@@ -192,6 +192,7 @@ async def _main(ray: Any, smoke: bool) -> None:
         print(f"  Ray calls per ask, one ask at a time: {calls / 100:.2f} (the poll included)")
         await _throughput(ref, Act(()), senders // 5, 2)
         cpu = (_cpu_seconds(pid), _cpu_seconds(os.getpid()), _ray_calls(cluster, "bench"))
+        collected = await pride.ask(ref, Call("gc_spent"))
         messages = await _throughput(ref, Act(()), senders, per_sender)
         count = senders * per_sender
         host_us = (_cpu_seconds(pid) - cpu[0]) / count * 1e6
@@ -200,6 +201,13 @@ async def _main(ray: Any, smoke: bool) -> None:
         print(
             f"  CPU per Act message: host {host_us:.0f} us, caller {caller_us:.0f} us "
             f"(whole processes); {per_call:.0f} messages per Ray call"
+        )
+        after = await pride.ask(ref, Call("gc_spent"))
+        runs = "/".join(str(int(b - a)) for a, b in zip(collected[1:], after[1:], strict=True))
+        gc_us = (after[0] - collected[0]) / count * 1e6
+        print(
+            f"  of which the host's garbage collector: {gc_us:.1f} us per message"
+            f" ({runs} collections of generations 0/1/2)"
         )
         turns = await _throughput(ref, Chat("hi"), senders, per_sender)
         print(f"  {senders} concurrent senders: {turns:,.0f} remote Chat turns/s (info)")

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 import attrs
+import msgspec
 
 from .. import errors
 from ..errors import InvalidMessage, PrideError, RemoteError
@@ -268,6 +269,13 @@ def decode_error(data: Any) -> BaseException:
 # ------------------------------------------------------------------ batches
 
 
+_parse_json = msgspec.json.decode
+"""A peer's JSON is parsed by msgspec (a dependency already): 2-3x faster than the
+standard library's, and stricter where a peer could lie (``NaN`` and ``Infinity``
+literals, numbers out of a float's range, lone surrogates are refused, not
+turned into values nothing here could send back). Its errors are ValueErrors."""
+
+
 def dumps(data: Any) -> bytes:
     """Compact JSON bytes (``data`` is already plain)."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
@@ -284,7 +292,7 @@ def loads(payload: Any, what: str) -> Any:
     if len(payload) > MAX_MESSAGE_BYTES:
         raise _problem(what, f"{len(payload)} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
     try:
-        return json.loads(payload)
+        return _parse_json(payload)
     except (ValueError, RecursionError) as exc:
         raise _problem(what, f"invalid JSON: {exc}") from None
 
@@ -296,6 +304,6 @@ def loads_text(text: str, what: str) -> Any:
         InvalidMessage: not JSON.
     """
     try:
-        return json.loads(text)
+        return _parse_json(text)
     except (ValueError, RecursionError) as exc:
         raise _problem(what, f"invalid JSON: {exc}") from None

@@ -20,7 +20,15 @@ from pride import (
     RunEnd,
     TurnCancelled,
 )
-from pride.cluster._wire import decode_error, decode_value, dumps, encode_error, encode_value, loads
+from pride.cluster._wire import (
+    decode_error,
+    decode_value,
+    dumps,
+    encode_error,
+    encode_value,
+    loads,
+    loads_text,
+)
 
 
 @attrs.frozen
@@ -139,3 +147,17 @@ def test_peer_bytes_are_bounded_and_must_be_json() -> None:
         loads("text", "batch")
     with pytest.raises(InvalidMessage, match="over the"):
         loads(b" " * (64 * 1024 * 1024 + 1), "batch")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"NaN", b"[Infinity]", b"[1e400]", b'"\\ud800"', b'{"a": "\xff"}', b"[" * 100_000],
+    ids=["nan", "infinity", "out of range", "lone surrogate", "bad utf-8", "deep nesting"],
+)
+def test_json_that_no_side_could_send_back_is_refused(payload: bytes) -> None:
+    # Values a peer could smuggle in as JSON that pride's own encoder refuses to
+    # write (non-finite numbers, strings that are not text): refused at the border.
+    with pytest.raises(InvalidMessage, match="invalid JSON"):
+        loads(payload, "batch")
+    with pytest.raises(InvalidMessage, match="invalid JSON"):
+        loads_text(payload.decode("utf-8", "surrogateescape"), "envelope.cmd")
