@@ -142,9 +142,9 @@ class Directory:
             UnknownBranch: no host serves it.
             HostLost: its host is gone, or not back within ``reconnect_timeout``.
         """
-        link = self.links.get(ref.host) if ref.host is not None else None
-        if link is not None and link.state == "up" and ref._id is not None:
-            return link  # the common case: a resolved ref to a host that is up
+        link = self.ready_link(ref)
+        if link is not None:
+            return link
         if ref.host is None:
             await self.resolve(ref)
         assert ref.host is not None
@@ -154,6 +154,14 @@ class Directory:
         link = await self.link(ref.host, create=False)
         await link.wait_up(ref.name)
         return link
+
+    def ready_link(self, ref: RemoteBranchRef) -> Link | None:
+        """The link to ``ref``'s host if ``ref`` is resolved and the link up (the
+        common case, answered without a coroutine), else None."""
+        link = self.links.get(ref.host) if ref.host is not None else None
+        if link is not None and link.state == "up" and ref._id is not None:
+            return link
+        return None
 
     def known_link(self, ref: RemoteBranchRef) -> Link:
         """The link to ``ref``'s host, without waiting.

@@ -2,10 +2,13 @@
 
 Per host, a caller process keeps one `Link` with a connection id and:
 
-* an outgoing list of items (envelopes, cancels, stream credits), sent by a
-  flusher task as numbered batches: the first item goes at once, and while
-  `MAX_IN_FLIGHT` deliveries are under way further items wait and leave
-  together, so a busy caller sends few large calls instead of many small ones;
+* an outgoing list of items (envelopes, cancels, stream credits), each
+  encoded to its JSON text once, when queued, and sent as numbered batches
+  (a batch is its items' texts joined: one pass, no second encoding). An
+  item queued while nothing is in flight leaves at once, from the task that
+  queued it; while deliveries are under way further items wait for the
+  flusher task and leave together (at most `MAX_IN_FLIGHT` deliveries at
+  once), so a busy caller sends few large calls instead of many small ones;
 * answers back on two paths: a delivery returns what the host owes the
   connection by the time its batch was taken (or shortly after), and one
   ``poll`` call always waits on the host for the rest. The host numbers what
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +46,7 @@ from ..messages import Signal, new_id, unstructure
 from ._answers import MAX_HELD_ANSWERS, Answers, Mailboxes
 from ._driver import import_ray, on_done, wait_ref
 from ._envelope import Envelope
-from ._wire import decode_error, dumps, loads
+from ._wire import decode_error, dumps_text, loads
 
 __all__ = ["MAX_BATCH", "MAX_HELD_ANSWERS", "MAX_IN_FLIGHT", "Link", "described_branches"]
 
@@ -52,6 +56,8 @@ MAX_IN_FLIGHT = 4
 """Deliveries to one host under way at once; past it, items wait and batch up."""
 MAX_BATCH = 512
 """Items in one delivery."""
+_MAX_BRANCH_TEXTS = 1024
+"""Branch names whose JSON text a link keeps (more are encoded again)."""
 
 
 class Link:
@@ -81,7 +87,7 @@ class Link:
         self.state = "connecting"  # "up", "lost" (reconnecting), "dead"
         self.conn = ""
         self._seq = 0
-        self._outgoing: list[dict[str, Any]] = []
+        self._outgoing: list[str] = []  # items' JSON texts, in order
         self._in_flight = 0
         self.envelopes: dict[str, Envelope] = {}  # sent and not answered yet, by id
         self.mailboxes = Mailboxes()
@@ -99,6 +105,7 @@ class Link:
         self.connections = 0
         self.calls = 0  # Ray calls made to the host (deliveries and polls), for benchmarks
         self._last_command: tuple[Any, str] | None = None
+        self._branch_texts: dict[str, str] = {}
         # Envelope ids: a random prefix of this link's own and a counter. Unique
         # like random ids, and in order, so the host's journal appends them to one
         # place of its index instead of touching a page of it per envelope.
@@ -147,33 +154,40 @@ class Link:
         self.mailboxes.check(branch, capacity)
 
     def submit(self, envelope: Envelope, mode: str, *, ack: bool) -> None:
-        """Queue ``envelope`` for the next delivery (never blocks)."""
-        item: dict[str, Any] = {
-            "k": "send",
-            "id": envelope.id,
-            "b": envelope.branch,
-            "mode": mode,
-            "cmd": self._command_text(envelope.reply.command),
-        }
-        if envelope.reply.trace:  # the sender's trace context: the remote turn continues it
-            item["trace"] = dict(envelope.reply.trace)
+        """Queue ``envelope`` for delivery (never blocks; see the module docstring).
+
+        ``mode`` is ``"wait"``, ``"nowait"`` or ``"stream"``.
+
+        Raises:
+            InvalidMessage: its command has no wire form (nothing was queued).
+        """
+        reply = envelope.reply
+        # The item's JSON text, written out here: every part is JSON already (the
+        # id is hex, the mode a fixed word, the branch and command texts encoded).
+        text = (
+            f'{{"k":"send","id":"{envelope.id}","b":{self._branch_text(envelope.branch)},'
+            f'"mode":"{mode}","cmd":{self._command_text(reply.command)}'
+        )
+        if reply.trace:  # the sender's trace context: the remote turn continues it
+            text += ',"trace":' + dumps_text(dict(reply.trace))
         if ack:
-            item["ack"] = True
+            text += ',"ack":true'
             envelope.waiting = True
         if mode == "stream":
-            item["window"] = envelope.window
+            text += f',"window":{envelope.window:d}'
             self._spawn(envelope.forward)
         self.envelopes[envelope.id] = envelope
         self.mailboxes.sent(envelope.branch)
-        self.push(item)
+        self._queue(text + "}")
 
     def new_envelope_id(self) -> str:
         """A fresh envelope id (hex: 80 random bits, then a count of at least 48 bits)."""
         return f"{self._id_prefix}{next(self._id_count):012x}"
 
     def _command_text(self, command: Any) -> str:
-        """The command's codec text; the same command object sent again (a caller
-        repeating one command) is encoded once. The host decodes a text once per batch.
+        """The JSON string of the command's codec text; the same command object sent
+        again (a caller repeating one command) is encoded once. The host decodes
+        a text once per batch.
 
         Raises:
             InvalidMessage: the command has no wire form.
@@ -181,15 +195,35 @@ class Link:
         last = self._last_command
         if last is not None and last[0] is command:
             return last[1]
-        text = dumps(unstructure(command)).decode()
+        text = dumps_text(dumps_text(unstructure(command)))
         self._last_command = (command, text)
         return text
 
+    def _branch_text(self, branch: str) -> str:
+        """The JSON string of a branch name (kept: a caller sends to few names)."""
+        text = self._branch_texts.get(branch)
+        if text is None:
+            if len(self._branch_texts) >= _MAX_BRANCH_TEXTS:
+                self._branch_texts.clear()
+            text = self._branch_texts[branch] = dumps_text(branch)
+        return text
+
     def push(self, item: dict[str, Any]) -> None:
+        """Queue a control item (a cancel, a stream credit, a watch...) for delivery."""
+        self._queue(dumps_text(item))
+
+    def _queue(self, text: str) -> None:
         if self.state != "up":
             return  # nothing reaches a lost host; its envelopes were failed already
-        self._outgoing.append(item)
-        self._kick.set()
+        outgoing = self._outgoing
+        outgoing.append(text)
+        if self._in_flight == 0 and len(outgoing) == 1 and self._scope is not None:
+            # Nothing under way, nothing else waiting: send it now, from this task,
+            # instead of waking the flusher to do it in the next scheduling round.
+            del outgoing[0]
+            self._send([text])
+        else:
+            self._kick.set()
 
     def watch(self) -> None:
         """Ask the host for the signals of its branches (now and after reconnecting)."""
@@ -272,8 +306,10 @@ class Link:
         self.conn = new_id().hex
         self._seq = 0
         self._answers.reset()
-        self._outgoing = [{"k": "watch", "on": True}] if self.watching else []
-        self._outgoing += [{"k": "supervise", "b": name} for name in sorted(self._supervised)]
+        self._outgoing = [dumps_text({"k": "watch", "on": True})] if self.watching else []
+        self._outgoing += [
+            dumps_text({"k": "supervise", "b": name}) for name in sorted(self._supervised)
+        ]
         self._in_flight = 0
         capacities = {b["name"]: b["capacity"] for b in self.branches}
         self.mailboxes.reset(capacities)
@@ -320,15 +356,19 @@ class Link:
                 await self._kick.wait()
             batch = self._outgoing[:MAX_BATCH]
             del self._outgoing[:MAX_BATCH]
-            payload = dumps({"conn": self.conn, "seq": self._seq, "items": batch})
-            self._seq += 1
-            ref = self.handle.deliver.remote(payload)
-            self.calls += 1
-            self._in_flight += 1
-            on_done(ref, functools.partial(self._delivered, self.conn, batch))
+            self._send(batch)
             await trio.lowlevel.checkpoint()
 
-    def _delivered(self, conn: str, batch: list[dict[str, Any]], future: Any) -> None:
+    def _send(self, batch: list[str]) -> None:
+        """Deliver ``batch`` (items' JSON texts) as the connection's next numbered batch."""
+        payload = f'{{"conn":"{self.conn}","seq":{self._seq:d},"items":[{",".join(batch)}]}}'
+        ref = self.handle.deliver.remote(payload.encode())
+        self._seq += 1
+        self.calls += 1
+        self._in_flight += 1
+        on_done(ref, functools.partial(self._delivered, self.conn, batch))
+
+    def _delivered(self, conn: str, batch: list[str], future: Any) -> None:
         if conn != self.conn:
             return  # a delivery of an earlier connection
         self._in_flight -= 1
@@ -361,7 +401,8 @@ class Link:
                 return
         # The host refused the batch as malformed: a bug on this side; say so to its callers.
         log.error("host %r refused a batch: %r", self.host, refusal)
-        for item in batch:
+        for text in batch:
+            item = json.loads(text)  # this side's own text
             envelope = self.envelopes.pop(str(item.get("id")), None)
             if envelope is not None and item.get("k") == "send":
                 envelope.refused(InvalidMessage([("batch", f"refused by the host: {refusal}")]))

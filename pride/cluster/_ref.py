@@ -95,7 +95,8 @@ class RemoteBranchRef:
         Cancellation: cancelled while waiting, the envelope is withdrawn.
         """
         check_work(envelope.command)
-        link = await self._cluster._link_for(self)
+        cluster = self._cluster
+        link = cluster._ready_link(self) or await cluster._link_for(self)
         streamed = envelope.stream is not None
         remote = Envelope(link, envelope, self.name, window=self._cluster.stream_window)
         wait = streamed or not link.has_room(self.name)

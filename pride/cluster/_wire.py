@@ -47,6 +47,7 @@ __all__ = [
     "decode_error",
     "decode_value",
     "dumps",
+    "dumps_text",
     "encode_error",
     "encode_value",
     "loads",
@@ -278,7 +279,12 @@ turned into values nothing here could send back). Its errors are ValueErrors."""
 
 def dumps(data: Any) -> bytes:
     """Compact JSON bytes (``data`` is already plain)."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return dumps_text(data).encode()
+
+
+def dumps_text(data: Any) -> str:
+    """Compact JSON text (``data`` is already plain)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def loads(payload: Any, what: str) -> Any:

@@ -431,6 +431,10 @@ class Cluster:
 
     # ------------------------------------------------------------ links
 
+    def _ready_link(self, ref: RemoteBranchRef) -> Link | None:
+        """The link to ``ref``'s host when no wait is needed (see `Directory.ready_link`)."""
+        return self._directory.ready_link(ref)
+
     async def _link_for(self, ref: RemoteBranchRef) -> Link:
         """The link to ``ref``'s host, up (see `Directory.link_for`)."""
         return await self._directory.link_for(ref)
