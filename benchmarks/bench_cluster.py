@@ -17,6 +17,7 @@ Targets (issue 16), figures from one process and one Ray cluster:
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import tempfile
@@ -100,6 +101,29 @@ def _cpu_seconds(pid: int) -> float:
 
     times = psutil.Process(pid).cpu_times()
     return float(times.user + times.system)
+
+
+class _CollectorTime:
+    """CPU time this thread spends in the garbage collector, and its collections."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def __enter__(self) -> _CollectorTime:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._started
+            self.collections[info["generation"]] += 1
 
 
 def _ray_calls(cluster: Cluster, host: str) -> int:
@@ -193,7 +217,10 @@ async def _main(ray: Any, smoke: bool) -> None:
         await _throughput(ref, Act(()), senders // 5, 2)
         cpu = (_cpu_seconds(pid), _cpu_seconds(os.getpid()), _ray_calls(cluster, "bench"))
         collected = await pride.ask(ref, Call("gc_spent"))
-        messages = await _throughput(ref, Act(()), senders, per_sender)
+        trio_thread = time.thread_time()
+        with _CollectorTime() as collector:
+            messages = await _throughput(ref, Act(()), senders, per_sender)
+        trio_thread = time.thread_time() - trio_thread
         count = senders * per_sender
         host_us = (_cpu_seconds(pid) - cpu[0]) / count * 1e6
         caller_us = (_cpu_seconds(os.getpid()) - cpu[1]) / count * 1e6
@@ -208,6 +235,14 @@ async def _main(ray: Any, smoke: bool) -> None:
         print(
             f"  of which the host's garbage collector: {gc_us:.1f} us per message"
             f" ({runs} collections of generations 0/1/2)"
+        )
+        # The caller's trio thread: pride's side and Ray's submission calls; the rest
+        # of the caller's CPU is Ray's own threads.
+        print(
+            f"  caller's trio thread per Act message: {trio_thread / count * 1e6:.0f} us, of "
+            f"which garbage collection {collector.seconds / count * 1e6:.1f} us "
+            f"({'/'.join(str(n) for n in collector.collections)} collections of "
+            "generations 0/1/2)"
         )
         turns = await _throughput(ref, Chat("hi"), senders, per_sender)
         print(f"  {senders} concurrent senders: {turns:,.0f} remote Chat turns/s (info)")
