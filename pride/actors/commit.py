@@ -33,14 +33,14 @@ scope and no task switch (an ``Act`` with no tool call, a ``Chat``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..messages import RunEnd, RunFailed, RunSuspended
 from . import wiring
-from .ending import Outcome, answer, counted
+from .ending import ENDED, Outcome, answer, ended_kind, terminal
 
 if TYPE_CHECKING:
     from .actor import Actor
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["CommitBarrier", "Handoff", "deferrable", "hand_over_step", "hand_over_turn"]
 
 log = logging.getLogger("pride.actor")
-
-Spawn = Callable[[Callable[[], Awaitable[None]]], None]
 
 
 class CommitBarrier:
@@ -70,10 +68,10 @@ class CommitBarrier:
         """Queue what the turn (``state``; None after an ``Act``) left to commit."""
         raise NotImplementedError
 
-    def after_commit(self, done: Callable[[Exception | None], None], spawn: Spawn) -> bool:
-        """Call ``done(failure)`` once what was staged is durable (``failure`` None)
-        or its commit failed; False (nothing called) if nothing waits for a commit.
-        ``spawn`` starts the task that commits, if one is needed."""
+    def after_commit(self, done: Callable[[Exception | None], None]) -> bool:
+        """Call ``done(failure)`` later, once what was staged is durable (``failure``
+        None) or its commit failed; False (nothing called) if nothing waits for a
+        commit."""
         raise NotImplementedError
 
     async def __call__(self, state: TurnState | None) -> None:
@@ -97,6 +95,13 @@ def deferrable(actor: Actor) -> CommitBarrier | None:
 class Handoff:
     """A turn handed to its commit: ended and answered by the task that commits.
 
+    It keeps only what ending the turn needs: the turn's state (what its
+    terminal and trace report) only when a subscriber may want the terminal or
+    the turn is traced, so a turn nobody watches lets go of its state, its
+    journal run and its context as soon as its actor is done with them (they
+    would otherwise outlive the round of turns a commit waits for, and burden
+    the garbage collector's young generations).
+
     ``finished`` turns True once its caller was answered; `wait` waits for it
     (the actor does, before its next item, when the terminal may be watched).
     """
@@ -110,19 +115,28 @@ class Handoff:
         "reply",
         "result",
         "state",
+        "suspended",
         "waiter",
     )
 
     def __init__(
-        self, actor: Actor, state: TurnState, outcome: Outcome, reply: Reply, result: Any
+        self,
+        actor: Actor,
+        state: TurnState | None,
+        outcome: Outcome,
+        reply: Reply,
+        result: Any,
+        *,
+        suspended: bool,
     ) -> None:
         self.actor = actor
         self.state = state
         self.outcome = outcome
         self.reply = reply
         self.result = result
+        self.suspended = suspended
         # What the turn ran attached to: a Detach served meanwhile changes the actor's.
-        self.observer = actor.observer
+        self.observer = actor.observer if state is not None else None
         self.above = actor.account.parent
         self.finished = False
         self.waiter: trio.lowlevel.Task | None = None
@@ -131,26 +145,28 @@ class Handoff:
         """The commit is over (``failure`` None: durable): end the turn."""
         outcome = self.outcome
         if failure is not None:
-            state, name = self.state, self.actor.branch.name
             # The turn's messages may not be durable: say so to the caller.
-            log.error("turn %s of branch %r: %s", state.context.turn_id, name, failure)
+            name = self.actor.branch.name
+            log.error("turn %s of branch %r: %s", self.reply.turn_id, name, failure)
             if outcome.failure is None:
                 outcome = Outcome(failure)
-        signal = counted(self.actor, self.state, outcome, self.observer, self.above)
-        pending = None
-        if signal is not None and self.observer is not None:
+        kind = ended_kind(outcome, suspended=self.suspended)
+        if self.above is not None:
+            self.above.count_turn(ENDED[kind])
+        state, observer = self.state, self.observer
+        pending = signal = None
+        if state is not None and observer is not None and wiring.wants(observer, kind):
+            signal = terminal(self.actor, state, outcome, kind)
             try:
-                pending = self.observer.dispatch(signal)
+                pending = observer.dispatch(signal)
             except Exception:
                 log.exception(
-                    "observer failed on %s of branch %r",
-                    type(signal).__name__,
-                    self.actor.branch.name,
+                    "observer failed on %s of branch %r", kind.__name__, self.actor.branch.name
                 )
         if pending is None:
             self._answer(outcome)
             return
-        host = self.actor.host or self.state.host
+        host = self.actor.host or (state.host if state is not None else None)
         if host is None:  # no nursery left to wait in: the subscribers are dropped
             pending.close()
             log.warning("async subscribers of a terminal of %r dropped", self.actor.branch.name)
@@ -205,13 +221,14 @@ def hand_over_turn(
     except Exception as exc:
         log.error("turn %s of branch %r: %s", state.context.turn_id, actor.branch.name, exc)
         return outcome if outcome.failure is not None else Outcome(exc)
-    handoff = Handoff(actor, state, outcome, reply, result)
-    assert actor.host is not None
-    if not barrier.after_commit(handoff, actor.host.start_soon):
+    observer = actor.observer
+    watched = observer is not None and _watched(observer)
+    kept = state if watched or state.trace is not None else None
+    handoff = Handoff(actor, kept, outcome, reply, result, suspended=state.suspended)
+    if not barrier.after_commit(handoff):
         return outcome
     reply.start(reply.turn_id, None)  # a caller giving up now cancels nothing of the actor's
-    observer = handoff.observer
-    if observer is not None and _watched(observer):
+    if watched:
         actor.answering = handoff  # its terminal goes before the branch's next signal
     return None
 
@@ -239,8 +256,7 @@ def hand_over_step(actor: Actor, reply: Reply, result: Any, barrier: CommitBarri
         log.error("an Act of branch %r: %s", name, failure)
         reply.fail(failure)
 
-    assert actor.host is not None
-    if barrier.after_commit(done, actor.host.start_soon):
+    if barrier.after_commit(done):
         reply.start(None, None)
     else:
         reply.succeed(result)

@@ -27,12 +27,14 @@ if TYPE_CHECKING:
     from .turn import TurnState
 
 __all__ = [
+    "ENDED",
     "SUCCESS",
     "Outcome",
     "announce",
     "answer",
     "classify",
     "counted",
+    "ended_kind",
     "terminal",
     "terminal_kind",
 ]
@@ -51,8 +53,6 @@ class Outcome:
 
 
 SUCCESS = Outcome(None)
-
-_ATTACHED: Any = object()  # the actor's current observer (or account), whatever it is
 
 
 def classify(error: BaseException | None, reply: Reply) -> Outcome:
@@ -89,33 +89,22 @@ async def announce(actor: Actor, state: TurnState, outcome: Outcome) -> None:
             await wiring.await_lifecycle(actor, signal, pending)
 
 
-def counted(
-    actor: Actor,
-    state: TurnState,
-    outcome: Outcome,
-    observer: Any = _ATTACHED,
-    above: Any = _ATTACHED,
-) -> Signal | None:
+def counted(actor: Actor, state: TurnState, outcome: Outcome) -> Signal | None:
     """Count the turn's end on the accounts above its branch; return its terminal
-    signal to dispatch, or None when no subscriber could want it.
-
-    ``observer`` and ``above`` (the account above the branch's) default to the
-    actor's current ones."""
+    signal to dispatch, or None when no subscriber could want it."""
     kind = terminal_kind(state, outcome)
-    if above is _ATTACHED:
-        above = actor.account.parent
+    above = actor.account.parent
     if above is not None:
-        above.count_turn(_ENDED[kind])
-    if observer is _ATTACHED:
-        observer = actor.observer
+        above.count_turn(ENDED[kind])
+    observer = actor.observer
     if observer is None or not wiring.wants(observer, kind):
         return None
     return terminal(actor, state, outcome, kind)
 
 
-def answer(state: TurnState, outcome: Outcome, reply: Reply, result: Any) -> None:
+def answer(state: TurnState | None, outcome: Outcome, reply: Reply, result: Any) -> None:
     """End the turn's trace (if traced), then answer its caller."""
-    if state.trace is not None:  # ended before the caller is answered
+    if state is not None and state.trace is not None:  # ended before the caller is answered
         state.trace.end(outcome.failure, outcome.cancelled, state.meter.usage())
     if outcome.failure is None:
         reply.succeed(result if outcome.result_kept else None)
@@ -123,17 +112,21 @@ def answer(state: TurnState, outcome: Outcome, reply: Reply, result: Any) -> Non
         reply.fail(outcome.failure)
 
 
-_ENDED: dict[type[Signal], str] = {RunEnd: "done", RunFailed: "failed", RunSuspended: "suspended"}
+ENDED: dict[type[Signal], str] = {RunEnd: "done", RunFailed: "failed", RunSuspended: "suspended"}
+"""How `Account.count_turn` names the end of a turn whose terminal is of a class."""
 
 
 def terminal_kind(state: TurnState, outcome: Outcome) -> type[Signal]:
     """``RunEnd`` for a success, ``RunSuspended`` for a turn waiting for approval,
     else ``RunFailed``."""
+    return ended_kind(outcome, suspended=state.suspended and state.journal is not None)
+
+
+def ended_kind(outcome: Outcome, *, suspended: bool) -> type[Signal]:
+    """`terminal_kind` from the outcome and whether the turn stopped for approval."""
     if outcome.failure is None:
         return RunEnd
-    if state.suspended and state.journal is not None:
-        return RunSuspended
-    return RunFailed
+    return RunSuspended if suspended else RunFailed
 
 
 def terminal(actor: Actor, state: TurnState, outcome: Outcome, kind: type[Signal]) -> Signal:

@@ -218,6 +218,8 @@ class BranchJournal:
 
     def suspended(self) -> WaitingTurn | None:
         """The turn waiting for approval, if one is."""
+        if not self.waiting:  # every turn asks: the common answer without a generator
+            return None
         return next((w for w in self.waiting.values() if w.status == "suspended"), None)
 
     def check_free(self) -> None:
@@ -289,8 +291,8 @@ class BranchJournal:
     def start(self, reply: Reply, command: WorkCommand, turn_id: UUID) -> JournalRun:
         """A new turn's run."""
         run = JournalRun(self, turn_id, command, reply.tag)
-        if self.durable:
-            run.command_text, run.problem = _journaled_command(command)
+        if self.durable:  # made when its begin is queued: a one-step turn never is
+            run.journaled = _journaled_command
         return run
 
     def resume(self, reply: Reply, command: Resume) -> JournalRun:

@@ -40,6 +40,27 @@ class JournalRun:
     it for every model and tool call.
     """
 
+    __slots__ = (
+        "abandon",
+        "announced",
+        "begun",
+        "checkpoint",
+        "command",
+        "command_text",
+        "history",
+        "journal",
+        "journaled",
+        "next",
+        "pending",
+        "problem",
+        "resumed",
+        "steps",
+        "suspended",
+        "tag",
+        "turn_id",
+        "unsent",
+    )
+
     def __init__(
         self,
         journal: BranchJournal,
@@ -60,6 +81,9 @@ class JournalRun:
         self.unsent: list[tuple[int, str | Callable[[], str]]] = []  # for the next commit
         self.command_text: Callable[[], str] | None = None
         self.problem: str | None = None  # why the command cannot be journaled
+        # Makes (command_text, problem) from the command, once its begin is queued.
+        self.journaled: Callable[[WorkCommand], tuple[Callable[[], str] | None, str | None]]
+        self.journaled = _unjournaled
         self.abandon: str | None = None
         self.pending: list[PendingCall] = []
         self.announced: set[str] = set()
@@ -102,6 +126,8 @@ class JournalRun:
         name, turn_id = self.journal.branch_name, str(self.turn_id)
         if not self.begun:
             self.begun = True
+            if self.command is not None:
+                self.command_text, self.problem = self.journaled(self.command)
             backend.journal_begin(
                 name, turn_id, self.command_text, tag=tag_text(self.tag), detail=self.problem
             )
@@ -383,6 +409,10 @@ class JournalRun:
         """The turn starts over ``history``: remember it, to roll back a suspension."""
         self.history = history
         self.checkpoint = history.checkpoint()
+
+
+def _unjournaled(command: WorkCommand) -> tuple[Callable[[], str] | None, str | None]:
+    return None, None  # a run kept in memory only: its begin is never queued
 
 
 _POSITION: contextvars.ContextVar[int | None] = contextvars.ContextVar(

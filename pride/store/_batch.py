@@ -54,6 +54,8 @@ class Batch:
     refused: dict[str, StoreError] = attrs.field(factory=dict)
     """Per branch, the first message queued in this batch that could not be made a row:
     the branch's flush fails with it, so the turn that recorded it is not answered ok."""
+    wanted: bool = False
+    """Someone waits for this batch's commit (a flush, a waiter): commit it next."""
     waiters: list[tuple[str, Batch | None, AfterCommit]] = attrs.field(factory=list)
     """What to call once this batch's commit is over: ``(key, earlier, done)``, where
     ``earlier`` is the batch that was being committed with rows of ``key`` when the

@@ -1,34 +1,36 @@
 """The write queue: what branches queued for the store, and the group commit that writes it.
 
 Every branch of a store queues into one pending `Batch` (rows, turn-journal
-and flow-journal operations, in order). A flush commits it: whoever flushes
-while no write is under way takes the whole batch (every branch's rows: one
-transaction, one fsync), and every other flush whose rows it holds waits for
-that commit and shares its outcome. Rows queued while a commit is under way
-go with the next one.
+and flow-journal operations, in order). Commits run one at a time, each in a
+worker thread, each taking the whole pending batch (every branch's rows: one
+transaction, one fsync). A batch is committed once someone waits for it (a
+`flush`, or a turn handed to its commit with `after_commit`): at once if no
+write is under way, else as soon as the one under way ends. So while one
+commit is on its way to the disk, the branches answered by the previous one
+run their next turns, and their rows make the next batch: the event loop
+keeps working while the disk does (classic group commit), and a commit's
+size is whatever accumulated during the last one.
 
-One write at a time (a `trio.Lock`, which saves and deletes take too).
-Branches whose turns end together queue behind the commit under way, and
-the first of them to get the lock commits all their rows at once: with 100
-branches in step, one commit per round of turns (`benchmarks/bench_durable.py`).
-(Waking the waiters all at once instead, on an event, was measured: it split
-each round into a small commit and a large one, two fsyncs on the critical
-path instead of one, for no measurable saving on the event loop's thread.)
+A commit is started synchronously, by the call that wants it or by the end
+of the previous commit (`trio.lowlevel.start_thread_soon`, handing the
+outcome back through the trio token), not by a task: no task waits on the
+disk, no task switch is spent per commit, and nobody's cancellation can
+abandon a batch that was taken. Once a commit has taken the pending batch,
+the batch is written or put back in front of the queue, never dropped.
 
-Once a commit has taken the pending batch, the batch is written or put back
-in front of the queue, never dropped: the write runs shielded from
-cancellation, so a flush cancelled as its commit starts (waiting for a
-worker thread) cannot leave other branches answered ok for rows that were
-never written. The write itself cannot be abandoned anyway (a thread).
+Saves and deletes write on their own (`exclusive`): they wait for the commit
+under way, and no commit starts while one runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
+import outcome
 import trio
 
 from ..errors import StoreError
@@ -36,15 +38,12 @@ from ._batch import AfterCommit, Batch, Row, materialised
 from .flows import FlowOp
 from .journal import JournalOp
 
-__all__ = ["Spawn", "WriteQueue", "Writer"]
+__all__ = ["WriteQueue", "Writer"]
 
 log = logging.getLogger("pride.store")
 
 Writer = Callable[[list[Row], list[JournalOp], list[FlowOp]], None]
 """Writes one batch in one transaction (blocking: run in a worker thread)."""
-
-Spawn = Callable[[Callable[[], Awaitable[None]]], None]
-"""Starts a task (``nursery.start_soon``)."""
 
 
 class WriteQueue:
@@ -60,9 +59,9 @@ class WriteQueue:
         self._write = write
         self.pending = Batch()
         self.committing: Batch | None = None
-        self._lock = trio.Lock()  # one write at a time: a commit, a save, a delete
+        self._lock = trio.Lock()  # held by a save or a delete: no commit starts meanwhile
+        self._token: trio.lowlevel.TrioToken | None = None
         self.commits = 0
-        self._committer = False  # a task committing for the waiters runs (or was started)
 
     # ------------------------------------------------------------ queueing
 
@@ -116,17 +115,26 @@ class WriteQueue:
 
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:
-        """Be the one write under way (a commit, a save, a delete) while inside."""
-        async with self._lock:
-            yield
+        """Be the one write under way (a save, a delete) while inside: wait for the
+        commit under way; no commit starts until the block is left."""
+        try:
+            async with self._lock:
+                while self.committing is not None:
+                    await self.committing.done.wait()
+                yield
+        finally:
+            self._kick()  # what was wanted meanwhile is committed now
 
     async def flush(self, key: str | None) -> None:
         """Wait until what ``key`` (a branch, or None: everyone) queued so far is
-        committed, committing it if nobody else took it.
+        committed, committing it if nobody else did.
 
         Raises:
             StoreError: a commit holding the caller's rows failed (the rows
                 stay queued, ahead of newer ones).
+
+        Cancellation: the commit goes on (and shares its outcome with everyone
+        else waiting for it); only the wait ends.
         """
         waiting = [
             batch
@@ -135,64 +143,84 @@ class WriteQueue:
         ]
         for batch in waiting:
             if batch is self.pending:
-                async with self._lock:
-                    if batch is self.pending:  # nobody took it while we waited
-                        await self._commit()
+                self._want(batch)
             await batch.done.wait()
             failure = batch.failure(key)
             if failure is not None:
                 raise failure
 
-    def after_commit(self, key: str, done: AfterCommit, spawn: Spawn) -> bool:
+    def after_commit(self, key: str, done: AfterCommit) -> bool:
         """Call ``done(failure)`` once what ``key`` queued so far is committed (None)
         or a commit holding it failed (the StoreError), without waiting for it.
 
         Returns False, and calls nothing, when nothing of ``key`` is queued or
-        being committed. Otherwise ``done`` is called, once, by whichever task
-        commits the batch holding ``key``'s last rows (never from inside this
-        call); if no commit is under way or started for waiters, ``spawn``
-        starts one. Like `flush`, a commit of ``key``'s rows already under way
-        that fails is ``done``'s failure too, even if the next one succeeds.
+        being committed. Otherwise ``done`` is called, once, when the commit
+        holding ``key``'s last rows ends (never from inside this call); that
+        commit starts at once if no write is under way. Like `flush`, a commit
+        of ``key``'s rows already under way that fails is ``done``'s failure
+        too, even if the next one succeeds.
         """
         pending, committing = self.pending, self.committing
         earlier = committing if committing is not None and committing.holds(key) else None
         if pending.holds(key):
             pending.waiters.append((key, earlier, done))
-            if not self._committer:
-                self._committer = True
-                spawn(self._commit_for_waiters)
+            self._want(pending)
             return True
         if earlier is not None:
             earlier.waiters.append((key, None, done))
             return True
         return False
 
-    async def _commit_for_waiters(self) -> None:
-        """Commit until no waiter waits for a queued batch (one commit per batch of
-        turns: the waiters queued while one commit is under way share the next)."""
-        try:
-            # The waiters' callers are answered only by a commit: it must happen even
-            # if the task hosting it is cancelled (a shutdown).
-            with trio.CancelScope(shield=True):
-                while self.pending.waiters:
-                    async with self._lock:
-                        if self.pending.waiters:  # nobody committed them meanwhile
-                            await self._commit()
-        finally:
-            self._committer = False
+    def _want(self, batch: Batch) -> None:
+        """Someone waits for ``batch`` (the pending one): commit it once the tasks
+        running now have run, so that the branches whose turns end together
+        share one commit."""
+        if batch.wanted:
+            return
+        batch.wanted = True
+        if self._token is None:
+            self._token = trio.lowlevel.current_trio_token()
+        self._token.run_sync_soon(self._kick)
 
-    async def _commit(self) -> None:
-        """Commit the pending batch (the caller holds the write)."""
+    def _kick(self) -> None:
+        """Start committing the pending batch if someone waits for it and nothing
+        else writes."""
+        if self.committing is None and self.pending.wanted and not self._lock.locked():
+            self._start()
+
+    def _start(self) -> None:
+        """Take the pending batch and start writing it in a worker thread."""
+        if self._token is None:
+            self._token = trio.lowlevel.current_trio_token()
         batch, self.pending = self.pending, Batch()
         self.committing = batch
         try:
-            with trio.CancelScope(shield=True):  # taken: written, or given back
-                # JSON given as functions is made here, in the event loop's thread.
-                journal = [materialised(op) for op in batch.journal_ops()]
-                flows = [op.materialised() for op in batch.flows]
-                if batch.rows or journal or flows:
-                    await trio.to_thread.run_sync(self._write, batch.rows, journal, flows)
-        except Exception as exc:  # any failure (SQLite, the OS, a bug): never a lost batch
+            # JSON given as functions is made here, in the event loop's thread.
+            journal = [materialised(op) for op in batch.journal_ops()]
+            flows = [op.materialised() for op in batch.flows]
+        except Exception as exc:  # never a lost batch: fail it like a failed write
+            self._token.run_sync_soon(self._written, batch, False, outcome.Error(exc))
+            return
+        if not (batch.rows or journal or flows):  # answered after this call, like a write
+            self._token.run_sync_soon(self._written, batch, False, outcome.Value(None))
+            return
+        rows, token, written = batch.rows, self._token, self._written
+
+        def deliver(result: outcome.Outcome[Any]) -> None:  # in the worker thread
+            try:
+                token.run_sync_soon(written, batch, True, result)
+            except trio.RunFinishedError:  # the store was never closed: nothing to answer
+                log.error("%s: a commit ended after its event loop did", self.path)
+
+        trio.lowlevel.start_thread_soon(
+            lambda: self._write(rows, journal, flows), deliver, name=f"pride store {self.path}"
+        )
+
+    def _written(self, batch: Batch, wrote: bool, result: outcome.Outcome[Any]) -> None:
+        """A commit ended (in the event loop's thread): settle its batch, answer
+        who waited for it, and start the next commit if one is wanted."""
+        if isinstance(result, outcome.Error):
+            exc = result.error
             batch.error = StoreError(f"writing to {self.path} failed: {exc}")
             batch.error.__cause__ = exc
             log.error(
@@ -202,9 +230,9 @@ class WriteQueue:
                 ", ".join(sorted(batch.branches)),
             )
             self.pending.take_back(batch)
-        else:
-            self.commits += 1 if batch.rows or batch.journal or batch.flows else 0
-        finally:
-            self.committing = None
-            batch.done.set()
-            batch.answer_waiters()
+        elif wrote:
+            self.commits += 1
+        self.committing = None
+        batch.done.set()
+        batch.answer_waiters()
+        self._kick()

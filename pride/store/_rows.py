@@ -82,7 +82,18 @@ def message_text(message: Any) -> str | None:
     prefix, names = known
     for name in names:
         value = getattr(message, name)
-        if type(value) is not UUID and not _item(value, 0):
+        kind = type(value)
+        # The usual fields inline (every stored message passes here): text,
+        # nothing, a finite time, a UUID; anything else is walked.
+        if kind is str:
+            if not value.isascii() and not _text(value):
+                return None
+        elif value is None or kind is UUID:
+            continue
+        elif kind is float:
+            if not math.isfinite(value):
+                return None
+        elif not _item(value, 0):
             return None
     body = _ENCODER.encode(message)
     return (prefix + body[1:]).decode("utf-8")
@@ -97,12 +108,27 @@ def _plain(value: Any, depth: int) -> bool:
     kind = type(value)
     if kind is dict:
         for key, item in value.items():
-            if type(key) is not str or not _text(key) or not _item(item, depth):
+            if type(key) is not str or not (key.isascii() or _text(key)):
+                return False
+            if not _scalar(item) and not _item(item, depth):
                 return False
         return True
     if kind is list or kind is tuple:
-        return all(_item(item, depth) for item in value)
+        return all(_scalar(item) or _item(item, depth) for item in value)
     return _item(value, depth - 1)
+
+
+def _scalar(value: Any) -> bool:
+    """A quick yes for the common leaves (ASCII text, nothing, a small integer, a
+    finite float); False means "look closer" (`_item`), not "refused"."""
+    kind = type(value)
+    if kind is str:
+        return bool(value.isascii())
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(_INT_MIN <= value <= _INT_MAX)
+    return kind is float and math.isfinite(value)
 
 
 def _item(value: Any, depth: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from itertools import chain
 from typing import Any
 
 from ._batch import HEADER, REWRITE, Row
@@ -28,7 +29,15 @@ __all__ = [
 def write_batch(
     db: sqlite3.Connection, batch: list[Row], journal: list[JournalOp], flows: list[FlowOp]
 ) -> None:
-    insert = "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)"
+    """Commit one batch in one transaction, in as few statements as it takes.
+
+    Each statement is a trip out of Python and back, and back in means taking
+    the GIL from the event loop's thread, which is busy running the next turns
+    while this commit is on its way to the disk (`pride.store._queue`): a
+    wait of up to the interpreter's switch interval each time. So the rows go
+    in multi-row INSERTs (not an ``executemany``, which is one trip per row)
+    and the branches' ``updated_at`` in one UPDATE.
+    """
     with db:
         db.execute("BEGIN")
         if journal:
@@ -44,17 +53,32 @@ def write_batch(
                     (row[0], row[2], row[3], time.time()),
                 )
             elif row[1] == REWRITE:
-                db.executemany(insert, rows)
+                _insert(db, rows)
                 rows = []
                 db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))
             else:
                 rows.append(row)
-        db.executemany(insert, rows)
-        names = {row[0] for row in batch}
-        if names:
-            db.executemany(
-                "UPDATE branches SET updated_at=? WHERE name=?", [(time.time(), n) for n in names]
+        _insert(db, rows)
+        names = list({row[0]: None for row in batch})
+        for start in range(0, len(names), _CHUNK * 4):
+            chunk = names[start : start + _CHUNK * 4]
+            db.execute(
+                f"UPDATE branches SET updated_at=? WHERE name IN ({','.join('?' * len(chunk))})",
+                (time.time(), *chunk),
             )
+
+
+# Rows per INSERT: four parameters each, well within SQLite's limit on a
+# statement's parameters (999 before SQLite 3.32, 32766 since).
+_CHUNK = 240
+_INSERT = "INSERT OR REPLACE INTO messages(branch_name, seq, message_id, data) VALUES "
+
+
+def _insert(db: sqlite3.Connection, rows: list[Row]) -> None:
+    """Insert (or replace) ``rows`` in order, ``_CHUNK`` rows per statement."""
+    for start in range(0, len(rows), _CHUNK):
+        chunk = rows[start : start + _CHUNK]
+        db.execute(_INSERT + ",".join(["(?,?,?,?)"] * len(chunk)), list(chain(*chunk)))
 
 
 def replace_branch(

@@ -70,7 +70,7 @@ from ..messages.codec import dump_json, parse_json
 from ._batch import HEADER, REWRITE, AfterCommit, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
-from ._queue import Spawn, WriteQueue
+from ._queue import WriteQueue
 from ._rows import message_text, projection_text, row_text
 from ._tables import (
     delete_branch,
@@ -288,25 +288,24 @@ class BranchStore(Journals):
         self._require(write=True)
         await self._queue.flush(branch_name)
 
-    def after_commit(self, branch_name: str, done: AfterCommit, spawn: Spawn) -> bool:
+    def after_commit(self, branch_name: str, done: AfterCommit) -> bool:
         """The non-blocking form of ``flush(branch_name)``: call ``done(failure)``
         once what ``branch_name`` queued so far is committed (``failure`` None) or
         a commit holding it failed (the [`StoreError`][pride.StoreError]).
 
         Returns False, calling nothing, when nothing of ``branch_name`` is queued
-        or being committed. Otherwise ``done`` is called exactly once, from the
-        task that commits (never from inside this call): ``spawn`` (a nursery's
-        ``start_soon``) starts that task when no commit for waiters is under
-        way. The commit runs shielded from cancellation, so ``done`` is called
-        even if that nursery is being cancelled. ``done`` must not block (it is
-        called synchronously, one waiter after another); one that raises is
-        logged.
+        or being committed. Otherwise ``done`` is called exactly once, in the
+        event loop's thread, when that commit ends (never from inside this
+        call); the commit starts at once if no write is under way. No task
+        waits for it, so no cancellation can stop it. ``done`` must not block
+        (it is called synchronously, one waiter after another); one that
+        raises is logged.
 
         A turn uses it to be answered by the commit that makes it durable, so
         its actor can serve its next item meanwhile (`pride.actors.commit`).
         """
         self._require(write=True)
-        return self._queue.after_commit(branch_name, done, spawn)
+        return self._queue.after_commit(branch_name, done)
 
     def _write_batch(self, rows: list[Row], journal: list[JournalOp], flows: list[FlowOp]) -> None:
         write_batch(self._require(write=True), rows, journal, flows)

@@ -81,8 +81,8 @@ class _Commit(CommitBarrier):
     def stage(self, state: TurnState | None) -> None:
         self._stage(state)
 
-    def after_commit(self, done: Callable[[Exception | None], None], spawn: Any) -> bool:
-        return self.store.after_commit(self.branch.name, done, spawn)
+    def after_commit(self, done: Callable[[Exception | None], None]) -> bool:
+        return self.store.after_commit(self.branch.name, done)
 
     async def __call__(self, state: TurnState | None) -> None:
         self.stage(state)

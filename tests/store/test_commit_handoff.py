@@ -22,6 +22,7 @@ from pride import (
     ActionCall,
     Branch,
     ChatAndRecord,
+    Instruction,
     Reply,
     RunEnd,
     RunStart,
@@ -197,3 +198,35 @@ async def test_issue19_an_act_with_nothing_to_record_is_answered_without_a_commi
         await session.ask(ada, Act((ActionCall("add", {"a": 1, "b": 2}),)))
         assert store.commits == commits + 1
         assert _stored_rows(path, "ada") == 4
+
+
+async def test_issue19_a_cancelled_flush_leaves_its_commit_to_finish(tmp_path: Path) -> None:
+    """No task carries a commit: a flush cancelled while its commit waits on the disk
+    only stops waiting; the commit goes on, and the next flush shares it."""
+    path = tmp_path / "store.db"
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", "id-1", {"name": "ada"}, [])
+        store.append("ada", Instruction(instruction="one"))
+        with _held(path):
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await store.flush("ada")  # the commit starts, the wait is cancelled
+            await trio.testing.wait_all_tasks_blocked()
+            assert _stored_rows(path, "ada") == 0
+        await store.flush("ada")  # waits for the commit under way: nothing is lost
+        assert _stored_rows(path, "ada") == 1
+        assert store.commits == 1
+
+
+async def test_issue19_a_large_batch_is_written_whole_and_in_order(tmp_path: Path) -> None:
+    """A batch bigger than one INSERT statement takes (rows go in multi-row INSERTs of
+    a bounded size) is written whole, in order, in one commit."""
+    path = tmp_path / "store.db"
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", "id-1", {"name": "ada"}, [])
+        for index in range(601):
+            store.append("ada", Instruction(instruction=f"m{index}"))
+        await store.flush()
+        assert store.commits == 1
+        texts = [message.text for message in await store.load_messages("ada")]
+    assert texts == [f"m{index}" for index in range(601)]
