@@ -12,7 +12,10 @@ nor Ray: the benchmark wraps them with ``ray.remote``.
   into trio (``TrioToken.run_sync_soon``) and back
   (``loop.call_soon_threadsafe``), with no journal, mailbox or turn. The
   caller waits the way a trio caller must (`wait_trio`: ``ref.future()`` and
-  a done-callback that wakes trio through its token).
+  a done-callback that wakes trio through its token). ``echo_batch`` does
+  the same for a JSON batch of messages (parsed, answered one by one in
+  trio, encoded back): the floor of the throughput figure at a given batch
+  size.
 
 So the remote ask's ratio splits into Ray's call (bare), the design's thread
 hops and trio caller (floor / bare) and pride's own work (ask / floor).
@@ -21,6 +24,7 @@ hops and trio caller (floor / bare) and pride's own work (ask / floor).
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -60,6 +64,19 @@ class TrioEcho:
         assert self._token is not None
         self._token.run_sync_soon(in_trio)
         return await done
+
+    async def echo_batch(self, payload: bytes) -> bytes:
+        items = json.loads(payload)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
+
+        def in_trio() -> None:
+            answers = [{"k": "done", "id": item["id"], "value": None} for item in items]
+            loop.call_soon_threadsafe(done.set_result, answers)
+
+        assert self._token is not None
+        self._token.run_sync_soon(in_trio)
+        return json.dumps(await done).encode()
 
 
 async def wait_trio(ref: Any) -> Any:

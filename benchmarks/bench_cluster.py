@@ -18,6 +18,7 @@ Targets (issue 16), figures from one process and one Ray cluster:
 from __future__ import annotations
 
 import gc
+import json
 import os
 import statistics
 import tempfile
@@ -93,6 +94,25 @@ async def _throughput(ref: Any, command: Any, senders: int, per_sender: int) -> 
         for _ in range(senders):
             nursery.start_soon(sender)
     return senders * per_sender / (time.perf_counter() - start)
+
+
+async def _floor_throughput(floor: Any, batch: int, messages: int, in_flight: int = 4) -> float:
+    """Messages/s through the design floor in batches of ``batch``, ``in_flight`` calls
+    at a time (as a caller's link keeps at most four deliveries under way)."""
+    payload = json.dumps(
+        [{"k": "send", "id": f"{n:032x}", "b": "bench", "mode": "ask"} for n in range(batch)]
+    ).encode()
+    calls = max(in_flight, messages // batch)
+
+    async def caller(n: int) -> None:
+        for _ in range(n):
+            await wait_trio(floor.echo_batch.remote(payload))
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(in_flight):
+            nursery.start_soon(caller, calls // in_flight)
+    return calls // in_flight * in_flight * batch / (time.perf_counter() - start)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -243,6 +263,12 @@ async def _main(ray: Any, smoke: bool) -> None:
             f"which garbage collection {collector.seconds / count * 1e6:.1f} us "
             f"({'/'.join(str(n) for n in collector.collections)} collections of "
             "generations 0/1/2)"
+        )
+        batch = max(1, round(per_call))
+        floor_rate = await _floor_throughput(floor, batch, count)
+        print(
+            f"  design floor at {batch} messages per Ray call, 4 calls under way:"
+            f" {floor_rate:,.0f} messages/s; pride's Act messages {messages / floor_rate:.2f}x that"
         )
         turns = await _throughput(ref, Chat("hi"), senders, per_sender)
         print(f"  {senders} concurrent senders: {turns:,.0f} remote Chat turns/s (info)")
