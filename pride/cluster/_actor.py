@@ -286,7 +286,7 @@ class HostActor:
                 if waiters and waiter in waiters:
                     waiters.remove(waiter)
                 out = self._outboxes.pop(conn, None)
-        return dumps({"out": out}) if out else None
+        return _dumps_owed(self._name, {"out": out}, out) if out else None
 
     def _take_batch(
         self, payload: bytes
@@ -329,7 +329,7 @@ class HostActor:
                 waiter: asyncio.Future[None] = loop.create_future()
                 self._pollers[conn] = waiter
         if items:
-            return dumps(items)
+            return _dumps_owed(self._name, items, items)
         if previous is not None:
             _wake(previous)  # a newer poll of the same connection takes over
         expiry = loop.call_later(timeout, _wake, waiter)
@@ -341,7 +341,7 @@ class HostActor:
             if self._pollers.get(conn) is waiter:
                 del self._pollers[conn]
             items = self._outboxes.pop(conn, None) or []
-        return dumps(items)
+        return _dumps_owed(self._name, items, items)
 
     async def forget(self, conn: str) -> None:
         """The caller closed ``conn``: cancel its calls and drop its outbox."""
@@ -363,6 +363,39 @@ class HostActor:
             return
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 60.0)
         self._journal.close()
+
+
+def _dumps_owed(host: str, data: Any, batches: list[dict[str, Any]]) -> bytes:
+    """``dumps(data)``, where ``batches`` (inside ``data``) are numbered batches owed to a caller.
+
+    An item JSON cannot carry (a signal holding a non-finite number, say) is
+    dropped and logged, or, if its caller waits on it (an outcome, a stream
+    item), replaced by a refusal naming the problem. Failing the whole return
+    instead would lose every answer riding with it and leave a gap in the
+    caller's numbering that stalls its connection.
+    """
+    try:
+        return dumps(data)
+    except (ValueError, TypeError):
+        pass
+    for batch in batches:
+        kept = []
+        for item in batch["items"]:
+            try:
+                dumps(item)
+            except (ValueError, TypeError) as exc:
+                log.error("host %r: cannot send %.200r to a caller (%s)", host, item, exc)
+                if item.get("k") in _AWAITED and isinstance(item.get("id"), str):
+                    problem = InvalidMessage([(str(item["k"]), f"cannot be sent: {exc}")])
+                    kept.append({"k": "refused", "id": item["id"], "error": encode_error(problem)})
+            else:
+                kept.append(item)
+        batch["items"] = kept
+    return dumps(data)
+
+
+_AWAITED = frozenset({"done", "item"})
+"""Item kinds a caller waits on: one that cannot be sent is refused, never just dropped."""
 
 
 def _lost(name: str, exc: BaseException) -> HostLost:

@@ -47,6 +47,11 @@ class Worker(Branch):
         """Note the arrival of envelope ``n`` of ``caller``."""
         self.metadata.setdefault("notes", []).append([caller, n])
 
+    async def emit_nan(self) -> str:
+        """Emit a signal JSON cannot carry (a tool's progress that is not a number)."""
+        self.emit(pride.ToolProgress(branch_name=self.name, progress=float("nan")))
+        return "emitted"
+
     async def notes(self) -> list[list[int]]:
         return list(self.metadata.get("notes", []))
 

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 import pride
-from pride import Chat, InvalidMessage, RemoteError, RunEnd, Signal
+from pride import Call, Chat, InvalidMessage, RemoteError, RunEnd, Signal
 from pride.cluster import Cluster
 from pride.cluster._driver import wait_ref
 from pride.cluster._wire import decode_error, dumps, loads
@@ -26,6 +26,7 @@ from pride.messages import unstructure
 from .conftest import NAMESPACE
 
 ECHO = "tests.cluster.factories:echo"
+WORKER = "tests.cluster.factories:worker"
 
 
 def _liar(host: str, branch: str) -> Any:
@@ -181,6 +182,37 @@ async def test_a_factory_that_fails_fails_the_spawn_and_the_host_serves_on(
         await cluster.spawn(factory, name=name, host="shared")
     ref = await cluster.spawn(ECHO, name=name, host="shared")
     assert await pride.ask(ref, Chat("after")) == "echo: after"
+
+
+async def test_a_signal_json_cannot_carry_is_dropped_and_logged_not_the_answers(
+    cluster: Cluster, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A watched branch emits a signal holding NaN: the host's hand-over to its
+    # watchers must drop that one item (and say so), not fail the whole delivery,
+    # which would lose the answers riding with it and stall the connection.
+    seen: list[Signal] = []
+    cluster.observe(lambda s: s.branch_name == name, handler=seen.append)
+    ref = await cluster.spawn(WORKER, name=name, host="shared")
+    assert await pride.ask(ref, Call("emit_nan"), timeout=10) == "emitted"
+    assert await pride.ask(ref, Chat("after"), timeout=10) == "echo: after"
+    assert [s for s in seen if type(s).__name__ == "ToolProgress"] == []
+    assert any(isinstance(s, RunEnd) for s in seen)
+
+
+def test_an_awaited_item_that_cannot_be_sent_is_refused_in_its_place() -> None:
+    from pride.cluster._actor import _dumps_owed
+
+    out = [
+        {"s": 0, "items": [{"k": "done", "id": "a", "value": float("inf")}]},
+        {"s": 1, "items": [{"k": "signal", "signal": {"progress": float("nan")}}]},
+        {"s": 2, "items": [{"k": "done", "id": "b", "value": 1}]},
+    ]
+    sent = loads(_dumps_owed("h", {"out": out}, out), "delivery")["out"]
+    assert [batch["s"] for batch in sent] == [0, 1, 2]  # no gap in the numbering
+    [refused], [], [done] = (batch["items"] for batch in sent)
+    assert refused["k"] == "refused" and refused["id"] == "a"
+    assert isinstance(decode_error(refused["error"]), InvalidMessage)
+    assert done == {"k": "done", "id": "b", "value": 1}
 
 
 async def test_hostile_items_from_a_caller_never_stop_the_host(cluster: Cluster, name: str) -> None:
