@@ -12,6 +12,11 @@ runtime and the store, the store's fsync included (``synchronous=FULL``).
 Starting the branches is setup, not measured; each repetition writes a
 fresh store file.
 
+A third pair of figures is the cost of an ``ask(branch, Act(()))`` (an Act with
+no tool call: it records nothing, so with a store there is nothing to commit)
+with a store and without: it is what a cluster host pays per message it
+serves (issue 16), so a store must not add to it.
+
 Besides the rates, each workload prints where a turn's time goes (medians
 over the measured repetitions): the event loop thread's CPU per turn
 (``time.thread_time`` over the measured phase: the runtime's and the
@@ -33,7 +38,7 @@ import trio
 
 from benchmarks._harness import Stats, measure_interleaved, ratio_line
 from benchmarks._workloads import scripted
-from pride import Branch, ChatAndRecord, Durability, Session
+from pride import Act, Branch, ChatAndRecord, Durability, Session
 
 
 class _Breakdown:
@@ -89,6 +94,24 @@ def _turns(
     return run
 
 
+def _empty_acts(store: bool) -> Callable[[int], Awaitable[float]]:
+    """``total`` sequential ``ask(branch, Act(()))`` on one branch of a session."""
+
+    async def run(total: int) -> float:
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory, "store.db") if store else None
+            async with Session(store=path) as session:
+                branch = await session.spawn(Branch(name="host", chat_model=scripted()))
+                await branch.chat_and_record("stored")  # the branch is in the store
+                command = Act(())
+                started = time.perf_counter()
+                for _ in range(total):
+                    await session.ask(branch, command)
+                return time.perf_counter() - started
+
+    return run
+
+
 def _rate(stats: Stats) -> float:
     return 1.0 / stats.median
 
@@ -130,6 +153,19 @@ async def _main(smoke: bool) -> None:
     )
     journal = off.median / on.median
     print(ratio_line("journal on / journal off", journal, ">= 0.8x", journal >= 0.8))
+    acts = await measure_interleaved(
+        {
+            "ask(branch, Act(())), no store": (_empty_acts(False), 200 if smoke else 3000),
+            "ask(branch, Act(())), store": (_empty_acts(True), 200 if smoke else 3000),
+        },
+        repeats=repeats,
+    )
+    bare, stored = acts.values()
+    print(bare.line())
+    print(stored.line())
+    act = bare.median / stored.median
+    # No target of its own: issue 16's 10,000 messages/s per host pair rests on it.
+    print(ratio_line("empty Act, store / no store (rate)", act, "~1x", act >= 0.9))
 
 
 def main(smoke: bool) -> None:

@@ -9,12 +9,13 @@ actors up behind the commit's lock. Instead, a turn with nothing left to end
 under a shield (no nested tasks, no signal deliveries, not a stream) hands
 its end to the commit: the `CommitBarrier` queues the turn's rows at once
 and asks the store to call back once they are durable
-(`BranchStore.after_commit`). The task that commits then ends every turn of
-the batch in one pass, in queue order: the turn is counted on the session's
-accounts, its terminal signal is dispatched (if a subscriber may want it),
-its trace is ended and its caller is answered, with ``StoreError`` if the
-commit failed. Nothing of the order a caller sees changes: still committed
-before answered, still the terminal before the answer.
+(`BranchStore.after_commit`). When the commit ends, every turn of its
+batch is ended in one pass, in queue order, in the event loop's thread: the
+turn is counted on the session's accounts, its terminal signal is
+dispatched (if a subscriber may want it), its trace is ended and its caller
+is answered, with ``StoreError`` if the commit failed. Nothing of the order
+a caller sees changes: still committed before answered, still the terminal
+before the answer.
 
 Meanwhile the actor serves its next item. A later turn of the branch built
 on an earlier one still in flight queues its rows behind the earlier ones;
@@ -93,7 +94,7 @@ def deferrable(actor: Actor) -> CommitBarrier | None:
 
 
 class Handoff:
-    """A turn handed to its commit: ended and answered by the task that commits.
+    """A turn handed to its commit: ended and answered when the commit ends.
 
     It keeps only what ending the turn needs: the turn's state (what its
     terminal and trace report) only when a subscriber may want the terminal or
