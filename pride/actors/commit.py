@@ -33,6 +33,7 @@ scope and no task switch (an ``Act`` with no tool call, a ``Chat``).
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -105,11 +106,23 @@ class Handoff:
 
     ``finished`` turns True once its caller was answered; `wait` waits for it
     (the actor does, before its next item, when the terminal may be watched).
+
+    The commit's completion calls it outside any task (a callback of trio's
+    run loop, `pride.store._queue`), where anything raised would crash the
+    whole run: so whatever fails in ending the turn (a subscriber raising even
+    a BaseException, a nursery gone for async subscribers, a tracer) is
+    logged, and the caller is answered all the same. Subscribers of a watched
+    turn's terminal run in the turn's own context, captured at the hand-over,
+    as they did when the actor waited for its commit: a name they send to
+    resolves in the turn's session, and what they send carries the turn's
+    budget and trace. Only the task differs: ``trio.lowlevel.current_task()``
+    is trio's, not the actor's (see docs/durability.md).
     """
 
     __slots__ = (
         "above",
         "actor",
+        "context",
         "finished",
         "observer",
         "outcome",
@@ -141,9 +154,11 @@ class Handoff:
         self.above = actor.account.parent
         self.finished = False
         self.waiter: trio.lowlevel.Task | None = None
+        # The turn's context (its binding, budget, trace) for its terminal's subscribers.
+        self.context: contextvars.Context | None = None
 
     def __call__(self, failure: Exception | None) -> None:
-        """The commit is over (``failure`` None: durable): end the turn."""
+        """The commit is over (``failure`` None: durable): end the turn. Never raises."""
         outcome = self.outcome
         if failure is not None:
             # The turn's messages may not be durable: say so to the caller.
@@ -151,6 +166,20 @@ class Handoff:
             log.error("turn %s of branch %r: %s", self.reply.turn_id, name, failure)
             if outcome.failure is None:
                 outcome = Outcome(failure)
+        try:
+            context = self.context
+            if context is None:
+                self._announce(outcome)
+            else:
+                context.run(self._announce, outcome)
+        except BaseException:  # outside any task: raised, it would crash the run
+            log.exception(
+                "ending turn %s of branch %r failed", self.reply.turn_id, self.actor.branch.name
+            )
+            self._answer(outcome)
+
+    def _announce(self, outcome: Outcome) -> None:
+        """Count the turn, dispatch its terminal, then answer (after async subscribers)."""
         kind = ended_kind(outcome, suspended=self.suspended)
         if self.above is not None:
             self.above.count_turn(ENDED[kind])
@@ -160,7 +189,7 @@ class Handoff:
             signal = terminal(self.actor, state, outcome, kind)
             try:
                 pending = observer.dispatch(signal)
-            except Exception:
+            except BaseException:  # even KeyboardInterrupt-like: outside any task
                 log.exception(
                     "observer failed on %s of branch %r", kind.__name__, self.actor.branch.name
                 )
@@ -168,21 +197,40 @@ class Handoff:
             self._answer(outcome)
             return
         host = self.actor.host or (state.host if state is not None else None)
-        if host is None:  # no nursery left to wait in: the subscribers are dropped
-            pending.close()
-            log.warning("async subscribers of a terminal of %r dropped", self.actor.branch.name)
-            self._answer(outcome)
-            return
-        host.start_soon(self._after_subscribers, signal, pending, outcome)
+        try:
+            if host is None:
+                raise RuntimeError("its actor has stopped")
+            host.start_soon(self._after_subscribers, signal, pending, outcome)
+        except RuntimeError:  # the actor's nursery is gone (its session closing): trio's own
+            trio.lowlevel.spawn_system_task(
+                self._after_subscribers,
+                signal,
+                pending,
+                outcome,
+                context=contextvars.copy_context(),
+            )
 
     async def _after_subscribers(self, signal: Any, pending: Any, outcome: Outcome) -> None:
-        with trio.CancelScope(shield=True):  # bounded by FINALIZE_GRACE inside
-            await wiring.await_lifecycle(self.actor, signal, pending)
-        self._answer(outcome)
+        """Wait for the terminal's async subscribers, then answer. Never raises (it
+        may run as a system task, whose exception would crash the run)."""
+        try:
+            with trio.CancelScope(shield=True):  # bounded by FINALIZE_GRACE inside
+                await wiring.await_lifecycle(self.actor, signal, pending)
+        except BaseException:
+            log.exception("async subscribers of a terminal of %r failed", self.actor.branch.name)
+        finally:
+            self._answer(outcome)
 
     def _answer(self, outcome: Outcome) -> None:
+        if self.finished:
+            return
         try:
             answer(self.state, outcome, self.reply, self.result)
+        except BaseException:  # a tracer's fault: the caller is answered all the same
+            log.exception(
+                "ending turn %s of branch %r failed", self.reply.turn_id, self.actor.branch.name
+            )
+            answer(None, outcome, self.reply, self.result)
         finally:
             self.finished = True
             waiter, self.waiter = self.waiter, None
@@ -230,7 +278,10 @@ def hand_over_turn(
         return outcome
     reply.start(reply.turn_id, None)  # a caller giving up now cancels nothing of the actor's
     if watched:
+        handoff.context = contextvars.copy_context()  # what its subscribers see (the turn's)
         actor.answering = handoff  # its terminal goes before the branch's next signal
+    if state.trace is not None:  # the span ends later, its context is restored here, now
+        state.trace.leave()
     return None
 
 

@@ -18,7 +18,9 @@ What an integration implements, and where the runtime calls it:
   has no span of its own;
 * `TurnTrace.model_call` and `TurnTrace.tool_call`: around every model
   call and every tool invocation, at the turn view;
-* `TurnTrace.end`: when the turn has finalised, with its outcome and usage.
+* `TurnTrace.end`: when the turn has finalised, with its outcome and usage;
+  a turn answered by its commit (`pride.actors.commit`) calls
+  `TurnTrace.leave` in its actor's task first, and `end` later, outside it.
 
 An integration must never raise into the runtime: a failure of its own is
 logged and the work goes on untraced.
@@ -95,8 +97,14 @@ class TurnTrace(Protocol):
         """Trace one tool invocation of the turn."""
         ...
 
+    def leave(self) -> None:
+        """The turn's task is done with it: restore what that task had current before
+        the turn (`end` then comes later, from wherever the turn's commit ends it)."""
+        ...
+
     def end(self, failure: BaseException | None, cancelled: bool, usage: Usage) -> None:
-        """The turn has finalised: ``failure`` is what its caller got (None: success)."""
+        """The turn has finalised: ``failure`` is what its caller got (None: success).
+        Unless `leave` was called, this restores the turn's task's context too."""
         ...
 
 

@@ -237,8 +237,16 @@ class _Turn:
         """The span of one tool invocation (entered by the caller)."""
         return _ToolCall(self, call, description)
 
+    def leave(self) -> None:
+        """Restore the actor's context (in its task: OpenTelemetry's context is a
+        context variable, restored only where it was set); the span stays open."""
+        token, self._token = self._token, None
+        if token is not None:
+            otel_context.detach(token)
+
     def end(self, failure: BaseException | None, cancelled: bool, usage: Usage) -> None:
-        """Record the outcome and usage, end the span, restore the actor's context."""
+        """Record the outcome and usage, end the span, restore the actor's context
+        (unless `leave` already did)."""
         try:
             span = self._span
             if span is not None:
@@ -256,7 +264,7 @@ class _Turn:
         except Exception:
             log.exception("could not end the span of turn %s", self._turn_id)
         finally:
-            otel_context.detach(self._token)
+            self.leave()
 
 
 def _usage_attributes(usage: Usage) -> dict[str, Any]:
