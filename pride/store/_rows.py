@@ -35,7 +35,7 @@ import msgspec
 from ..messages import ActionRequest, ActionResponse, AssistantResponse, Instruction, System
 from ..messages.codec import TAG, dump_json
 
-__all__ = ["message_text", "projection_text", "row_text"]
+__all__ = ["id_text", "message_text", "projection_text", "row_text"]
 
 _INT_MIN = -(2**63)
 _INT_MAX = 2**63 - 1
@@ -97,6 +97,15 @@ def message_text(message: Any) -> str | None:
             return None
     body = _ENCODER.encode(message)
     return (prefix + body[1:]).decode("utf-8")
+
+
+def id_text(identity: Any) -> str:
+    """``str(identity)``; for a `UUID` made by msgspec (about 3x faster than
+    ``UUID.__str__``, which formats in Python; every stored message needs its
+    id as text)."""
+    if type(identity) is not UUID:
+        return str(identity)
+    return _ENCODER.encode(identity)[1:-1].decode("ascii")
 
 
 def _plain(value: Any, depth: int) -> bool:

@@ -71,7 +71,7 @@ from ._batch import HEADER, REWRITE, AfterCommit, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
 from ._queue import WriteQueue
-from ._rows import message_text, projection_text, row_text
+from ._rows import id_text, message_text, projection_text, row_text
 from ._tables import (
     delete_branch,
     list_branches,
@@ -218,7 +218,7 @@ class BranchStore(Journals):
             self._queue.refuse(branch_name, error)
             return
         self._next_seq[branch_name] = seq + 1
-        self._queue.row((branch_name, seq, str(message.id), data))
+        self._queue.row((branch_name, seq, id_text(message.id), data))
 
     def rewrite(self, branch_name: str, messages: Iterable[RoledMessage]) -> None:
         """Queue replacing the stored conversation of ``branch_name`` with

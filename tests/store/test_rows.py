@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import uuid
 from typing import Any
 
 from hypothesis import given, strategies as st
@@ -19,7 +20,7 @@ from pride.messages import (
     unstructure,
 )
 from pride.messages.codec import dump_json, parse_json
-from pride.store._rows import message_text, row_text
+from pride.store._rows import id_text, message_text, row_text
 
 _scalars = st.one_of(
     st.none(),
@@ -101,3 +102,10 @@ def test_a_subclass_goes_the_codec_way() -> None:
         pass
 
     assert message_text(Noted(assistant_response="a")) is None
+
+
+def test_issue19_a_message_id_is_stored_as_its_str() -> None:
+    """The message_id column holds ``str(id)``, however it is made."""
+    for identity in (uuid.uuid4(), uuid.UUID(int=0), uuid.UUID(int=2**128 - 1)):
+        assert id_text(identity) == str(identity)
+    assert id_text("not-a-uuid") == "not-a-uuid"
