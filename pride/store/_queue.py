@@ -66,8 +66,10 @@ class WriteQueue:
     # ------------------------------------------------------------ queueing
 
     def row(self, row: Row) -> None:
-        self.pending.rows.append(row)
-        self.pending.branches[row[0]] += 1
+        pending = self.pending
+        pending.rows.append(row)
+        branches = pending.branches  # get(), not +=: a Counter's __missing__ is Python
+        branches[row[0]] = branches.get(row[0], 0) + 1
 
     def refuse(self, branch_name: str, error: StoreError) -> None:
         """A message of ``branch_name`` could not be made a row: its next flush fails."""
