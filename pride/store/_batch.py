@@ -75,7 +75,9 @@ class Batch:
 
     def answer_waiters(self) -> None:
         """Call every waiter with its outcome (the commit is over); a waiter that
-        raises is logged, and the others are still called."""
+        raises is logged, and the others are still called. Nothing raised escapes:
+        this runs outside any task (a callback of trio's run loop), where an
+        exception, even a BaseException, would crash the whole run."""
         waiters, self.waiters = self.waiters, []
         for key, earlier, done in waiters:
             failure = self.failure(key)
@@ -83,7 +85,7 @@ class Batch:
                 failure = earlier.failure(key)
             try:
                 done(failure)
-            except Exception:
+            except BaseException:
                 log.exception("a commit waiter of %r failed", key)
 
     def journal_ops(self) -> list[JournalOp]:

@@ -214,9 +214,12 @@ class WriteQueue:
             except trio.RunFinishedError:  # the store was never closed: nothing to answer
                 log.error("%s: a commit ended after its event loop did", self.path)
 
-        trio.lowlevel.start_thread_soon(
-            lambda: self._write(rows, journal, flows), deliver, name=f"pride store {self.path}"
-        )
+        try:
+            trio.lowlevel.start_thread_soon(
+                lambda: self._write(rows, journal, flows), deliver, name=f"pride store {self.path}"
+            )
+        except Exception as exc:  # no thread to be had (often called outside any task)
+            self._token.run_sync_soon(self._written, batch, False, outcome.Error(exc))
 
     def _written(self, batch: Batch, wrote: bool, result: outcome.Outcome[Any]) -> None:
         """A commit ended (in the event loop's thread): settle its batch, answer

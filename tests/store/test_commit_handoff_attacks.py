@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +23,21 @@ import trio
 import trio.testing
 
 import pride
-from pride import Branch, ChatAndRecord, Reply, RunEnd, RunStart, Session, send
+from pride import (
+    Branch,
+    ChatAndRecord,
+    Detach,
+    Instruction,
+    Reply,
+    RunEnd,
+    RunStart,
+    Session,
+    StoreError,
+    send,
+)
+from pride.store import BranchStore
 
+from ..cli.driver import CLI, cli_env, request
 from ..helpers import echo_model
 
 
@@ -41,7 +55,7 @@ def _held(path: Path) -> Iterator[sqlite3.Connection]:
 
 
 async def _texts(path: Path, branch: str) -> list[str]:
-    async with pride.store.BranchStore(path) as store:
+    async with BranchStore(path) as store:
         return [message.text for message in await store.load_messages(branch)]
 
 
@@ -110,9 +124,9 @@ async def test_a_traced_turn_handed_to_its_commit_restores_the_actors_trace_cont
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A traced turn ended by its commit ends its span, and leaves the actor's task
-    as it found it: its span is not current there after the turn (OpenTelemetry's
-    context is restored in the task that set it, not in the commit's callback)."""
-    from opentelemetry import trace
+    as it found it: OpenTelemetry's context is restored in the task that set it
+    (restoring it from the commit's callback fails, logged as "Failed to detach
+    context", and leaves the turn's span current in the actor's task)."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -123,18 +137,12 @@ async def test_a_traced_turn_handed_to_its_commit_restores_the_actors_trace_cont
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     pride.telemetry.instrument(provider, capture_content=False)
-    seen: list[Any] = []
-
-    def spy(a: int) -> int:
-        """Note the span current in the actor's task."""
-        seen.append(trace.get_current_span().get_span_context())
-        return a
 
     try:
         path = tmp_path / "store.db"
         with caplog.at_level(logging.ERROR):
             async with Session(store=path) as session:
-                ada = await session.spawn(Branch(name="ada", chat_model=echo_model(), tools=[spy]))
+                ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
                 assert await ada.chat_and_record("one") == "re: one"
                 assert await ada.chat_and_record("two") == "re: two"
         assert not [r for r in caplog.records if "detach" in r.getMessage().lower()]
@@ -232,3 +240,125 @@ async def test_stop_with_no_grace_while_a_commit_is_in_flight(tmp_path: Path) ->
     for text, outcome in zip(("one", "two"), outcomes, strict=True):
         if outcome == f"re: {text}":
             assert f"re: {text}" in stored
+
+
+async def test_a_commit_waiter_that_raises_anything_is_logged_and_the_others_called(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A waiter given to `BranchStore.after_commit` is called outside any task: one
+    that raises, even a BaseException, is logged; the next waiter is still
+    called and the store keeps committing."""
+    path = tmp_path / "store.db"
+    called: list[Any] = []
+
+    def rude(failure: Any) -> None:
+        raise Boom("no")
+
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", "id", {}, [])
+        store.append("ada", Instruction(instruction="one"))
+        assert store.after_commit("ada", rude)
+        assert store.after_commit("ada", called.append)
+        with caplog.at_level(logging.ERROR, logger="pride.store"):
+            await store.flush("ada")
+        assert called == [None]
+        assert any(r.exc_info and r.exc_info[0] is Boom for r in caplog.records)
+        store.append("ada", Instruction(instruction="two"))
+        await store.flush()
+    assert await _texts(path, "ada") == ["one", "two"]
+
+
+async def test_a_commit_whose_worker_thread_cannot_start_fails_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit whose worker thread cannot be started (the process is out of
+    threads) fails its waiters with StoreError instead of crashing the run; its
+    rows stay queued and the next commit writes them."""
+    path = tmp_path / "store.db"
+    failures: list[Any] = []
+
+    def no_thread(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("can't start new thread")
+
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", "id", {}, [])
+        store.append("ada", Instruction(instruction="one"))
+        with monkeypatch.context() as patched:
+            patched.setattr(trio.lowlevel, "start_thread_soon", no_thread)
+            assert store.after_commit("ada", failures.append)
+            with pytest.raises(StoreError, match="can't start new thread"):
+                await store.flush("ada")
+        assert len(failures) == 1 and isinstance(failures[0], StoreError)
+        await store.flush("ada")
+    assert await _texts(path, "ada") == ["one"]
+
+
+async def test_a_detach_served_between_a_turns_hand_over_and_its_commit(tmp_path: Path) -> None:
+    """An unwatched member detached while its turn waits for its commit: the turn is
+    still counted on the session it ran in, and answered once durable."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await ada.chat_and_record("kept")
+        with _held(path):
+            reply = await send(ada, ChatAndRecord("one"))
+            await trio.testing.wait_all_tasks_blocked()
+            detached = await send(ada, Detach())
+            await trio.testing.wait_all_tasks_blocked()
+            assert detached.done and not reply.done  # served meanwhile
+        assert await reply.result() == "re: one"
+        assert session.statistics().turns_done == 2
+    assert await _texts(path, "ada") == ["kept", "re: kept", "one", "re: one"]
+
+
+def test_a_keyboard_interrupt_with_a_commit_in_flight(tmp_path: Path) -> None:
+    """The trio run ending (a KeyboardInterrupt out of the session block) while a turn
+    waits for its commit: no hang, and its caller is answered ok only if its rows
+    are in the file, which opens afterwards."""
+    path = tmp_path / "store.db"
+    replies: list[Reply] = []
+
+    async def main() -> None:
+        async with Session(store=path) as session:
+            ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+            with _held(path):
+                replies.append(await send(ada, ChatAndRecord("one")))
+                await trio.testing.wait_all_tasks_blocked()
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        trio.run(main)
+    (reply,) = replies
+    assert reply.done
+    stored = trio.run(_texts, path, "ada")
+    try:
+        answer = trio.run(reply.result)
+    except StoreError:
+        assert "re: one" not in stored
+    else:
+        assert answer == "re: one"
+        assert stored == ["one", "re: one"]
+
+
+async def test_kill_9_while_a_turn_waits_for_its_commit(tmp_path: Path) -> None:
+    """``pride run`` killed with SIGKILL while its worker thread writes a turn's rows:
+    that turn was never answered, the file opens afterwards without it, and the
+    next run serves the branch."""
+    store = tmp_path / "agents.db"
+    args = ("run", "tests.store.crashing_app:build", "--store", str(store), "--no-status")
+    env = cli_env(PRIDE_TEST_HOLD_SQL="INSERT OR REPLACE INTO messages")
+    async with CLI.start(*args, env=env) as cli:
+        await cli.send(request("r1", "ada", "hello"))
+        await cli.until(lambda: any("holding" in line for line in cli.stderr), "the hold")
+        held = next(line for line in cli.stderr if "holding" in line)
+        assert '"re: hello"' in held, held  # the turn's rows, in its commit
+        cli.process.send_signal(signal.SIGKILL)
+        assert await cli.exit_code() == -signal.SIGKILL
+        assert "r1" not in cli.answers(), cli.transcript()
+    assert await _texts(store, "ada") == []
+    async with CLI.start(*args, "--exit-on-eof", env=cli_env()) as cli:
+        await cli.send(request("r2", "ada", "again"))
+        assert (await cli.answer("r2"))["ok"], cli.transcript()
+        await cli.close_stdin()
+        assert await cli.exit_code() == 0
+    assert await _texts(store, "ada") == ["again", "re: again"]
