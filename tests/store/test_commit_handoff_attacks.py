@@ -25,11 +25,14 @@ import trio.testing
 import pride
 from pride import (
     Branch,
+    Budget,
+    BudgetExceeded,
     ChatAndRecord,
     Detach,
     Instruction,
     Reply,
     RunEnd,
+    RunFailed,
     RunStart,
     Session,
     StoreError,
@@ -362,3 +365,39 @@ async def test_kill_9_while_a_turn_waits_for_its_commit(tmp_path: Path) -> None:
         await cli.close_stdin()
         assert await cli.exit_code() == 0
     assert await _texts(store, "ada") == ["again", "re: again"]
+
+
+async def test_a_budgeted_turn_with_a_store_fails_or_is_answered_by_its_commit(
+    tmp_path: Path,
+) -> None:
+    """A turn over its budget records nothing and fails at once; a budgeted turn
+    within it is handed to its commit like any other (answered once durable), and
+    both are counted and signalled in order."""
+    from pride.llm import ScriptedModel, ScriptedReply, Usage
+
+    path = tmp_path / "store.db"
+    seen: list[str] = []
+    model = ScriptedModel(
+        [
+            ScriptedReply("long", usage=Usage(5, 50, 0, None)),
+            ScriptedReply("short", usage=Usage(5, 5, 0, None)),
+        ]
+    )
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=model))
+        session.observe(
+            RunEnd, RunFailed, handler=lambda signal: seen.append(type(signal).__name__)
+        )
+        budget = Budget(max_output_tokens=40)
+        with _held(path):
+            over = await send(ada, ChatAndRecord("q", budget=budget))
+            within = await send(ada, ChatAndRecord("r", budget=budget))
+            await trio.testing.wait_all_tasks_blocked()
+            assert over.done and not within.done
+        with pytest.raises(BudgetExceeded):
+            await over.result()
+        assert await within.result() == "short"
+        stats = session.statistics()
+        assert (stats.turns_done, stats.turns_failed) == (1, 1)
+    assert seen == ["RunFailed", "RunEnd"]
+    assert await _texts(path, "ada") == ["r", "short"]
