@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from .commands import ActionCall
+from .commands import ActionCall, call_from_mapping
 from .conversation import DEFAULT_SYSTEM_MESSAGE, System
 
 __all__ = ["PRIDE_SYSTEM_MESSAGE", "action_call", "action_calls", "system_message"]
@@ -74,7 +74,7 @@ def action_call(call: Any) -> ActionCall:
     if isinstance(call, ActionCall):
         return call
     if isinstance(call, Mapping):
-        return ActionCall(call["function"], dict(call.get("arguments") or {}), call.get("call_id"))
+        return call_from_mapping(call)
     name = getattr(call, "name", None) or getattr(call, "function", None)
     if isinstance(name, str):
         return ActionCall(

@@ -31,7 +31,7 @@ with an [`InvalidMessage`][pride.InvalidMessage] naming the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
@@ -135,7 +135,59 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 
 def _action_calls(value: Any) -> tuple[ActionCall, ...]:
-    return tuple(value)
+    """``Act``'s calls: ActionCalls, or ``{"function", "arguments", "call_id"}`` mappings.
+
+    Raises:
+        TypeError: ``value`` is not a sequence of calls, or a call is neither form
+            (named by its position), so a bad call fails where it is made, not
+            deep inside the actor.
+    """
+    if isinstance(value, Mapping | str | bytes) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"Act takes a sequence of calls, got {type(value).__name__}: "
+            "wrap one call in a tuple, Act((call,))"
+        )
+    calls = tuple(value)
+    for call in calls:
+        if not isinstance(call, ActionCall):
+            break
+    else:
+        return calls
+    return tuple(_action_call(call, index) for index, call in enumerate(calls))
+
+
+def _action_call(call: Any, index: int) -> ActionCall:
+    if isinstance(call, ActionCall):
+        return call
+    if isinstance(call, Mapping):
+        return call_from_mapping(call, where=f"call {index}")
+    raise TypeError(
+        f"call {index} of Act is a {type(call).__name__}: give an ActionCall "
+        'or a {"function": ..., "arguments": {...}} mapping'
+    )
+
+
+def call_from_mapping(call: Mapping[str, Any], *, where: str = "the call") -> ActionCall:
+    """An ActionCall from ``{"function", "arguments", "call_id"}`` (``arguments`` and
+    ``call_id`` optional).
+
+    Raises:
+        TypeError: ``function`` is missing or not a string, ``arguments`` is not a
+            mapping, or ``call_id`` is neither None nor a string; ``where`` names
+            the call in the message.
+    """
+    function = call.get("function")
+    if not isinstance(function, str):
+        raise TypeError(f'{where} needs a "function" naming the tool, got {function!r}')
+    arguments = call.get("arguments") or {}
+    if not isinstance(arguments, Mapping):
+        raise TypeError(
+            f'"arguments" of {where} ({function}) must be a mapping, got {type(arguments).__name__}'
+        )
+    call_id = call.get("call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise TypeError(f'"call_id" of {where} ({function}) must be a string or None')
+    return ActionCall(function, dict(arguments), call_id)
 
 
 def _tool_selection(value: Any) -> ToolSelection:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -70,3 +71,41 @@ async def test_bad_strategy_is_a_clear_error() -> None:
         with pytest.raises(ValueError, match="max_concurrent"):
             await branch.act(ActionCall("add", {"a": 1, "b": 1}), max_concurrent=0)
         assert await branch.chat("ok") == "re: ok"
+
+
+async def test_an_act_command_reads_call_mappings_as_the_facade_does() -> None:
+    """``Act(({"function": ..., "arguments": ...},))`` is the same command as with
+    ActionCalls (before, the mapping reached the actor and failed there with an
+    AttributeError)."""
+    command = Act(({"function": "add", "arguments": {"a": 2, "b": 3}, "call_id": "c1"},))
+    assert command.action_requests == (ActionCall("add", {"a": 2, "b": 3}, "c1"),)
+    async with Branch(chat_model=echo_model(), tools=[add]) as branch:
+        responses = await pride.ask(branch, command)
+    assert [response.output for response in responses] == [5]
+
+
+@pytest.mark.parametrize(
+    ("requests", "named"),
+    [
+        ({"function": "add"}, "a sequence of calls"),
+        ("add", "a sequence of calls"),
+        (ActionCall("add"), "a sequence of calls"),
+        ([ActionCall("add"), 42], "call 1 of Act is a int"),
+        ([{"arguments": {}}], 'needs a "function"'),
+        ([{"function": 7}], 'needs a "function"'),
+        ([{"function": "add", "arguments": [1, 2]}], '"arguments" of call 0 (add) must be'),
+        ([{"function": "add", "call_id": 3}], '"call_id" of call 0 (add)'),
+    ],
+)
+def test_a_malformed_act_is_refused_where_it_is_made_naming_the_call(
+    requests: Any, named: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(named)):
+        Act(requests)
+
+
+async def test_the_facade_refuses_a_malformed_call_with_a_type_error() -> None:
+    async with Branch(chat_model=echo_model(), tools=[add]) as branch:
+        with pytest.raises(TypeError, match='needs a "function"'):
+            await branch.act({"arguments": {}})
+        assert await branch.act({"function": "add", "arguments": {"a": 1, "b": 1}})
