@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from .commands import ActionCall, call_from_mapping
+from .calls import ActionCall, call_from_mapping
 from .conversation import DEFAULT_SYSTEM_MESSAGE, System
 
 __all__ = ["PRIDE_SYSTEM_MESSAGE", "action_call", "action_calls", "system_message"]

@@ -31,13 +31,14 @@ with an [`InvalidMessage`][pride.InvalidMessage] naming the field.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
 import attrs
 
 from .budget import Budget
+from .calls import ActionCall, JsonValue, act_calls
 
 __all__ = [
     "Act",
@@ -73,8 +74,6 @@ __all__ = [
 ]
 
 # Markers the codec recognises (``Annotated`` keeps them ``Any`` for type checkers).
-JsonValue = Annotated[Any, "pride:json"]
-"""Any JSON value: None, bool, int, float, str, lists and str-keyed dicts of them."""
 ModelSpec = Annotated[Any, "pride:model"]
 """None, ``"provider/model"``, a model config dict, or (in process) an ``iModel``.
 
@@ -132,62 +131,6 @@ def _kw_factory(factory: Any) -> Any:
 
 def _strings(value: Any) -> tuple[str, ...]:
     return tuple(value)
-
-
-def _action_calls(value: Any) -> tuple[ActionCall, ...]:
-    """``Act``'s calls: ActionCalls, or ``{"function", "arguments", "call_id"}`` mappings.
-
-    Raises:
-        TypeError: ``value`` is not a sequence of calls, or a call is neither form
-            (named by its position), so a bad call fails where it is made, not
-            deep inside the actor.
-    """
-    if isinstance(value, Mapping | str | bytes) or not isinstance(value, Iterable):
-        raise TypeError(
-            f"Act takes a sequence of calls, got {type(value).__name__}: "
-            "wrap one call in a tuple, Act((call,))"
-        )
-    calls = tuple(value)
-    for call in calls:
-        if not isinstance(call, ActionCall):
-            break
-    else:
-        return calls
-    return tuple(_action_call(call, index) for index, call in enumerate(calls))
-
-
-def _action_call(call: Any, index: int) -> ActionCall:
-    if isinstance(call, ActionCall):
-        return call
-    if isinstance(call, Mapping):
-        return call_from_mapping(call, where=f"call {index}")
-    raise TypeError(
-        f"call {index} of Act is a {type(call).__name__}: give an ActionCall "
-        'or a {"function": ..., "arguments": {...}} mapping'
-    )
-
-
-def call_from_mapping(call: Mapping[str, Any], *, where: str = "the call") -> ActionCall:
-    """An ActionCall from ``{"function", "arguments", "call_id"}`` (``arguments`` and
-    ``call_id`` optional).
-
-    Raises:
-        TypeError: ``function`` is missing or not a string, ``arguments`` is not a
-            mapping, or ``call_id`` is neither None nor a string; ``where`` names
-            the call in the message.
-    """
-    function = call.get("function")
-    if not isinstance(function, str):
-        raise TypeError(f'{where} needs a "function" naming the tool, got {function!r}')
-    arguments = call.get("arguments") or {}
-    if not isinstance(arguments, Mapping):
-        raise TypeError(
-            f'"arguments" of {where} ({function}) must be a mapping, got {type(arguments).__name__}'
-        )
-    call_id = call.get("call_id")
-    if call_id is not None and not isinstance(call_id, str):
-        raise TypeError(f'"call_id" of {where} ({function}) must be a string or None')
-    return ActionCall(function, dict(arguments), call_id)
 
 
 def _tool_selection(value: Any) -> ToolSelection:
@@ -357,15 +300,6 @@ class Interpret(WorkCommand):
 
 
 @attrs.frozen
-class ActionCall:
-    """One tool call to execute: ``function(**arguments)``."""
-
-    function: str
-    arguments: Mapping[str, JsonValue] = attrs.field(factory=dict)
-    call_id: str | None = None
-
-
-@attrs.frozen
 class Act(WorkCommand):
     """Execute tool calls directly and record each request/response pair.
 
@@ -375,7 +309,7 @@ class Act(WorkCommand):
 
     model_turn: ClassVar[bool] = False
 
-    action_requests: tuple[ActionCall, ...] = attrs.field(converter=_action_calls)
+    action_requests: tuple[ActionCall, ...] = attrs.field(converter=act_calls)
     strategy: Literal["concurrent", "sequential"] = _kw("concurrent")
     max_concurrent: int | None = _kw()
     suppress_errors: bool = _kw(True)
