@@ -6,9 +6,11 @@ so machine speed cancels out; absolute numbers are printed for context only.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import attrs
 
@@ -102,3 +104,26 @@ def ratio_line(label: str, value: float, target: str, ok: bool) -> str:
 def figure_line(label: str, value: float, unit: str, target: str, ok: bool) -> str:
     """One printed figure with its unit, the target and whether it holds."""
     return f"  {label:<60} {value:8.2f} {unit:<4} target {target:<10} {_verdict(ok)}"
+
+
+class CollectorTime:
+    """CPU time this thread spends in the garbage collector, and its collections."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def __enter__(self) -> CollectorTime:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.seconds += time.thread_time() - self._started
+            self.collections[info["generation"]] += 1

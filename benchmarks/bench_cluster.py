@@ -17,7 +17,6 @@ Targets (issue 16), figures from one process and one Ray cluster:
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import statistics
@@ -29,7 +28,7 @@ import trio
 
 import pride
 from benchmarks._cluster_floor import AsyncEcho, SyncEcho, TrioEcho, wait_trio
-from benchmarks._harness import figure_line, ratio_line
+from benchmarks._harness import CollectorTime, figure_line, ratio_line
 from pride import Act, Call, Chat, RunFailed, RunStart, Signal
 from pride.cluster import Cluster
 
@@ -121,29 +120,6 @@ def _cpu_seconds(pid: int) -> float:
 
     times = psutil.Process(pid).cpu_times()
     return float(times.user + times.system)
-
-
-class _CollectorTime:
-    """CPU time this thread spends in the garbage collector, and its collections."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.collections = [0, 0, 0]
-        self._started = 0.0
-
-    def __enter__(self) -> _CollectorTime:
-        gc.callbacks.append(self._callback)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        gc.callbacks.remove(self._callback)
-
-    def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._started = time.thread_time()
-        else:
-            self.seconds += time.thread_time() - self._started
-            self.collections[info["generation"]] += 1
 
 
 def _ray_calls(cluster: Cluster, host: str) -> int:
@@ -238,7 +214,7 @@ async def _main(ray: Any, smoke: bool) -> None:
         cpu = (_cpu_seconds(pid), _cpu_seconds(os.getpid()), _ray_calls(cluster, "bench"))
         collected = await pride.ask(ref, Call("gc_spent"))
         trio_thread = time.thread_time()
-        with _CollectorTime() as collector:
+        with CollectorTime() as collector:
             messages = await _throughput(ref, Act(()), senders, per_sender)
         trio_thread = time.thread_time() - trio_thread
         count = senders * per_sender

@@ -31,6 +31,7 @@ import trio.testing
 
 import pride
 from benchmarks._cluster_stub import StubHost, stub_ref
+from benchmarks._harness import CollectorTime
 from pride import Act
 
 _ANSWER = "ok"
@@ -69,30 +70,7 @@ class _Answerer:
                 reply.succeed(_ANSWER)
 
 
-class _Collector:
-    """CPU time this thread spends in the garbage collector, and its collections."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.collections = [0, 0, 0]
-        self._started = 0.0
-
-    def __enter__(self) -> _Collector:
-        gc.callbacks.append(self._callback)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        gc.callbacks.remove(self._callback)
-
-    def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._started = time.thread_time()
-        else:
-            self.seconds += time.thread_time() - self._started
-            self.collections[info["generation"]] += 1
-
-
-async def _concurrent(target: Any, senders: int, per_sender: int) -> tuple[float, _Collector]:
+async def _concurrent(target: Any, senders: int, per_sender: int) -> tuple[float, CollectorTime]:
     """Trio-thread CPU seconds per ask, ``senders`` tasks asking ``per_sender`` times."""
     command = Act(())
 
@@ -101,7 +79,7 @@ async def _concurrent(target: Any, senders: int, per_sender: int) -> tuple[float
             await pride.ask(target, command)
 
     started = time.thread_time()
-    with _Collector() as collector:
+    with CollectorTime() as collector:
         async with trio.open_nursery() as nursery:
             for _ in range(senders):
                 nursery.start_soon(sender)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import gc
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -70,3 +74,32 @@ def last_user_text(request: ModelRequest) -> str:
 def echo_model() -> ScriptedModel:
     """A model replying ``re: <last user text>`` to every call."""
     return ScriptedModel(lambda request: f"re: {last_user_text(request)}")
+
+
+@contextlib.contextmanager
+def saving_garbage() -> Iterator[list[object]]:
+    """Collect first, then keep what the collector finds unreachable in the block."""
+    gc.collect()
+    flags = gc.get_debug()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    found: list[object] = []
+    try:
+        yield found
+        gc.collect()
+        found.extend(gc.garbage)
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
+
+
+@contextlib.contextmanager
+def holding_write_lock(path: Path) -> Iterator[sqlite3.Connection]:
+    """Hold the store's write lock (a commit waits for it, up to SQLite's busy timeout)."""
+    db = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield db
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        db.close()

@@ -12,26 +12,9 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from pride import Branch, Budget, Chat, ScriptedModel, Session, ask
-
-
-@contextmanager
-def _saving_garbage() -> Iterator[list[object]]:
-    """Collect first, then keep what the collector finds unreachable in the block."""
-    gc.collect()
-    flags = gc.get_debug()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    found: list[object] = []
-    try:
-        yield found
-        gc.collect()
-        found.extend(gc.garbage)
-    finally:
-        gc.set_debug(flags)
-        gc.garbage.clear()
+from tests.helpers import saving_garbage
 
 
 def _pride_objects(objects: list[object]) -> list[str]:
@@ -42,7 +25,7 @@ async def test_a_turn_leaves_no_reference_cycle() -> None:
     branch = Branch(chat_model=ScriptedModel(lambda request: "ok"))
     async with branch:
         await ask(branch, Chat("warm up"))
-        with _saving_garbage() as garbage:
+        with saving_garbage() as garbage:
             for _ in range(20):
                 assert await ask(branch, Chat("hi")) == "ok"
     assert _pride_objects(garbage) == []
@@ -52,7 +35,7 @@ async def test_a_session_member_turn_leaves_no_reference_cycle() -> None:
     async with Session() as session:
         member = await session.spawn(Branch(chat_model=ScriptedModel(lambda request: "ok")))
         await ask(member, Chat("warm up"))
-        with _saving_garbage() as garbage:
+        with saving_garbage() as garbage:
             for _ in range(20):
                 assert await ask(member, Chat("hi")) == "ok"
     assert _pride_objects(garbage) == []
@@ -70,7 +53,7 @@ async def test_a_nested_command_with_its_own_budget_leaves_no_reference_cycle() 
     branch.chat_model = ScriptedModel(asks_nested)
     async with branch:
         await ask(branch, Chat("warm up"))
-        with _saving_garbage() as garbage:
+        with saving_garbage() as garbage:
             for _ in range(5):
                 assert await ask(branch, Chat("hi")) == "inner"
     assert _pride_objects(garbage) == []

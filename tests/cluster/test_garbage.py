@@ -16,31 +16,12 @@ local or remote: the exception's traceback holds the frames of ``ask`` and
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pride
 from pride import Chat, Run
 from pride.cluster import Cluster
+from tests.helpers import saving_garbage
 
 ECHO = "tests.cluster.factories:echo"
-
-
-@contextmanager
-def _saving_garbage() -> Iterator[list[object]]:
-    """Collect first, then keep what the collector finds unreachable in the block."""
-    gc.collect()
-    flags = gc.get_debug()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    found: list[object] = []
-    try:
-        yield found
-        gc.collect()
-        found.extend(gc.garbage)
-    finally:
-        gc.set_debug(flags)
-        gc.garbage.clear()
 
 
 def _ours(objects: list[object]) -> list[str]:
@@ -60,7 +41,7 @@ async def test_a_remote_envelope_leaves_no_reference_cycle(cluster: Cluster, nam
     ref = await cluster.spawn(ECHO, name=name, host="shared")
     assert await pride.ask(ref, Chat("warm up")) == "echo: warm up"
     command = Chat("hi")
-    with _saving_garbage() as garbage:
+    with saving_garbage() as garbage:
         for _ in range(20):
             assert await pride.ask(ref, command) == "echo: hi"
         replies = [await pride.send(ref, Chat(f"sent {i}")) for i in range(5)]

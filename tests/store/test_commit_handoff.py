@@ -8,9 +8,7 @@ worker thread until the test lets go.
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +29,7 @@ from pride import (
     send,
 )
 from pride.store import BranchStore
-from tests.helpers import echo_model
-
-
-@contextlib.contextmanager
-def _held(path: Path) -> Iterator[sqlite3.Connection]:
-    """Hold the store's write lock (a commit waits for it, up to SQLite's busy timeout)."""
-    db = sqlite3.connect(path, isolation_level=None, timeout=0)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        yield db
-    finally:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        db.close()
+from tests.helpers import echo_model, holding_write_lock
 
 
 def _stored_rows(path: Path, branch: str) -> int:
@@ -71,7 +56,7 @@ async def test_issue19_a_turn_is_answered_by_its_commit_while_its_actor_serves_o
     async with Session(store=path) as session:
         ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
         await ada.chat_and_record("kept")  # stored: the branch exists
-        with _held(path):
+        with holding_write_lock(path):
             first = await send(ada, ChatAndRecord("one"))
             await trio.testing.wait_all_tasks_blocked()  # its commit waits in the thread
             first.cancel()  # too late to cancel the turn: it is done, only not durable
@@ -98,7 +83,7 @@ async def test_issue19_a_failed_commit_fails_its_turns_and_the_turns_built_on_th
         ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
         bob = await session.spawn(Branch(name="bob", chat_model=echo_model()))
         await ada.chat_and_record("kept")
-        with _held(path) as db:
+        with holding_write_lock(path) as db:
             first = await send(ada, ChatAndRecord("one"))
             await trio.testing.wait_all_tasks_blocked()
             second = await send(ada, ChatAndRecord("two"))
@@ -207,7 +192,7 @@ async def test_issue19_a_cancelled_flush_leaves_its_commit_to_finish(tmp_path: P
     async with BranchStore(path) as store:
         await store.save_branch("ada", "id-1", {"name": "ada"}, [])
         store.append("ada", Instruction(instruction="one"))
-        with _held(path):
+        with holding_write_lock(path):
             with trio.CancelScope() as scope:
                 scope.cancel()
                 await store.flush("ada")  # the commit starts, the wait is cancelled

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import signal
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +40,7 @@ from pride import (
 from pride.store import BranchStore
 
 from ..cli.driver import CLI, cli_env, request
-from ..helpers import echo_model
-
-
-@contextlib.contextmanager
-def _held(path: Path) -> Iterator[sqlite3.Connection]:
-    """Hold the store's write lock (a commit waits for it, up to SQLite's busy timeout)."""
-    db = sqlite3.connect(path, isolation_level=None, timeout=0)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        yield db
-    finally:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        db.close()
+from ..helpers import echo_model, holding_write_lock
 
 
 async def _texts(path: Path, branch: str) -> list[str]:
@@ -112,7 +98,7 @@ async def test_an_async_terminal_subscriber_after_the_session_stopped_still_answ
                 async with Session(store=path) as session:
                     ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
                     session.observe(RunEnd, handler=slow)
-                    db = stack.enter_context(_held(path))
+                    db = stack.enter_context(holding_write_lock(path))
                     reply = await send(ada, ChatAndRecord("one"))
                     await trio.testing.wait_all_tasks_blocked()
                     assert not reply.done
@@ -195,7 +181,7 @@ async def test_two_callers_of_an_unwatched_branch_are_answered_in_mailbox_order(
             assert all(earlier.done for earlier in replies[:index])
 
         async with trio.open_nursery() as nursery:
-            with _held(path):
+            with holding_write_lock(path):
                 for text in ("a", "b", "c", "d"):
                     replies.append(await send(ada, ChatAndRecord(text)))
                     nursery.start_soon(ask, len(replies) - 1)
@@ -225,7 +211,7 @@ async def test_stop_with_no_grace_while_a_commit_is_in_flight(tmp_path: Path) ->
                     ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
                     session.observe(RunStart, handler=lambda signal: None)
                     session.observe(RunEnd, handler=watch)
-                    db = stack.enter_context(_held(path))
+                    db = stack.enter_context(holding_write_lock(path))
                     replies.append(await send(ada, ChatAndRecord("one")))
                     await trio.testing.wait_all_tasks_blocked()
                     replies.append(await send(ada, ChatAndRecord("two")))  # queued
@@ -303,7 +289,7 @@ async def test_a_detach_served_between_a_turns_hand_over_and_its_commit(tmp_path
     async with Session(store=path) as session:
         ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
         await ada.chat_and_record("kept")
-        with _held(path):
+        with holding_write_lock(path):
             reply = await send(ada, ChatAndRecord("one"))
             await trio.testing.wait_all_tasks_blocked()
             detached = await send(ada, Detach())
@@ -324,7 +310,7 @@ def test_a_keyboard_interrupt_with_a_commit_in_flight(tmp_path: Path) -> None:
     async def main() -> None:
         async with Session(store=path) as session:
             ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
-            with _held(path):
+            with holding_write_lock(path):
                 replies.append(await send(ada, ChatAndRecord("one")))
                 await trio.testing.wait_all_tasks_blocked()
                 raise KeyboardInterrupt
@@ -389,7 +375,7 @@ async def test_a_budgeted_turn_with_a_store_fails_or_is_answered_by_its_commit(
             RunEnd, RunFailed, handler=lambda signal: seen.append(type(signal).__name__)
         )
         budget = Budget(max_output_tokens=40)
-        with _held(path):
+        with holding_write_lock(path):
             over = await send(ada, ChatAndRecord("q", budget=budget))
             within = await send(ada, ChatAndRecord("r", budget=budget))
             await trio.testing.wait_all_tasks_blocked()
