@@ -26,7 +26,7 @@ class Journals:
     def _require(self, *, write: bool = False) -> sqlite3.Connection:
         raise NotImplementedError
 
-    async def _run(self, what: str, function: Any, *args: Any) -> Any:
+    async def _read(self, what: str, function: Any, *args: Any) -> Any:
         raise NotImplementedError
 
     # ------------------------------------------------------------- journal
@@ -108,20 +108,18 @@ class Journals:
     async def unfinished_flows(self, flow_id: str | None = None) -> list[StoredFlow]:
         """The flow journal's unfinished flows (one, or all), oldest first, each with
         its events (see `pride.store.flows`)."""
-        db = self._require()
-        flows: list[StoredFlow] = await self._run(
-            "reading the flow journal of", load_flows, db, flow_id
+        flows: list[StoredFlow] = await self._read(
+            "reading the flow journal of", load_flows, flow_id
         )
         return flows
 
     async def unfinished_turns(self, branch_name: str | None = None) -> list[StoredTurn]:
         """The journal's unfinished turns (of ``branch_name``, or of every branch),
         oldest first, each with its steps (see `pride.store.journal`)."""
-        db = self._require()
         what = (
             f"reading the turn journal of {branch_name!r} from"
             if branch_name
             else ("reading the turn journal of")
         )
-        turns: list[StoredTurn] = await self._run(what, load_turns, db, branch_name)
+        turns: list[StoredTurn] = await self._read(what, load_turns, branch_name)
         return turns

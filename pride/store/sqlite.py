@@ -5,6 +5,15 @@ readers (``pride inspect``) look while a long-running process writes. Every
 call runs in a worker thread (``trio.to_thread``) so the event loop never
 blocks on disk.
 
+Reads (`load`, `load_messages`, `branches`, `register`, the journal readers)
+go through a second, read-only connection that is opened and closed with the
+store, never through the writer's: a commit runs in its own worker thread, and
+on its connection a read in the middle of that commit's transaction would see
+rows that commit may yet roll back. Each read is one read transaction (one
+snapshot: a branch's projection and its messages come from the same commit);
+reads take turns on that connection, one worker thread at a time, and WAL
+means no read ever waits for a commit.
+
 Durability contract:
 
 * messages are appended as they are recorded, and a history changed
@@ -131,7 +140,8 @@ class BranchStore(Journals):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
-        self._db: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._reading = trio.Lock()  # one read at a time on the read connection
         self._writer: Writer | None = None
         self._queue = WriteQueue(self.path, self._write_batch)
         self._next_seq: dict[str, int] = {}
@@ -148,18 +158,23 @@ class BranchStore(Journals):
 
     async def open(self) -> None:
         """Open (or create) the store; see the class for errors."""
-        if self.read_only:
-            self._db = await trio.to_thread.run_sync(open_reader, self.path)
-        else:
+        if not self.read_only:
             self._writer = await trio.to_thread.run_sync(open_writer, self.path)
-            self._db = self._writer.db
+        try:
+            self._reader = await trio.to_thread.run_sync(open_reader, self.path)
+        except BaseException:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(writer.close)
+            raise
 
     async def aclose(self) -> None:
         """Commit what is queued and close the file (releasing it to the next writer).
 
         Rows that still cannot be committed are reported in the log (the
         turns that made them were already answered with the error)."""
-        if self._db is None:
+        if self._reader is None:
             return
         try:
             with trio.CancelScope(shield=True):
@@ -176,10 +191,13 @@ class BranchStore(Journals):
                             exc,
                         )
         finally:
-            db, self._db = self._db, None
+            reader, self._reader = self._reader, None
             writer, self._writer = self._writer, None
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(writer.close if writer is not None else db.close)
+                async with self._reading:  # a read under way ends first
+                    await trio.to_thread.run_sync(reader.close)
+                if writer is not None:  # closed last: the last connection tidies the WAL
+                    await trio.to_thread.run_sync(writer.close)
 
     async def __aenter__(self) -> Self:
         await self.open()
@@ -194,11 +212,14 @@ class BranchStore(Journals):
         await self.aclose()
 
     def _require(self, *, write: bool = False) -> sqlite3.Connection:
-        if self._db is None:
+        """The writer's connection (``write``), else the read connection."""
+        if self._reader is None:
             raise StoreError(f"{self!r} is not open (use `async with BranchStore(path)`)")
-        if write and self.read_only:
+        if not write:
+            return self._reader
+        if self._writer is None:
             raise StoreError(f"{self!r} was opened read-only; open it without read_only to write")
-        return self._db
+        return self._writer.db
 
     # -------------------------------------------------------------- writing
 
@@ -345,8 +366,8 @@ class BranchStore(Journals):
     async def register(self, name: str) -> None:
         """Let [`append`][pride.store.BranchStore.append] add to a branch already stored
         (continuing its numbering)."""
-        db = self._require(write=True)
-        count = await self._run(f"reading branch {name!r} from", message_count, db, name)
+        self._require(write=True)
+        count = await self._read(f"reading branch {name!r} from", message_count, name)
         self._next_seq[name] = count
 
     async def delete(self, name: str) -> None:
@@ -361,8 +382,7 @@ class BranchStore(Journals):
 
     async def branches(self) -> list[StoredBranch]:
         """Every stored branch, by name."""
-        db = self._require()
-        rows = await self._run("listing the branches of", list_branches, db)
+        rows = await self._read("listing the branches of", list_branches)
         return [StoredBranch(*row) for row in rows]
 
     async def load(self, name: str) -> dict[str, Any] | None:
@@ -374,8 +394,7 @@ class BranchStore(Journals):
         Raises:
             StoreError: a stored row does not read back (a damaged file).
         """
-        db = self._require()
-        found = await self._run(f"reading branch {name!r} from", load_branch, db, name)
+        found = await self._read(f"reading branch {name!r} from", load_branch, name)
         if found is None:
             return None
         header, rows = found
@@ -396,8 +415,7 @@ class BranchStore(Journals):
         Raises:
             StoreError: a stored row is not a message (a damaged file).
         """
-        db = self._require()
-        found = await self._run(f"reading branch {name!r} from", load_branch, db, name)
+        found = await self._read(f"reading branch {name!r} from", load_branch, name)
         if found is None:
             return []
         messages: list[RoledMessage] = []
@@ -418,6 +436,13 @@ class BranchStore(Journals):
         except (sqlite3.Error, ValueError, TypeError) as exc:
             raise StoreError(f"{what} {self.path} failed: {exc}") from exc
 
+    async def _read(self, what: str, function: Any, *args: Any) -> Any:
+        """``function(read connection, *args)`` in one read transaction, in a worker
+        thread, after any read under way (see the module's docstring)."""
+        self._require()
+        async with self._reading:
+            return await self._run(what, _snapshot, self._require(), function, *args)
+
     def _parse(self, name: str, what: str, text: Any) -> Any:
         if not isinstance(text, str):
             raise StoreError(f"{self.path}: {what} of branch {name!r} is not text")
@@ -427,3 +452,13 @@ class BranchStore(Journals):
             raise StoreError(
                 f"{self.path}: {what} of branch {name!r} does not read back: {exc}"
             ) from None
+
+
+def _snapshot(db: sqlite3.Connection, function: Any, *args: Any) -> Any:
+    """``function(db, *args)`` inside one read transaction (worker thread)."""
+    db.execute("BEGIN")
+    try:
+        return function(db, *args)
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")  # nothing to keep: it only read
