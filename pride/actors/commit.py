@@ -113,8 +113,9 @@ class Handoff:
     a BaseException, a nursery gone for async subscribers, a tracer) is
     logged, and the caller is answered all the same. Subscribers of a watched
     turn's terminal run in the turn's own context, captured at the hand-over,
-    as they did when the actor waited for its commit: a name they send to
-    resolves in the turn's session, and what they send carries the turn's
+    as they did when the actor waited for its commit: ``pride.current_turn()``
+    is the turn, still finalizing (it closes once they ran), a name they send
+    to resolves in the turn's session, and what they send carries the turn's
     budget and trace. Only the task differs: ``trio.lowlevel.current_task()``
     is trio's, not the actor's (see docs/durability.md).
     """
@@ -233,6 +234,8 @@ class Handoff:
             answer(None, outcome, self.reply, self.result)
         finally:
             self.finished = True
+            if self.context is not None and self.state is not None:
+                self.state.context.phase = "closed"  # its subscribers ran: now it is over
             waiter, self.waiter = self.waiter, None
             if waiter is not None:
                 trio.lowlevel.reschedule(waiter)

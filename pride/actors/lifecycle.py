@@ -162,7 +162,10 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
             run.end(exc, can_suspend=False)
     finally:
         actor.last_context_report = context.provider_report
-        context.phase = "closed"  # the last phase: always forward
+        answering = actor.answering
+        if not handed or answering is None or answering.state is not state:
+            context.phase = "closed"  # the last phase: always forward
+        # else its terminal's subscribers, later, see it finalizing: its commit closes it
         actor.turn = None
         if carried is not None:
             uncarry(carried)

@@ -449,13 +449,16 @@ def live_scope_for(branch: object) -> TurnScope | None:
 
     Live means: the binding names this branch, the branch's active pointer
     is the binding's turn, and that turn has not closed. A finalizing turn is
-    returned too; the caller decides (TurnFinalizingError).
+    returned too; the caller decides (TurnFinalizingError). So is a turn
+    handed to its commit while its terminal's subscribers run
+    (`pride.actors.commit`): finalizing, its actor serving no other turn.
     """
     bound = _active_turn.get()
     if bound is None or bound.branch is not branch:
         return None
     state = bound.scope.state
-    if bound.actor.turn is not state or state.context.phase == "closed":
+    serving = bound.actor.turn
+    if (serving is not state and serving is not None) or state.context.phase == "closed":
         return None
     return bound.scope
 
