@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time
 from typing import Any
 
@@ -34,6 +35,10 @@ class Bench(Branch):
 
     async def pid(self) -> int:
         return os.getpid()
+
+    async def threads(self) -> dict[str, int]:
+        """The host process's Python threads: name to native thread id (for CPU per thread)."""
+        return {thread.name: thread.native_id or 0 for thread in threading.enumerate()}
 
     async def gc_spent(self) -> list[float]:
         """Seconds the host process spent collecting garbage so far, then the

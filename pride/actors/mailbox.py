@@ -35,6 +35,10 @@ __all__ = ["Holder", "Mailbox", "MailboxStatistics", "Reply", "ReplyConsumedErro
 
 log = logging.getLogger("pride.mailbox")
 
+YIELD_EVERY = 16
+"""Items the actor may take in a row, each found waiting, before it yields to the
+other tasks of its loop (see `Mailbox.next`)."""
+
 
 @attrs.frozen
 class MailboxStatistics:
@@ -62,6 +66,7 @@ class Mailbox:
         "_actor",
         "_dropped",
         "_priority",
+        "_run",
         "_senders",
         "_work",
         "capacity",
@@ -84,6 +89,8 @@ class Mailbox:
         self._senders: dict[trio.lowlevel.Task, Reply] | None = None
         # The actor's task while it waits for an item.
         self._actor: trio.lowlevel.Task | None = None
+        # Items taken in a row without yielding (see `next`).
+        self._run = 0
         self.closed = False
 
     def statistics(self) -> MailboxStatistics:
@@ -213,7 +220,13 @@ class Mailbox:
     async def next(self) -> Reply:
         """The next item to serve: priority first, then work in order.
 
-        Always yields once (the actor's fairness checkpoint between items).
+        Always a cancellation point. It yields to the loop's other tasks
+        (the actor's fairness checkpoint) when it waits for an item, and
+        otherwise at least once every `YIELD_EVERY` items: a full mailbox of
+        short items (an ``Act`` without calls never yields by itself) is
+        served without a scheduling round per item, which cost a loop about a
+        third of such an item's time, while every other task (and the loop's
+        I/O) still runs after at most `YIELD_EVERY` of them.
 
         Cancellation: a cancelled wait takes nothing from the mailbox.
         """
@@ -221,7 +234,10 @@ class Mailbox:
         while True:
             item = self._take()
             if item is not None:
-                await trio.lowlevel.cancel_shielded_checkpoint()
+                self._run += 1
+                if self._run >= YIELD_EVERY:
+                    self._run = 0
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 return item
             if self.closed:
                 raise BranchClosed(self.name)
@@ -232,6 +248,7 @@ class Mailbox:
             self._actor = trio.lowlevel.current_task()
             # A bound method, not a closure: it is held while the actor is idle.
             await trio.lowlevel.wait_task_rescheduled(self._abort_next)
+            self._run = 0  # it just yielded
             item = self._take()
             if item is not None:
                 return item

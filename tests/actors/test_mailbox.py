@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import trio
 import trio.testing
@@ -242,3 +244,24 @@ async def test_callers_giving_up_on_a_busy_branch_do_not_pile_up(
         assert [await reply.result() for reply in answers] == [
             f"reply to later{i}" for i in range(4)
         ]
+
+
+async def test_a_busy_actor_yields_to_other_tasks_at_least_every_few_items() -> None:
+    """A mailbox full of items that never yield by themselves (``Act`` without calls)
+    is served in order, and the loop's other tasks run after at most
+    ``YIELD_EVERY`` of them: the actor cannot starve its neighbours (or the loop's I/O)."""
+    from pride.actors.mailbox import YIELD_EVERY
+
+    async with Branch(chat_model=echo_model(), mailbox_size=200) as branch:
+        replies = [pride.send_nowait(branch, pride.Act(())) for _ in range(5 * YIELD_EVERY)]
+        served: list[int] = []
+        while not all(reply.done for reply in replies):
+            served.append(sum(reply.done for reply in replies))
+            await trio.lowlevel.checkpoint()
+        served.append(len(replies))
+        steps = [after - before for before, after in itertools.pairwise(served)]
+        # trio may run the actor last in one round and first in the next: two runs of
+        # at most YIELD_EVERY items each between two of this task's turns.
+        assert max(steps) <= 2 * YIELD_EVERY
+        for reply in replies:
+            await reply.result()  # each answered, none failed
