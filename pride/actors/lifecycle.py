@@ -172,11 +172,16 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         turn.unbind(token)
         if stream is not None:
             stream.close()
-    if handed:
-        return
-    answer(state, outcome, reply, result)
-    if outcome.reraise is not None:
-        raise outcome.reraise
+    try:
+        if handed:
+            return
+        answer(state, outcome, reply, result)
+        if outcome.reraise is not None:
+            raise outcome.reraise
+    finally:
+        # A failure's traceback holds this frame: let go of the failure here, or
+        # the two keep each other (and the whole turn) alive until a collection.
+        error = outcome = None
 
 
 async def _finalise(

@@ -168,9 +168,17 @@ class Reply:
                 finally:
                     remove_wait(waiter, self.branch)
         self._consumed = True
-        if self._error is not None:
-            raise self._error
-        return self._result
+        error = self._error
+        if error is None:
+            return self._result
+        # Delivered once: the reply lets go of the error, and this frame of its
+        # traceback too, so neither keeps the other alive (a reference cycle
+        # through every frame the error passed, left to the garbage collector).
+        self._error = None
+        try:
+            raise error
+        finally:
+            del error
 
     def cancel(self, reason: str = "caller") -> None:
         """Give up on the command. Idempotent; never blocks.

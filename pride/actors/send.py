@@ -252,9 +252,13 @@ class StreamItems:
                 self._finished = True
                 raise
         self._finished = True
-        if self._error is not None:
-            raise self._error
-        raise StopAsyncIteration
+        error, self._error = self._error, None
+        if error is None:
+            raise StopAsyncIteration
+        try:  # let go of it, here too: its traceback holds this frame (see Reply.result)
+            raise error
+        finally:
+            del error
 
 
 @contextlib.asynccontextmanager
@@ -327,11 +331,13 @@ async def _nested_stream(
 
     async def produce() -> None:
         try:
-            async with send_channel:
-                await _run_inline(branch, command, scope, send_channel)
+            await _run_inline(branch, command, scope, send_channel)
         except Exception as exc:  # surfaced to the consumer after the last item
             items._error = exc
         finally:
+            # Closed only now, without a checkpoint: the consumer woken by the end
+            # of the items must find the error already there, or it would end clean.
+            send_channel.close()
             finished.set()
 
     scope.start_soon(produce, name=f"nested stream {type(command).__name__}")

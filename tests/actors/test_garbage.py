@@ -11,9 +11,12 @@ walks on every full collection.
 from __future__ import annotations
 
 import gc
+import traceback
 from collections import deque
 
-from pride import Branch, Budget, Chat, ScriptedModel, Session, ask
+import pytest
+
+from pride import Branch, Budget, Call, Chat, Run, ScriptedModel, Session, ask, stream
 from tests.helpers import saving_garbage
 
 
@@ -73,3 +76,51 @@ async def test_call_log_records_are_not_tracked_once_collected() -> None:
     entries = list(branch.logs)
     assert [entry.turn_id is not None for entry in entries] == [True, True, True]
     assert all(entry.detail == {} for entry in entries)
+
+
+def _fails(request: object) -> str:
+    raise RuntimeError("model down")
+
+
+async def test_an_ask_that_raises_leaves_no_reference_cycle() -> None:
+    # The exception's traceback holds the frames it passed through (the caller's
+    # ask and Reply.result among them); none of them may hold it back.
+    branch = Branch(chat_model=ScriptedModel(_fails))
+    async with branch:
+        with pytest.raises(RuntimeError):
+            await ask(branch, Chat("warm up"))
+        with saving_garbage() as garbage:
+            for _ in range(5):
+                try:
+                    await ask(branch, Chat("hi"))
+                except RuntimeError as exc:
+                    frames = [frame.name for frame in traceback.extract_tb(exc.__traceback__)]
+                    assert "ask" in frames and "_fails" in frames  # the whole story, still
+                    del exc
+            with pytest.raises(RuntimeError):
+                async with stream(branch, Run("hi")) as items:
+                    async for _ in items:
+                        pass
+    assert _pride_objects(garbage) == []
+    assert not any(isinstance(found, RuntimeError) for found in garbage)
+
+
+async def test_a_nested_stream_that_raises_leaves_no_reference_cycle() -> None:
+    branch = Branch(chat_model=ScriptedModel(_fails))
+
+    async def streams_nested(of: Branch) -> str:
+        try:
+            async with stream(of, Run("inner")) as items:
+                async for _ in items:
+                    pass
+        except RuntimeError as exc:
+            return str(exc)
+        return "no error"
+
+    branch.register_operation("streams_nested", streams_nested)
+    async with branch:
+        assert await ask(branch, Call("streams_nested")) == "model down"
+        with saving_garbage() as garbage:
+            for _ in range(5):
+                assert await ask(branch, Call("streams_nested")) == "model down"
+    assert _pride_objects(garbage) == []

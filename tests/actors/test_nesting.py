@@ -238,3 +238,29 @@ async def test_escalate_from_a_nested_task_escalates_the_turn() -> None:
                 caught.append(exc)
             await trio.sleep_forever()
     assert [str(exc) for exc in caught] == ["nested task saw corrupt state"]
+
+
+async def test_a_nested_stream_that_fails_raises_its_error_every_time() -> None:
+    """The consumer of a stream inside the branch's own turn gets the producer's
+    error after the items, every time: it used to end clean, now and then, when
+    it saw the end of the items before the error was recorded."""
+
+    def fails(request: object) -> str:
+        raise RuntimeError("model down")
+
+    branch = Branch(chat_model=pride.ScriptedModel(fails))
+
+    async def streams_nested(of: Branch) -> str:
+        items_seen = 0
+        try:
+            async with pride.stream(of, pride.Run("inner")) as items:
+                async for _ in items:
+                    items_seen += 1
+        except RuntimeError as exc:
+            return f"{exc} after {items_seen} item(s)"
+        return "ended clean"
+
+    branch.register_operation("streams_nested", streams_nested)
+    async with branch:
+        outcomes = {await pride.ask(branch, pride.Call("streams_nested")) for _ in range(10)}
+    assert outcomes == {"model down after 1 item(s)"}

@@ -9,19 +9,22 @@ collection walks them all and promotes them to the old generations, whose
 full collections walk the whole process (Ray's modules included). So every
 step of an envelope's life that ends well, on the caller, is checked here:
 asked, sent and awaited, sent without waiting, streamed, and the link's
-deliveries and long polls meanwhile. (An ask that raises leaves a cycle,
-local or remote: the exception's traceback holds the frames of ``ask`` and
-``Reply.result``, which hold the reply that holds the exception.)
+deliveries and long polls meanwhile, and an ask that raises (the
+exception's traceback holds the frames of ``ask`` and ``Reply.result``: the
+reply lets go of the exception once it raised it).
 """
 
 from __future__ import annotations
 
+import pytest
+
 import pride
-from pride import Chat, Run
+from pride import Call, Chat, Run
 from pride.cluster import Cluster
 from tests.helpers import saving_garbage
 
 ECHO = "tests.cluster.factories:echo"
+WORKER = "tests.cluster.factories:worker"
 
 
 def _ours(objects: list[object]) -> list[str]:
@@ -51,4 +54,17 @@ async def test_a_remote_envelope_leaves_no_reference_cycle(cluster: Cluster, nam
         async with pride.stream(ref, Run("stream me")) as items:
             streamed = [item async for item in items]
         assert "".join(item for item in streamed if isinstance(item, str)) == "echo: stream me"
+    assert _ours(garbage) == []
+
+
+async def test_a_remote_ask_that_raises_leaves_no_reference_cycle(
+    cluster: Cluster, name: str
+) -> None:
+    ref = await cluster.spawn(WORKER, name=name, host="shared")
+    with pytest.raises(ValueError):
+        await pride.ask(ref, Call("fail", kind="value"))
+    with saving_garbage() as garbage:
+        for _ in range(5):
+            with pytest.raises(ValueError, match="bad value on the host"):
+                await pride.ask(ref, Call("fail", kind="value"))
     assert _ours(garbage) == []
