@@ -11,7 +11,8 @@ leaves a gap no later answer fills (`MAX_HELD_ANSWERS` batches waiting) is
 treated as lost.
 
 `Mailboxes` is this caller's view of the remote mailboxes, kept from the
-same answers: each says how much room its branch's mailbox had, and the
+same answers: an ack, and the last outcome for a branch in each batch, say
+how much room its mailbox had when the host handed the batch over, and the
 caller counts what it sent since (``send_nowait`` raises `MailboxFull` from it).
 """
 

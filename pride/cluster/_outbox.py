@@ -5,7 +5,10 @@ trio scheduling round one task hands every connection's queue to the glue
 thread (`Outbound.post`), which numbers it and returns it with a waiting
 delivery or poll. A turn's start, for an ask, may wait `LAZY_FLUSH` seconds
 for company, and a short turn's outcome replaces it (the outcome carries the
-turn id too): so a short ask costs one answer, not two. Turn ids noted for
+turn id too): so a short ask costs one answer, not two. How much room a
+branch's mailbox has is read once per hand-over, not per answer: the last
+outcome for that branch in the batch carries it (read when the batch is
+handed over, so it is as fresh as the batch). Turn ids noted for
 the envelope journal go with the answers handed over next, once per round:
 no wake of the glue thread of their own, and one journal transaction for all
 of them, not one per turn.
@@ -42,9 +45,12 @@ class Outbox:
     noted since the last round.
     """
 
-    def __init__(self, outbound: Outbound, host: str) -> None:
+    def __init__(
+        self, outbound: Outbound, host: str, room: Callable[[Any], int] | None = None
+    ) -> None:
         self.outbound = outbound
         self.host = host
+        self._room = room  # how much room a branch's mailbox has now
         self.turn_notes: Callable[[list[tuple[str, str]]], None] | None = None
         self._queues: dict[str, list[dict[str, Any]]] = {}
         self._scheduled: set[str] = set()
@@ -54,17 +60,33 @@ class Outbox:
         self._lazy: set[str] = set()
         self._lazy_due = trio.Event()
         self._notes: list[tuple[str, str]] = []
+        # conn: {branch name: (branch, the last item to carry its room)}
+        self._rooms: dict[str, dict[str, tuple[Any, dict[str, Any]]]] = {}
 
-    def send(self, conn: str, item: dict[str, Any], *, supersedes: str | None = None) -> None:
+    def send(
+        self,
+        conn: str,
+        item: dict[str, Any],
+        *,
+        supersedes: str | None = None,
+        room_of: Any = None,
+    ) -> None:
         """Queue ``item`` for ``conn``, handed over at the end of this round.
 
         ``supersedes`` names an envelope whose start, still waiting (see
-        `send_start`), this item replaces.
+        `send_start`), this item replaces. ``room_of`` is a branch whose
+        mailbox's room the item reports (as ``"room"``): only the last such
+        item of a hand-over gets it, read then.
         """
         if supersedes is not None:
             starts = self._starts.get(conn)
             if starts is not None:
                 starts.pop(supersedes, None)
+        if room_of is not None:
+            rooms = self._rooms.get(conn)
+            if rooms is None:
+                rooms = self._rooms[conn] = {}
+            rooms[room_of.name] = (room_of, item)
         self._queues.setdefault(conn, []).append(item)
         if conn not in self._scheduled:
             self._scheduled.add(conn)
@@ -90,6 +112,7 @@ class Outbox:
         """Drop what ``conn`` is owed (it is gone)."""
         self._queues.pop(conn, None)
         self._starts.pop(conn, None)
+        self._rooms.pop(conn, None)
         self._scheduled.discard(conn)
         self._lazy.discard(conn)
 
@@ -133,6 +156,10 @@ class Outbox:
         self._scheduled.discard(conn)
         starts = self._starts.pop(conn, None)
         items = self._queues.pop(conn, None)
+        rooms = self._rooms.pop(conn, None)
+        if rooms and self._room is not None:
+            for branch, item in rooms.values():
+                item["room"] = self._room(branch)
         if starts:  # before anything queued after them
             items = [*starts.values(), *(items or ())]
         if items:

@@ -76,7 +76,7 @@ class _Conn:
 
     id: str
     expected: int = 0
-    held: dict[int, list[dict[str, Any]]] = attrs.field(factory=dict)
+    held: dict[int, list[tuple[dict[str, Any], bool]]] = attrs.field(factory=dict)
     calls: dict[str, Call] = attrs.field(factory=dict)
     cancelled: set[str] = attrs.field(factory=set)
     intake: dict[str, collections.deque[Call]] = attrs.field(factory=dict)
@@ -108,7 +108,7 @@ class Connections:
         if seq < conn.expected or seq in conn.held:
             log.warning("host %r: batch %d of %s arrived twice; ignored", self.name, seq, conn_id)
             return  # whole: a second copy's cancels and credits would count twice
-        if len(conn.held) >= MAX_HELD_BATCHES:
+        if seq != conn.expected and len(conn.held) >= MAX_HELD_BATCHES:
             log.error(
                 "host %r: connection %s is %d batches out of order; batch %d refused",
                 self.name,
@@ -121,44 +121,69 @@ class Connections:
                 if item.get("k") == "send" and isinstance(item.get("id"), str):
                     self._refuse(conn, item["id"], refusal)
             return
-        ordered = []
-        in_batch: set[Any] = set()
-        for received in items:
-            item = received
-            kind = item.get("k")
-            if "id" in item and not isinstance(item["id"], str):
-                # Nothing to answer it by: an envelope, cancel or credit needs a string id.
-                log.error(
-                    "host %r: an item with a bad id from %s: %.200r", self.name, conn_id, item
-                )
-                continue
-            if kind == "cancel":
-                self._cancel(conn, item)
-            elif kind == "credit":
-                self._credit(conn, item)
-            elif kind == "close":
-                self._close_stream(conn, item)
-            else:
-                if kind == "send":
-                    envelope_id = item.get("id")
-                    if envelope_id in seen or envelope_id in in_batch:
-                        item = {**item, "replayed": True}
-                    in_batch.add(envelope_id)
-                ordered.append(item)
-        conn.held[seq] = ordered
         found: dict[str, Branch] = {}  # a name looked up once per batch, not per envelope
         commands: dict[str, WorkCommand] = {}  # a command's text decoded once per batch
-        while conn.expected in conn.held:
-            for item in conn.held.pop(conn.expected):
-                try:
-                    self._apply(conn, item, found, commands)
-                except Exception:  # raising here would end the trio loop, and the host
-                    log.exception("host %r: could not take %.200r", self.name, item)
-                    if isinstance(item.get("id"), str):
-                        self._refuse(
-                            conn, item["id"], InvalidMessage([("envelope", "could not be taken")])
-                        )
+        in_batch: set[Any] = set()
+        if seq == conn.expected:
+            # In order (the common case): each item is applied as it is read.
+            for item in items:
+                taken = self._arrived(conn, item, seen, in_batch)
+                if taken is not None:
+                    self._apply_safely(conn, taken, found, commands)
             conn.expected += 1
+        else:
+            # Ahead of a gap: its cancels and credits apply now, the rest waits its turn.
+            held = []
+            for item in items:
+                taken = self._arrived(conn, item, seen, in_batch)
+                if taken is not None:
+                    held.append(taken)
+            conn.held[seq] = held
+        while conn.expected in conn.held:
+            for taken in conn.held.pop(conn.expected):
+                self._apply_safely(conn, taken, found, commands)
+            conn.expected += 1
+
+    def _arrived(
+        self, conn: _Conn, item: dict[str, Any], seen: set[str], in_batch: set[Any]
+    ) -> tuple[dict[str, Any], bool] | None:
+        """An item as it arrives: a cancel, credit or close is applied at once (None);
+        anything else is returned to be applied in order, with whether it is a
+        replayed envelope (its id journalled before, or twice in this batch)."""
+        kind = item.get("k")
+        envelope_id = item.get("id")
+        if envelope_id is not None and not isinstance(envelope_id, str):
+            # Nothing to answer it by: an envelope, cancel or credit needs a string id.
+            log.error("host %r: an item with a bad id from %s: %.200r", self.name, conn.id, item)
+            return None
+        if kind == "send":
+            replayed = envelope_id in seen or envelope_id in in_batch
+            in_batch.add(envelope_id)
+            return item, replayed
+        if kind == "cancel":
+            self._cancel(conn, item)
+        elif kind == "credit":
+            self._credit(conn, item)
+        elif kind == "close":
+            self._close_stream(conn, item)
+        else:
+            return item, False
+        return None
+
+    def _apply_safely(
+        self,
+        conn: _Conn,
+        taken: tuple[dict[str, Any], bool],
+        found: dict[str, Branch],
+        commands: dict[str, WorkCommand],
+    ) -> None:
+        item, replayed = taken
+        try:
+            self._apply(conn, item, replayed, found, commands)
+        except Exception:  # raising here would end the trio loop, and the host
+            log.exception("host %r: could not take %.200r", self.name, item)
+            if isinstance(item.get("id"), str):
+                self._refuse(conn, item["id"], InvalidMessage([("envelope", "could not be taken")]))
 
     def forget(self, conn_id: str) -> None:
         """A connection is gone: cancel what it still has running."""
@@ -180,6 +205,7 @@ class Connections:
         self,
         conn: _Conn,
         item: dict[str, Any],
+        replayed: bool,
         found: dict[str, Branch],
         commands: dict[str, WorkCommand],
     ) -> None:
@@ -210,9 +236,14 @@ class Connections:
         except InvalidMessage as exc:
             self._refuse(conn, envelope_id, exc)
             return
-        window = item.get("window", 0)
-        if isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= MAX_WINDOW:
-            window = MAX_WINDOW if isinstance(window, int) and window > MAX_WINDOW else 1
+        window = 0
+        if mode == "stream":
+            window = item.get("window", 0)
+            if isinstance(window, bool) or not isinstance(window, int):
+                window = 1
+            elif not 0 < window <= MAX_WINDOW:
+                window = MAX_WINDOW if window > MAX_WINDOW else 1
+        trace = item.get("trace")
         call = Call(
             envelope_id,
             conn.id,
@@ -221,13 +252,13 @@ class Connections:
             command,
             window,
             ack=item.get("ack") is True,
-            trace=trace_context(item.get("trace")),
+            trace=None if trace is None else trace_context(trace),
         )
-        if envelope_id in conn.cancelled:
+        if conn.cancelled and envelope_id in conn.cancelled:
             conn.cancelled.discard(envelope_id)
             self._refuse(conn, envelope_id, TurnCancelled("caller", "dropped before it started"))
             return
-        if item.get("replayed"):
+        if replayed:
             # Answered by id without touching the calls: the first of that id may be one.
             replayed = EnvelopeReplayed(envelope_id, branch_name)
             self._send(conn, {"k": "refused", "id": envelope_id, "error": encode_error(replayed)})
@@ -329,7 +360,6 @@ class Connections:
         item: dict[str, Any] = {"k": "done", "id": call.id}
         if turn_id is not None:
             item["turn"] = str(turn_id)
-        item["room"] = room(branch)
         if error is None:
             try:
                 item["value"] = encode_value(value)
@@ -337,7 +367,8 @@ class Connections:
                 error = exc
         if error is not None:
             item["error"] = encode_error(error)
-        self.outbox.send(conn.id, item, supersedes=call.id)
+        # Its mailbox's room is read once per hand-over, for the last outcome of it.
+        self.outbox.send(conn.id, item, supersedes=call.id, room_of=branch)
 
     def _refuse(self, conn: _Conn, envelope_id: str, error: BaseException) -> None:
         call = conn.calls.pop(envelope_id, None)

@@ -26,10 +26,12 @@ class Outbox:
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
+        self.posts: list[list[dict[str, Any]]] = []
         self.changed = trio.Event()
 
     def post(self, conn: str, items: list[dict[str, Any]], *, lazy: bool = False) -> None:
         self.items.extend(items)
+        self.posts.append(items)
         self.changed.set()
 
     async def answer(self, envelope_id: str) -> dict[str, Any]:
@@ -99,6 +101,40 @@ async def test_a_cancel_that_overtakes_its_envelope_is_remembered(
     assert type(decode_error(refused["error"])).__name__ == "TurnCancelled"
     await trio.testing.wait_all_tasks_blocked()
     assert starts == []  # it never started
+
+
+async def test_a_batch_filling_the_gap_is_taken_when_many_wait_behind_it(
+    host: tuple[HostRuntime, Outbox], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `MAX_HELD_BATCHES` batches waiting, a further one ahead of the gap is
+    refused, but never the batch that fills it: that would stall the connection."""
+    from pride.cluster import _serving
+
+    monkeypatch.setattr(_serving, "MAX_HELD_BATCHES", 2)
+    runtime, outbox = host
+    notes = [envelope(Call("note", caller=0, n=n)) for n in range(4)]
+    for seq in (1, 2, 3):
+        runtime.on_batch("c", seq, [notes[seq]], set())
+    refused = await outbox.answer(notes[3]["id"])  # two waited already
+    assert refused["k"] == "refused"
+    runtime.on_batch("c", 0, [notes[0]], set())
+    for item in notes[:3]:
+        assert (await outbox.answer(item["id"]))["k"] == "done"
+
+
+async def test_each_hand_over_says_a_branchs_room_once(host: tuple[HostRuntime, Outbox]) -> None:
+    """A branch's room is read once per hand-over, when it is handed over, and rides
+    on the last outcome of that branch in it; the caller keeps the latest."""
+    runtime, outbox = host
+    notes = [envelope(Call("note", caller=0, n=n)) for n in range(40)]
+    runtime.on_batch("c", 0, notes, set())
+    for item in notes:
+        await outbox.answer(item["id"])
+    await trio.testing.wait_all_tasks_blocked()
+    for post in outbox.posts:
+        done = [item for item in post if item["k"] == "done"]
+        assert [("room" in item) for item in done] == [False] * (len(done) - 1) + [True]
+    assert outbox.posts[-1][-1]["room"] == 64  # all served: the whole mailbox is free
 
 
 async def test_a_replayed_envelope_id_is_refused(host: tuple[HostRuntime, Outbox]) -> None:
