@@ -260,8 +260,8 @@ class Connections:
             return
         if replayed:
             # Answered by id without touching the calls: the first of that id may be one.
-            replayed = EnvelopeReplayed(envelope_id, branch_name)
-            self._send(conn, {"k": "refused", "id": envelope_id, "error": encode_error(replayed)})
+            refusal = EnvelopeReplayed(envelope_id, branch_name)
+            self._send(conn, {"k": "refused", "id": envelope_id, "error": encode_error(refusal)})
             return
         session = self.session
         try:
