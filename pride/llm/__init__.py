@@ -32,7 +32,7 @@ from ._providers import (
 )
 from ._reading import ResponseLimits as ResponseLimits
 from ._retry import RetryNotice as RetryNotice, RetryPolicy as RetryPolicy
-from ._script import echo_text as echo_text
+from ._script import KEEP_CALLS as KEEP_CALLS, echo_text as echo_text
 from ._stream import ModelStream as ModelStream
 from ._tokens import (
     CHARS_PER_TOKEN as CHARS_PER_TOKEN,
@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_CHAT_MODEL",
     "DEFAULT_HTTP_LIMITS",
     "DEFAULT_TIMEOUT",
+    "KEEP_CALLS",
     "LimiterStatistics",
     "ModelRequest",
     "ModelResponse",

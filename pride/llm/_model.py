@@ -422,7 +422,8 @@ class ScriptedModel(iModel):
         delay: seconds (``trio.sleep``, so ``MockClock`` applies) before each reply.
         chunk_size: characters per text delta when streamed.
         model: the model name reported in responses.
-        keep_calls: how many recent requests ``calls`` keeps (0: none).
+        keep_calls: how many of the latest requests ``calls`` keeps
+            (default [`KEEP_CALLS`][pride.llm.KEEP_CALLS], 100; 0: none).
         **options: the [`iModel`][pride.llm.iModel] keyword options (``timeout``, the
             limits, ``retry``, ``on_retry``) and request options, as ``iModel``
             takes them; ``call_timeout`` is ``None`` unless given (a script is
@@ -430,9 +431,12 @@ class ScriptedModel(iModel):
 
     Attributes:
         calls: the [`ModelRequest`][pride.llm.ModelRequest] objects received, one per attempt, in
-            order: the most recent ``keep_calls`` (default 1,000) at least, the
-            rest dropped, so a long-running scripted process does not grow
-            forever; ``keep_calls=0`` records none.
+            order: the last ``keep_calls`` of them (the older ones let go), so a
+            long-running scripted process does not grow with every turn; each
+            kept request holds the conversation it was sent. ``keep_calls=0``
+            records none. A plain list: clearing it is fine.
+        received: how many requests were received in all (one per attempt),
+            kept or not.
 
     A list that runs out raises [`ScriptExhausted`][pride.ScriptExhausted], saying
     how many replies it had and which call this was. Usage is estimated at
@@ -467,6 +471,13 @@ class ScriptedModel(iModel):
             calls=self.calls,
             keep_calls=self._keep_calls,
         )
+
+    @property
+    def received(self) -> int:
+        """Requests received in all (one per attempt); ``calls`` keeps the latest."""
+        endpoint = self._endpoint
+        assert isinstance(endpoint, ScriptedEndpoint)
+        return endpoint.received
 
     def to_dict(self) -> dict[str, Any]:
         """``{"provider": "scripted", "model": ...}``; a script is code, not data."""

@@ -90,10 +90,13 @@ def _estimated(request: ModelRequest, output_tokens: int) -> Usage:
     return Usage(-(-chars // CHARS_PER_TOKEN), output_tokens)  # input, output
 
 
-KEEP_CALLS = 1000
-"""By default a scripted model keeps at least the last this-many requests in
-``calls`` (and at most twice as many), so a long-running demo does not grow
-forever."""
+KEEP_CALLS = 100
+"""How many of its latest requests a scripted model keeps in ``calls`` by default.
+
+Each request holds the conversation as it was sent (a list as long as the
+history then), so what the record costs is this number times the history's
+length: small, so that a long-running scripted process (the demo, ``pride
+run``, a soak test) stays small, and still more than a test reads back."""
 
 
 class ScriptedEndpoint(Endpoint):
@@ -107,8 +110,9 @@ class ScriptedEndpoint(Endpoint):
         delay: seconds (``trio.sleep``) before each reply.
         chunk_size: characters per streamed text delta.
         calls: where each received request is appended (one per attempt).
-        keep_calls: keep at least this many recent requests in ``calls``
-            (at most twice as many); 0 keeps none.
+        keep_calls: keep exactly the last this-many requests in ``calls``
+            (fewer until that many came); 0 keeps none. ``received`` counts
+            them all.
     """
 
     provider = "scripted"
@@ -164,8 +168,8 @@ class ScriptedEndpoint(Endpoint):
         if keep:
             calls = self.calls
             calls.append(request)
-            if len(calls) >= 2 * keep:  # a long-running scripted process keeps the recent ones
-                del calls[:keep]
+            if len(calls) > keep:  # a long-running scripted process keeps the latest ones
+                del calls[: len(calls) - keep]
         script = self.script
         item: Any
         if script is None:

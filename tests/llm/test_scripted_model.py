@@ -164,6 +164,50 @@ async def test_calls_record_every_attempt():
     await model.invoke(first)
     await model.invoke(second)
     assert model.calls == [first, second]
+    assert model.received == 2
+
+
+async def test_calls_keep_the_last_keep_calls_requests():
+    """Exactly the last ``keep_calls`` requests are kept, in order; ``received``
+    counts them all; ``keep_calls=0`` keeps none."""
+    model = ScriptedModel(lambda request: "ok", keep_calls=3)
+    requests = [_request(str(n)) for n in range(7)]
+    for request in requests:
+        await model.invoke(request)
+    assert model.calls == requests[-3:]
+    assert model.received == 7
+    quiet = ScriptedModel(lambda request: "ok", keep_calls=0)
+    await quiet.invoke(_request())
+    assert (quiet.calls, quiet.received) == ([], 1)
+    with pytest.raises(ValueError, match="keep_calls"):
+        ScriptedModel(keep_calls=-1)
+
+
+async def test_a_long_conversation_keeps_a_bounded_record():
+    """Each kept request holds the conversation as it was sent (a list as long as
+    the history), so a long-running scripted process keeps only the default
+    number of them, whatever the number of turns."""
+    import gc
+
+    from pride import Branch, ChatAndRecord, ask
+    from pride.llm import KEEP_CALLS
+
+    model = ScriptedModel()
+    turns = KEEP_CALLS + 50
+    async with Branch(chat_model=model) as branch:
+        for n in range(turns):
+            await ask(branch, ChatAndRecord(f"long turn {n}"))
+        assert len(model.calls) == KEEP_CALLS
+        assert model.received == turns
+        assert model.calls[-1].messages[-1]["content"] == f"long turn {turns - 1}"
+        gc.collect()
+        alive = [
+            found
+            for found in gc.get_objects()
+            if isinstance(found, ModelRequest)
+            and str(found.messages[-1].get("content", "")).startswith("long turn ")
+        ]  # this conversation's (another test's may be alive too)
+        assert len(alive) <= KEEP_CALLS
 
 
 async def test_cancellation_during_a_call_is_not_a_failure(autojump_clock):
