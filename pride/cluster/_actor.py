@@ -53,6 +53,8 @@ MAX_BATCH_ITEMS = 10_000
 """The most items one delivery may hold (a caller sends at most 512)."""
 DELIVERY_LINGER = 0.005
 """Seconds a delivery waits for answers to carry back before it returns without."""
+RETURN_AT = 128
+"""Answers owed to a connection that end a delivery's linger even when they came lazily."""
 
 
 class HostActor:
@@ -133,18 +135,22 @@ class HostActor:
 
         The batch goes back with the next delivery of that connection still
         waiting for answers, else with its poll; the caller applies batches in
-        number order whichever brought them. A ``lazy`` batch (turn starts,
-        which nobody waits on) wakes nobody while a delivery lingers: it
-        leaves with that delivery's return instead of costing a call.
+        number order whichever brought them. A ``lazy`` batch (turn starts, which
+        nobody waits on, or outcomes of a branch with more work waiting) wakes
+        no lingering delivery until `RETURN_AT` answers are owed: under load,
+        a delivery then carries back a large batch of answers (and its callers'
+        next sends leave together, in few calls) instead of a round's crumbs,
+        while a lone ask is still answered at once.
         """
         with self._lock:
             seq = self._out_seq.get(conn, 0)
             self._out_seq[conn] = seq + 1
-            self._outboxes.setdefault(conn, []).append({"s": seq, "items": items})
+            owed = self._outboxes.setdefault(conn, [])
+            owed.append({"s": seq, "items": items})
             waiters = self._deliverers.get(conn)
             if not waiters:
                 waiting = self._pollers.get(conn)
-            elif lazy:
+            elif lazy and sum(len(batch["items"]) for batch in owed) < RETURN_AT:
                 waiting = None
             else:
                 waiting = waiters.pop(0)

@@ -26,7 +26,7 @@ from ..actors import Branch, Reply
 from ..actors.instrument import forwarding
 from ..messages import WorkCommand
 
-__all__ = ["Answers", "Call", "HostedReply", "room", "trace_context"]
+__all__ = ["Answers", "Call", "HostedReply", "backlog", "room", "trace_context"]
 
 log = logging.getLogger("pride.cluster")
 
@@ -146,3 +146,11 @@ def room(branch: Branch) -> int:
     if stats is None or stats.closed:
         return 0
     return max(0, stats.capacity - stats.queued)
+
+
+def backlog(branch: Branch) -> tuple[int, int]:
+    """How many more envelopes ``branch``'s mailbox takes now, and how many wait in it."""
+    stats = branch.mailbox_statistics()
+    if stats is None or stats.closed:
+        return 0, 0
+    return max(0, stats.capacity - stats.queued), stats.queued

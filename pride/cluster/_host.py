@@ -25,7 +25,7 @@ from ..errors import (
 )
 from ..messages import BranchStopped
 from ..supervisors import Session
-from ._calls import room
+from ._calls import backlog
 from ._outbox import Outbound, Outbox
 from ._placements import Placements, build_branch
 from ._serving import Connections
@@ -66,7 +66,7 @@ class HostRuntime:
         self.token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None
         self._stop = trio.Event()
-        self.outbox = Outbox(outbound, name, room)
+        self.outbox = Outbox(outbound, name, backlog)
         self.restored: list[str] = []
         self.placements = Placements(directory / "placements.json")
         self.connections = Connections(self)

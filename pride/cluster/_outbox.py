@@ -28,13 +28,15 @@ log = logging.getLogger("pride.cluster")
 
 LAZY_FLUSH = 0.002
 """Seconds an answer that nobody waits on (a turn's start) may wait for company."""
+_OUTCOMES = frozenset({"done", "refused"})
 
 
 class Outbound(Protocol):
     """Where the runtime hands what it sends back (the glue thread's outboxes)."""
 
     def post(self, conn: str, items: list[dict[str, Any]], *, lazy: bool = False) -> None:
-        """Hand ``items`` over for ``conn``; ``lazy``: nobody waits on them (turn starts)."""
+        """Hand ``items`` over for ``conn``; ``lazy``: no hurry (turn starts, or outcomes
+        of a branch with more work waiting), so they may gather with what follows."""
         ...
 
 
@@ -46,11 +48,14 @@ class Outbox:
     """
 
     def __init__(
-        self, outbound: Outbound, host: str, room: Callable[[Any], int] | None = None
+        self,
+        outbound: Outbound,
+        host: str,
+        backlog: Callable[[Any], tuple[int, int]] | None = None,
     ) -> None:
         self.outbound = outbound
         self.host = host
-        self._room = room  # how much room a branch's mailbox has now
+        self._backlog = backlog  # a branch's mailbox now: its room, and how much waits in it
         self.turn_notes: Callable[[list[tuple[str, str]]], None] | None = None
         self._queues: dict[str, list[dict[str, Any]]] = {}
         self._scheduled: set[str] = set()
@@ -157,9 +162,14 @@ class Outbox:
         starts = self._starts.pop(conn, None)
         items = self._queues.pop(conn, None)
         rooms = self._rooms.pop(conn, None)
-        if rooms and self._room is not None:
+        busy = False
+        if rooms and self._backlog is not None:
             for branch, item in rooms.values():
-                item["room"] = self._room(branch)
+                item["room"], waiting = self._backlog(branch)
+                busy = busy or waiting > 0
+        if busy and items and all(item["k"] in _OUTCOMES for item in items):
+            # Only outcomes, and more follow soon: they may gather (see `Outbound.post`).
+            lazy = True
         if starts:  # before anything queued after them
             items = [*starts.values(), *(items or ())]
         if items:
