@@ -47,6 +47,7 @@ from ..messages import Signal, new_id, unstructure
 from ._answers import MAX_HELD_ANSWERS, Answers, Mailboxes
 from ._driver import import_ray, on_done, wait_ref
 from ._envelope import Envelope
+from ._unsent import encodable, refuse
 from ._wire import decode_error, dumps_text, loads
 
 __all__ = ["MAX_BATCH", "MAX_HELD_ANSWERS", "MAX_IN_FLIGHT", "Link", "described_branches"]
@@ -362,13 +363,36 @@ class Link:
             await trio.lowlevel.checkpoint()
 
     def _send(self, batch: list[str]) -> None:
-        """Deliver ``batch`` (items' JSON texts) as the connection's next numbered batch."""
-        payload = f'{{"conn":"{self.conn}","seq":{self._seq:d},"items":[{",".join(batch)}]}}'
-        ref = self.handle.deliver.remote(payload.encode())
+        """Deliver ``batch`` (items' JSON texts) as the connection's next numbered batch.
+
+        Never raises (its caller is a sender's task, or the flusher): an item with
+        no UTF-8 form fails alone with `InvalidMessage`, a call Ray refuses fails
+        what it carried with `HostLost` (or loses the host, when Ray says it is
+        gone); logged, no batch number spent (`pride.cluster._unsent`)."""
+        try:
+            data = self._payload(batch).encode()
+        except UnicodeEncodeError:
+            batch = [text for text in batch if encodable(self, text)]
+            data = self._payload(batch).encode()
+        try:
+            ref = self.handle.deliver.remote(data) if batch else None
+        except Exception as exc:  # nothing of it left this process
+            if _is_loss(exc):
+                self.lose(exc)
+                return
+            log.error("host %r refused a delivery of %d items: %r", self.host, len(batch), exc)
+            for text in batch:
+                refuse(self, text, f"Ray refused the call: {exc!r}")
+            return
+        if ref is None:
+            return
         self._seq += 1
         self.calls += 1
         self._in_flight += 1
         on_done(ref, functools.partial(self._delivered, self.conn, batch))
+
+    def _payload(self, batch: list[str]) -> str:
+        return f'{{"conn":"{self.conn}","seq":{self._seq:d},"items":[{",".join(batch)}]}}'
 
     def _delivered(self, conn: str, batch: list[str], future: Any) -> None:
         if conn != self.conn:
