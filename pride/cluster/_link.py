@@ -107,6 +107,7 @@ class Link:
         self.served: set[str] = set()  # branch names the host serves (its signals' names)
         self.connections = 0
         self.calls = 0  # Ray calls made to the host (deliveries and polls), for benchmarks
+        self.polls = 0  # of which polls
         self._last_command: tuple[Any, str] | None = None
         self._branch_texts: dict[str, str] = {}
         # Envelope ids: a random prefix of this link's own and a counter. Unique
@@ -448,6 +449,7 @@ class Link:
                 await self._deliveries_done.wait()
             try:
                 self.calls += 1
+                self.polls += 1
                 payload = await wait_ref(self.handle.poll.remote(self.conn))
             except Exception as exc:
                 if _is_loss(exc):
