@@ -166,7 +166,8 @@ class JournalRun:
             if step.kind != "model" or step.response is None:
                 raise self._mismatch(index, "a model call", step)
             return index, step.response
-        await self.commit()
+        if self.unsent or self.begun:  # else nothing to commit: no coroutine to await
+            await self.commit()
         return index, None
 
     def model_replied(self, index: int, response: ModelResponse) -> None:

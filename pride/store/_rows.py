@@ -25,7 +25,8 @@ anything else in a field goes the codec's way. Measured with
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -63,8 +64,9 @@ def _fields(cls: type) -> tuple[str, ...]:
     )
 
 
-_MESSAGES: dict[type, tuple[bytes, tuple[str, ...]]] = {
-    cls: (f'{{"{TAG}":"{cls.__name__}",'.encode(), _fields(cls))
+_MESSAGES: dict[type, tuple[bytes, Callable[[Any], tuple[Any, ...]]]] = {
+    # Every field's value in one C call (attrgetter of several names returns a tuple).
+    cls: (f'{{"{TAG}":"{cls.__name__}",'.encode(), attrgetter(*_fields(cls)))
     for cls in (System, Instruction, AssistantResponse, ActionRequest, ActionResponse)
 }
 
@@ -79,12 +81,12 @@ def message_text(message: Any) -> str | None:
     known = _MESSAGES.get(type(message))
     if known is None:
         return None
-    prefix, names = known
-    for name in names:
-        value = getattr(message, name)
+    prefix, values = known
+    for value in values(message):
         kind = type(value)
         # The usual fields inline (every stored message passes here): text,
-        # nothing, a finite time, a UUID; anything else is walked.
+        # nothing, a finite time, a UUID, an empty list or dict; anything else
+        # is walked.
         if kind is str:
             if not value.isascii() and not _text(value):
                 return None
@@ -93,6 +95,8 @@ def message_text(message: Any) -> str | None:
         elif kind is float:
             if not math.isfinite(value):
                 return None
+        elif (kind is tuple or kind is list or kind is dict) and not value:
+            continue
         elif not _item(value, 0):
             return None
     body = _ENCODER.encode(message)
