@@ -181,7 +181,7 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     finally:
         # A failure's traceback holds this frame: let go of the failure here, or
         # the two keep each other (and the whole turn) alive until a collection.
-        error = outcome = None
+        error = outcome = ended = None
 
 
 async def _finalise(

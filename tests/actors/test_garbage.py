@@ -13,10 +13,23 @@ from __future__ import annotations
 import gc
 import traceback
 from collections import deque
+from pathlib import Path
 
 import pytest
 
-from pride import Branch, Budget, Call, Chat, Run, ScriptedModel, Session, ask, stream
+from pride import (
+    Branch,
+    Budget,
+    Call,
+    Chat,
+    ChatAndRecord,
+    Run,
+    RunFailed,
+    ScriptedModel,
+    Session,
+    ask,
+    stream,
+)
 from tests.helpers import saving_garbage
 
 
@@ -123,4 +136,23 @@ async def test_a_nested_stream_that_raises_leaves_no_reference_cycle() -> None:
         with saving_garbage() as garbage:
             for _ in range(5):
                 assert await ask(branch, Call("streams_nested")) == "model down"
+    assert _pride_objects(garbage) == []
+
+
+async def test_a_failed_turn_of_a_stored_branch_leaves_no_reference_cycle(tmp_path: Path) -> None:
+    # Ended by its commit (watched, so through a hand-over) or at once (recorded
+    # nothing to commit): either way the failure lets go of the turn's frames.
+    async with Session(store=tmp_path / "store.db") as session:
+        watched: list[object] = []
+        session.observe(RunFailed, handler=watched.append)
+        member = await session.spawn(Branch(name="ada", chat_model=ScriptedModel(_fails)))
+        with pytest.raises(RuntimeError):
+            await ask(member, ChatAndRecord("warm up"))
+        with saving_garbage() as garbage:
+            for command in (ChatAndRecord("recorded"), Chat("not recorded")):
+                for _ in range(3):
+                    with pytest.raises(RuntimeError):
+                        await ask(member, command)
+        assert len(watched) == 7
+        watched.clear()
     assert _pride_objects(garbage) == []
