@@ -22,8 +22,8 @@ over the measured repetitions): the event loop thread's CPU per turn
 (``time.thread_time`` over the measured phase: the runtime's and the
 store's Python work; SQLite writes in a worker thread), and with a store
 the turns each commit carried (group commit). A turn's wall time beyond the
-loop's CPU is waiting: for the commit that holds it (when every branch
-does, nothing else can run), or for the machine.
+loop's CPU ("waiting") is the loop idle: for the commit that holds it (when
+every branch does, nothing else can run), or for the machine.
 """
 
 from __future__ import annotations
@@ -46,12 +46,17 @@ class _Breakdown:
 
     def __init__(self) -> None:
         self.cpu: list[float] = []
+        self.wait: list[float] = []
         self.per_commit: list[float] = []
 
     def line(self) -> str:
         # The first run is the harness's warm-up.
         cpu, per_commit = self.cpu[1:] or self.cpu, self.per_commit[1:] or self.per_commit
-        text = f"    event-loop CPU {statistics.median(cpu) * 1e6:6.0f} us per turn"
+        wait = self.wait[1:] or self.wait
+        text = (
+            f"    event-loop CPU {statistics.median(cpu) * 1e6:6.0f} us per turn, "
+            f"waiting {statistics.median(wait) * 1e6:5.0f} us"
+        )
         if per_commit:
             text += f", {statistics.median(per_commit):5.1f} turns per commit"
         return text
@@ -87,6 +92,9 @@ def _turns(
                         nursery.start_soon(worker, branch)
                 elapsed = time.perf_counter() - started
                 breakdown.cpu.append((time.thread_time() - cpu) / turns)
+                # The rest of a turn's wall time: the loop idle (every branch waiting
+                # for a commit) or the machine busy elsewhere.
+                breakdown.wait.append(max(0.0, elapsed / turns - breakdown.cpu[-1]))
                 if session.store is not None:
                     breakdown.per_commit.append(turns / max(1, session.store.commits - commits))
         return elapsed * total / turns
