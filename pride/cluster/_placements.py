@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ class Placements:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # Placements made at once are recorded from worker threads of their own:
+        # each rewrites the whole file, so one at a time, or one loses another's.
+        self._writing = threading.Lock()
 
     def load(self) -> list[dict[str, Any]]:
         """The recorded placements, in the order they were made.
@@ -65,12 +69,25 @@ class Placements:
         return True
 
     def add(self, spec: dict[str, Any]) -> None:
-        """Record ``spec`` (replacing one of the same name); blocking, for a worker thread."""
-        specs = [s for s in self.load() if s["name"] != spec["name"]]
-        specs.append(spec)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(specs))
-        os.replace(tmp, self.path)
+        """Record ``spec`` (replacing one of the same name); blocking, for a worker thread.
+
+        The file is replaced whole, its new text synced first, so a crash at any
+        instant leaves the old list or the new one, never a torn file.
+        """
+        with self._writing:
+            specs = [s for s in self.load() if s["name"] != spec["name"]]
+            specs.append(spec)
+            tmp = self.path.with_suffix(".tmp")
+            with open(tmp, "w") as file:
+                file.write(json.dumps(specs))
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(tmp, self.path)
+            directory = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)  # the rename itself survives a crash
+            finally:
+                os.close(directory)
 
 
 def build_branch(spec: dict[str, Any]) -> Branch:

@@ -7,14 +7,18 @@ import os
 import stat
 import tempfile
 import uuid
+from functools import partial
 from pathlib import Path
 
 import pytest
+import trio
 
 import pride
 from pride import Call, ChatAndRecord, HostLost, StoreError, UnknownBranch
 from pride.cluster import Cluster
 from pride.cluster._storage import host_directory
+
+from .conftest import NAMESPACE
 
 WORKER = "tests.cluster.factories:worker"
 
@@ -94,3 +98,21 @@ async def test_a_host_refuses_storage_others_may_write_to(ray_session: Path, nam
     async with Cluster(namespace=f"open-{name}", storage=storage, runtime_env={}) as cluster:
         with pytest.raises(HostLost, match="writable by other users"):
             await cluster.spawn(WORKER, name=name, host="h")
+
+
+async def test_placements_made_at_once_are_all_recorded(
+    cluster: Cluster, ray_session: Path, name: str
+) -> None:
+    """Regression: each placement rewrote placements.json through one shared temporary
+    file from its own worker thread, so placements made at the same moment raced: one
+    failed with FileNotFoundError, or one was lost from the file (and so from the host's
+    restart)."""
+    host = f"many-{name}"
+    names = [f"{name}-{n}" for n in range(12)]
+    async with trio.open_nursery() as nursery:
+        for branch in names:
+            nursery.start_soon(partial(cluster.spawn, WORKER, name=branch, host=host))
+    recorded = json.loads((ray_session / NAMESPACE / host / "placements.json").read_text())
+    assert sorted(spec["name"] for spec in recorded) == sorted(names)
+    for branch in names:  # each still served
+        assert await pride.ask(cluster.ref(branch), Call("pid")) > 0
