@@ -14,6 +14,10 @@ treated as lost.
 same answers: an ack, and the last outcome for a branch in each batch, say
 how much room its mailbox had when the host handed the batch over, and the
 caller counts what it sent since (``send_nowait`` raises `MailboxFull` from it).
+That room is only refreshed by answers to this caller's own envelopes: once
+none is unfinished, the last room heard may be as old as its last answer
+(other callers' work waited then), so it no longer refuses anything here; the
+host decides (its refusal fails the reply with `MailboxFull`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ MAX_HELD_ANSWERS = 4096
 
 _ANSWER_KINDS = frozenset({"ack", "start", "item", "refused", "done"})
 _QUEUED_KINDS = frozenset({"ack", "start", "refused", "done"})  # the envelope left the count
+_FINAL_KINDS = frozenset({"refused", "done"})  # nothing more comes for the envelope
 
 
 class Mailboxes:
@@ -48,12 +53,16 @@ class Mailboxes:
         self._room: dict[str, int] = {}
         self._capacity: dict[str, int] = {}
         self._outstanding: dict[str, int] = {}
+        # Envelopes sent and not yet finished (done or refused): while there are
+        # some, an answer with a fresh room is still to come.
+        self._unfinished: dict[str, int] = {}
 
     def reset(self, capacities: dict[str, int]) -> None:
         """A new connection: the host's branches with their capacities, nothing sent yet."""
         self._room = dict(capacities)
         self._capacity = dict(capacities)
         self._outstanding.clear()
+        self._unfinished.clear()
 
     def know(self, branch: str, capacity: int) -> None:
         """``branch`` has a mailbox of ``capacity`` (room unknown until an answer says)."""
@@ -68,20 +77,28 @@ class Mailboxes:
     def check(self, branch: str, capacity: int | None) -> None:
         """Raise `MailboxFull` if this caller knows ``branch``'s mailbox is full."""
         room = self._room.get(branch)
-        if room is not None and self._outstanding.get(branch, 0) >= room:
+        if (
+            room is not None
+            and self._outstanding.get(branch, 0) >= room
+            and self._unfinished.get(branch, 0) > 0  # else that room may be stale for good
+        ):
             raise MailboxFull(branch, capacity if capacity is not None else room)
 
     def sent(self, branch: str) -> None:
         """One more envelope for ``branch`` is on its way."""
         self._outstanding[branch] = self._outstanding.get(branch, 0) + 1
+        self._unfinished[branch] = self._unfinished.get(branch, 0) + 1
 
-    def heard(self, branch: str, room: Any, queued: bool) -> None:
+    def heard(self, branch: str, room: Any, queued: bool, *, finished: bool = False) -> None:
         """An answer said ``room`` (if an int) and, if ``queued``, that one envelope
-        sent left this caller's count (the host queued, refused or answered it)."""
+        sent left this caller's count (the host queued, refused or answered it);
+        ``finished``: that envelope is done with (answered, refused or never sent)."""
         if isinstance(room, int) and not isinstance(room, bool):
             self._room[branch] = max(0, min(room, self._capacity.get(branch, room)))
         if queued:
             self._outstanding[branch] = max(0, self._outstanding.get(branch, 0) - 1)
+        if finished:
+            self._unfinished[branch] = max(0, self._unfinished.get(branch, 0) - 1)
 
 
 class Answers:
@@ -163,13 +180,18 @@ class Answers:
             # The envelope's own answer is unusable: its caller hears it, typed.
             log.error("host %r sent a bad %s for %s: %s", link.host, kind, envelope.id, exc)
             link.envelopes.pop(envelope.id, None)
+            if kind not in _FINAL_KINDS:  # nothing more comes for it either
+                link.mailboxes.heard(envelope.branch, None, False, finished=True)
             problem = exc if isinstance(exc, InvalidMessage) else None
             envelope.refused(problem or InvalidMessage([(f"answer.{kind}", str(exc))]))
 
     def _answer(self, envelope: Envelope, kind: str, item: dict[str, Any]) -> None:
         envelopes = self._link.envelopes
         self._link.mailboxes.heard(
-            envelope.branch, item.get("room"), kind in _QUEUED_KINDS and not envelope.acked
+            envelope.branch,
+            item.get("room"),
+            kind in _QUEUED_KINDS and not envelope.acked,
+            finished=kind in _FINAL_KINDS,
         )
         if kind == "ack":
             envelope.ack()

@@ -434,6 +434,7 @@ class Link:
             item = json.loads(text)  # this side's own text
             envelope = self.envelopes.pop(str(item.get("id")), None)
             if envelope is not None and item.get("k") == "send":
+                self.mailboxes.heard(envelope.branch, None, True, finished=True)
                 envelope.refused(InvalidMessage([("batch", f"refused by the host: {refusal}")]))
 
     async def _poll_loop(self) -> None:

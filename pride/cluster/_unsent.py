@@ -42,7 +42,7 @@ def refuse(link: Link, text: str, error: BaseException | str) -> None:
     envelope = link.envelopes.pop(str(item.get("id")), None)
     if envelope is None or item.get("k") != "send":
         return
-    link.mailboxes.heard(envelope.branch, None, True)  # it left this caller's count
+    link.mailboxes.heard(envelope.branch, None, True, finished=True)  # it never left
     if isinstance(error, str):
         error = HostLost(envelope.branch, link.host, error)
     envelope.refused(error)

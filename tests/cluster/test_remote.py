@@ -235,3 +235,46 @@ async def test_the_senders_trace_context_crosses_to_the_host(cluster: Cluster, n
     finally:
         pride.telemetry.uninstrument()
         provider.shutdown()
+
+
+async def test_send_nowait_is_not_refused_for_good_by_a_stale_full_mailbox(
+    cluster: Cluster, name: str
+) -> None:
+    """A caller whose last answer said "no room" (another caller's work waited then)
+    and that has nothing left in flight to that branch hears no fresher room: its
+    send_nowait goes to the host, which queues it once the mailbox has room again,
+    instead of raising MailboxFull locally for ever."""
+    started = trio.Event()
+    cluster.observe(
+        lambda s: s.branch_name == name and isinstance(s, RunStart),
+        handler=lambda _: started.set(),
+    )
+    ref = await cluster.spawn(WORKER, name=name, host="shared", mailbox_size=1)
+    barrier = await cluster.spawn(ECHO, name=f"{name}-barrier", host="shared")
+    blocker = await pride.send(ref, Call("block"))
+    await started.wait()  # running: the mailbox is empty
+    async with Cluster(namespace=cluster.namespace, storage=cluster.storage) as other:
+        theirs = other.ref(name)
+        first = await pride.send(theirs, Call("block"))  # fills the mailbox
+        second: list[pride.Reply] = []
+
+        async def send_second() -> None:  # waits for room (the host's intake)
+            second.append(await pride.send(theirs, Chat("second")))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_second)
+            await trio.testing.wait_all_tasks_blocked()
+            # Their connection's batches are taken in order: once this is answered,
+            # "second" waits on the host for room.
+            assert await pride.ask(other.ref(barrier.name), Chat("barrier")) == "echo: barrier"
+            # Its outcome is handed over while "first" runs and "second" fills the mailbox.
+            blocker.cancel()
+            with pytest.raises(TurnCancelled):
+                await blocker.result()
+        first.cancel()
+        with pytest.raises(TurnCancelled):
+            await first.result()
+        assert await second[0].result() == "echo: second"
+    # Nothing waits on the host now, and this caller has nothing in flight to it.
+    reply = pride.send_nowait(ref, Chat("room again"))
+    assert await reply.result() == "echo: room again"
