@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -430,12 +429,8 @@ class Link:
                 return
         # The host refused the batch as malformed: a bug on this side; say so to its callers.
         log.error("host %r refused a batch: %r", self.host, refusal)
-        for text in batch:
-            item = json.loads(text)  # this side's own text
-            envelope = self.envelopes.pop(str(item.get("id")), None)
-            if envelope is not None and item.get("k") == "send":
-                self.mailboxes.heard(envelope.branch, None, True, finished=True)
-                envelope.refused(InvalidMessage([("batch", f"refused by the host: {refusal}")]))
+        for text in batch:  # an error of its own for each caller
+            refuse(self, text, InvalidMessage([("batch", f"refused by the host: {refusal}")]))
 
     async def _poll_loop(self) -> None:
         while True:
