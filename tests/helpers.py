@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -103,3 +104,33 @@ def holding_write_lock(path: Path) -> Iterator[sqlite3.Connection]:
         if db.in_transaction:
             db.execute("ROLLBACK")
         db.close()
+
+
+def frames_holding(error: BaseException) -> list[str]:
+    """The frames of pride's in ``error``'s traceback whose locals still hold ``error``.
+
+    A frame keeps its locals as long as it is referenced, and the traceback
+    references it: a local holding the error (itself, or in a list, tuple or
+    dict made for it) is a reference cycle that keeps every frame of the
+    traceback alive until a garbage collection. Objects that keep an error by
+    design (a node's state, a failed commit's batch) are not looked into.
+    """
+    found = []
+    tb = error.__traceback__
+    while tb is not None:
+        frame, tb = tb.tb_frame, tb.tb_next
+        code = frame.f_code
+        if f"{os.sep}pride{os.sep}" not in code.co_filename:
+            continue
+        for name, value in frame.f_locals.items():
+            if value is error or any(held is error for held in _contained(value)):
+                found.append(f"{Path(code.co_filename).name}:{code.co_name} ({name})")
+    return found
+
+
+def _contained(value: object) -> list[object]:
+    if isinstance(value, list | tuple | set | frozenset):
+        return list(value)
+    if isinstance(value, dict):
+        return list(value.values())
+    return []

@@ -96,10 +96,8 @@ class FlowResult:
         node = self.nodes[name]
         if node.outcome == "completed":
             return node.result
-        error = FlowNodeError(name, node.outcome, node.reason or node.outcome)
-        if node.error is not None:
-            raise error from node.error
-        raise error
+        # Raised without a local naming it: the traceback holds this frame.
+        raise FlowNodeError(name, node.outcome, node.reason or node.outcome) from node.error
 
     def get(self, name: str, default: Any = None) -> Any:
         """The result of ``name`` if it completed, else ``default``."""
@@ -144,10 +142,20 @@ class FlowResult:
         Raises:
             Exception: that node's own error.
         """
-        for node in self.nodes.values():
-            if node.outcome == "failed" and node.error is not None:
-                raise node.error
-        return self
+        error = next(
+            (
+                node.error
+                for node in self.nodes.values()
+                if node.outcome == "failed" and node.error is not None
+            ),
+            None,
+        )
+        if error is None:
+            return self
+        try:  # its traceback holds this frame: no cycle through the local
+            raise error
+        finally:
+            del error
 
     def to_mermaid(self, *, direction: str = "TD") -> str:
         """The run as Mermaid flowchart text, nodes coloured by outcome."""

@@ -85,10 +85,15 @@ class FlowEvents:
         try:
             event = await self._receive.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
-            if self._error is not None:
-                error, self._error = self._error, None
+            error, self._error = self._error, None
+            if error is None:
+                raise StopAsyncIteration from None
+            # The error's traceback holds this frame: let go of it here, or the two
+            # keep each other (and the run's frames) alive until a collection.
+            try:
                 raise error from None
-            raise StopAsyncIteration from None
+            finally:
+                del error
         if isinstance(event, NodeItem):
             self._room.release()
         return event  # type: ignore[no-any-return]

@@ -62,7 +62,10 @@ async def send_with_retries(
     while True:
         delay = _delay(policy, retries, error, started, deadline)
         if delay is None:
-            raise error
+            try:  # its traceback holds this frame: no cycle through the local
+                raise error
+            finally:
+                del error
         retries += 1
         on_retry(error, retries, delay)
         await trio.sleep(delay)

@@ -199,7 +199,10 @@ class ScriptedEndpoint(Endpoint):
         if isinstance(item, str):
             return item
         if isinstance(item, Exception):
-            raise item
+            try:  # its traceback holds this frame: no cycle through the local
+                raise item
+            finally:
+                del item
         try:
             return ScriptedReply.from_item(item)
         except TypeError:

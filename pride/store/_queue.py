@@ -149,7 +149,10 @@ class WriteQueue:
             await batch.done.wait()
             failure = batch.failure(key)
             if failure is not None:
-                raise failure
+                try:  # its traceback holds this frame: no cycle through the local
+                    raise failure
+                finally:
+                    del failure
 
     def after_commit(self, key: str, done: AfterCommit) -> bool:
         """Call ``done(failure)`` once what ``key`` queued so far is committed (None)

@@ -299,7 +299,10 @@ class ActionManager:
             return await batch.run_concurrently(calls, max_concurrent)
         except BaseExceptionGroup as group:
             error = _one_exception(group)
-        raise error
+        try:  # its traceback holds this frame: no cycle through the local
+            raise error
+        finally:
+            del error
 
 
 class _Batch:
