@@ -4,7 +4,11 @@ Work commands travel through a bounded FIFO with a channel's contract, so a
 full mailbox makes [`send`][pride.send] wait (backpressure) and
 [`send_nowait`][pride.send_nowait] raise [`MailboxFull`][pride.MailboxFull]. Priority
 commands (``Attach``, ``Detach``, ``Stop``) go to a separate queue that the
-actor drains before taking the next work item.
+actor drains before taking the next work item. The actor yields only every
+`YIELD_EVERY` items while work is waiting, so a system message sent by another
+task is queued once it yields; from then on it is taken right after the item in
+hand, before the rest of the queue (tests/actors/test_mailbox.py, "full mailbox
+of acts").
 
 The bound counts live work: an envelope dropped by its caller gives its
 room back at once (and is skipped when its turn would come).

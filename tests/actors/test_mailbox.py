@@ -265,3 +265,59 @@ async def test_a_busy_actor_yields_to_other_tasks_at_least_every_few_items() -> 
         assert max(steps) <= 2 * YIELD_EVERY
         for reply in replies:
             await reply.result()  # each answered, none failed
+
+
+async def _outcomes(replies: list[pride.Reply]) -> tuple[int, int]:
+    """How many of ``replies`` were served, and how many answered BranchClosed."""
+    served = closed = 0
+    for reply in replies:
+        try:
+            await reply.result()
+        except BranchClosed:
+            closed += 1
+        else:
+            served += 1
+    return served, closed
+
+
+async def test_a_stop_is_taken_before_the_rest_of_a_full_mailbox_of_acts() -> None:
+    """A Stop sent while the actor works through a run of items that never yield (it
+    yields only every ``YIELD_EVERY`` of them) is taken right after the item in hand:
+    at most one more is served, and every other queued envelope gets BranchClosed."""
+    from pride.actors.mailbox import YIELD_EVERY
+
+    async with Branch(chat_model=echo_model(), mailbox_size=200) as branch:
+        acts = [pride.send_nowait(branch, pride.Act(())) for _ in range(5 * YIELD_EVERY)]
+        await acts[0].wait_done()  # the actor is in the middle of its run
+        before = sum(reply.done for reply in acts)
+        assert 0 < before < len(acts)
+        stop = pride.send_nowait(branch, Stop())
+        assert await stop.result() is None
+        served, closed = await _outcomes(acts)
+        assert served - before <= 1
+        assert served + closed == len(acts) and closed > 0
+        with pytest.raises(BranchClosed):
+            pride.send_nowait(branch, pride.Act(()))
+
+
+async def test_removing_a_member_with_a_full_mailbox_of_acts_is_prompt() -> None:
+    """``session.remove`` (Detach, then Stop) against a full mailbox of Acts: both are
+    taken before the queued work, which is answered BranchClosed. ``remove`` takes the
+    session's lock first (a checkpoint), so they are queued once the actor has yielded:
+    after at most two runs of ``YIELD_EVERY`` items (trio may run the actor twice
+    before the remover), and the item in hand."""
+    from pride.actors.mailbox import YIELD_EVERY
+
+    async with pride.Session() as session:
+        member = await session.spawn(Branch(name="busy", chat_model=echo_model(), mailbox_size=200))
+        acts = [pride.send_nowait(member, pride.Act(())) for _ in range(8 * YIELD_EVERY)]
+        await acts[0].wait_done()
+        before = sum(reply.done for reply in acts)
+        assert 0 < before < len(acts)
+        await session.remove(member)
+        served, closed = await _outcomes(acts)
+        assert served - before <= 2 * YIELD_EVERY + 1
+        assert served + closed == len(acts) and closed > 0
+        with pytest.raises(pride.UnknownBranch):
+            session.get_branch("busy")
+    assert member.messages is not None  # the conversation is kept
