@@ -26,6 +26,7 @@ where asyncio appears.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -70,6 +71,10 @@ class HostActor:
     Raises:
         StoreError: the host's directory is not private to this user.
     """
+
+    delivery_linger: float = DELIVERY_LINGER
+    """Seconds a delivery lingers for answers (a class attribute: a test's subclass
+    makes deliveries wait for their answers, with no timer to race)."""
 
     def __init__(self, name: str, storage: str, options: dict[str, Any] | None = None) -> None:
         logging.basicConfig(level=logging.WARNING)
@@ -282,17 +287,49 @@ class HostActor:
         try:
             token.run_sync_soon(self._runtime.on_batch, conn, seq, items, seen)
         except trio.RunFinishedError as exc:
+            self._stop_waiting(conn, waiter)
             return dumps({"error": encode_error(_lost(self._name, exc))})
         if not out:
-            linger = loop.call_later(DELIVERY_LINGER, _wake, waiter)
-            await waiter
-            linger.cancel()
+            linger = loop.call_later(self.delivery_linger, _wake, waiter)
+            try:
+                await waiter
+            except BaseException:
+                # Cancelled by Ray (its caller gave up): leave no waiter behind for
+                # `post` to pick, and hand on a wake it may have spent on this one.
+                self._stop_waiting(conn, waiter, hand_on=True)
+                raise
+            finally:
+                linger.cancel()
             with self._lock:
-                waiters = self._deliverers.get(conn)
-                if waiters and waiter in waiters:
-                    waiters.remove(waiter)
+                self._stop_waiting(conn, waiter, locked=True)
                 out = self._outboxes.pop(conn, None)
         return _dumps_owed(self._name, {"out": out}, out) if out else None
+
+    def _stop_waiting(
+        self,
+        conn: str,
+        waiter: asyncio.Future[None],
+        *,
+        hand_on: bool = False,
+        locked: bool = False,
+    ) -> None:
+        """Take a delivery's ``waiter`` off ``conn``'s list (the list too, once empty).
+
+        With ``hand_on``, answers owed to ``conn`` wake its next waiting delivery, else
+        its poll: `post` may have woken only this one, which will not carry them.
+        """
+        with contextlib.nullcontext() if locked else self._lock:
+            waiters = self._deliverers.get(conn)
+            if waiters is not None:
+                if waiter in waiters:
+                    waiters.remove(waiter)
+                if not waiters:
+                    del self._deliverers[conn]
+            following = None
+            if hand_on and self._outboxes.get(conn):
+                following = waiters[0] if waiters else self._pollers.get(conn)
+        if following is not None:
+            _wake(following)
 
     def _take_batch(
         self, payload: bytes
