@@ -44,6 +44,10 @@ class LineReader:
         self._fd = fd
         self._max_line = max_line
         self._buffer = bytearray()
+        # Bytes before this offset are consumed lines: a read of 64 KiB holds
+        # hundreds of request lines, and deleting each from the front would
+        # move the rest of the buffer once per line.
+        self._start = 0
         self._eof = False
         self._skipping = False  # inside a line already reported too long
 
@@ -63,37 +67,42 @@ class LineReader:
         its own) and whatever it would have returned is lost, so cancel a
         reader only when you stop reading for good.
         """
+        buffer = self._buffer
         while True:
-            index = self._buffer.find(b"\n")
+            start = self._start
+            index = buffer.find(b"\n", start)
             if self._skipping:
                 if index < 0:
-                    self._buffer.clear()
+                    buffer.clear()
+                    self._start = 0
                 else:
-                    del self._buffer[: index + 1]
+                    self._start = index + 1
                     self._skipping = False
                     continue
-            elif index > self._max_line or (index < 0 and len(self._buffer) > self._max_line):
+            elif (index if index >= 0 else len(buffer)) - start > self._max_line:
                 self._skipping = True
                 raise LineTooLong(self._max_line)
             elif index >= 0:
-                raw = bytes(self._buffer[:index])
-                del self._buffer[: index + 1]
-                return _decode(raw)
+                self._start = index + 1
+                return _decode(buffer[start:index])
             if self._eof:
-                if not self._buffer or self._skipping:
-                    self._buffer.clear()
+                rest = buffer[start:]
+                buffer.clear()
+                self._start = 0
+                if not rest or self._skipping:
                     return None
-                raw = bytes(self._buffer)
-                self._buffer.clear()
-                return _decode(raw)
+                return _decode(rest)
+            if start:  # only a partial line is left: keep it at the front
+                del buffer[:start]
+                self._start = 0
             data = await trio.to_thread.run_sync(
                 os.read, self._fd, READ_SIZE, abandon_on_cancel=True
             )
             if data:
-                self._buffer += data
+                buffer += data
             else:
                 self._eof = True
 
 
-def _decode(raw: bytes) -> str:
+def _decode(raw: bytes | bytearray) -> str:
     return raw.decode("utf-8", errors="replace").removesuffix("\r")

@@ -78,6 +78,7 @@ from ..messages import (
     BranchStopped,
     RunEnd,
     RunFailed,
+    RunStart,
     SessionFailed,
     Signal,
 )
@@ -88,7 +89,7 @@ from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, call_app, load_app
 from ._logs import configure
 from ._requests import Request, RequestRejected, error_line, ok_line, parse_request
-from ._status import StatusLine, describe_usage, turns_in_flight
+from ._status import StatusLine, TurnsInFlight, describe_usage
 
 __all__ = ["EXIT_APP_ERROR", "EXIT_FAILED", "RunOptions", "run_app"]
 
@@ -99,7 +100,10 @@ EXIT_FAILED = 1
 EXIT_APP_ERROR = 2
 """Exit status when the app or the store could not be started."""
 
-_LIFECYCLE = (BranchStarted, BranchStopped, BranchRestarted, SessionFailed, RunEnd, RunFailed)
+# Classes, not a predicate: a branch builds only the signals somebody's classes
+# admit (Observer.wants), so a predicate here would have every turn build and
+# dispatch every MessageAdded for nothing.
+_OBSERVED = (BranchStarted, BranchStopped, BranchRestarted, SessionFailed, *TurnsInFlight.SIGNALS)
 
 
 def _prefixes(values: Iterable[str]) -> tuple[str, ...]:
@@ -161,7 +165,7 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
             async with placement(options.cluster, options.store, session) as cluster, session:
                 process = _Process(session, options, cluster)
                 session.on_resume(process.resumed)  # before the app restores its branches
-                session.observe(lambda s: isinstance(s, _LIFECYCLE), handler=process.on_signal)
+                session.observe(*_OBSERVED, handler=process.on_signal)
                 await call_app(function, session, cluster)
                 await _list_unfinished_flows(session)
                 stats = session.statistics()
@@ -221,9 +225,10 @@ class _Process:
         self._outer: trio.Nursery | None = None
         self._work: trio.Nursery | None = None
         self._resumed: list[Reply] = []  # resumed while the app started, not yet awaited
+        self.turns = TurnsInFlight()
         self.status: StatusLine | None = None
         if options.status and sys.stderr.isatty():
-            self.status = StatusLine(session, Console(stderr=True))
+            self.status = StatusLine(session, Console(stderr=True), self.turns.names)
 
     async def serve(self, signals: Any) -> int:
         """Serve until a signal (or end of input with ``--exit-on-eof``) and the drain."""
@@ -296,13 +301,14 @@ class _Process:
         except Exception as exc:  # no such branch, closed, a bad target
             self._refuse(request, exc)
             return
-        log.debug(
-            "request %s queued for %r: %s",
-            request.id,
-            reply.branch.name,
-            type(request.command).__name__,
-            extra={"request_id": request.id, "branch": reply.branch.name},
-        )
+        if log.isEnabledFor(logging.DEBUG):  # the record's extra costs even when dropped
+            log.debug(
+                "request %s queued for %r: %s",
+                request.id,
+                reply.branch.name,
+                type(request.command).__name__,
+                extra={"request_id": request.id, "branch": reply.branch.name},
+            )
         self.in_flight += 1
         work.start_soon(self._answer, request, reply)
 
@@ -340,7 +346,8 @@ class _Process:
         finally:
             self.in_flight -= 1
         self._write(ok_line(request.id, result))
-        log.debug("request %s answered", request.id, extra={"request_id": request.id})
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("request %s answered", request.id, extra={"request_id": request.id})
 
     def resumed(self, reply: Reply) -> None:
         """A turn the store's journal held was resumed: answer it on the id of the
@@ -427,8 +434,8 @@ class _Process:
             "turn_id": event.turn_id,
             "usage": attrs.asdict(usage),
             "session_usage": attrs.asdict(total),
-            # The finished turn is still finalising as this is logged: not in flight.
-            "in_flight": [n for n in turns_in_flight(self.session) if n != event.branch_name],
+            # The finished turn has left the list already (on_signal).
+            "in_flight": self.turns.names(),
         }
         took = f"{event.duration_ms / 1000:.2f} s"
         if isinstance(event, RunEnd):
@@ -444,14 +451,19 @@ class _Process:
             )
 
     def on_signal(self, event: Signal) -> None:
-        """Log the tree's lifecycle signals and failed turns; a failed root stops the process."""
+        """Log the tree's lifecycle signals and finished turns; a failed root stops the process."""
+        if isinstance(event, RunStart):  # once per turn: keep it cheap
+            self.turns.observe(event)
+            return
         extra = {"branch": event.branch_name, "branch_id": event.branch_id}
         if isinstance(event, RunEnd | RunFailed):
+            self.turns.observe(event)
             self._log_turn(event, extra)
         elif isinstance(event, BranchStarted):  # a restart is logged by BranchRestarted
             level = logging.DEBUG if event.restart else logging.INFO
             log.log(level, "branch %s started", event.branch_name, extra=extra)
         elif isinstance(event, BranchStopped):
+            self.turns.observe(event)
             level = logging.WARNING if event.reason == "crash" else logging.INFO
             log.log(level, "branch %s stopped (%s)", event.branch_name, event.reason, extra=extra)
         elif isinstance(event, BranchRestarted):

@@ -177,6 +177,8 @@ class HeldModel:
     def __init__(self) -> None:
         self.held = trio.Event()
         self.release = trio.Event()
+        self.waiting: list[str] = []  # the slow texts held now
+        self._changed = trio.Event()
 
     async def __call__(self, body: dict[str, Any]) -> str | Fault:
         text = last_text(body)
@@ -184,8 +186,20 @@ class HeldModel:
             return Fault.status(400)
         if text.startswith("slow"):
             self.held.set()
-            await self.release.wait()
+            self.waiting.append(text)
+            self._changed.set()
+            self._changed = trio.Event()
+            try:
+                await self.release.wait()
+            finally:
+                self.waiting.remove(text)
         return f"re: {text}"
+
+    async def wait_holding(self, count: int) -> None:
+        """Wait (bounded) until ``count`` slow requests are held at once."""
+        with trio.fail_after(TIMEOUT):
+            while len(self.waiting) < count:
+                await self._changed.wait()
 
 
 def last_text(body: dict[str, Any]) -> str:

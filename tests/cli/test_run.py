@@ -445,6 +445,36 @@ async def test_finished_turns_log_their_usage_and_what_still_runs() -> None:
     assert "tokens (" in ada[0]["message"]
 
 
+async def test_in_flight_lists_the_turns_running_at_once_and_forgets_failed_ones() -> None:
+    """With two turns held at once, each finished or failed turn's record lists exactly
+    the turns still running; a failed turn is never listed afterwards."""
+    model = HeldModel()
+    async with openai_server(model) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        async with CLI.start("run", APP, "--no-status", "--exit-on-eof", env=env) as cli:
+            await cli.send(request("a1", "ada", "slow one"))
+            await cli.wait_event(model.held, "ada's slow request")
+            await cli.send(request("b1", "bob", "fail now"))
+            assert (await cli.answer("b1"))["ok"] is False
+            failed = await cli.logged("turn failed")
+            await cli.send(request("b2", "bob", "slow two"))
+            await model.wait_holding(2)  # ada's and bob's turns run at once
+            model.release.set()
+            await cli.answer("a1")
+            await cli.answer("b2")
+            await cli.send(request("b3", "bob", "quick"))
+            await cli.answer("b3")
+            await cli.close_stdin()
+            assert await cli.exit_code() == 0
+    assert failed["branch"] == "bob" and failed["in_flight"] == ["ada"]
+    ended = [r for r in cli.logs() if r["message"].startswith("turn ended")]
+    assert [r["branch"] for r in ended[2:]] == ["bob"]
+    first, second = ended[:2]
+    assert {first["branch"], second["branch"]} == {"ada", "bob"}
+    assert first["in_flight"] == [second["branch"]] and second["in_flight"] == []
+    assert ended[2]["in_flight"] == []
+
+
 async def test_otel_exports_the_turns_to_an_otlp_collector() -> None:
     """``--otel`` sends every turn's spans to the collector OTEL_EXPORTER_OTLP_* names."""
     async with openai_server(HeldModel()) as server, otlp_collector() as collector:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import io
+from uuid import uuid4 as new_id
 
+import pytest
 import trio
 import trio.testing
 from rich.console import Console
 
-from pride import Branch, Chat, ScriptedModel, Session
-from pride.cli._status import StatusLine, describe_usage, turns_in_flight
+from pride import Branch, Chat, ProviderError, ScriptedModel, Session
+from pride.cli._status import StatusLine, TurnsInFlight, describe_usage, turns_in_flight
 from pride.llm import ModelRequest, ScriptedReply, Usage as CallUsage
-from pride.messages import Usage
+from pride.messages import BranchStopped, RunEnd, RunFailed, RunStart, RunSuspended, Usage
 
 
 async def test_the_status_line_names_the_turns_in_flight_and_the_cost() -> None:
@@ -42,3 +44,69 @@ def test_usage_is_described_with_its_cost_only_when_known() -> None:
     """A usage reads as tokens in and out, plus the cost when a model reported one."""
     assert describe_usage(Usage(1000, 234, None)) == "1,234 tokens (1,000 in, 234 out)"
     assert describe_usage(Usage(1, 2, 0.0123)) == "3 tokens (1 in, 2 out), $0.0123"
+
+
+def _held() -> tuple[ScriptedModel, dict[str, trio.Event]]:
+    """A model whose call for instruction ``x`` waits until ``gates[x]`` is set;
+    an instruction starting ``fail`` raises once released."""
+    gates: dict[str, trio.Event] = {}
+
+    async def reply(request: ModelRequest) -> str:
+        text = str(request.messages[-1]["content"])
+        gate = gates.setdefault(text, trio.Event())
+        await gate.wait()
+        if text.startswith("fail"):
+            raise ProviderError("refused")
+        return "ok"
+
+    return ScriptedModel(reply), gates
+
+
+async def test_turns_in_flight_follow_the_signals_of_concurrent_turns_and_failures() -> None:
+    """Turns running at once are listed in start order, each until its terminal: a
+    failed turn leaves the list as a finished one does, and a child session's too."""
+    model, gates = _held()
+    turns = TurnsInFlight()
+    async with Session() as root:
+        root.observe(*TurnsInFlight.SIGNALS, handler=turns.observe)
+        team = await root.spawn_session("team")
+        for name in ("ada", "bob"):
+            await root.spawn(Branch(name=name, chat_model=model))
+        await team.spawn(Branch(name="cy", chat_model=model))
+        replies = {}
+        for name, text in (("bob", "b1"), ("cy", "c1"), ("ada", "fail a1")):
+            replies[name] = await root.send(name, Chat(text))
+            await trio.testing.wait_all_tasks_blocked()  # its turn waits on the model
+        assert turns.names() == ["bob", "cy", "ada"]
+        assert turns.names() == [n for n in ("bob", "cy", "ada") if n in turns_in_flight(root)]
+        gates["fail a1"].set()
+        with pytest.raises(ProviderError):
+            await replies["ada"].result()
+        assert turns.names() == ["bob", "cy"] and len(turns) == 2
+        gates["c1"].set()
+        await replies["cy"].result()
+        assert turns.names() == ["bob"]
+        gates["b1"].set()
+        await replies["bob"].result()
+        assert turns.names() == [] and turns_in_flight(root) == []
+
+
+def test_turns_in_flight_forget_a_branch_that_stopped_without_a_terminal() -> None:
+    """A turn whose terminal never came (its actor crashed in the runtime) is dropped
+    when its branch stops; a terminal for a turn never seen starting is ignored."""
+    turns = TurnsInFlight()
+    ada, bob = new_id(), new_id()
+    first, second, third = new_id(), new_id(), new_id()
+    turns.observe(RunStart(branch_id=ada, branch_name="ada", turn_id=first))
+    turns.observe(RunStart(branch_id=bob, branch_name="bob", turn_id=second))
+    turns.observe(RunEnd(branch_id=bob, branch_name="bob", turn_id=new_id()))  # not started
+    assert turns.names() == ["ada", "bob"]
+    turns.observe(BranchStopped(branch_id=ada, branch_name="ada", reason="crash"))
+    assert turns.names() == ["bob"]
+    # bob's next turn starts before its last one's terminal (sent after a commit).
+    turns.observe(RunStart(branch_id=bob, branch_name="bob", turn_id=third))
+    assert turns.names() == ["bob"] and len(turns) == 2
+    turns.observe(RunSuspended(branch_id=bob, branch_name="bob", turn_id=second))
+    assert turns.names() == ["bob"]
+    turns.observe(RunFailed(branch_id=bob, branch_name="bob", turn_id=third))
+    assert turns.names() == [] and len(turns) == 0

@@ -1,0 +1,48 @@
+"""Tests for ``pride.cli._logs``: the JSON lines ``pride run`` logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+
+from hypothesis import given, strategies as st
+
+from pride.cli._logs import JsonFormatter
+
+
+@given(st.floats(min_value=0, max_value=2**33, allow_nan=False))
+def test_the_time_is_what_datetime_writes(created: float) -> None:
+    """The cached-second stamp equals ``datetime.isoformat`` to the millisecond."""
+    expected = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+    assert JsonFormatter().stamp(created) == expected
+
+
+def test_one_formatter_stamps_records_across_seconds() -> None:
+    """The cached second is replaced when a record of another second comes."""
+    formatter = JsonFormatter()
+    for created in (1.9995, 1.0004, 2.5, 1.25, 1e9 + 0.1):
+        expected = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+        assert formatter.stamp(created) == expected
+
+
+def test_a_turn_record_has_every_documented_field() -> None:
+    """Context fields as text, data fields as JSON, non-ASCII kept and a lone
+    surrogate replaced (the line stays UTF-8)."""
+    record = logging.LogRecord(
+        "pride.cli", logging.INFO, __file__, 1, "turn ended: %s", ("é",), None
+    )
+    record.branch, record.turn_id, record.request_id = "ada", 12, None
+    record.usage = {"input_tokens": 3, "cost_usd": None}
+    record.in_flight = ["bob", "\ud800"]
+    line = JsonFormatter().format(record)
+    line.encode("utf-8")
+    entry = json.loads(line)
+    assert entry["message"] == "turn ended: é" and "é" in line
+    assert entry["branch"] == "ada" and entry["turn_id"] == "12" and "request_id" not in entry
+    assert entry["usage"] == {"input_tokens": 3, "cost_usd": None}
+    assert entry["in_flight"] == ["bob", "\ufffd"]
+    assert entry["level"] == "INFO" and entry["logger"] == "pride.cli"
+    assert entry["time"] == datetime.fromtimestamp(record.created, UTC).isoformat(
+        timespec="milliseconds"
+    )
