@@ -58,12 +58,13 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import attrs
 import trio
 from rich.console import Console
 
-from ..actors import Reply, send
+from ..actors import Branch, Reply, send
 from ..errors import (
     BranchClosed,
     InvalidMessage,
@@ -225,10 +226,17 @@ class _Process:
         self._outer: trio.Nursery | None = None
         self._work: trio.Nursery | None = None
         self._resumed: list[Reply] = []  # resumed while the app started, not yet awaited
-        self.turns = TurnsInFlight()
+        self.turns = TurnsInFlight(self._branch)
         self.status: StatusLine | None = None
         if options.status and sys.stderr.isatty():
             self.status = StatusLine(session, Console(stderr=True), self.turns.names)
+
+    def _branch(self, branch_id: UUID | None) -> Branch | None:
+        """The branch of the tree with this id, if any (for `TurnsInFlight`)."""
+        try:
+            return self.session.resolve_name(branch_id) if branch_id is not None else None
+        except UnknownBranch:
+            return None
 
     async def serve(self, signals: Any) -> int:
         """Serve until a signal (or end of input with ``--exit-on-eof``) and the drain."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 from uuid import UUID
 
 import trio
@@ -32,21 +33,29 @@ def turns_in_flight(session: Session) -> list[str]:
 
 
 class TurnsInFlight:
-    """The branches with a turn in flight, kept from the signals the turns emit.
+    """The branches running a turn now, kept from the signals the turns emit.
 
     The problem: ``pride run`` logs, for every finished turn, the branches
     still running one, and walking the tree for that (`turns_in_flight`) costs
     O(branches) per turn: with 100 branches it was a fifth of the process's
-    CPU per request. The signals say the same thing as they happen, and the
-    process observes them anyway: a turn is in flight from its ``RunStart``
-    to its terminal (``RunEnd``, or ``RunFailed`` and its ``RunSuspended``), so
-    each signal costs O(1) and a list costs only the turns it holds. With a
-    store that includes a turn that has run and waits for its commit: it has
-    not ended (its caller is answered after the commit).
+    CPU per request. The signals say when turns start and end, and the process
+    observes them anyway, so this follows them: a turn is added at its
+    ``RunStart`` and removed at its terminal (``RunEnd``, or ``RunFailed`` and
+    its ``RunSuspended``), O(1) each, and `names` costs what it lists.
+
+    With a store a turn's terminal waits for its commit, and a group commit
+    ends a whole batch of turns at once: listing those (done running, waiting
+    only for the disk) in each other's records would make every record
+    O(batch), that is O(branches) again. So a turn is listed while its branch
+    is still running it (``branch.active_turn_id``, the same test
+    `turns_in_flight` makes); one seen done is dropped then, at most once.
 
     A turn whose terminal never comes (a fault of the runtime itself crashed
-    its actor mid-turn) is forgotten when its branch's ``BranchStopped``
-    arrives, so a crash cannot leave a branch listed for ever.
+    its actor mid-turn) is dropped when its branch's ``BranchStopped`` comes.
+
+    Args:
+        branch: the branch a ``RunStart`` came from, by id (None when unknown:
+            its turn is then listed until its terminal).
 
     Subscribe `observe` to `SIGNALS` on the root session: child sessions'
     signals come up the tree to it.
@@ -55,20 +64,19 @@ class TurnsInFlight:
     SIGNALS: tuple[type[Signal], ...] = (RunStart, RunEnd, RunFailed, BranchStopped)
     """The signal classes `observe` needs to see."""
 
-    def __init__(self) -> None:
-        # (branch id, turn id) -> branch name, in the order the turns started. A
-        # branch has one top-level turn at a time, but its next turn may start
-        # before the previous one's terminal (sent after a group commit).
-        self._turns: dict[tuple[UUID | None, UUID | None], str] = {}
-
-    def __len__(self) -> int:
-        return len(self._turns)
+    def __init__(self, branch: Callable[[UUID | None], Any] | None = None) -> None:
+        self._branch = branch
+        # (branch id, turn id) -> (branch name, branch), in the order the turns
+        # started. A branch runs one top-level turn at a time, but with a store
+        # its next one starts before the last one's terminal (sent after the commit).
+        self._turns: dict[tuple[UUID | None, UUID | None], tuple[str, Any]] = {}
 
     def observe(self, signal: Signal) -> None:
         """Follow one signal (others than `SIGNALS` are ignored)."""
         key = (signal.branch_id, getattr(signal, "turn_id", None))
         if isinstance(signal, RunStart):
-            self._turns[key] = signal.branch_name or str(signal.branch_id)
+            branch = self._branch(signal.branch_id) if self._branch is not None else None
+            self._turns[key] = (signal.branch_name or str(signal.branch_id), branch)
         elif isinstance(signal, RunEnd | RunFailed):
             self._turns.pop(key, None)
         elif isinstance(signal, BranchStopped):
@@ -76,10 +84,19 @@ class TurnsInFlight:
                 del self._turns[stale]
 
     def names(self) -> list[str]:
-        """The branches with a turn in flight, each once, in the order their turns started."""
+        """The branches running a turn now, each once, in the order their turns started."""
         if not self._turns:
             return []
-        return list(dict.fromkeys(self._turns.values()))
+        running: dict[str, None] = {}
+        done = []
+        for key, (name, branch) in self._turns.items():
+            if branch is not None and branch.active_turn_id != key[1]:
+                done.append(key)  # it has run; its terminal follows its commit
+            else:
+                running[name] = None
+        for key in done:
+            del self._turns[key]
+        return list(running)
 
 
 def describe_usage(usage: Usage) -> str:

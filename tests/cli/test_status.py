@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import io
-from uuid import uuid4 as new_id
+from pathlib import Path
+from uuid import UUID, uuid4 as new_id
 
 import pytest
 import trio
 import trio.testing
 from rich.console import Console
 
-from pride import Branch, Chat, ProviderError, ScriptedModel, Session
+from pride import Branch, Chat, ChatAndRecord, ProviderError, ScriptedModel, Session
 from pride.cli._status import StatusLine, TurnsInFlight, describe_usage, turns_in_flight
 from pride.llm import ModelRequest, ScriptedReply, Usage as CallUsage
 from pride.messages import BranchStopped, RunEnd, RunFailed, RunStart, RunSuspended, Usage
@@ -66,8 +67,8 @@ async def test_turns_in_flight_follow_the_signals_of_concurrent_turns_and_failur
     """Turns running at once are listed in start order, each until its terminal: a
     failed turn leaves the list as a finished one does, and a child session's too."""
     model, gates = _held()
-    turns = TurnsInFlight()
     async with Session() as root:
+        turns = TurnsInFlight(root.resolve_name)
         root.observe(*TurnsInFlight.SIGNALS, handler=turns.observe)
         team = await root.spawn_session("team")
         for name in ("ada", "bob"):
@@ -82,13 +83,66 @@ async def test_turns_in_flight_follow_the_signals_of_concurrent_turns_and_failur
         gates["fail a1"].set()
         with pytest.raises(ProviderError):
             await replies["ada"].result()
-        assert turns.names() == ["bob", "cy"] and len(turns) == 2
+        assert turns.names() == ["bob", "cy"]
         gates["c1"].set()
         await replies["cy"].result()
         assert turns.names() == ["bob"]
         gates["b1"].set()
         await replies["bob"].result()
         assert turns.names() == [] and turns_in_flight(root) == []
+
+
+async def test_turns_in_flight_are_the_tree_s_running_turns_at_every_terminal(
+    tmp_path: Path,
+) -> None:
+    """With a store (terminals sent after group commits, next turns already running),
+    the list at every terminal is exactly the other turns the tree walk finds running."""
+    async with Session(store=tmp_path / "store.db") as root:
+        turns = TurnsInFlight(root.resolve_name)
+        root.observe(*TurnsInFlight.SIGNALS, handler=turns.observe)
+        seen: list[tuple[list[str], list[str]]] = []
+
+        def compare(signal: RunEnd | RunFailed) -> None:
+            # The tree walk, less the turn ending (still finalising when not handed on).
+            ending = root.resolve_name(signal.branch_id)
+            walked = turns_in_flight(root)
+            if ending.active_turn_id == signal.turn_id:
+                walked.remove(ending.name)
+            seen.append((sorted(turns.names()), sorted(walked)))
+
+        root.observe(RunEnd, RunFailed, handler=compare)  # after turns.observe
+        release = trio.Event()
+
+        async def reply(request: ModelRequest) -> str:
+            if request.messages[-1]["content"] == "hold":
+                await release.wait()
+            for _ in range(3):  # let the other branches' turns interleave with this one
+                await trio.sleep(0)
+            return "ok"
+
+        model = ScriptedModel(reply)
+        team = await root.spawn_session("team")
+        held = await root.spawn(Branch(name="held", chat_model=model))
+        members = [await root.spawn(Branch(name=f"b{i}", chat_model=model)) for i in range(6)]
+        members += [await team.spawn(Branch(name=f"t{i}", chat_model=model)) for i in range(4)]
+        holding = await root.send(held, ChatAndRecord("hold"))
+        replies = [
+            await root.send(branch, ChatAndRecord(f"q{round}"))
+            for round in range(5)
+            for branch in members
+        ]
+        for done in replies:
+            await done.result()
+        release.set()
+        await holding.result()
+    assert len(seen) == 51
+    assert all(listed == walked for listed, walked in seen), seen
+    assert all("held" in listed for listed, _ in seen[:-1]) and seen[-1] == ([], [])
+
+
+class _Running:
+    def __init__(self, turn_id: UUID | None) -> None:
+        self.active_turn_id = turn_id
 
 
 def test_turns_in_flight_forget_a_branch_that_stopped_without_a_terminal() -> None:
@@ -105,8 +159,29 @@ def test_turns_in_flight_forget_a_branch_that_stopped_without_a_terminal() -> No
     assert turns.names() == ["bob"]
     # bob's next turn starts before its last one's terminal (sent after a commit).
     turns.observe(RunStart(branch_id=bob, branch_name="bob", turn_id=third))
-    assert turns.names() == ["bob"] and len(turns) == 2
+    assert turns.names() == ["bob"]
     turns.observe(RunSuspended(branch_id=bob, branch_name="bob", turn_id=second))
     assert turns.names() == ["bob"]
     turns.observe(RunFailed(branch_id=bob, branch_name="bob", turn_id=third))
-    assert turns.names() == [] and len(turns) == 0
+    assert turns.names() == []
+
+
+def test_a_turn_its_branch_has_finished_running_is_not_listed() -> None:
+    """A turn waiting only for its commit (its branch runs another turn, or none) is
+    left out and forgotten; its terminal, when it comes, changes nothing."""
+    ada, bob = new_id(), new_id()
+    first, second, third = new_id(), new_id(), new_id()
+    branches = {ada: _Running(first), bob: _Running(second)}
+    turns = TurnsInFlight(branches.get)
+    turns.observe(RunStart(branch_id=ada, branch_name="ada", turn_id=first))
+    turns.observe(RunStart(branch_id=bob, branch_name="bob", turn_id=second))
+    assert turns.names() == ["ada", "bob"]
+    branches[ada].active_turn_id = None  # ada's turn has run; its commit is pending
+    branches[bob].active_turn_id = third  # bob went on to its next turn
+    turns.observe(RunStart(branch_id=bob, branch_name="bob", turn_id=third))
+    assert turns.names() == ["bob"]
+    turns.observe(RunEnd(branch_id=ada, branch_name="ada", turn_id=first))
+    turns.observe(RunEnd(branch_id=bob, branch_name="bob", turn_id=second))
+    assert turns.names() == ["bob"]
+    branches[bob].active_turn_id = None
+    assert turns.names() == []
