@@ -36,6 +36,7 @@ from typing import Any
 import trio
 
 from ..errors import HostLost, InvalidMessage, RemoteError
+from ..messages.codec import scrub
 from ._driver import import_ray
 from ._host import HostRuntime
 from ._journal import EnvelopeJournal
@@ -411,11 +412,12 @@ class HostActor:
 def _dumps_owed(host: str, data: Any, batches: list[dict[str, Any]]) -> bytes:
     """``dumps(data)``, where ``batches`` (inside ``data``) are numbered batches owed to a caller.
 
-    An item JSON cannot carry (a signal holding a non-finite number, say) is
-    dropped and logged, or, if its caller waits on it (an outcome, a stream
-    item), replaced by a refusal naming the problem. Failing the whole return
-    instead would lose every answer riding with it and leave a gap in the
-    caller's numbering that stalls its connection.
+    A lone surrogate in an item's strings becomes U+FFFD, as a local branch
+    records it (`pride.cluster._wire.dumps_scrubbed`). An item JSON cannot carry
+    (a signal holding a non-finite number, say) is dropped and logged, or, if its
+    caller waits on it (an outcome, a stream item), replaced by a refusal naming
+    the problem. Failing the whole return instead would lose every answer riding
+    with it and leave a gap in the caller's numbering that stalls its connection.
     """
     try:
         return dumps(data)
@@ -423,7 +425,7 @@ def _dumps_owed(host: str, data: Any, batches: list[dict[str, Any]]) -> bytes:
         pass
     for batch in batches:
         kept = []
-        for item in batch["items"]:
+        for item in map(scrub, batch["items"]):
             try:
                 dumps(item)
             except (ValueError, TypeError) as exc:

@@ -47,7 +47,7 @@ from ._answers import MAX_HELD_ANSWERS, Answers, Mailboxes
 from ._driver import import_ray, on_done, wait_ref
 from ._envelope import Envelope
 from ._unsent import encodable, refuse
-from ._wire import decode_error, dumps_text, loads
+from ._wire import decode_error, dumps_scrubbed, dumps_text, loads
 
 __all__ = ["MAX_BATCH", "MAX_HELD_ANSWERS", "MAX_IN_FLIGHT", "Link", "described_branches"]
 
@@ -198,7 +198,7 @@ class Link:
         last = self._last_command
         if last is not None and last[0] is command:
             return last[1]
-        text = dumps_text(dumps_text(unstructure(command)))
+        text = dumps_text(dumps_scrubbed(unstructure(command)))  # surrogates as U+FFFD
         self._last_command = (command, text)
         return text
 

@@ -39,7 +39,7 @@ import msgspec
 from .. import errors
 from ..errors import InvalidMessage, PrideError, RemoteError
 from ..messages import ActionCall, Command, RoledMessage, Signal, structure, unstructure
-from ..messages.codec import registered_types
+from ..messages.codec import is_scalar_text, registered_types, scrub
 from ..operations import Analysis, OperateResult, ReActAnalysis, Reason, Unparsed
 
 __all__ = [
@@ -285,6 +285,18 @@ def dumps(data: Any) -> bytes:
 def dumps_text(data: Any) -> str:
     """Compact JSON text (``data`` is already plain)."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dumps_scrubbed(data: Any) -> str:
+    """``dumps_text(data)``, with each lone surrogate in its strings replaced by U+FFFD.
+
+    A lone surrogate (what a JSON ``"\\ud800"`` escape decodes to) has no UTF-8
+    form, so no text holding one can travel. A local branch records it as U+FFFD
+    (every conversation message does); a command or an answer crossing the wire
+    is given the same replacement, so a remote branch answers as a local one would.
+    """
+    text = dumps_text(data)
+    return text if is_scalar_text(text) else dumps_text(scrub(data))
 
 
 def loads(payload: Any, what: str) -> Any:

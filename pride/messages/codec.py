@@ -61,7 +61,7 @@ from ._hooks import (
     unstructure_model_spec,
     unstructure_response_format,
 )
-from ._json import MAX_DEPTH, TOO_DEEP, dump_json, parse_json
+from ._json import MAX_DEPTH, TOO_DEEP, dump_json, is_scalar_text, parse_json, scrub
 from .budget import Budget
 
 __all__ = [
@@ -69,8 +69,10 @@ __all__ = [
     "TAG",
     "dump_json",
     "from_json",
+    "is_scalar_text",
     "parse_json",
     "registered_types",
+    "scrub",
     "structure",
     "to_json",
     "unstructure",

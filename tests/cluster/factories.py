@@ -33,6 +33,10 @@ class Worker(Branch):
     async def pid(self) -> int:
         return os.getpid()
 
+    async def lone_surrogate(self) -> dict[str, str]:
+        """A result with a lone surrogate in a value and a key (no UTF-8 form)."""
+        return {"text": "bad \ud800 text", "key \udfff": "value"}
+
     async def escalate(self) -> None:
         raise Escalate("this branch's state is not to be trusted")
 
