@@ -31,14 +31,11 @@ A tracer never breaks the work it traces: an exception of its own is logged
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from collections.abc import Mapping
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context, propagate, trace
 from opentelemetry.context import Context
@@ -46,12 +43,11 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .._version import __version__
 from ..actors import instrument as slot
-from ..llm import retry_listener
-from ._content import as_json, clip, input_messages, output_messages
+from ._calls import Call, ModelCall, ToolCall
 
 if TYPE_CHECKING:
     from ..actors.branch import Branch
-    from ..llm import ModelRequest, ModelResponse, RetryNotice, iModel
+    from ..llm import ModelRequest, iModel
     from ..messages import ActionCall, Usage, WorkCommand
 
 __all__ = ["CAPTURE_CONTENT_ENV", "PrideTracer", "instrument", "instrumented", "uninstrument"]
@@ -67,18 +63,7 @@ _SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 # untraced turn pays here (it reads the environment), so while none is set the
 # answer is kept this many seconds: a provider set later is used within a second.
 _PROVIDER_RECHECK = 1.0
-
-# Request options that map onto GenAI request attributes.
-_REQUEST_OPTIONS = {
-    "temperature": "gen_ai.request.temperature",
-    "max_tokens": "gen_ai.request.max_tokens",
-    "max_completion_tokens": "gen_ai.request.max_tokens",
-    "top_p": "gen_ai.request.top_p",
-    "top_k": "gen_ai.request.top_k",
-    "seed": "gen_ai.request.seed",
-    "frequency_penalty": "gen_ai.request.frequency_penalty",
-    "presence_penalty": "gen_ai.request.presence_penalty",
-}
+_clock = time.monotonic  # the clock of that recheck (a test moves it)
 
 
 def _content_from_env() -> bool:
@@ -113,7 +98,7 @@ class PrideTracer:
         tracer = self._tracer
         if tracer is not None:
             return tracer
-        now = time.monotonic()
+        now = _clock()
         if now < self._unset_until:
             return None
         provider = trace.get_tracer_provider()
@@ -129,6 +114,10 @@ class PrideTracer:
     def carrier(self) -> dict[str, str] | None:
         """The calling task's trace context, as W3C headers, if it has a span."""
         try:
+            # Every envelope asks, traced or not: an empty context (the usual
+            # untraced caller) is answered without looking up a span in it.
+            if not otel_context.get_current():
+                return None
             if not trace.get_current_span().get_span_context().is_valid:
                 return None
             carrier: dict[str, str] = {}
@@ -147,6 +136,8 @@ class PrideTracer:
     ) -> _Turn | None:
         """The span of one turn, current in the actor's task until it ends."""
         try:
+            if self._tracer is None and _clock() < self._unset_until:
+                return None  # no provider, looked for less than a second ago: the common case
             tracer = self._active()
             if tracer is None:
                 return None
@@ -183,6 +174,8 @@ class PrideTracer:
     ) -> _Turn | None:
         """An ``Act``: no span of its own; its tool calls' spans go under the sender's."""
         try:
+            if self._tracer is None and _clock() < self._unset_until:
+                return None
             tracer = self._active()
             if tracer is None:
                 return None
@@ -203,7 +196,7 @@ def _parent(carrier: Mapping[str, str] | None) -> Context:
 class _Turn:
     """One traced turn (or ``Act``): its span, current in the actor's task meanwhile."""
 
-    __slots__ = ("_conversation", "_span", "_token", "_tracer", "_turn_id", "owner")
+    __slots__ = ("_conversation", "_span", "_token", "_turn_id", "owner", "tracer")
 
     def __init__(
         self,
@@ -216,26 +209,32 @@ class _Turn:
         turn_id: str | None,
     ) -> None:
         self.owner = owner
-        self._tracer = tracer
+        self.tracer = tracer
         self._span = span
         self._conversation = conversation
         self._turn_id = turn_id
         current = trace.set_span_in_context(span, parent) if span is not None else parent
         self._token: Any = otel_context.attach(current)
 
-    def _common(self) -> dict[str, Any]:
+    @property
+    def capture_content(self) -> bool:
+        """Whether message content goes on the spans (the tracer's setting)."""
+        return self.owner.capture_content
+
+    def common(self) -> dict[str, Any]:
+        """The attributes every call span of this turn carries."""
         attributes: dict[str, Any] = {"gen_ai.conversation.id": self._conversation}
         if self._turn_id is not None:
             attributes["pride.turn_id"] = self._turn_id
         return attributes
 
-    def model_call(self, model: iModel, request: ModelRequest, *, streaming: bool) -> _Call:
+    def model_call(self, model: iModel, request: ModelRequest, *, streaming: bool) -> Call:
         """The span of one model call (entered by the caller)."""
-        return _ModelCall(self, model, request, streaming)
+        return ModelCall(self, model, request, streaming)
 
-    def tool_call(self, call: ActionCall, description: str | None) -> _Call:
+    def tool_call(self, call: ActionCall, description: str | None) -> Call:
         """The span of one tool invocation (entered by the caller)."""
-        return _ToolCall(self, call, description)
+        return ToolCall(self, call, description)
 
     def leave(self) -> None:
         """Restore the actor's context (in its task: OpenTelemetry's context is a
@@ -277,199 +276,6 @@ def _usage_attributes(usage: Usage) -> dict[str, Any]:
     if usage.cost_usd is not None:
         attributes["pride.usage.cost_usd"] = usage.cost_usd
     return attributes
-
-
-class _Call:
-    """A span around one call, current in the calling task while it runs."""
-
-    __slots__ = ("_span", "_token", "turn")
-
-    def __init__(self, turn: _Turn) -> None:
-        self.turn = turn
-        self._span: Span | None = None
-        self._token: Any = None
-
-    def _start(self) -> Span:
-        raise NotImplementedError
-
-    def __enter__(self) -> _Call:
-        try:
-            self._span = self._start()
-            self._token = otel_context.attach(trace.set_span_in_context(self._span))
-        except Exception:
-            log.exception("could not start a call span")
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        span = self._span
-        try:
-            if span is not None:
-                if exc is not None:
-                    span.set_attribute("error.type", type(exc).__name__)
-                    if isinstance(exc, Exception):
-                        span.record_exception(exc)
-                    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
-                span.end()
-        except Exception:
-            log.exception("could not end a call span")
-        finally:
-            if self._token is not None:
-                otel_context.detach(self._token)
-                self._token = None
-
-    def response(self, response: ModelResponse) -> None:
-        """A model call's reply (see `_ModelCall`)."""
-
-    def result(self, output: Any) -> None:
-        """A tool's output (see `_ToolCall`)."""
-
-
-class _ModelCall(_Call):
-    """``chat {model}``: one model call, its retries as events."""
-
-    __slots__ = ("_listening", "_model", "_request", "_streaming")
-
-    def __init__(self, turn: _Turn, model: iModel, request: ModelRequest, streaming: bool) -> None:
-        super().__init__(turn)
-        self._model = model
-        self._request = request
-        self._streaming = streaming
-        self._listening: retry_listener | None = None
-
-    def _start(self) -> Span:
-        model, request = self._model, self._request
-        attributes = self.turn._common()
-        attributes.update(
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": model.provider,
-                "gen_ai.request.model": model.model,
-                "gen_ai.output.type": "json" if request.response_format else "text",
-            }
-        )
-        if self._streaming:
-            attributes["gen_ai.request.stream"] = True
-        options = {**model.request_options, **request.options}
-        for option, name in _REQUEST_OPTIONS.items():
-            value = options.get(option)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                attributes[name] = value
-        if model.base_url:
-            where = urlsplit(model.base_url)
-            if where.hostname:
-                attributes["server.address"] = where.hostname
-                if where.port is not None:
-                    attributes["server.port"] = where.port
-        if self.turn.owner.capture_content:
-            attributes["gen_ai.input.messages"] = clip(input_messages(request))
-            if request.system:
-                attributes["gen_ai.system_instructions"] = clip(
-                    json.dumps([{"type": "text", "content": request.system}])
-                )
-            if request.tools:
-                attributes["gen_ai.tool.definitions"] = clip(as_json(list(request.tools)))
-        return self.turn._tracer.start_span(
-            f"chat {model.model}", kind=SpanKind.CLIENT, attributes=attributes
-        )
-
-    def __enter__(self) -> _Call:
-        super().__enter__()
-        if self._span is not None:
-            self._listening = retry_listener(self._retry)
-            self._listening.__enter__()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._listening is not None:
-            self._listening.__exit__(exc_type, exc, tb)
-            self._listening = None
-        super().__exit__(exc_type, exc, tb)
-
-    def _retry(self, notice: RetryNotice) -> None:
-        span = self._span
-        if span is None:
-            return
-        attributes: dict[str, Any] = {
-            "pride.retry.number": notice.retry,
-            "pride.retry.max_retries": notice.max_retries,
-            "pride.retry.delay_s": notice.delay,
-            "error.type": type(notice.error).__name__,
-        }
-        if notice.status is not None:
-            attributes["http.response.status_code"] = notice.status
-        span.add_event("pride.retry", attributes)
-
-    def response(self, response: ModelResponse) -> None:
-        span = self._span
-        if span is None:
-            return
-        try:
-            usage = response.usage
-            attributes: dict[str, Any] = {
-                "gen_ai.response.model": response.model or self._model.model,
-                "gen_ai.usage.input_tokens": usage.input_tokens,
-                "gen_ai.usage.output_tokens": usage.output_tokens,
-            }
-            if response.finish_reason:
-                attributes["gen_ai.response.finish_reasons"] = (response.finish_reason,)
-            if usage.cached_tokens:
-                attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
-            if usage.cost_usd is not None:
-                attributes["pride.usage.cost_usd"] = usage.cost_usd
-            if self.turn.owner.capture_content:
-                attributes["gen_ai.output.messages"] = clip(output_messages(response))
-            span.set_attributes(attributes)
-        except Exception:
-            log.exception("could not record a model call's reply on its span")
-
-
-class _ToolCall(_Call):
-    """``execute_tool {tool name}``: one tool invocation."""
-
-    __slots__ = ("_call", "_description")
-
-    def __init__(self, turn: _Turn, call: ActionCall, description: str | None) -> None:
-        super().__init__(turn)
-        self._call = call
-        self._description = description
-
-    def _start(self) -> Span:
-        call = self._call
-        attributes = self.turn._common()
-        attributes.update(
-            {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": call.function,
-                "gen_ai.tool.type": "function",
-            }
-        )
-        if call.call_id:
-            attributes["gen_ai.tool.call.id"] = call.call_id
-        if self._description:
-            attributes["gen_ai.tool.description"] = self._description
-        if self.turn.owner.capture_content:
-            attributes["gen_ai.tool.call.arguments"] = clip(as_json(dict(call.arguments)))
-        return self.turn._tracer.start_span(
-            f"execute_tool {call.function}", kind=SpanKind.INTERNAL, attributes=attributes
-        )
-
-    def result(self, output: Any) -> None:
-        span = self._span
-        if span is not None and self.turn.owner.capture_content:
-            try:
-                span.set_attribute("gen_ai.tool.call.result", clip(as_json(output)))
-            except Exception:
-                log.exception("could not record a tool's result on its span")
 
 
 # ------------------------------------------------------------ installing

@@ -328,6 +328,89 @@ async def test_without_a_configured_provider_nothing_is_traced() -> None:
     assert pride.telemetry.instrumented() is None
 
 
+async def test_without_a_provider_an_envelope_still_carries_a_propagated_span() -> None:
+    """With no SDK, OpenTelemetry still propagates a trace context an application
+    extracted (a non-recording span): the envelope carries it on; baggage alone
+    (no span) is not a trace context and the envelope carries nothing."""
+    from opentelemetry import baggage, context as otel_context
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    remote = SpanContext(
+        trace_id=0x4BF92F3577B34DA6A3CE929D0E0E4736,
+        span_id=0x00F067AA0BA902B7,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    pride.telemetry.instrument()
+    try:
+        async with Branch(name="b", chat_model=ScriptedModel(lambda r: "x")) as branch:
+            token = otel_context.attach(trace.set_span_in_context(NonRecordingSpan(remote)))
+            try:
+                reply = await pride.send(branch, Chat("q"))
+            finally:
+                otel_context.detach(token)
+            assert await reply.result() == "x"
+            assert reply.trace is not None
+            assert reply.trace["traceparent"] == (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            )
+            token = otel_context.attach(baggage.set_baggage("tenant", "t1"))
+            try:
+                reply = await pride.send(branch, Chat("q"))
+            finally:
+                otel_context.detach(token)
+            assert await reply.result() == "x"
+            assert reply.trace is None
+    finally:
+        pride.telemetry.uninstrument()
+
+
+def test_a_global_provider_set_after_instrument_is_found_once_a_second() -> None:
+    """instrument() before the application sets its global provider: turns until
+    then are untraced and do not look the provider up each time; the first turn
+    a second after the last look records, and so does every turn after it.
+    (A subprocess: OpenTelemetry's global provider can be set once per process.)"""
+    code = (
+        "import trio, pride, pride.telemetry\n"
+        "import pride.telemetry._tracer as tracing\n"
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import"
+        " InMemorySpanExporter\n"
+        "now = [100.0]\n"
+        "tracing._clock = lambda: now[0]\n"
+        "looks = []\n"
+        "real = trace.get_tracer_provider\n"
+        "def counted():\n"
+        "    looks.append(now[0])\n"
+        "    return real()\n"
+        "tracing.trace.get_tracer_provider = counted\n"
+        "pride.telemetry.instrument()\n"
+        "exporter = InMemorySpanExporter()\n"
+        "async def main():\n"
+        "    async with pride.Branch(name='b', chat_model=pride.ScriptedModel()) as b:\n"
+        "        for _ in range(3):\n"
+        "            await b.chat('untraced, no provider')\n"
+        "        provider = TracerProvider()\n"
+        "        provider.add_span_processor(SimpleSpanProcessor(exporter))\n"
+        "        trace.set_tracer_provider(provider)\n"
+        "        await b.chat('within the second: still untraced')\n"
+        "        now[0] += 1.0\n"
+        "        await b.chat('traced')\n"
+        "        await b.chat('traced')\n"
+        "trio.run(main)\n"
+        "names = [span.name for span in exporter.get_finished_spans()]\n"
+        "assert looks == [100.0, 101.0], looks\n"
+        "assert names.count('invoke_agent b') == 2, names\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
 def test_import_pride_imports_no_opentelemetry() -> None:
     """``import pride`` (and running a turn) never imports OpenTelemetry."""
     code = (
