@@ -113,6 +113,11 @@ class HookBus:
         branches then skip building hook payloads)."""
         return sum(len(handlers) for handlers in self._handlers.values())
 
+    def __bool__(self) -> bool:
+        """Whether any handler is registered (a point's tuple goes when its last
+        handler does). Asked once per turn by every member, so not via `__len__`."""
+        return bool(self._handlers)
+
     @overload
     def on(self, point: str, handler: None = None) -> Callable[[_H], _H]: ...
 

@@ -48,6 +48,24 @@ class TestHookBus:
         hooks.emit("message_added", {})
         assert order == [1, 2, 2]
 
+    def test_a_bus_is_truthy_exactly_while_it_has_a_handler(self) -> None:
+        """Truthiness (what a member asks each turn before building a hook payload)
+        agrees with len() through registering and removing, at one point and at two."""
+        hooks = HookBus()
+        assert not hooks and len(hooks) == 0
+
+        def handler(payload: Mapping[str, Any]) -> None:
+            pass
+
+        hooks.on("message_added", handler)
+        hooks.on("before_model_call", handler)
+        assert hooks and len(hooks) == 2
+        assert hooks.off("message_added", handler)
+        assert hooks and len(hooks) == 1
+        assert not hooks.off("message_added", handler)
+        assert hooks.off("before_model_call", handler)
+        assert not hooks and len(hooks) == 0
+
     def test_non_blocking_failures_are_logged(self, caplog: pytest.LogCaptureFixture) -> None:
         """A raising handler at a non-blocking point is logged; the next one runs."""
         hooks = HookBus()
