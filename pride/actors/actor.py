@@ -290,6 +290,7 @@ async def _loop(actor: Actor, mailbox: Mailbox) -> StopReason:
                 else:
                     await _run_step(actor, reply, shared)
                 actor.envelope = None  # served: an idle actor holds no finished envelope
+                del reply, command  # (nor does this frame, while it waits for the next)
 
 
 def _stop(actor: Actor, reply: Reply) -> StopReason:

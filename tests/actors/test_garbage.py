@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import gc
 import traceback
+import weakref
 from collections import deque
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from pride import (
     Branch,
@@ -156,3 +159,17 @@ async def test_a_failed_turn_of_a_stored_branch_leaves_no_reference_cycle(tmp_pa
         assert len(watched) == 7
         watched.clear()
     assert _pride_objects(garbage) == []
+
+
+async def test_an_idle_actor_holds_no_finished_envelope() -> None:
+    """Once a turn is served and answered, nothing of the actor keeps its envelope
+    (nor, through it, its command and result) while it waits for the next one:
+    an idle member holds only its own state."""
+    async with Session() as session:
+        member = await session.spawn(Branch(chat_model=ScriptedModel(lambda request: "ok")))
+        command = Chat("hi")
+        served = weakref.ref(command)
+        assert await ask(member, command) == "ok"
+        del command
+        await trio.testing.wait_all_tasks_blocked()
+        assert served() is None
