@@ -66,10 +66,10 @@ async def run_operation(
         UnknownOperation: nothing has that name.
     """
     if branch is None:
-        members = session._members.branches
-        if not members:
+        first = session._members.supervisor.children.first_branch()
+        if first is None:
             raise UnknownBranch("<first member>", f"session {session.name!r} (no branches)")
-        target: Target = members[0]
+        target: Target = first
     else:
         target = session._members.target(branch)
     return await ask_target(target, Call(name, **kwargs))

@@ -166,6 +166,14 @@ class Roster:
         named = self.named(ref)
         return named.actor if named is not None and isinstance(named.actor, Branch) else None
 
+    def first_branch(self) -> Branch | None:
+        """The earliest started child that is a branch, if any (without building
+        the list of all of them: ``run_operation`` asks on every call)."""
+        for child in self._order:
+            if isinstance(child.actor, Branch):
+                return child.actor
+        return None
+
     def in_start_order(self, members: Iterable[Any]) -> list[Any]:
         """Those of ``members`` that are children here, sorted by when they were started."""
         records = [child for child in map(self.of, members) if child is not None]

@@ -77,3 +77,28 @@ async def test_names_resolve_up_the_tree() -> None:
         await team.spawn(Branch(name="worker", chat_model=echo_model()))
         answer = await team.run_operation("consult", who="archivist", question="history?")
     assert answer == "worker heard: re: history?"
+
+
+async def whoami(branch: Branch) -> str:
+    """A registered operation naming the member it ran on."""
+    return branch.name
+
+
+async def test_run_operation_defaults_to_the_first_spawned_branch() -> None:
+    """Without ``branch``, the earliest started member branch runs it: a child
+    session spawned before it is not a branch, and once the first branch is
+    removed the next one in start order takes its place; with none left, the
+    session says it has no branches."""
+    async with Session() as session:
+        session.register_operation("whoami", whoami)
+        with pytest.raises(UnknownBranch, match="no branches"):
+            await session.run_operation("whoami")
+        await session.spawn_session("team")
+        first = await session.spawn(Branch(name="first", chat_model=echo_model()))
+        second = await session.spawn(Branch(name="second", chat_model=echo_model()))
+        assert await session.run_operation("whoami") == "first"
+        await session.remove(first)
+        assert await session.run_operation("whoami") == "second"
+        await session.remove(second)
+        with pytest.raises(UnknownBranch, match="no branches"):
+            await session.run_operation("whoami")
