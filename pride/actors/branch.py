@@ -22,7 +22,7 @@ import trio
 
 from ..context import CapabilityGrant, ContextProviderRegistry
 from ..llm import iModel
-from ..memory import InMemoryStore, MemoryStore
+from ..memory import InMemoryStore, MemoryStore, is_memory_store
 from ..messages import (
     Budget,
     RoledMessage,
@@ -202,7 +202,7 @@ class Branch:
             self._messages.set_system(system)
 
         # Branch-scoped live extensions (created lazily).
-        if memory is not None and not isinstance(memory, MemoryStore):
+        if memory is not None and not is_memory_store(memory):
             raise TypeError(
                 f"memory must be a MemoryStore (store/retrieve/search), got {type(memory).__name__}"
             )

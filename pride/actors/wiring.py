@@ -24,7 +24,7 @@ from uuid import UUID
 
 from ..context.capabilities import observe
 from ..errors import Escalate
-from ..memory import MemoryStore
+from ..memory import is_memory_store
 from ..messages import AssistantResponse, Attach, MessageAdded, RoledMessage, Signal
 from ..operations.registry import OperationManager
 from . import turn
@@ -106,9 +106,11 @@ def check_attachment(command: Attach) -> None:
             raise TypeError(
                 f"Attach.{field} must have a {method}() method, got {type(value).__name__}"
             )
+    memory = command.memory  # one per Attach: a spawn checks it (see is_memory_store)
+    if memory is not None and not is_memory_store(memory):
+        raise TypeError(f"Attach.memory must be a MemoryStore, got {type(memory).__name__}")
     wrong = (
         ("operations", OperationManager, "an OperationManager"),
-        ("memory", MemoryStore, "a MemoryStore"),
         ("owner_id", UUID, "a UUID"),
         ("account", Account, "a usage Account"),
     )

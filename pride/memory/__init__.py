@@ -22,9 +22,17 @@ from ._types import (
     MemoryItem as MemoryItem,
     MemoryQuery as MemoryQuery,
     MemoryStore as MemoryStore,
+    is_memory_store as is_memory_store,
 )
 
-__all__ = ["DEFAULT_SEARCH_LIMIT", "InMemoryStore", "MemoryItem", "MemoryQuery", "MemoryStore"]
+__all__ = [
+    "DEFAULT_SEARCH_LIMIT",
+    "InMemoryStore",
+    "MemoryItem",
+    "MemoryQuery",
+    "MemoryStore",
+    "is_memory_store",
+]
 
 for _name in ("InMemoryStore", "MemoryItem", "MemoryQuery", "MemoryStore"):
     globals()[_name].__module__ = __name__

@@ -40,7 +40,7 @@ from ..actors.budget import Account
 from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
-from ..memory import InMemoryStore, MemoryStore
+from ..memory import InMemoryStore, MemoryStore, is_memory_store
 from ..messages import (
     Budget,
     Usage,
@@ -138,7 +138,7 @@ class Session:
             raise TypeError(
                 f"durability must be a pride.Durability, got {type(durability).__name__}"
             )
-        if memory is not None and not isinstance(memory, MemoryStore):
+        if memory is not None and not is_memory_store(memory):
             raise TypeError(
                 f"memory must be a MemoryStore (store/retrieve/search), got {type(memory).__name__}"
             )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import types
 import uuid
 
 import pytest
 import trio.testing
 
 from pride import Branch
-from pride.memory import InMemoryStore, MemoryItem, MemoryQuery, MemoryStore
+from pride.memory import InMemoryStore, MemoryItem, MemoryQuery, MemoryStore, is_memory_store
 
 # --------------------------------------------------------- the branch contract
 
@@ -62,6 +63,42 @@ def test_in_memory_store_satisfies_the_protocol() -> None:
     """InMemoryStore is a MemoryStore (store, retrieve, search)."""
     assert isinstance(InMemoryStore(), MemoryStore)
     assert not isinstance(object(), MemoryStore)
+
+
+class _Store:
+    async def store(self, item: MemoryItem) -> uuid.UUID:
+        return item.id
+
+    async def retrieve(self, id: uuid.UUID) -> MemoryItem | None:
+        return None
+
+    async def search(self, query: MemoryQuery) -> list[MemoryItem]:
+        return []
+
+
+class _NoSearch:
+    async def store(self, item: MemoryItem) -> uuid.UUID:
+        return item.id
+
+    async def retrieve(self, id: uuid.UUID) -> MemoryItem | None:
+        return None
+
+
+def test_is_memory_store_answers_as_the_protocol_check_does() -> None:
+    """is_memory_store (the check spawn, Branch and Session make) agrees with
+    isinstance(..., MemoryStore) on each case, asked twice (the second answer
+    may come from its per-class memory): a class with the three methods, one
+    missing a method, and instances of one class that have the methods in their
+    own __dict__ or do not (a class is remembered only when the class itself has them)."""
+    own = types.SimpleNamespace(store=print, retrieve=print, search=print)
+    bare = types.SimpleNamespace(store=print)
+    cases = [InMemoryStore(), _Store(), _NoSearch(), object(), own, bare, own, bare]
+    for value in cases + cases:
+        assert is_memory_store(value) is isinstance(value, MemoryStore), value
+    assert is_memory_store(_Store()) and not is_memory_store(bare)
+    with pytest.raises(TypeError, match="memory must be a MemoryStore"):
+        Branch(chat_model="scripted", memory=bare)  # type: ignore[arg-type]
+    assert Branch(chat_model="scripted", memory=own).memory is own  # type: ignore[arg-type]
 
 
 async def test_store_returns_the_id_and_replaces_an_item_with_the_same_id() -> None:
