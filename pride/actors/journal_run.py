@@ -53,6 +53,7 @@ class JournalRun:
         "next",
         "pending",
         "problem",
+        "replies",
         "resumed",
         "steps",
         "suspended",
@@ -76,6 +77,9 @@ class JournalRun:
         self.tag = tag
         self.resumed = resumed
         self.steps: dict[int, StepRecord] = {}
+        # Live model replies not yet made steps (`_settle`): a turn that ends in the
+        # commit that would have journaled them (a one-step turn) never makes one.
+        self.replies: list[tuple[int, ModelResponse]] | None = None
         self.next = 0
         self.begun = False  # its begin row is queued (or stored)
         self.unsent: list[tuple[int, str | Callable[[], str]]] = []  # for the next commit
@@ -92,6 +96,7 @@ class JournalRun:
         self.suspended = False
 
     def __repr__(self) -> str:
+        self._settle()
         return f"<JournalRun of turn {self.turn_id}, {len(self.steps)} steps>"
 
     @property
@@ -114,12 +119,27 @@ class JournalRun:
         data: str | Callable[[], str] = step.to_text if step.kind == "model" else step.to_text()
         self.unsent.append((index, data))
 
+    def _settle(self) -> None:
+        """Make the live model replies kept so far steps (recorded, in order)."""
+        replies = self.replies
+        if replies is not None:
+            self.replies = None
+            for index, response in replies:
+                self.record(index, StepRecord("model", response))
+
+    @property
+    def uncommitted(self) -> bool:
+        """Whether a `commit` has anything to do: steps recorded and not yet queued,
+        or a begin queued (its rows may still be on their way)."""
+        return self.replies is not None or bool(self.unsent) or self.begun
+
     def _push(self) -> None:
         """Queue the steps not yet in the store (with the turn's begin, the first time).
 
         A turn whose command cannot be journaled still gets its begin row
         (without the command), so that a restart knows it was lost and says so.
         """
+        self._settle()
         backend = self._stored
         if backend is None or not self.unsent:
             return
@@ -158,21 +178,41 @@ class JournalRun:
             JournalMismatch: the journal holds a tool step here.
             StoreError: the commit failed.
         """
-        self._check_pending()
-        index = self.next
-        self.next += 1
-        step = self.steps.get(index)
-        if step is not None:
-            if step.kind != "model" or step.response is None:
-                raise self._mismatch(index, "a model call", step)
-            return index, step.response
-        if self.unsent or self.begun:  # else nothing to commit: no coroutine to await
+        index, replayed = self.take_model_step()
+        if replayed is None and self.uncommitted:
             await self.commit()
-        return index, None
+        return index, replayed
+
+    def take_model_step(self) -> tuple[int, ModelResponse | None]:
+        """`model_step` without its commit (synchronous): number the next model
+        call and return its journaled reply, if there is one. Unless a reply came
+        back, the caller awaits `commit` (when `uncommitted`) before the live call.
+
+        Raises:
+            ApprovalRequired: calls of this turn wait for approval.
+            JournalMismatch: the journal holds a tool step here.
+        """
+        if self.pending:
+            self._check_pending()
+        index = self.next
+        self.next = index + 1
+        if not self.steps:  # a new turn's (every live step is numbered past the last)
+            return index, None
+        step = self.steps.get(index)
+        if step is None:
+            return index, None
+        if step.kind != "model" or step.response is None:
+            raise self._mismatch(index, "a model call", step)
+        return index, step.response
 
     def model_replied(self, index: int, response: ModelResponse) -> None:
-        """Record a live model call's reply (usage included)."""
-        self.record(index, StepRecord("model", response))
+        """Record a live model call's reply (usage included): kept as it is, made
+        a step only if the turn goes on past it (or stops for approval)."""
+        replies = self.replies
+        if replies is None:
+            self.replies = [(index, response)]
+        else:
+            replies.append((index, response))
 
     # ------------------------------------------------------------ tool steps
 
@@ -195,6 +235,7 @@ class JournalRun:
             StoreError: a commit failed (no tool ran after it).
         """
         self._check_pending()
+        self._settle()
         base = self.next
         self.next += len(calls)
         outcomes: list[ActionOutcome | None] = [None] * len(calls)
@@ -381,9 +422,10 @@ class JournalRun:
         """
         journal = self.journal
         backend = journal.backend
-        name, turn_id = journal.branch_name, str(self.turn_id)
         history = self.history
         if can_suspend and self.pending and self.command is not None and self.abandon is None:
+            name, turn_id = journal.branch_name, str(self.turn_id)
+            self._settle()
             if history is not None and self.checkpoint is not None:
                 history.rollback(self.checkpoint)
             self._push()  # all of it, so that it waits across a restart too
@@ -403,7 +445,7 @@ class JournalRun:
         if history is not None and self.checkpoint is not None:
             history.release(self.checkpoint)
         if backend is not None and self.begun:
-            backend.journal_end(name, turn_id)
+            backend.journal_end(journal.branch_name, str(self.turn_id))
         return False
 
     def begin(self, history: History) -> None:

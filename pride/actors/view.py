@@ -260,9 +260,11 @@ class BranchTurn:
         scope = self._scope
         run = scope.state.journal if scope is not None else None
         if run is not None:  # the journal answers a step it holds (a resumed turn)
-            step, replayed = await run.model_step()
+            step, replayed = run.take_model_step()
             if replayed is not None:
                 return await self._replayed(replayed, stream_tokens=stream_tokens)
+            if run.uncommitted:  # the steps before this call are durable before it
+                await run.commit()
         streaming = stream_tokens and scope is not None and scope.stream is not None
         trace = self._trace
         if trace is None:  # called directly: every verb's model call passes here
