@@ -161,6 +161,20 @@ class Handoff:
     def __call__(self, failure: Exception | None) -> None:
         """The commit is over (``failure`` None: durable): end the turn. Never raises."""
         outcome = self.outcome
+        if failure is None and self.state is None and outcome.failure is None:
+            # Durable, nobody watching, not traced (every turn of a busy store): count
+            # it and answer, as `_announce` and `_answer` would.
+            try:
+                if self.above is not None:
+                    self.above.count_turn("done")
+                self.reply.succeed(self.result if outcome.result_kept else None)
+            except BaseException:  # outside any task: raised, it would crash the run
+                log.exception(
+                    "ending turn %s of branch %r failed", self.reply.turn_id, self.actor.branch.name
+                )
+            finally:
+                self.finished = True
+            return
         if failure is not None:
             # The turn's messages may not be durable: say so to the caller.
             name = self.actor.branch.name
@@ -290,7 +304,8 @@ def hand_over_turn(
 
 def _watched(observer: Any) -> bool:
     """Whether a subscriber may see a terminal of the branch's turns."""
-    return any(wiring.wants(observer, kind) for kind in (RunEnd, RunFailed, RunSuspended))
+    wants = wiring.wants  # every turn handed over asks: no generator
+    return wants(observer, RunEnd) or wants(observer, RunFailed) or wants(observer, RunSuspended)
 
 
 def hand_over_step(actor: Actor, reply: Reply, result: Any, barrier: CommitBarrier) -> None:

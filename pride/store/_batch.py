@@ -79,8 +79,9 @@ class Batch:
         this runs outside any task (a callback of trio's run loop), where an
         exception, even a BaseException, would crash the whole run."""
         waiters, self.waiters = self.waiters, []
+        clean = self.error is None and not self.refused  # the common case: no lookups
         for key, earlier, done in waiters:
-            failure = self.failure(key)
+            failure = None if clean else self.failure(key)
             if failure is None and earlier is not None:
                 failure = earlier.failure(key)
             try:

@@ -71,6 +71,13 @@ class WriteQueue:
         branches = pending.branches  # get(), not +=: a Counter's __missing__ is Python
         branches[row[0]] = branches.get(row[0], 0) + 1
 
+    def rows(self, branch_name: str, rows: list[Row]) -> None:
+        """Queue ``rows``, all of ``branch_name``, in order."""
+        pending = self.pending
+        pending.rows.extend(rows)
+        branches = pending.branches
+        branches[branch_name] = branches.get(branch_name, 0) + len(rows)
+
     def refuse(self, branch_name: str, error: StoreError) -> None:
         """A message of ``branch_name`` could not be made a row: its next flush fails."""
         self.pending.refused.setdefault(branch_name, error)

@@ -42,6 +42,9 @@ _INT_MIN = -(2**63)
 _INT_MAX = 2**63 - 1
 _MAX_DEPTH = 64
 _ENCODER = msgspec.json.Encoder()
+# Field values msgspec writes as the codec does, with no check (text with a lone
+# surrogate makes msgspec raise; `message_text` then steps aside).
+_AS_IS_FIELD = frozenset({str, type(None), bool, UUID})
 
 
 def row_text(data: Any) -> str:
@@ -84,22 +87,22 @@ def message_text(message: Any) -> str | None:
     prefix, values = known
     for value in values(message):
         kind = type(value)
-        # The usual fields inline (every stored message passes here): text,
-        # nothing, a finite time, a UUID, an empty list or dict; anything else
-        # is walked.
-        if kind is str:
-            if not value.isascii() and not _text(value):
-                return None
-        elif value is None or kind is UUID:
+        # Text, nothing, a flag, a UUID are written as they are; a lone surrogate
+        # in text is not, but msgspec refuses it (below). The rest is checked here.
+        if kind in _AS_IS_FIELD:
             continue
-        elif kind is float:
+        if kind is float:
             if not math.isfinite(value):
                 return None
-        elif (kind is tuple or kind is list or kind is dict) and not value:
-            continue
-        elif not _item(value, 0):
+        elif kind is tuple or kind is list or kind is dict:
+            if value and not _plain(value, 1):
+                return None
+        elif kind is not int or not _INT_MIN <= value <= _INT_MAX:
             return None
-    body = _ENCODER.encode(message)
+    try:
+        body = _ENCODER.encode(message)
+    except UnicodeEncodeError:  # a lone surrogate (in a field no converter scrubs)
+        return None
     return (prefix + body[1:]).decode("utf-8")
 
 
@@ -115,36 +118,47 @@ def id_text(identity: Any) -> str:
 def _plain(value: Any, depth: int) -> bool:
     """True when ``value`` is JSON that strict JSON carries unchanged: plain
     ``dict`` (string keys), ``list``, ``tuple``, ``str`` without a lone
-    surrogate, ``bool``, ``None``, finite ``float``, 64-bit ``int``."""
-    if depth > _MAX_DEPTH:
-        return False
+    surrogate, ``bool``, ``None``, finite ``float``, 64-bit ``int``.
+
+    One call per container, its leaves checked inline: every stored message's
+    metadata comes this way.
+    """
     kind = type(value)
     if kind is dict:
-        for key, item in value.items():
+        if depth > _MAX_DEPTH:
+            return False
+        for key in value:
             if type(key) is not str or not (key.isascii() or _text(key)):
                 return False
-            if not _scalar(item) and not _item(item, depth):
+        items: Any = value.values()
+    elif kind is list or kind is tuple:
+        if depth > _MAX_DEPTH:
+            return False
+        items = value
+    else:
+        return _leaf(value)
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not (item.isascii() or _text(item)):
                 return False
-        return True
-    if kind is list or kind is tuple:
-        return all(_scalar(item) or _item(item, depth) for item in value)
-    return _item(value, depth - 1)
+        elif item is None or kind is bool:
+            continue
+        elif kind is int:
+            if not _INT_MIN <= item <= _INT_MAX:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif kind is dict or kind is list or kind is tuple:
+            if item and not _plain(item, depth + 1):
+                return False
+        else:
+            return False
+    return True
 
 
-def _scalar(value: Any) -> bool:
-    """A quick yes for the common leaves (ASCII text, nothing, a small integer, a
-    finite float); False means "look closer" (`_item`), not "refused"."""
-    kind = type(value)
-    if kind is str:
-        return bool(value.isascii())
-    if value is None or kind is bool:
-        return True
-    if kind is int:
-        return bool(_INT_MIN <= value <= _INT_MAX)
-    return kind is float and math.isfinite(value)
-
-
-def _item(value: Any, depth: int) -> bool:
+def _leaf(value: Any) -> bool:
     kind = type(value)
     if kind is str:
         return _text(value)
@@ -154,8 +168,6 @@ def _item(value: Any, depth: int) -> bool:
         return bool(_INT_MIN <= value <= _INT_MAX)
     if kind is float:
         return math.isfinite(value)
-    if kind is dict or kind is list or kind is tuple:
-        return _plain(value, depth + 1)
     return False
 
 

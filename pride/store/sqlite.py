@@ -226,20 +226,36 @@ class BranchStore(Journals):
     def append(self, branch_name: str, message: RoledMessage) -> None:
         """Queue ``message`` for durable storage (never blocks); see
         [`flush`][pride.store.BranchStore.flush]."""
-        self._require(write=True)
-        seq = self._registered_seq(branch_name)
-        try:
-            data = self._row_data(branch_name, message)
-        except Exception as exc:  # recorded in memory, but not storable: say so at the flush
-            error = StoreError(
-                f"message {message.id} of branch {branch_name!r} cannot be stored in "
-                f"{self.path}: {exc}"
-            )
-            log.error("%s", error)
-            self._queue.refuse(branch_name, error)
-            return
-        self._next_seq[branch_name] = seq + 1
-        self._queue.row((branch_name, seq, id_text(message.id), data))
+        self.append_all(branch_name, (message,))
+
+    def append_all(self, branch_name: str, messages: Iterable[RoledMessage]) -> None:
+        """Queue ``messages``, in order, as `append` would one by one (never blocks).
+
+        A message that cannot be made a row is not stored; the next flush of
+        ``branch_name`` fails with the [`StoreError`][pride.StoreError] saying so.
+        """
+        if self._writer is None or self._reader is None:
+            self._require(write=True)  # raises: not open, or read-only
+        seq = self._next_seq.get(branch_name)
+        if seq is None:
+            seq = self._registered_seq(branch_name)  # raises: not registered
+        rows = []
+        for message in messages:
+            try:
+                data = message_text(message) or self._row_data(branch_name, message)
+            except Exception as exc:  # recorded in memory, not storable: said at the flush
+                error = StoreError(
+                    f"message {message.id} of branch {branch_name!r} cannot be stored in "
+                    f"{self.path}: {exc}"
+                )
+                log.error("%s", error)
+                self._queue.refuse(branch_name, error)
+                continue
+            rows.append((branch_name, seq, id_text(message.id), data))
+            seq += 1
+        self._next_seq[branch_name] = seq
+        if rows:
+            self._queue.rows(branch_name, rows)
 
     def rewrite(self, branch_name: str, messages: Iterable[RoledMessage]) -> None:
         """Queue replacing the stored conversation of ``branch_name`` with
@@ -325,7 +341,8 @@ class BranchStore(Journals):
         A turn uses it to be answered by the commit that makes it durable, so
         its actor can serve its next item meanwhile (`pride.actors.commit`).
         """
-        self._require(write=True)
+        if self._writer is None or self._reader is None:
+            self._require(write=True)  # raises: not open, or read-only
         return self._queue.after_commit(branch_name, done)
 
     def _write_batch(self, rows: list[Row], journal: list[JournalOp], flows: list[FlowOp]) -> None:

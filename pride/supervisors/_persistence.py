@@ -181,19 +181,25 @@ class Persistence:
         store = self.store
         held: list[RoledMessage | _Rewrite] = []  # the running turn's, until its end
         new = not stored  # not in the store yet: stored whole once it has something
+        rewritten = False  # held has a _Rewrite
 
         def drain() -> None:
-            nonlocal new
+            nonlocal new, rewritten
             if new:
                 new = False
+                rewritten = False
                 held.clear()
                 store.queue_save(branch)  # its projection and every message so far
                 return
-            for item in held:
-                if isinstance(item, _Rewrite):
-                    store.rewrite(branch.name, item.messages)
-                else:
-                    store.append(branch.name, item)
+            if not rewritten:  # the common case: the turn's messages, in one call
+                store.append_all(branch.name, held)  # type: ignore[arg-type]
+            else:
+                rewritten = False
+                for item in held:
+                    if isinstance(item, _Rewrite):
+                        store.rewrite(branch.name, item.messages)
+                    else:
+                        store.append(branch.name, item)
             held.clear()
 
         def persist(branch: Branch, message: RoledMessage) -> None:
@@ -208,19 +214,23 @@ class Persistence:
             store.append(branch.name, message)
 
         def rewrite(branch: Branch) -> None:
+            nonlocal rewritten
             if branch.actor.turn is not None:
                 held.append(_Rewrite(list(branch.messages)))
+                rewritten = True
                 return
             if new:
                 drain()
                 return
             held.clear()  # the whole history goes anyway
+            rewritten = False
             store.rewrite(branch.name, list(branch.messages))
 
         def stage(state: TurnState | None) -> None:  # None: after an Act
-            nonlocal new
+            nonlocal new, rewritten
             if state is not None and state.suspended:
                 held.clear()  # the turn was rolled back: its messages come again on resume
+                rewritten = False
                 if new:  # a turn of it waits in the store (for approval): it exists now
                     new = False
                     store.queue_save(branch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,32 @@ async def test_rows_queued_during_a_commit_share_one_next_commit(
         assert store.commits == before + 2
         for name in names:
             assert [m.text for m in await store.load_messages(name)] == [name]
+
+
+async def test_issue19_updated_at_is_rewritten_once_it_is_a_grain_old(tmp_path: Path) -> None:
+    """A commit of a branch's rows moves its ``updated_at`` once the stored time is
+    older than UPDATED_AT_GRAIN, and leaves a younger one alone (so a busy branch
+    does not rewrite its row, projection and all, in every commit)."""
+    from pride.store._tables import UPDATED_AT_GRAIN
+
+    path = tmp_path / "store.db"
+
+    def stamp(value: float | None = None) -> float:
+        with sqlite3.connect(path) as db:  # beside the writer, as a test may
+            if value is not None:
+                db.execute("UPDATE branches SET updated_at=? WHERE name='ada'", (value,))
+            return float(db.execute("SELECT updated_at FROM branches").fetchone()[0])
+
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", "id-1", {}, [])
+        old = stamp(time.time() - 10 * UPDATED_AT_GRAIN)
+        store.append("ada", Instruction(instruction="a"))
+        await store.flush()
+        moved = stamp()
+        assert moved > old + 5 * UPDATED_AT_GRAIN  # rewritten: it was old
+        young = stamp(moved - UPDATED_AT_GRAIN / 10)
+        store.append("ada", Instruction(instruction="b"))
+        await store.flush()
+        assert stamp() == young  # left alone: younger than the grain
+        listed = await store.branches()
+    assert listed[0].message_count == 2
