@@ -288,7 +288,7 @@ def hand_over_turn(
         log.error("turn %s of branch %r: %s", state.context.turn_id, actor.branch.name, exc)
         return outcome if outcome.failure is not None else Outcome(exc)
     observer = actor.observer
-    watched = observer is not None and _watched(observer)
+    watched = observer is not None and _watched(observer, outcome, state.suspended)
     kept = state if watched or state.trace is not None else None
     handoff = Handoff(actor, kept, outcome, reply, result, suspended=state.suspended)
     if not barrier.after_commit(handoff):
@@ -302,10 +302,14 @@ def hand_over_turn(
     return None
 
 
-def _watched(observer: Any) -> bool:
-    """Whether a subscriber may see a terminal of the branch's turns."""
+def _watched(observer: Any, outcome: Outcome, suspended: bool) -> bool:
+    """Whether a subscriber may see the terminal the turn will end with: its own
+    kind, or ``RunFailed`` for a success whose commit may yet fail (a suspended
+    turn's terminal is a ``RunSuspended`` either way, a ``RunFailed`` too)."""
     wants = wiring.wants  # every turn handed over asks: no generator
-    return wants(observer, RunEnd) or wants(observer, RunFailed) or wants(observer, RunSuspended)
+    if outcome.failure is None:
+        return wants(observer, RunEnd) or wants(observer, RunFailed)
+    return wants(observer, RunSuspended if suspended else RunFailed)
 
 
 def hand_over_step(actor: Actor, reply: Reply, result: Any, barrier: CommitBarrier) -> None:

@@ -354,6 +354,17 @@ def open_run(actor: Actor, reply: Reply) -> JournalRun | None:
     """
     command = reply.command
     journal = actor.journal
+    if (
+        journal is not None
+        and not journal.waiting
+        and journal.backend is not None
+        and journal.durability.journal
+        and not isinstance(command, Resume)
+    ):  # every turn of a stored branch with nothing waiting: a new durable run
+        run = JournalRun(journal, new_id(), command, reply.tag)  # type: ignore[arg-type]
+        run.journaled = _journaled_command  # used when its begin is queued
+        run.begin(actor.branch._messages)
+        return run
     if journal is None or not (journal.durable or journal.waiting):
         # Nothing to journal durably and nothing waiting: a run only if a call
         # may stop for approval (kept in memory).

@@ -40,8 +40,15 @@ def add_message(branch: Branch, message: RoledMessage) -> RoledMessage:
     Returns the message. A system message replaces the current one.
     """
     branch._messages.append(message)
-    if branch._message_listeners:
-        _notify(branch, branch._message_listeners, "message", message)
+    listeners = branch._message_listeners
+    if listeners:
+        if len(listeners) == 1:  # the usual one (a session's store): called as _notify would
+            try:
+                listeners[0](branch, message)
+            except Exception:
+                log.exception("message listener of branch %r failed", branch.name)
+        else:
+            _notify(branch, listeners, "message", message)
     actor = branch._actor
     if actor.observer is not None or actor.hooks is not None:
         wiring.message_recorded(actor, message)

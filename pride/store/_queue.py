@@ -174,7 +174,7 @@ class WriteQueue:
         """
         pending, committing = self.pending, self.committing
         earlier = committing if committing is not None and committing.holds(key) else None
-        if pending.holds(key):
+        if pending.branches.get(key, 0) > 0:  # pending.holds(key), asked by every turn
             pending.waiters.append((key, earlier, done))
             self._want(pending)
             return True

@@ -55,7 +55,10 @@ def row_text(data: Any) -> str:
             cannot carry it).
     """
     if _plain(data, 0):
-        return _ENCODER.encode(data).decode("utf-8")
+        try:
+            return _ENCODER.encode(data).decode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: msgspec refuses it, as strict JSON
+            pass
     return dump_json(data)
 
 
@@ -116,9 +119,10 @@ def id_text(identity: Any) -> str:
 
 
 def _plain(value: Any, depth: int) -> bool:
-    """True when ``value`` is JSON that strict JSON carries unchanged: plain
-    ``dict`` (string keys), ``list``, ``tuple``, ``str`` without a lone
-    surrogate, ``bool``, ``None``, finite ``float``, 64-bit ``int``.
+    """True when ``value`` is JSON that strict JSON carries unchanged, text apart:
+    plain ``dict`` (string keys), ``list``, ``tuple``, ``str``, ``bool``,
+    ``None``, finite ``float``, 64-bit ``int``. A string is not looked at: one
+    with a lone surrogate makes msgspec raise, and its caller steps aside then.
 
     One call per container, its leaves checked inline: every stored message's
     metadata comes this way.
@@ -128,7 +132,7 @@ def _plain(value: Any, depth: int) -> bool:
         if depth > _MAX_DEPTH:
             return False
         for key in value:
-            if type(key) is not str or not (key.isascii() or _text(key)):
+            if type(key) is not str:
                 return False
         items: Any = value.values()
     elif kind is list or kind is tuple:
@@ -139,12 +143,9 @@ def _plain(value: Any, depth: int) -> bool:
         return _leaf(value)
     for item in items:
         kind = type(item)
-        if kind is str:
-            if not (item.isascii() or _text(item)):
-                return False
-        elif item is None or kind is bool:
+        if kind is str or item is None or kind is bool:
             continue
-        elif kind is int:
+        if kind is int:
             if not _INT_MIN <= item <= _INT_MAX:
                 return False
         elif kind is float:
@@ -160,25 +161,13 @@ def _plain(value: Any, depth: int) -> bool:
 
 def _leaf(value: Any) -> bool:
     kind = type(value)
-    if kind is str:
-        return _text(value)
-    if kind is bool or value is None:
+    if kind is str or value is None or kind is bool:
         return True
     if kind is int:
         return bool(_INT_MIN <= value <= _INT_MAX)
     if kind is float:
         return math.isfinite(value)
     return False
-
-
-def _text(value: str) -> bool:
-    if value.isascii():
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def projection_text(projection: Mapping[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from ._batch import HEADER, REWRITE, Row
@@ -46,22 +47,11 @@ def write_batch(
             write_journal(db, journal)
         if flows:
             write_flows(db, flows)
-        rows: list[Row] = []
-        for row in batch:
-            if row[1] == HEADER:
-                db.execute(
-                    "INSERT OR REPLACE INTO branches(name, branch_id, projection, updated_at) "
-                    "VALUES (?,?,?,?)",
-                    (row[0], row[2], row[3], time.time()),
-                )
-            elif row[1] == REWRITE:
-                _insert(db, rows)
-                rows = []
-                db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))
-            else:
-                rows.append(row)
-        _insert(db, rows)
-        names = list({row[0]: None for row in batch})
+        if batch and min(map(_SEQ, batch)) >= 0:  # only messages (the common case)
+            _insert(db, batch)
+        else:
+            _write_rows(db, batch)
+        names = list(dict.fromkeys(map(_NAME, batch)))
         now = time.time()
         for start in range(0, len(names), _CHUNK * 4):
             chunk = names[start : start + _CHUNK * 4]
@@ -70,6 +60,30 @@ def write_batch(
                 f"({','.join('?' * len(chunk))})",
                 (now, now - UPDATED_AT_GRAIN, *chunk),
             )
+
+
+_NAME = itemgetter(0)
+_SEQ = itemgetter(1)
+
+
+def _write_rows(db: sqlite3.Connection, batch: list[Row]) -> None:
+    """Write ``batch`` in order: projections (`HEADER`), deletions (`REWRITE`) and
+    the messages between them."""
+    rows: list[Row] = []
+    for row in batch:
+        if row[1] == HEADER:
+            db.execute(
+                "INSERT OR REPLACE INTO branches(name, branch_id, projection, updated_at) "
+                "VALUES (?,?,?,?)",
+                (row[0], row[2], row[3], time.time()),
+            )
+        elif row[1] == REWRITE:
+            _insert(db, rows)
+            rows = []
+            db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))
+        else:
+            rows.append(row)
+    _insert(db, rows)
 
 
 # A branch's ``updated_at`` (what ``pride inspect`` lists, to the second) is
