@@ -6,12 +6,13 @@ strictness scan of [`dump_json`][pride.messages.codec.dump_json] costs more
 than the rest of a short turn's store work. msgspec (already pride's schema
 library) encodes plain data about ten times faster than ``json.dumps``, but
 it is lenient where pride is strict (a non-finite float becomes ``null``
-without a word, an integer up to 2**64 - 1 is written, a non-string key is
+without a word, an integer of any size is written, a non-string key is
 turned into one, more types than JSON's are encoded). So one walk over the
 data first checks that it holds nothing but what strict JSON carries as it
-is; only then is msgspec's text used. Anything else (rare: a model's or a
-tool's odd output) goes the documented way, `dump_json` with its
-replacements and warning.
+is; only then is msgspec's text used. Text is not walked: msgspec refuses a
+string with a lone surrogate (``UnicodeEncodeError``), which is taken as the
+walk's "no". Anything else (rare: a model's or a tool's odd output) goes the
+documented way, `dump_json` with its replacements and warning.
 
 A conversation message takes a shorter way still (`message_text`): msgspec
 encodes the frozen attrs message itself, in one call, once the same walk
