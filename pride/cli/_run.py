@@ -82,6 +82,7 @@ from ..messages import (
     RunStart,
     SessionFailed,
     Signal,
+    Usage,
 )
 from ..messages.limits import image_url_prefixes, within
 from ..supervisors import Session
@@ -105,6 +106,14 @@ EXIT_APP_ERROR = 2
 # admit (Observer.wants), so a predicate here would have every turn build and
 # dispatch every MessageAdded for nothing.
 _OBSERVED = (BranchStarted, BranchStopped, BranchRestarted, SessionFailed, *TurnsInFlight.SIGNALS)
+
+
+_USAGE_FIELDS = tuple(field.name for field in attrs.fields(Usage))
+
+
+def _plain(usage: Usage) -> dict[str, Any]:
+    """``attrs.asdict(usage)``, at a fifth of the cost (a flat record needs no recursion)."""
+    return {name: getattr(usage, name) for name in _USAGE_FIELDS}
 
 
 def _prefixes(values: Iterable[str]) -> tuple[str, ...]:
@@ -440,8 +449,8 @@ class _Process:
         fields = {
             **extra,
             "turn_id": event.turn_id,
-            "usage": attrs.asdict(usage),
-            "session_usage": attrs.asdict(total),
+            "usage": _plain(usage),
+            "session_usage": _plain(total),
             # The finished turn has left the list already (on_signal).
             "in_flight": self.turns.names(),
         }

@@ -48,14 +48,16 @@ class TurnsInFlight:
     only for the disk) in each other's records would make every record
     O(batch), that is O(branches) again. So a turn is listed while its branch
     is still running it (``branch.active_turn_id``, the same test
-    `turns_in_flight` makes); one seen done is dropped then, at most once.
+    `turns_in_flight` makes); one seen done is dropped then. A turn's branch
+    is looked up the first time the turn is listed, not at its start: most
+    turns (all, on a fast model) end before anything lists them.
 
     A turn whose terminal never comes (a fault of the runtime itself crashed
     its actor mid-turn) is dropped when its branch's ``BranchStopped`` comes.
 
     Args:
-        branch: the branch a ``RunStart`` came from, by id (None when unknown:
-            its turn is then listed until its terminal).
+        branch: the branch of a turn, by branch id (None when unknown: the
+            turn is then listed until its terminal).
 
     Subscribe `observe` to `SIGNALS` on the root session: child sessions'
     signals come up the tree to it.
@@ -66,21 +68,22 @@ class TurnsInFlight:
 
     def __init__(self, branch: Callable[[UUID | None], Any] | None = None) -> None:
         self._branch = branch
-        # (branch id, turn id) -> (branch name, branch), in the order the turns
-        # started. A branch runs one top-level turn at a time, but with a store
-        # its next one starts before the last one's terminal (sent after the commit).
-        self._turns: dict[tuple[UUID | None, UUID | None], tuple[str, Any]] = {}
+        # turn id -> _Turn, in the order the turns started. A branch runs one
+        # top-level turn at a time, but with a store its next one starts before
+        # the last one's terminal (sent after the commit).
+        self._turns: dict[UUID | None, _Turn] = {}
 
     def observe(self, signal: Signal) -> None:
         """Follow one signal (others than `SIGNALS` are ignored)."""
-        key = (signal.branch_id, getattr(signal, "turn_id", None))
         if isinstance(signal, RunStart):
-            branch = self._branch(signal.branch_id) if self._branch is not None else None
-            self._turns[key] = (signal.branch_name or str(signal.branch_id), branch)
+            name = signal.branch_name or str(signal.branch_id)
+            self._turns[signal.turn_id] = _Turn(signal.branch_id, name)
         elif isinstance(signal, RunEnd | RunFailed):
-            self._turns.pop(key, None)
+            self._turns.pop(signal.turn_id, None)
         elif isinstance(signal, BranchStopped):
-            for stale in [k for k in self._turns if k[0] == signal.branch_id]:
+            for stale in [
+                t for t, turn in self._turns.items() if turn.branch_id == signal.branch_id
+            ]:
                 del self._turns[stale]
 
     def names(self) -> list[str]:
@@ -89,14 +92,31 @@ class TurnsInFlight:
             return []
         running: dict[str, None] = {}
         done = []
-        for key, (name, branch) in self._turns.items():
-            if branch is not None and branch.active_turn_id != key[1]:
-                done.append(key)  # it has run; its terminal follows its commit
+        for turn_id, turn in self._turns.items():
+            if turn.branch is None:
+                found = self._branch(turn.branch_id) if self._branch is not None else None
+                turn.branch = _UNKNOWN if found is None else found
+            if turn.branch is not _UNKNOWN and turn.branch.active_turn_id != turn_id:
+                done.append(turn_id)  # it has run; its terminal follows its commit
             else:
-                running[name] = None
-        for key in done:
-            del self._turns[key]
+                running[turn.name] = None
+        for turn_id in done:
+            del self._turns[turn_id]
         return list(running)
+
+
+class _Turn:
+    """A turn in flight: its branch's id and name, and the branch once looked up."""
+
+    __slots__ = ("branch", "branch_id", "name")
+
+    def __init__(self, branch_id: UUID | None, name: str) -> None:
+        self.branch_id = branch_id
+        self.name = name
+        self.branch: Any = None
+
+
+_UNKNOWN = object()  # a branch looked up and not found: list its turn until its terminal
 
 
 def describe_usage(usage: Usage) -> str:
