@@ -3,7 +3,8 @@
 It speaks the host side of the protocol just enough to be connected to
 (``hello``, ``beacon``, ``deliver``, ``poll``, ``forget``), records what the
 caller delivers, and answers polls with raw payloads the test hands it:
-what a compromised or buggy host could send.
+what a compromised or buggy host could send. `SilentHost` answers nothing
+but ``hello``: every other call it gets stays pending on its caller.
 """
 
 from __future__ import annotations
@@ -66,3 +67,31 @@ class LyingHost:
     async def answer(self, payload: bytes) -> None:
         """Send ``payload`` (raw bytes) as the next poll's answer."""
         await self._answers.put(payload)
+
+
+class SilentHost:
+    """Serves one branch name (``branch``) and answers no call but ``hello``: its
+    beacon, polls and deliveries wait forever, each a call pending on the caller."""
+
+    def __init__(self, branch: str) -> None:
+        self._branch = branch
+        self._id = str(uuid.uuid4())
+
+    async def hello(self) -> bytes:
+        described = {"name": self._branch, "id": self._id, "capacity": 8}
+        return json.dumps({"host": "silent", "pid": 0, "branches": [described]}).encode()
+
+    async def beacon(self) -> list[Any]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def deliver(self, payload: bytes) -> bytes | None:
+        await asyncio.Event().wait()
+        return None
+
+    async def poll(self, conn: str, timeout: float = 15.0) -> bytes:
+        await asyncio.Event().wait()
+        return b"[]"
+
+    async def forget(self, conn: str) -> None:
+        return None
