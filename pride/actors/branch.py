@@ -550,7 +550,10 @@ class Branch:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool:
-        return await standalone.stop(self, exc_info)
+        try:
+            return await standalone.stop(self, exc_info)
+        finally:
+            exc_info = ()  # an error leaving holds this frame: no cycle through it
 
     # ------------------------------------------- kept for the existing tests
 

@@ -67,9 +67,23 @@ class PrivateNursery:
         try:
             return bool(await cm.__aexit__(*exc_info))
         except BaseExceptionGroup as group:
-            leaves = exception_leaves(group)
-            chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
-            for other in leaves:
-                if other is not chosen and not isinstance(other, trio.Cancelled):
-                    log.error("another error while leaving: %r", other, exc_info=other)
+            chosen = _one_of(group)
+        finally:
+            # What leaves here has this frame in its traceback: hold none of it (the
+            # block's own error is in ``exc_info``), or the two keep each other alive.
+            del exc_info
+        try:
             raise chosen from chosen.__cause__
+        finally:
+            del chosen
+
+
+def _one_of(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The group's first exception that is not ``Cancelled`` (else a ``Cancelled``);
+    the others are logged."""
+    leaves = exception_leaves(group)
+    chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
+    for other in leaves:
+        if other is not chosen and not isinstance(other, trio.Cancelled):
+            log.error("another error while leaving: %r", other, exc_info=other)
+    return chosen

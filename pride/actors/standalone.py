@@ -53,5 +53,6 @@ async def stop(branch: Branch, exc_info: tuple[Any, ...]) -> bool:
     try:
         return await private.close(exc_info) if private is not None else False
     finally:
+        exc_info = ()  # an error leaving holds this frame: no cycle through it
         if not adopted:
             actor.close("the branch's actor exited")

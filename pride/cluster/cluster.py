@@ -65,7 +65,13 @@ async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
     except BaseExceptionGroup as group:
         leaves = exception_leaves(group)
         chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
+        del leaves
+    finally:
+        del exc_info  # what leaves here holds this frame in its traceback: no cycle
+    try:
         raise chosen from chosen.__cause__
+    finally:
+        del chosen
 
 
 class Cluster:
@@ -202,6 +208,7 @@ class Cluster:
         try:
             return await _exit_unwrapped(cm, exc_info)
         finally:
+            exc_info = ()  # an error leaving holds this frame: no cycle through it
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self._connection.stop)
 

@@ -247,6 +247,7 @@ class Session:
         try:
             return await private.close(exc_info) if private is not None else False
         finally:
+            exc_info, error = (), None  # an error leaving holds this frame: no cycle
             self._members.close_for_good()
             persistence = self._members.persistence
             if self._store_path is not None and persistence is not None:

@@ -16,12 +16,16 @@ reply lets go of the exception once it raised it).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import pride
 from pride import Call, Chat, Run
 from pride.cluster import Cluster
-from tests.helpers import saving_garbage
+from tests.helpers import frames_holding, saving_garbage
+
+from .conftest import NAMESPACE
 
 ECHO = "tests.cluster.factories:echo"
 WORKER = "tests.cluster.factories:worker"
@@ -68,3 +72,18 @@ async def test_a_remote_ask_that_raises_leaves_no_reference_cycle(
             with pytest.raises(ValueError, match="bad value on the host"):
                 await pride.ask(ref, Call("fail", kind="value"))
     assert _ours(garbage) == []
+
+
+class _Raised(Exception):
+    """An error of the ``async with Cluster`` block itself."""
+
+
+async def test_an_error_leaving_a_cluster_block_is_not_held_by_its_frames(
+    ray_session: Path,
+) -> None:
+    with pytest.raises(_Raised) as raised:
+        async with Cluster(
+            namespace=NAMESPACE, storage=ray_session, stop_hosts=False, runtime_env={}
+        ):
+            raise _Raised("in the cluster's block")
+    assert frames_holding(raised.value) == []

@@ -17,15 +17,19 @@ import weakref
 from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
 from pride import (
     Branch,
+    Call,
     Chat,
     Escalate,
     Flow,
     FlowNodeError,
     ScriptedModel,
     ServerError,
+    Session,
     StoreError,
     ask,
 )
@@ -127,3 +131,47 @@ async def test_an_error_goes_with_its_last_reference() -> None:
             assert caught() is None
         finally:
             gc.enable()
+
+
+class _Raised(Exception):
+    """An error of the ``async with`` block itself."""
+
+
+async def test_an_error_leaving_a_session_or_a_branch_block() -> None:
+    """The block's own error goes through the object's ``__aexit__`` and its private
+    nursery, which reduce the nursery's group to it: none of them keeps it."""
+    with pytest.raises(_Raised) as session_block:
+        async with Session():
+            raise _Raised("in the session's block")
+    assert frames_holding(session_block.value) == []
+    with pytest.raises(_Raised) as branch_block:
+        async with Branch(chat_model=ScriptedModel(["unused"])):
+            raise _Raised("in the branch's block")
+    assert frames_holding(branch_block.value) == []
+
+
+async def test_an_error_leaving_a_flow_stream_block() -> None:
+    async with team("a") as (session, _):
+        flow = Flow()
+        flow.add("a", Chat("one"), name="one")
+        with pytest.raises(_Raised) as raised:
+            async with session.flow_stream(flow) as events:
+                async for _ in events:
+                    raise _Raised("in the stream's block")
+    assert frames_holding(raised.value) == []
+
+
+async def test_a_member_s_crash() -> None:
+    """An Escalate crashes the member's actor (re-raised there for its supervisor) and
+    is its caller's answer: the actor's frames let go of it."""
+
+    async def escalates(branch: Branch) -> None:
+        raise Escalate("state is gone")
+
+    async with Session() as session:
+        session.register_operation("escalates", escalates)
+        member = await session.spawn(Branch(chat_model=ScriptedModel(["unused"])))
+        with pytest.raises(Escalate) as raised:
+            await ask(member, Call("escalates"))
+        await trio.testing.wait_all_tasks_blocked()  # restarted meanwhile
+    assert frames_holding(raised.value) == []
