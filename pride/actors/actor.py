@@ -362,6 +362,7 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
     finally:
         uncarry(carried)
         meter.close()
+        meter.error = None  # the failure's frames hold the meter: no cycle through it
         leave_step(step)
         if trace is not None:
             trace.end(None, False, meter.usage())

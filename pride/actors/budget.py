@@ -30,8 +30,7 @@ into one ``RunFailed`` and a [`BudgetExceeded`][pride.BudgetExceeded] for
 the caller. A session's token or cost limit, once passed, stops every turn
 drawing on it at once, not only the one whose call passed it.
 
-Nothing here costs anything measurable when no budget is set: the meter of
-an unbudgeted turn only adds its calls' figures to its chain.
+Nothing here costs anything measurable when no budget is set (an unbudgeted meter counts).
 """
 
 from __future__ import annotations
@@ -326,7 +325,9 @@ class Meter(Account):
         for account in self.limited:
             refused = account.refusal(kind, now)
             if refused is not None:
-                raise self._refuse(refused)
+                self.trip(refused)
+                del refused  # the traceback holds this frame: keep no local to the error
+                raise self.error  # type: ignore[misc]  # set by trip
 
     # -------------------------------------------------------- model calls
 

@@ -181,7 +181,9 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     finally:
         # A failure's traceback holds this frame: let go of the failure here, or
         # the two keep each other (and the whole turn) alive until a collection.
+        # The meter too (this frame's, and every frame's of the turn that holds it).
         error = outcome = ended = None
+        meter.error = meter.on_trip = None  # the latter is the state's, which holds the meter
 
 
 async def _finalise(

@@ -23,6 +23,7 @@ import trio.testing
 from pride import (
     Branch,
     Budget,
+    BudgetExceeded,
     Call,
     Chat,
     ChatAndRecord,
@@ -173,3 +174,18 @@ async def test_an_idle_actor_holds_no_finished_envelope() -> None:
         del command
         await trio.testing.wait_all_tasks_blocked()
         assert served() is None
+
+
+async def test_an_ask_over_budget_leaves_no_reference_cycle() -> None:
+    # The turn's meter keeps why it stopped, and the frames the BudgetExceeded
+    # passed (the turn's, the meter's own) hold the meter.
+    branch = Branch(chat_model=ScriptedModel(lambda request: "ok"))
+    spent = Budget(max_model_calls=0)
+    async with branch:
+        with pytest.raises(BudgetExceeded):
+            await ask(branch, Chat("warm up", budget=spent))
+        with saving_garbage() as garbage:
+            for _ in range(3):
+                with pytest.raises(BudgetExceeded):
+                    await ask(branch, Chat("hi", budget=spent))
+    assert _pride_objects(garbage) == []
