@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -62,19 +62,31 @@ class CommitBarrier:
     wait for the commit. The actor uses the halves instead when it can:
     `stage` (synchronous) queues what the turn left, then `after_commit`
     arranges a callback for when it is durable.
+
+    Args:
+        stage: ``stage(state)`` queues what the turn (``state``; None after an
+            ``Act``) left to commit.
+        after_commit: ``after_commit(done)`` calls ``done(failure)`` later, once
+            what was staged is durable (``failure`` None) or its commit failed;
+            returns False (calling nothing) if nothing waits for a commit.
+        flush: waits until what was staged is durable (raises ``StoreError``
+            if its commit failed).
+
+    The halves are the callables themselves, called with no layer between
+    (every turn of a stored branch calls both).
     """
 
-    __slots__ = ()
+    __slots__ = ("after_commit", "flush", "stage")
 
-    def stage(self, state: TurnState | None) -> None:
-        """Queue what the turn (``state``; None after an ``Act``) left to commit."""
-        raise NotImplementedError
-
-    def after_commit(self, done: Callable[[Exception | None], None]) -> bool:
-        """Call ``done(failure)`` later, once what was staged is durable (``failure``
-        None) or its commit failed; False (nothing called) if nothing waits for a
-        commit."""
-        raise NotImplementedError
+    def __init__(
+        self,
+        stage: Callable[[TurnState | None], None],
+        after_commit: Callable[[Callable[[Exception | None], None]], bool],
+        flush: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.stage = stage
+        self.after_commit = after_commit
+        self.flush = flush
 
     async def __call__(self, state: TurnState | None) -> None:
         """Stage, and wait for the commit.
@@ -82,7 +94,8 @@ class CommitBarrier:
         Raises:
             StoreError: the commit failed.
         """
-        raise NotImplementedError
+        self.stage(state)
+        await self.flush()
 
 
 def deferrable(actor: Actor) -> CommitBarrier | None:

@@ -420,9 +420,13 @@ class JournalRun:
         returned. Any other run is finished: its journal entry is deleted (in
         the same commit as the turn's messages).
         """
+        history = self.history
+        if not self.pending and not self.begun:  # every one-step turn: nothing to end
+            if history is not None and self.checkpoint is not None:
+                history.release(self.checkpoint)
+            return False
         journal = self.journal
         backend = journal.backend
-        history = self.history
         if can_suspend and self.pending and self.command is not None and self.abandon is None:
             name, turn_id = journal.branch_name, str(self.turn_id)
             self._settle()

@@ -99,7 +99,11 @@ log = logging.getLogger("pride.store")
 
 @attrs.frozen
 class StoredBranch:
-    """One stored branch as ``pride inspect`` lists it."""
+    """One stored branch as ``pride inspect`` lists it.
+
+    ``updated_at`` is when the branch was last stored or its rows committed, to
+    within a second: a commit moves it only once it is that old
+    (`pride.store._tables.UPDATED_AT_GRAIN`)."""
 
     name: str
     branch_id: str

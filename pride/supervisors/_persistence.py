@@ -39,7 +39,7 @@ handlers (with the ``tag`` its first sender gave it).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -62,31 +62,6 @@ class _Rewrite:
     """A history rewritten during a turn: its messages as they were then."""
 
     messages: list[RoledMessage]
-
-
-class _Commit(CommitBarrier):
-    """A member's turn barrier: queue what the turn recorded, and commit it (this
-    branch's rows only: a commit that failed elsewhere fails the turns whose rows
-    it held, not this one's)."""
-
-    __slots__ = ("_stage", "branch", "store")
-
-    def __init__(
-        self, store: BranchStore, branch: Branch, stage: Callable[[TurnState | None], None]
-    ) -> None:
-        self.store = store
-        self.branch = branch
-        self._stage = stage
-
-    def stage(self, state: TurnState | None) -> None:
-        self._stage(state)
-
-    def after_commit(self, done: Callable[[Exception | None], None]) -> bool:
-        return self.store.after_commit(self.branch.name, done)
-
-    async def __call__(self, state: TurnState | None) -> None:
-        self.stage(state)
-        await self.store.flush(self.branch.name)
 
 
 class Persistence:
@@ -237,7 +212,11 @@ class Persistence:
             elif held:
                 drain()
 
-        commit = _Commit(store, branch, stage)
+        # This branch's rows only: a commit that failed elsewhere fails the turns
+        # whose rows it held, not this one's.
+        commit = CommitBarrier(
+            stage, partial(store.after_commit, branch.name), partial(store.flush, branch.name)
+        )
         branch.add_message_listener(persist)
         branch.add_rewrite_listener(rewrite)
         branch.actor.add_turn_barrier(commit)
