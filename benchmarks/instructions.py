@@ -1,7 +1,7 @@
-"""Instructions per operation of bench_turns' workloads, counted by valgrind's callgrind.
+"""Instructions per operation of bench_turns' and bench_durable's workloads, counted by callgrind.
 
 ``python -m benchmarks.instructions [--jobs N] [rows...]`` (rows: ``tracing``,
-``members``, ``spawns``; default all). Not part of ``make bench``: it needs
+``members``, ``spawns``, ``durable``; default all). Not part of ``make bench``: it needs
 ``valgrind`` and takes several minutes per row.
 
 Wall time on a shared two-core machine moves 10-30% between runs, more than
@@ -41,6 +41,10 @@ WORKLOADS: dict[str, tuple[int, int]] = {
     "spawn, session of 10000": (0, 10000),
     "spawn, session of 1000, collector off": (0, 1000),
     "spawn, session of 10000, collector off": (0, 10000),
+    # bench_durable's workload: ChatAndRecord turns over 100 branches of a session.
+    "durable turn, no store": (200, 1200),
+    "durable turn, store, journal off": (200, 1200),
+    "durable turn, store, journal on": (200, 1200),
 }
 
 ROWS: dict[str, list[tuple[str, str, str]]] = {
@@ -72,7 +76,50 @@ ROWS: dict[str, list[tuple[str, str, str]]] = {
             "spawn, session of 1000, collector off",
         ),
     ],
+    "durable": [
+        (
+            "store + journal / no store (per turn)",
+            "durable turn, store, journal on",
+            "durable turn, no store",
+        ),
+        (
+            "journal on / journal off (per turn)",
+            "durable turn, store, journal on",
+            "durable turn, store, journal off",
+        ),
+    ],
 }
+
+
+def _durable(name: str) -> Callable[[int], Awaitable[object]]:
+    """``count`` ChatAndRecord turns over 100 branches of a session (every thread's
+    instructions count: with a store, the commits' worker thread too)."""
+    from pathlib import Path
+
+    from benchmarks._workloads import scripted
+    from pride import Branch, ChatAndRecord, Durability, Session
+
+    async def turns(count: int) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            path = None if name.endswith("no store") else Path(directory, "store.db")
+            durability = Durability(journal=name.endswith("journal on"))
+            async with Session(store=path, durability=durability) as session:
+                model = scripted()
+                members = [
+                    await session.spawn(Branch(name=f"b{index}", chat_model=model))
+                    for index in range(100)
+                ]
+                command = ChatAndRecord("hello")
+
+                async def caller(branch: Branch) -> None:
+                    for _ in range(count // 100):
+                        await session.ask(branch, command)
+
+                async with trio.open_nursery() as nursery:
+                    for branch in members:
+                        nursery.start_soon(caller, branch)
+
+    return turns
 
 
 def _workload(name: str) -> Callable[[int], Awaitable[object]]:
@@ -92,6 +139,8 @@ def _workload(name: str) -> Callable[[int], Awaitable[object]]:
         return fan_out(1000)
     if name == "turn, 1000 members of a session":
         return session_fan_out(1000)
+    if name.startswith("durable turn"):
+        return _durable(name)
     size = int(name.split("session of ")[1].split(",", maxsplit=1)[0])
     if "collector off" in name:
         gc.disable()

@@ -326,3 +326,31 @@ async def test_issue19_updated_at_is_rewritten_once_it_is_a_grain_old(tmp_path: 
         assert stamp() == young  # left alone: younger than the grain
         listed = await store.branches()
     assert listed[0].message_count == 2
+
+
+async def test_issue19_append_all_stores_the_storable_and_fails_the_flush_for_the_rest(
+    tmp_path: Path,
+) -> None:
+    """One call queues a turn's messages in order; a message that cannot be made a
+    row is left out (the others keep consecutive numbers) and the branch's next
+    flush fails with a StoreError naming it, so its turn is not answered ok."""
+
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+        __repr__ = __str__
+
+    path = tmp_path / "store.db"
+    first, second = Instruction(instruction="a"), AssistantResponse(assistant_response="b")
+    bad = Instruction(instruction="c", metadata={"x": Unprintable()})
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", "id-1", {}, [])
+        store.append_all("ada", [first, bad, second])
+        with pytest.raises(StoreError, match=str(bad.id)):
+            await store.flush("ada")
+        assert await store.load_messages("ada") == [first, second]
+        third = Instruction(instruction="d")
+        store.append_all("ada", [third])
+        await store.flush("ada")  # the refusal was that batch's: this one is clean
+        assert await store.load_messages("ada") == [first, second, third]
