@@ -37,8 +37,8 @@ class TurnsInFlight:
 
     The problem: ``pride run`` logs, for every finished turn, the branches
     still running one, and walking the tree for that (`turns_in_flight`) costs
-    O(branches) per turn: with 100 branches it was a fifth of the process's
-    CPU per request. The signals say when turns start and end, and the process
+    O(branches) per turn: with 100 branches, a fifth of the process's time
+    in a cProfile of it. The signals say when turns start and end, and the process
     observes them anyway, so this follows them: a turn is added at its
     ``RunStart`` and removed at its terminal (``RunEnd``, or ``RunFailed`` and
     its ``RunSuspended``), O(1) each, and `names` costs what it lists.
