@@ -25,12 +25,35 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pride.cluster import Cluster
 
 NAMESPACE = f"pride-tests-{uuid.uuid4().hex[:8]}"
+
+
+def start_host_actor(actor_class: type, host: str, *args: Any, **options: Any) -> Any:
+    """Start ``actor_class(*args)`` as the Ray actor a Cluster finds as host ``host``.
+
+    Named and namespaced as pride's own hosts are, so ``cluster.spawn(...,
+    host=host)`` and ``cluster.lookup`` reach it; ``options`` go to Ray's
+    ``.options`` (``max_concurrency`` 100 unless given, Ray's default worker
+    environment, as the tests' hosts). Blocking: call it through
+    ``trio.to_thread``. Returns the actor's handle.
+    """
+    import ray
+
+    from pride.cluster._hosts import HOST_PREFIX
+
+    actor = ray.remote(actor_class).options(
+        name=HOST_PREFIX + host,
+        namespace=NAMESPACE,
+        num_cpus=0,
+        **{"max_concurrency": 100, **options},
+    )
+    return actor.remote(*args)
 
 
 @pytest.fixture(scope="session")

@@ -23,26 +23,11 @@ from pride.cluster._driver import wait_ref
 from pride.cluster._wire import decode_error, dumps, loads
 from pride.messages import unstructure
 
-from .conftest import NAMESPACE
+from .conftest import NAMESPACE, start_host_actor
+from .hostile import LyingHost
 
 ECHO = "tests.cluster.factories:echo"
 WORKER = "tests.cluster.factories:worker"
-
-
-def _liar(host: str, branch: str) -> Any:
-    import ray
-
-    from pride.cluster._hosts import HOST_PREFIX
-
-    from .hostile import LyingHost
-
-    actor = ray.remote(LyingHost).options(
-        name=HOST_PREFIX + host,
-        namespace=NAMESPACE,
-        num_cpus=0,
-        max_concurrency=100,  # Ray's default worker environment, as the tests' hosts
-    )
-    return actor.remote(branch)
 
 
 @pytest.fixture
@@ -51,7 +36,7 @@ async def liar(ray_session: Path, name: str) -> AsyncIterator[tuple[str, Any]]:
     import ray
 
     host = f"liar-{name}"
-    handle = await trio.to_thread.run_sync(_liar, host, name)
+    handle = await trio.to_thread.run_sync(start_host_actor, LyingHost, host, name)
     try:
         yield host, handle
     finally:

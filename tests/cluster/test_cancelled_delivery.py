@@ -9,9 +9,9 @@ answers to wait for the poll's timeout.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -22,26 +22,9 @@ from pride.cluster._driver import wait_ref
 from pride.cluster._wire import dumps, loads
 from pride.messages import unstructure
 
-from .conftest import NAMESPACE
+from .conftest import NAMESPACE, start_host_actor
 
 ECHO = "tests.cluster.factories:echo"
-
-
-def _lingering(host: str, storage: Path) -> Any:
-    import ray
-
-    from pride.cluster._hosts import HOST_PREFIX
-
-    from .lingering import LingeringHost
-
-    actor = ray.remote(LingeringHost).options(
-        name=HOST_PREFIX + host,
-        namespace=NAMESPACE,
-        num_cpus=0,
-        max_concurrency=1000,
-        max_task_retries=0,
-    )
-    return actor.remote(host, str(storage), {"namespace": NAMESPACE})
 
 
 async def test_a_cancelled_delivery_leaves_no_waiter_and_the_next_is_answered(
@@ -49,8 +32,21 @@ async def test_a_cancelled_delivery_leaves_no_waiter_and_the_next_is_answered(
 ) -> None:
     import ray
 
+    from .lingering import LingeringHost
+
     host = f"linger-{name}"
-    handle = await trio.to_thread.run_sync(_lingering, host, ray_session)
+    handle = await trio.to_thread.run_sync(
+        functools.partial(
+            start_host_actor,
+            LingeringHost,
+            host,
+            host,
+            str(ray_session),
+            {"namespace": NAMESPACE},
+            max_concurrency=1000,
+            max_task_retries=0,
+        )
+    )
     try:
         await cluster.spawn(ECHO, name=name, host=host)
         conn = uuid.uuid4().hex

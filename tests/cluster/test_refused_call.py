@@ -11,9 +11,9 @@ a limit of three the next delivery is refused, every time.
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -23,24 +23,8 @@ import pride
 from pride import Chat, HostLost
 from pride.cluster import Cluster
 
-from .conftest import NAMESPACE
-
-
-def _silent(host: str, branch: str) -> Any:
-    import ray
-
-    from pride.cluster._hosts import HOST_PREFIX
-
-    from .hostile import SilentHost
-
-    actor = ray.remote(SilentHost).options(
-        name=HOST_PREFIX + host,
-        namespace=NAMESPACE,
-        num_cpus=0,
-        max_concurrency=100,
-        max_pending_calls=3,
-    )
-    return actor.remote(branch)
+from .conftest import start_host_actor
+from .hostile import SilentHost
 
 
 async def test_a_delivery_ray_refuses_at_once_fails_its_envelopes_with_host_lost(
@@ -49,7 +33,9 @@ async def test_a_delivery_ray_refuses_at_once_fails_its_envelopes_with_host_lost
     import ray
 
     host = f"silent-{name}"
-    handle = await trio.to_thread.run_sync(_silent, host, name)
+    handle = await trio.to_thread.run_sync(
+        functools.partial(start_host_actor, SilentHost, host, name, max_pending_calls=3)
+    )
     try:
         ref = await cluster.lookup(name)  # connected: its beacon call and poll are pending
         await trio.testing.wait_all_tasks_blocked()
