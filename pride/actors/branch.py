@@ -209,7 +209,7 @@ class Branch:
         self._memory: MemoryStore | None = memory
         self._providers: ContextProviderRegistry | None = None
         self._capabilities: CapabilityGrant | None = None
-        self._message_listeners: list[Callable[[Branch, RoledMessage], None]] = []
+        self._message_listeners: tuple[Callable[[Branch, RoledMessage], None], ...] = ()
         self._rewrite_listeners: list[Callable[[Branch], None]] | None = None
 
         # The runtime (never serialised): mailbox, turns, session attachments.

@@ -13,7 +13,7 @@ run: a listener never fails the turn that recorded the message.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -40,15 +40,8 @@ def add_message(branch: Branch, message: RoledMessage) -> RoledMessage:
     Returns the message. A system message replaces the current one.
     """
     branch._messages.append(message)
-    listeners = branch._message_listeners
-    if listeners:
-        if len(listeners) == 1:  # the usual one (a session's store): called as _notify would
-            try:
-                listeners[0](branch, message)
-            except Exception:
-                log.exception("message listener of branch %r failed", branch.name)
-        else:
-            _notify(branch, listeners, "message", message)
+    if branch._message_listeners:
+        _notify(branch, branch._message_listeners, "message", message)
     actor = branch._actor
     if actor.observer is not None or actor.hooks is not None:
         wiring.message_recorded(actor, message)
@@ -57,14 +50,22 @@ def add_message(branch: Branch, message: RoledMessage) -> RoledMessage:
 
 def add_message_listener(branch: Branch, listener: Callable[[Branch, RoledMessage], None]) -> None:
     """Call ``listener(branch, message)`` synchronously for every recorded message."""
-    branch._message_listeners.append(listener)
+    # Replaced, never mutated: a listener that adds or removes one mid-call
+    # cannot disturb the round in progress, and no round copies the list.
+    branch._message_listeners = (*branch._message_listeners, listener)
 
 
 def remove_message_listener(
     branch: Branch, listener: Callable[[Branch, RoledMessage], None]
 ) -> None:
-    """Stop calling ``listener``."""
-    branch._message_listeners.remove(listener)
+    """Stop calling ``listener``.
+
+    Raises:
+        ValueError: ``listener`` is not a message listener of the branch.
+    """
+    listeners = list(branch._message_listeners)
+    listeners.remove(listener)
+    branch._message_listeners = tuple(listeners)
 
 
 def add_rewrite_listener(branch: Branch, listener: Callable[[Branch], None]) -> None:
@@ -95,13 +96,16 @@ def remove_rewrite_listener(branch: Branch, listener: Callable[[Branch], None]) 
 
 
 def _history_rewritten(branch: Branch) -> None:
-    _notify(branch, branch._rewrite_listeners or [], "history")
+    _notify(branch, tuple(branch._rewrite_listeners or ()), "history")
 
 
-def _notify(branch: Branch, listeners: list[Callable[..., None]], kind: str, *args: Any) -> None:
+def _notify(
+    branch: Branch, listeners: Sequence[Callable[..., None]], kind: str, *args: Any
+) -> None:
     """Call each listener with the branch (and ``args``); a failing one is
-    logged and the others still run."""
-    for listener in list(listeners):
+    logged and the others still run. ``listeners`` is iterated as it is: pass a
+    tuple, or a copy of a list a listener might change."""
+    for listener in listeners:
         try:
             listener(branch, *args)
         except Exception:
