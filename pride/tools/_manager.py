@@ -81,7 +81,9 @@ class ActionManager:
 
     def __init__(self, tools: ToolLike | Iterable[ToolLike] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self._approvals = 0  # tools with requires_approval (read on every turn)
+        # Tools with requires_approval (read on every turn), kept as tools come and go:
+        # recounting them all at each registration made registering N tools O(N**2).
+        self._approvals = 0
         self.register(tools)
 
     # ------------------------------------------------------------ registry
@@ -133,8 +135,12 @@ class ActionManager:
                     "pass update=True to replace it"
                 )
             batch[new.name] = new
+        for name, tool in batch.items():
+            replaced = self._tools.get(name)
+            if replaced is not None:
+                self._approvals -= replaced.requires_approval
+            self._approvals += tool.requires_approval
         self._tools.update(batch)
-        self._count_approvals()
         for source in sources:
             source.register_with(self)
 
@@ -148,11 +154,8 @@ class ActionManager:
             removed = self._tools.pop(name)
         except KeyError:
             raise KeyError(self._unknown(name)) from None
-        self._count_approvals()
+        self._approvals -= removed.requires_approval
         return removed
-
-    def _count_approvals(self) -> None:
-        self._approvals = sum(tool.requires_approval for tool in self._tools.values())
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, overload
 
+import attrs
 import trio
 
 from ._docstring import parse_docstring
@@ -89,6 +90,9 @@ class Tool:
         "_requires_approval",
     )
 
+    _parameters: Parameters
+    _is_async: bool
+
     def __init__(
         self,
         function: Callable[..., Any],
@@ -98,14 +102,15 @@ class Tool:
         requires_approval: bool | None = None,
         idempotent: bool | None = None,
     ) -> None:
-        if isinstance(function, Tool):
-            name = function.name if name is None else name
-            description = function.description if description is None else description
+        template = function if isinstance(function, Tool) else None
+        if template is not None:
+            name = template.name if name is None else name
+            description = template.description if description is None else description
             if requires_approval is None:
-                requires_approval = function.requires_approval
+                requires_approval = template.requires_approval
             if idempotent is None:
-                idempotent = function.idempotent
-            function = function.function
+                idempotent = template.idempotent
+            function = template.function
         if not callable(function):
             raise TypeError(f"a tool needs a callable, got {type(function).__name__}")
         name = _default_name(function) if name is None else name
@@ -114,12 +119,20 @@ class Tool:
                 f"invalid tool name {name!r}: a tool name must match ^[a-zA-Z0-9_-]{{1,64}}$ "
                 "(letters, digits, '_' and '-', at most 64 characters); pass name=... to choose one"
             )
-        doc = parse_docstring(_docstring(function))
         self._function = function
         self._name = name
-        self._description = doc.description if description is None else description
-        self._parameters = Parameters.from_callable(function, name, doc.parameters)
-        self._is_async = _is_async(function)
+        if template is not None:
+            # The template's parameters were read from this very callable: reading the
+            # signature again would cost more than the rest of the tool (an MCP server's
+            # thousands of tools are made this way).
+            self._description = template.description if description is None else description
+            self._parameters = attrs.evolve(template._parameters, tool_name=name)
+            self._is_async = template._is_async
+        else:
+            doc = parse_docstring(_docstring(function))
+            self._description = doc.description if description is None else description
+            self._parameters = Parameters.from_callable(function, name, doc.parameters)
+            self._is_async = _is_async(function)
         self._requires_approval = bool(requires_approval)
         self._idempotent = bool(idempotent)
 

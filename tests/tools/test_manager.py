@@ -77,6 +77,43 @@ class TestRegister:
             ActionManager().register([add, 42])  # type: ignore[list-item]
 
 
+class _Counted(Tool):
+    """A tool that counts how often its ``requires_approval`` flag is read."""
+
+    reads = 0
+
+    @property
+    def requires_approval(self) -> bool:
+        _Counted.reads += 1
+        return self.name.endswith("_approved")
+
+
+class TestRegistrationCost:
+    """Registering N tools one at a time is O(N): no step recounts every tool (issue 36)."""
+
+    def test_issue36_one_at_a_time_reads_each_tool_s_flag_a_bounded_number_of_times(
+        self,
+    ) -> None:
+        count = 2_000
+        tools = [
+            _Counted(add, name=f"t{n}" + ("_approved" if n % 7 == 0 else "")) for n in range(count)
+        ]
+        manager = ActionManager()
+        _Counted.reads = 0
+        for tool in tools:
+            manager.register(tool)
+        for tool in tools[::2]:
+            manager.register(_Counted(mul, name=tool.name), update=True)
+        for tool in tools[1::2]:
+            manager.unregister(tool.name)
+        assert _Counted.reads <= 4 * count  # O(N**2) was millions
+        approved = sum(1 for tool in manager if tool.name.endswith("_approved"))
+        assert approved > 0 and manager.needs_approval
+        for tool in list(manager):
+            manager.unregister(tool.name)
+        assert not manager.needs_approval
+
+
 class TestLookup:
     """The registry reads like a small, ordered collection of tools."""
 
