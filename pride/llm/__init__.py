@@ -30,9 +30,10 @@ from ._providers import (
     CHAT_MODEL_ENV as CHAT_MODEL_ENV,
     DEFAULT_CHAT_MODEL as DEFAULT_CHAT_MODEL,
 )
-from ._reading import ResponseLimits as ResponseLimits
+from ._reading import LimitExceeded as LimitExceeded, ResponseLimits as ResponseLimits
 from ._retry import RetryNotice as RetryNotice, RetryPolicy as RetryPolicy
 from ._script import KEEP_CALLS as KEEP_CALLS, echo_text as echo_text
+from ._sse import EventParser as EventParser
 from ._stream import ModelStream as ModelStream
 from ._tokens import (
     CHARS_PER_TOKEN as CHARS_PER_TOKEN,
@@ -55,7 +56,9 @@ __all__ = [
     "DEFAULT_CHAT_MODEL",
     "DEFAULT_HTTP_LIMITS",
     "DEFAULT_TIMEOUT",
+    "EventParser",
     "KEEP_CALLS",
+    "LimitExceeded",
     "LimiterStatistics",
     "ModelRequest",
     "ModelResponse",

@@ -85,9 +85,10 @@ async def spawn_mcp(
         headers: HTTP headers sent with every request (secret-safe: never logged).
         restart: ``"permanent"``, ``"transient"`` or ``"temporary"``.
         **options: ``init_timeout`` (seconds, default 30), ``call_timeout``
-            (seconds per call, default none), ``restart_wait`` (seconds a call
-            waits for a restart after a crash, default 10),
-            ``max_message_bytes`` (stdio).
+            (seconds per call, the write of its request included; default
+            none), ``restart_wait`` (seconds a call waits for a restart after
+            a crash, default 10), ``max_message_bytes`` (the largest message
+            taken from the server, default 16 MiB).
 
     Returns:
         The handle, once the server has initialised and listed its tools.

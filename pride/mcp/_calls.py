@@ -17,7 +17,6 @@ rest rather than stall every other call of the server.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -31,9 +30,16 @@ from mcp.shared.exceptions import McpError as SdkMcpError
 from mcp.shared.session import ProgressFnT
 
 from ._errors import McpServerError, McpToolError, McpUnavailable
-from ._taps import last_request_id
+from ._taps import ServerError, last_request_id
+from ._tool import MAX_ERROR_TEXT, cut
 
-__all__ = ["CANCEL_NOTICE_WAIT", "PROGRESS_BUFFER", "Call", "CallBook", "ProgressFn"]
+__all__ = [
+    "CANCEL_NOTICE_WAIT",
+    "PROGRESS_BUFFER",
+    "Call",
+    "CallBook",
+    "ProgressFn",
+]
 
 log = logging.getLogger("pride.mcp")
 
@@ -91,7 +97,7 @@ class CallBook:
         self._broken = broken
         self._mark_broken = mark_broken
         self.in_flight: set[Call] = set()
-        self.calls = self.cancelled = self.failed = self.dropped = 0
+        self.calls = self.cancelled = self.failed = self.dropped = self.timed_out = 0
 
     # ------------------------------------------------------------ the turn's side
 
@@ -138,24 +144,46 @@ class CallBook:
         self.calls += 1
 
     async def run(self, session: ClientSession, call: Call, call_timeout: float | None) -> None:
-        """Run one call in the serving task's nursery; always finishes the call."""
+        """Run one call in the serving task's nursery; always finishes the call.
+
+        ``call_timeout`` bounds the whole call, the write of its request
+        included: a server that stops reading its input fills the pipe, and a
+        write into a full pipe waits for as long as the server does not read.
+        """
+        request = types.ClientRequest(
+            types.CallToolRequest(
+                params=types.CallToolRequestParams(name=call.tool, arguments=call.arguments)
+            )
+        )
         try:
-            with call.scope:
-                result = await session.call_tool(
-                    call.tool,
-                    call.arguments,
-                    read_timeout_seconds=_timedelta(call_timeout),
-                    progress_callback=self._progress_for(call),
+            with call.scope, trio.move_on_after(_seconds(call_timeout)) as bound:
+                # send_request rather than ClientSession.call_tool: call_tool checks a
+                # result's structuredContent against the output schema with jsonschema
+                # on the event loop, unbounded; pride checks it within bounds (_schema).
+                result = await session.send_request(
+                    request, types.CallToolResult, progress_callback=self._progress_for(call)
                 )
                 call.finish(outcome.Value(result))
             broken = self._broken()
-            if call.scope.cancelled_caught and broken is None:
+            if bound.cancelled_caught and broken is None:
+                self.failed += 1
+                self.timed_out += 1
+                await self._send_cancelled(session, f"call_timeout={call_timeout}s passed")
+                call.finish(
+                    outcome.Error(
+                        McpToolError(
+                            f"MCP server {self._server!r}: the call of {call.tool!r} did not "
+                            f"end within call_timeout={call_timeout}s; it was cancelled"
+                        )
+                    )
+                )
+            elif call.scope.cancelled_caught and broken is None:
                 self.cancelled += 1
                 await self._send_cancelled(session, "the caller's turn was cancelled")
                 call.finish(
                     outcome.Error(McpUnavailable(f"the call of {call.tool!r} was cancelled"))
                 )
-            elif call.scope.cancelled_caught and broken is not None:
+            elif broken is not None and call.result is None:
                 call.finish(outcome.Error(broken))
         except SdkMcpError as exc:
             self.failed += 1
@@ -164,7 +192,10 @@ class CallBook:
             self.failed += 1
             call.finish(
                 outcome.Error(
-                    McpToolError(f"MCP call of {call.tool!r} failed: {type(exc).__name__}: {exc}")
+                    McpToolError(
+                        f"MCP server {self._server!r}: the call of {call.tool!r} failed: "
+                        f"{type(exc).__name__}: {cut(str(exc), MAX_ERROR_TEXT)}"
+                    )
                 )
             )
         finally:
@@ -178,14 +209,16 @@ class CallBook:
 
     def _call_error(self, call: Call, exc: SdkMcpError) -> Exception:
         error = exc.error
-        if error.code == types.CONNECTION_CLOSED or "session terminated" in error.message.lower():
-            broken = McpServerError(
+        message = cut(str(error.message), MAX_ERROR_TEXT)
+        if not isinstance(error, ServerError) and error.code == types.CONNECTION_CLOSED:
+            # The SDK's own answer to every waiting request once the connection is gone.
+            broken = self._broken() or McpServerError(
                 f"MCP server {self._server!r}: the connection broke during the call of "
-                f"{call.tool!r} ({error.message})"
+                f"{call.tool!r} ({message})"
             )
             self._mark_broken(broken)
             return broken
-        return McpToolError(f"MCP server {self._server!r} refused the call: {error.message}")
+        return McpToolError(f"MCP server {self._server!r} refused the call: {message}")
 
     def _progress_for(self, call: Call) -> ProgressFnT:
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -236,7 +269,5 @@ class CallBook:
                 await next(iter(self.in_flight)).done.wait()
 
 
-def _timedelta(seconds: float | None) -> datetime.timedelta | None:
-    if seconds is None or math.isinf(seconds):
-        return None
-    return datetime.timedelta(seconds=seconds)
+def _seconds(seconds: float | None) -> float:
+    return math.inf if seconds is None else seconds

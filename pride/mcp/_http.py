@@ -17,6 +17,10 @@ plainly structured tasks, and keeps the SDK for the protocol
   sends outside any request (``405``: the server has none);
 * ``DELETE`` ends the session on close (bounded, best effort).
 
+Every body is read raw and bounded as it arrives (``max_message_bytes`` for
+one message, one SSE line or one SSE event): nothing compressed is asked for,
+and a body in a coding not asked for is refused unread.
+
 Requests are sent concurrently over one pooled ``httpx.AsyncClient`` (no TCP
 connection per request). A transport failure (connection refused or reset),
 a ``404`` for the session, or a message over ``max_message_bytes`` breaks the
@@ -37,8 +41,10 @@ import trio
 from mcp import types
 from mcp.shared.message import SessionMessage
 
+from ..llm import EventParser, LimitExceeded
 from ._errors import McpServerError
 from ._spec import McpServerSpec
+from ._wire import Unreadable, read_message
 
 __all__ = ["HTTP_TIMEOUT", "http_transport"]
 
@@ -95,13 +101,13 @@ class _Connection:
             self.broken(f"sent a message over {self.spec.max_message_bytes} bytes")
             return None
         try:
-            message = types.JSONRPCMessage.model_validate_json(data)
-        except ValueError as exc:
+            message = await read_message(data)
+        except Unreadable as exc:
             log.warning(
                 "MCP server %r sent data that is not JSON-RPC (ignored): %.200r (%s)",
                 self.spec.name,
                 data,
-                type(exc).__name__,
+                exc,
             )
             return None
         if initialize and isinstance(message.root, types.JSONRPCResponse):
@@ -121,6 +127,10 @@ class _Connection:
         headers["Content-Type"] = "application/json"
         try:
             async with self.client.stream("POST", self.url, content=body, headers=headers) as reply:
+                coding = reply.headers.get("content-encoding", "identity").strip().lower()
+                if coding not in ("", "identity"):
+                    await self._refuse(request_id, f"a content-encoding not asked for: {coding!r}")
+                    return
                 if reply.status_code == 202:
                     return
                 if reply.status_code == 404 and self.session_id is not None:
@@ -162,23 +172,25 @@ class _Connection:
             log.debug("MCP server %r: the GET stream ended: %r", self.spec.name, exc)
 
     async def _events(self, reply: httpx.Response, *, initialize: bool = False) -> None:
-        """Read an SSE body to its end, delivering each event's data as one message."""
-        data: list[str] = []
-        size = 0
-        async for line in reply.aiter_lines():
-            if line == "":
-                if data:
-                    await self.deliver("\n".join(data), initialize=initialize)
-                data, size = [], 0
-                continue
-            size += len(line)
-            if size > self.spec.max_message_bytes:
-                raise _TooLarge
-            field, _, value = line.partition(":")
-            if field == "data":
-                data.append(value[1:] if value.startswith(" ") else value)
-        if data:
-            await self.deliver("\n".join(data), initialize=initialize)
+        """Read an SSE body to its end, delivering each event's data as one message.
+
+        Parsed by pride.llm's bounded `EventParser`, as provider streams are:
+        httpx's own line iterator holds a line whole however long it grows (an
+        endless line took the process past 500 MB), so the bound is checked on
+        every read instead, and a line or an event past ``max_message_bytes``
+        drops the stream at once.
+        """
+        parser = EventParser(self.spec.max_message_bytes)
+        async with _raw_body(reply) as body:
+            while chunk := await body.read():
+                try:
+                    events = parser.feed(chunk)
+                except LimitExceeded:
+                    raise _TooLarge from None
+                for data in events:
+                    await self.deliver(data, initialize=initialize)
+        for data in parser.close():
+            await self.deliver(data, initialize=initialize)
 
     async def _refuse(self, request_id: Any, why: str) -> None:
         log.warning("MCP server %r: %s", self.spec.name, why)
@@ -203,12 +215,54 @@ class _TooLarge(Exception):
 
 
 async def _read_capped(reply: httpx.Response, limit: int) -> bytes:
-    body = bytearray()
-    async for chunk in reply.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            raise _TooLarge
-    return bytes(body)
+    data = bytearray()
+    async with _raw_body(reply) as body:
+        while chunk := await body.read():
+            data += chunk
+            if len(data) > limit:
+                raise _TooLarge
+    return bytes(data)
+
+
+class _RawBody:
+    """A response's raw bytes, read one network chunk at a time."""
+
+    def __init__(self, reply: httpx.Response) -> None:
+        self._reply = reply
+        self._raw = reply.aiter_raw()
+        self.finished = False
+
+    async def read(self) -> bytes:
+        """The next chunk; ``b""`` at the end."""
+        chunk = await anext(self._raw, b"")
+        self.finished = not chunk
+        return chunk
+
+    async def close(self) -> None:
+        """Drop the connection of a body left part-way, and end httpx's readers.
+
+        httpx reads a body through a chain of async generators that do not
+        close the ones they iterate (trio warns about each one left to the
+        garbage collector); as pride.llm's reader does, the response is closed
+        first and the raw iterator then run to its end, which fails at once.
+        """
+        if self.finished:
+            return
+        self.finished = True
+        await self._reply.aclose()
+        with contextlib.suppress(Exception):
+            async for _ in self._raw:
+                pass
+
+
+@contextlib.asynccontextmanager
+async def _raw_body(reply: httpx.Response) -> AsyncIterator[_RawBody]:
+    body = _RawBody(reply)
+    try:
+        yield body
+    finally:
+        with trio.move_on_after(DELETE_WAIT, shield=True):
+            await body.close()
 
 
 @contextlib.asynccontextmanager
@@ -222,8 +276,11 @@ async def http_transport(
     """
     reader, session_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     session_writes, writer = anyio.create_memory_object_stream[SessionMessage](0)
+    # Bodies are read raw and bounded as they arrive; a compressed one would inflate a
+    # whole network read at once (a small bomb, megabytes past the bound), so none is asked for.
+    headers = {"Accept-Encoding": "identity", **(spec.headers or {})}
     async with httpx.AsyncClient(
-        headers=dict(spec.headers or {}), timeout=HTTP_TIMEOUT, follow_redirects=False
+        headers=headers, timeout=HTTP_TIMEOUT, follow_redirects=False
     ) as client:
         connection: _Connection | None = None
         try:

@@ -1,37 +1,66 @@
 """An MCP server's tool list, and the branches' registrations kept in step with it.
 
 The server handle takes a tool list when an incarnation starts and again on
-``notifications/tools/list_changed``; `ToolListing.install` checks each
-tool's schema (a tool pride cannot offer is logged and left out) and brings
-every registration (``branch.register_mcp``) in step: tools added are
-registered, changed ones replaced, removed ones unregistered. A registration
-holds its action manager weakly, so a branch that is gone is forgotten.
+``notifications/tools/list_changed``; `ToolListing.install` checks each tool
+(`pride.mcp._schema.check_tool`: a tool pride cannot offer is logged and left
+out, the rest serve) and brings every registration (``branch.register_mcp``)
+in step: tools added are registered, changed ones replaced, removed ones
+unregistered. A registration holds its action manager weakly, so a branch
+that is gone is forgotten.
+
+A list can be long (thousands of tools) and each schema check costs a
+millisecond, so the event loop never does them: they run in worker threads,
+`CHECK_CHUNK` tools at a time (so a cancelled listing stops between chunks),
+and a tool whose definition is unchanged since the last listing keeps its
+check and its registered `McpTool`. What is left on the event loop, making
+and registering the tools that changed, is linear in their number and yields
+every `INSTALL_CHUNK` tools.
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import pydantic
 import trio
 from mcp import ClientSession, types
 
 from ..tools import ActionManager
 from ._errors import McpUnavailable
-from ._tool import McpTool, checked_schema, local_name
+from ._schema import CheckedTool, check_tool, tool_key
+from ._tool import McpTool, local_name
 
 if TYPE_CHECKING:
     from ._server import McpServer
 
-__all__ = ["MAX_TOOL_PAGES", "ToolListing", "list_tools"]
+__all__ = [
+    "CHECK_CHUNK",
+    "INSTALL_CHUNK",
+    "MAX_TOOLS",
+    "MAX_TOOL_PAGES",
+    "ToolListing",
+    "list_tools",
+]
 
 log = logging.getLogger("pride.mcp")
 
 MAX_TOOL_PAGES = 100
 """Pages of ``tools/list`` followed; a server cannot page forever."""
+
+MAX_TOOLS = 20_000
+"""Tools taken from one listing; the rest are ignored (and a warning says so)."""
+
+CHECK_CHUNK = 64
+"""Tools checked per worker-thread job."""
+
+INSTALL_CHUNK = 256
+"""Tools made and registered between two checkpoints of the event loop."""
+
+_Outcome = CheckedTool | str  # a tool pride offers, or why it does not
 
 
 @attrs.define(eq=False)
@@ -43,7 +72,8 @@ class _Registration:
     prefix: str | None
     include: frozenset[str] | None
     exclude: frozenset[str]
-    names: dict[str, str] = attrs.field(factory=dict)  # pride name -> server name
+    keys: dict[str, str] = attrs.field(factory=dict)  # pride name -> the tool's key
+    names: dict[str, str] = attrs.field(factory=dict)  # server name -> pride name (a cache)
 
 
 class ToolListing:
@@ -51,10 +81,11 @@ class ToolListing:
 
     def __init__(self, server: McpServer) -> None:
         self._server = server
-        self._remote: dict[str, types.Tool] = {}
-        self._offered: dict[str, dict[str, Any]] = {}  # server name -> checked schema
+        self._offered: dict[str, CheckedTool] = {}  # by server name, in listed order
+        self._known: dict[str, _Outcome] = {}  # by key: the last listing's outcomes
         self._registrations: list[_Registration] = []
         self.listings = 0
+        self.checked = 0  # tools checked (a listing of unchanged tools checks none)
         self._listed = trio.Event()
 
     @property
@@ -65,10 +96,16 @@ class ToolListing:
     def __len__(self) -> int:
         return len(self._offered)
 
+    def get(self, remote: str) -> CheckedTool | None:
+        """The offered tool called ``remote`` on the server, or None."""
+        return self._offered.get(remote)
+
     async def wait(self, count: int) -> None:
         """Wait until the list has been taken at least ``count`` times."""
         while self.listings < count:
             await self._listed.wait()
+
+    # ------------------------------------------------------------ a branch registers
 
     def register(
         self,
@@ -92,81 +129,152 @@ class ToolListing:
         if wanted is not None:
             unknown = sorted(wanted - set(self._offered))
             if unknown:
+                offers = ", ".join(self._offered)
                 raise ValueError(
                     f"MCP server {server!r} has no tool {', '.join(map(repr, unknown))} "
-                    f"(it offers: {', '.join(self._offered) or 'none'})"
+                    f"(it offers: {_cut(offers, 2_000) or 'none'})"
                 )
-        tools = self._tools_for(registration)
-        taken = [name for name in tools if name in acts]
+        chosen = self._chosen(registration)
+        taken = [name for name in chosen if name in acts]
         if taken:
             raise ValueError(
                 f"tool {taken[0]!r} is already registered on {owner or 'this branch'}; "
                 "pass prefix=... to register the server's tools under other names"
             )
-        acts.register(list(tools.values()))
-        registration.names = {name: tool.remote_name for name, tool in tools.items()}
+        tools = [McpTool(self._server, checked, name=name) for name, checked in chosen.items()]
+        acts.register(tools)
+        registration.keys = {name: checked.key for name, checked in chosen.items()}
         self._registrations.append(registration)
-        return tuple(tools)
+        return tuple(chosen)
 
-    def install(self, listed: list[types.Tool]) -> None:
-        """Take a new tool list and bring every registration in step with it."""
-        remote: dict[str, types.Tool] = {}
-        offered: dict[str, dict[str, Any]] = {}
-        for tool in listed:
-            try:
-                offered[tool.name] = checked_schema(tool)
-            except ValueError as exc:
+    # ------------------------------------------------------------ the server lists
+
+    async def install(self, listed: list[Any]) -> None:
+        """Take a new tool list (``tools/list`` entries, unparsed) and bring every
+        registration in step with it.
+
+        Cancellation: nothing changes if cancelled while the tools are checked;
+        cancelled later, registrations are left part-way, and the next listing
+        completes them.
+        """
+        outcomes = await self._check(listed)
+        offered: dict[str, CheckedTool] = {}
+        for outcome in outcomes.values():
+            if not isinstance(outcome, CheckedTool):
+                continue
+            name = outcome.tool.name
+            if name in offered:
                 log.warning(
-                    "MCP server %r: tool %r is not offered: %s", self._server.name, tool.name, exc
+                    "MCP server %r lists the tool %.100r twice; the first is kept",
+                    self._server.name,
+                    name,
                 )
                 continue
-            remote[tool.name] = tool
-        self._remote, self._offered = remote, offered
+            offered[name] = outcome
+        self._offered, self._known = offered, outcomes
         for registration in list(self._registrations):
             acts = registration.acts()
             if acts is None:
                 self._registrations.remove(registration)
                 continue
-            self._sync(registration, acts)
+            await self._sync(registration, acts)
+            del acts  # a branch that goes away meanwhile is not kept alive here
         self.listings += 1
         self._listed.set()
         self._listed = trio.Event()
 
-    def _tools_for(self, registration: _Registration) -> dict[str, McpTool]:
-        tools: dict[str, McpTool] = {}
-        for remote, schema in self._offered.items():
+    async def _check(self, listed: list[Any]) -> dict[str, _Outcome]:
+        """Each listed tool's outcome by key: known ones kept, new ones checked in threads."""
+        known = self._known  # replaced (never changed) on the event loop: safe to read in threads
+        memo: dict[tuple[str, str], Any] = {}  # used by one thread at a time: chunks run in turn
+        outcomes: dict[str, _Outcome] = {}
+        for start in range(0, len(listed), CHECK_CHUNK):
+            chunk = listed[start : start + CHECK_CHUNK]
+            checked = await trio.to_thread.run_sync(self._check_chunk, chunk, known, memo)
+            for raw, key, outcome, new in checked:
+                if new and isinstance(outcome, str):
+                    log.warning(
+                        "MCP server %r: tool %.100r is not offered: %s",
+                        self._server.name,
+                        raw.get("name") if isinstance(raw, dict) else raw,
+                        outcome,
+                    )
+                outcomes.setdefault(key, outcome)
+        return outcomes
+
+    def _check_chunk(
+        self, chunk: list[Any], known: Mapping[str, _Outcome], memo: dict[tuple[str, str], Any]
+    ) -> list[tuple[Any, str, _Outcome, bool]]:
+        """Runs in a worker thread: ``(raw, key, outcome, newly checked)`` per tool."""
+        results: list[tuple[Any, str, _Outcome, bool]] = []
+        for index, raw in enumerate(chunk):
+            try:
+                key = tool_key(raw)
+            except ValueError as exc:
+                results.append((raw, f"unreadable {index} {id(raw)}", str(exc), True))
+                continue
+            outcome = known.get(key)
+            if outcome is not None:
+                results.append((raw, key, outcome, False))
+                continue
+            try:
+                outcome = check_tool(raw, key, memo)
+            except ValueError as exc:
+                outcome = str(exc)
+            except Exception as exc:  # nothing a server lists may end its listing
+                outcome = f"it could not be checked ({type(exc).__name__}: {_cut(str(exc))})"
+            self.checked += 1
+            results.append((raw, key, outcome, True))
+        return results
+
+    def _chosen(self, registration: _Registration) -> dict[str, CheckedTool]:
+        """The offered tools ``registration`` takes, by pride name."""
+        chosen: dict[str, CheckedTool] = {}
+        names, registration.names = registration.names, {}
+        for remote, checked in self._offered.items():
             if registration.include is not None and remote not in registration.include:
                 continue
             if remote in registration.exclude:
                 continue
-            name = local_name(registration.prefix, remote)
-            if name in tools:
+            name = names.get(remote)
+            if name is None:
+                name = local_name(registration.prefix, remote)
+            registration.names[remote] = name
+            if name in chosen:
                 log.warning(
-                    "MCP server %r: tools %r and %r both become %r; only the first is registered",
+                    "MCP server %r: tools %.100r and %.100r both become %r; "
+                    "only the first is registered",
                     self._server.name,
-                    tools[name].remote_name,
+                    chosen[name].tool.name,
                     remote,
                     name,
                 )
                 continue
-            tools[name] = McpTool(self._server, self._remote[remote], schema, name=name)
-        return tools
+            chosen[name] = checked
+        return chosen
 
-    def _sync(self, registration: _Registration, acts: ActionManager) -> None:
+    async def _sync(self, registration: _Registration, acts: ActionManager) -> None:
         server = self._server
-        tools = self._tools_for(registration)
-        for name in list(registration.names):
+        chosen = self._chosen(registration)
+
+        def ours(name: str) -> bool:
             current = acts.get(name)
-            if name not in tools and isinstance(current, McpTool) and current.server is server:
+            return isinstance(current, McpTool) and current.server is server
+
+        for name in [name for name in registration.keys if name not in chosen]:
+            del registration.keys[name]
+            if ours(name):
                 acts.unregister(name)
                 log.info("MCP server %r: tool %r is gone; unregistered", server.name, name)
-            if name not in tools:
-                del registration.names[name]
-        for name, tool in tools.items():
-            current = acts.get(name)
-            if current is not None and not (
-                isinstance(current, McpTool) and current.server is server
-            ):
+        changed: list[McpTool] = []
+        for seen, (name, checked) in enumerate(chosen.items(), 1):
+            if not seen % INSTALL_CHUNK:  # a long list is not gone through in one step
+                acts.register(changed, update=True)
+                changed = []
+                await trio.lowlevel.checkpoint()
+            if registration.keys.get(name) == checked.key and ours(name):
+                continue  # the same tool as before, already registered
+            if name in acts and not ours(name):
                 log.warning(
                     "MCP server %r: new tool %r not registered on %s: the name is taken",
                     server.name,
@@ -174,22 +282,48 @@ class ToolListing:
                     registration.owner or "a branch",
                 )
                 continue
-            acts.register(tool, update=True)
-            registration.names[name] = tool.remote_name
+            changed.append(McpTool(server, checked, name=name))
+            registration.keys[name] = checked.key
+        acts.register(changed, update=True)
 
 
-async def list_tools(session: ClientSession) -> list[types.Tool]:
-    """Every tool, following ``nextCursor`` (at most `MAX_TOOL_PAGES` pages)."""
-    tools: list[types.Tool] = []
+class _Page(pydantic.BaseModel):
+    """A ``tools/list`` result with its tools left unparsed (they are checked in threads)."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+    tools: list[Any] = pydantic.Field(default_factory=list)
+    nextCursor: str | None = None  # the protocol's name
+
+
+async def list_tools(session: ClientSession, server: str) -> list[Any]:
+    """Every tool entry, unparsed, following ``nextCursor`` (`MAX_TOOL_PAGES`, `MAX_TOOLS`).
+
+    Raises:
+        mcp.shared.exceptions.McpError: the server answered with an error.
+        pydantic.ValidationError: a page is not a ``tools/list`` result.
+    """
+    tools: list[Any] = []
     cursor: str | None = None
     for _ in range(MAX_TOOL_PAGES):
-        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+        request = types.ClientRequest(
+            types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor))
+        )
+        page = await session.send_request(request, _Page)
         tools.extend(page.tools)
+        if len(tools) > MAX_TOOLS:
+            log.warning(
+                "MCP server %r lists more than %d tools (MAX_TOOLS); the rest are ignored",
+                server,
+                MAX_TOOLS,
+            )
+            return tools[:MAX_TOOLS]
         cursor = page.nextCursor
         if not cursor:
             return tools
     log.warning(
-        "MCP server's tool list has more than %d pages; the rest is ignored", MAX_TOOL_PAGES
+        "MCP server %r: its tool list has more than %d pages (MAX_TOOL_PAGES); the rest is ignored",
+        server,
+        MAX_TOOL_PAGES,
     )
     return tools
 
@@ -199,3 +333,7 @@ def _names(what: str, names: Iterable[str]) -> list[str]:
     if not all(isinstance(name, str) for name in items):
         raise ValueError(f"{what} must be tool names (strings)")
     return items
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "… (cut)"

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import reprlib
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Literal
 from uuid import UUID
 
 import attrs
+import pydantic
 import trio
 from mcp import ClientSession, types
 from mcp.shared.exceptions import McpError as SdkMcpError
@@ -39,12 +41,14 @@ from .._version import __version__
 from ..errors import exception_leaves
 from ..tools import ActionManager
 from ._calls import Call, CallBook, ProgressFn
-from ._errors import McpServerError, McpUnavailable
+from ._errors import McpServerError, McpToolError, McpUnavailable
 from ._http import http_transport
 from ._listing import ToolListing, list_tools
+from ._schema import Unchecked
 from ._spec import McpServerSpec
 from ._stdio import StdioProcess, stdio_transport
 from ._taps import ReadTap, RequestTap
+from ._tool import cut
 
 __all__ = ["McpServer", "McpServerStatistics"]
 
@@ -68,6 +72,10 @@ class McpServerStatistics:
         failed: calls that ended in an error (server errors, broken connections).
         progress_dropped: progress reports dropped because a turn did not keep up.
         waited_for_restart: calls that found the server restarting and waited for it.
+        timed_out: calls that did not end within ``call_timeout`` (counted in ``failed`` too).
+        logs_dropped: log notifications of the server not logged (over the rate limit).
+        schemas_checked: listed tools whose schemas were checked (an unchanged
+            tool is not checked again when the list changes).
     """
 
     running: bool
@@ -78,6 +86,9 @@ class McpServerStatistics:
     failed: int
     progress_dropped: int
     waited_for_restart: int = 0
+    timed_out: int = 0
+    logs_dropped: int = 0
+    schemas_checked: int = 0
 
 
 class McpServer:
@@ -112,6 +123,7 @@ class McpServer:
         self._refresh: trio.MemorySendChannel[None] | None = None
         self._ready = trio.Event()  # set while an incarnation serves calls
         self._starts = self._waited = 0
+        self._logs = _LogLimit()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -184,6 +196,9 @@ class McpServer:
             calls.failed,
             calls.dropped,
             self._waited,
+            calls.timed_out,
+            self._logs.dropped,
+            self._tools.checked,
         )
 
     # ------------------------------------------------------------ registering tools
@@ -253,7 +268,33 @@ class McpServer:
             waited = True
             self._waited += 1
             await self._wait_for_restart(tool)
-        return await self._calls.wait_for(call, on_progress)
+        result = await self._calls.wait_for(call, on_progress)
+        if not result.isError:
+            await self._check_output(tool, result)
+        return result
+
+    async def _check_output(self, tool: str, result: types.CallToolResult) -> None:
+        """Check a result against the tool's output schema, as the SDK's call_tool would
+        (pride's check is bounded: `pride.mcp._schema`)."""
+        checked = self._tools.get(tool)
+        if checked is None or checked.output is None:
+            return
+        problem = None
+        if result.structuredContent is None:
+            problem = "has an output schema, but its result has no structuredContent"
+        else:
+            try:
+                error = await checked.output.first_error(result.structuredContent)
+            except Unchecked as exc:
+                problem = (
+                    f"could not be checked against its output schema within pride's bounds: {exc}"
+                )
+            else:
+                if error is not None:
+                    problem = f"does not match its output schema: {cut(error.message, 300)}"
+        if problem is not None:
+            self._calls.failed += 1
+            raise McpToolError(f"MCP server {self.name!r}: the result of {tool!r} {problem}")
 
     def _restarting(self) -> bool:
         """A crashed incarnation, and a restart type by which the session restarts it."""
@@ -350,6 +391,7 @@ class McpServer:
             raise crash from crash.__cause__
         finally:
             self._close_calls(calls_send)
+            self._logs.report(self.name)
         if self._broken is not None:
             raise self._broken
         return "shutdown"
@@ -376,16 +418,16 @@ class McpServer:
     async def _initialise(self, session: ClientSession) -> None:
         with trio.move_on_after(self._spec.init_timeout) as bound:
             result = await session.initialize()
-            listed = await list_tools(session)
+            listed = await list_tools(session, self.name)
+            await self._tools.install(listed)
         if bound.cancelled_caught:
             raise McpServerError(
                 f"MCP server {self.name!r} did not initialise and list its tools within "
                 f"{self._spec.init_timeout}s (init_timeout)"
             )
         self._server_info = result.serverInfo
-        self._tools.install(listed)
         log.info(
-            "MCP server %r ready (%s %s): %d tools",
+            "MCP server %r ready (%.200s %.200s): %d tools",
             self.name,
             result.serverInfo.name,
             result.serverInfo.version,
@@ -409,13 +451,32 @@ class McpServer:
     async def _refresher(
         self, session: ClientSession, wanted: trio.MemoryReceiveChannel[None]
     ) -> None:
+        """Take the tool list again on each list_changed; a failed listing keeps the old one.
+
+        Bounded by ``init_timeout``, like the first listing; whatever the server
+        lists, nothing here ends the incarnation (a listing that cannot be taken
+        is logged, and the next list_changed tries again).
+        """
         async for _ in wanted:
-            try:
-                listed = await list_tools(session)
-            except SdkMcpError as exc:
-                log.warning("MCP server %r: listing tools again failed: %s", self.name, exc)
+            with trio.move_on_after(self._spec.init_timeout) as bound:
+                try:
+                    listed = await list_tools(session, self.name)
+                    await self._tools.install(listed)
+                except (SdkMcpError, pydantic.ValidationError) as exc:
+                    log.warning(
+                        "MCP server %r: listing tools again failed (the last list stands): %s",
+                        self.name,
+                        cut(str(exc), 500),
+                    )
+                    continue
+            if bound.cancelled_caught:
+                log.warning(
+                    "MCP server %r: listing tools again took more than %ss (init_timeout); "
+                    "the last list stands",
+                    self.name,
+                    self._spec.init_timeout,
+                )
                 continue
-            self._tools.install(listed)
             log.info("MCP server %r: tool list refreshed (%d tools)", self.name, len(self._tools))
 
     async def _on_message(self, message: Any) -> None:
@@ -432,15 +493,19 @@ class McpServer:
             late = "unknown request ID" in str(message)
             log.log(
                 logging.DEBUG if late else logging.WARNING,
-                "MCP server %r: transport error: %r",
+                "MCP server %r: transport error: %.500r",
                 self.name,
                 message,
             )
         await trio.lowlevel.checkpoint()
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        level = _LOG_LEVELS.get(params.level, logging.INFO)
-        log.log(level, "MCP server %r says: %.2000s", self.name, params.data)
+        if self._logs.take(trio.current_time(), self.name):
+            # A server's message is its own news: at most a WARNING of this process.
+            level = min(_LOG_LEVELS.get(params.level, logging.INFO), logging.WARNING)
+            data = params.data
+            text = data[:LOG_TEXT] if isinstance(data, str) else _LOG_REPR.repr(data)
+            log.log(level, "MCP server %r says: %s", self.name, text)
         await trio.lowlevel.checkpoint()
 
     def _on_stream_end(self) -> None:
@@ -469,6 +534,56 @@ class McpServer:
                     )
                 return leaf
         return leaves[0]
+
+
+LOG_BURST = 20
+"""Log notifications of one server logged at once; more wait for the rate below."""
+
+LOG_RATE = 10.0
+"""Log notifications of one server logged per second, on average; the rest are counted."""
+
+LOG_TEXT = 2_000
+"""Characters of one log notification's data logged."""
+
+_LOG_REPR = reprlib.Repr()  # data that is not text, shown short however large it is
+_LOG_REPR.maxlevel, _LOG_REPR.maxstring, _LOG_REPR.maxother = 4, LOG_TEXT // 4, 200
+_LOG_REPR.maxdict = _LOG_REPR.maxlist = 20
+
+
+class _LogLimit:
+    """A token bucket for one server's log notifications (as bad stdout lines are capped)."""
+
+    def __init__(self) -> None:
+        self.dropped = 0
+        self._unreported = 0
+        self._tokens = float(LOG_BURST)
+        self._at: float | None = None
+
+    def take(self, now: float, server: str) -> bool:
+        """True if one more message may be logged now; else it is counted as dropped."""
+        if self._at is not None:
+            self._tokens = min(float(LOG_BURST), self._tokens + (now - self._at) * LOG_RATE)
+        self._at = now
+        if self._tokens < 1:
+            self.dropped += 1
+            self._unreported += 1
+            return False
+        self._tokens -= 1
+        self.report(server)
+        return True
+
+    def report(self, server: str) -> None:
+        """Log how many messages were dropped, if some were since the last report."""
+        if self._unreported:
+            self._unreported = 0
+            log.warning(
+                "MCP server %r: %d log messages dropped so far (more than %d at once, "
+                "or %g a second)",
+                server,
+                self.dropped,
+                LOG_BURST,
+                LOG_RATE,
+            )
 
 
 _LOG_LEVELS = {

@@ -28,7 +28,8 @@ DEFAULT_RESTART_WAIT = 10.0
 """Seconds a call that finds its server restarting after a crash waits for it."""
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-"""The largest JSON-RPC message taken from a stdio server; a longer line breaks the connection."""
+"""The largest JSON-RPC message taken from a server (a stdio line; an HTTP body, SSE line or
+SSE event); a longer one breaks the connection."""
 
 
 def _command(value: Any) -> tuple[str, ...] | None:
@@ -105,10 +106,12 @@ class McpServerSpec:
         headers: sent with every HTTP request (say ``Authorization``); never
             shown in ``repr``, logs or errors.
         init_timeout: seconds to start, initialise and list the tools.
-        call_timeout: seconds one tool call may take (None: no own limit).
+        call_timeout: seconds one tool call may take, the write of its request
+            included (None: no own limit).
         restart_wait: seconds a call that finds the server restarting after a
             crash waits for it before failing with ``McpUnavailable``.
-        max_message_bytes: the largest message accepted from a stdio server.
+        max_message_bytes: the largest message accepted from the server (a
+            stdio line; over HTTP a body, an SSE line or an SSE event).
 
     Raises:
         ValueError: neither or both of ``command`` and ``url``; a bad value.

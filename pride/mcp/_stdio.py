@@ -8,7 +8,8 @@ started with `trio.lowlevel.open_process` in its own process group,
 every line is capped at ``max_message_bytes``, and the end always runs
 shielded and bounded: close stdin and wait for the exit (until the stop
 deadline), then SIGTERM the group, then SIGKILL. Parsing and the protocol
-itself stay the SDK's (``JSONRPCMessage`` and ``ClientSession``).
+itself stay the SDK's (``JSONRPCMessage`` and ``ClientSession``), each line
+read by `pride.mcp._wire.read_message`.
 
 The transport is an async context manager yielding the two anyio streams a
 ``ClientSession`` reads and writes. If the server exits or its pipes break
@@ -29,12 +30,12 @@ from typing import Any
 
 import anyio
 import trio
-from mcp import types
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from ._errors import McpServerError
 from ._spec import McpServerSpec
+from ._wire import Unreadable, read_message
 
 __all__ = ["EXIT_WAIT", "StdioProcess", "stdio_transport"]
 
@@ -206,8 +207,8 @@ async def _deliver(name: str, state: StdioProcess, line: bytes, reader: Any) -> 
     if not line.strip():
         return
     try:
-        message = types.JSONRPCMessage.model_validate_json(line)
-    except ValueError as exc:
+        message = await read_message(line)
+    except Unreadable as exc:
         # Servers that print to stdout are a common bug; one bad line is not a broken connection.
         state.bad_lines += 1
         if state.bad_lines <= _BAD_LINES_LOGGED:
@@ -215,7 +216,7 @@ async def _deliver(name: str, state: StdioProcess, line: bytes, reader: Any) -> 
                 "MCP server %r wrote a line that is not JSON-RPC (ignored): %.200r (%s)",
                 name,
                 line,
-                type(exc).__name__,
+                exc,
             )
             if state.bad_lines == _BAD_LINES_LOGGED:
                 log.warning("MCP server %r: further bad lines are not logged", name)

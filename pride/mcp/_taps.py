@@ -3,7 +3,15 @@
 `RequestTap` notes the id of each request a task sends (the SDK keeps request
 ids to itself, and a cancelled call needs its id for
 ``notifications/cancelled``); `ReadTap` tells the server handle when the
-server's message stream ends (a crash, unless pride is stopping it).
+server's message stream ends (a crash, unless pride is stopping it), and marks
+each JSON-RPC error the server sends as the server's (`ServerError`).
+
+Why the mark: when the connection closes, the SDK answers every request still
+waiting with an error of its own, code -32000 (``CONNECTION_CLOSED``), and a
+server may send that very code itself (the JSON-RPC range -32000 to -32099 is
+the server's to use). Only the mark tells a closed connection from a server's
+answer; taken for a dead connection, a server's -32000 failed the other calls
+in flight and restarted the server.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import anyio
 from mcp import types
 from mcp.shared.message import SessionMessage
 
-__all__ = ["ReadTap", "RequestTap", "last_request_id"]
+__all__ = ["ReadTap", "RequestTap", "ServerError", "last_request_id"]
 
 _sent_request: contextvars.ContextVar[types.RequestId | None] = contextvars.ContextVar(
     "pride_mcp_sent_request", default=None
@@ -57,6 +65,10 @@ class RequestTap:
         await self.aclose()
 
 
+class ServerError(types.ErrorData):
+    """A JSON-RPC error the server sent (not one the SDK made up for a closed connection)."""
+
+
 class ReadTap:
     """The session's read stream, telling the server handle when it ends."""
 
@@ -66,10 +78,16 @@ class ReadTap:
 
     async def receive(self) -> Any:
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_end()
             raise
+        if isinstance(item, SessionMessage):
+            root = item.message.root
+            if isinstance(root, types.JSONRPCError) and not isinstance(root.error, ServerError):
+                # The SDK hands this very object to the waiting request's McpError.
+                root.error = ServerError.model_validate(root.error.model_dump())
+        return item
 
     def __aiter__(self) -> ReadTap:
         return self

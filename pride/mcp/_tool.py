@@ -2,8 +2,10 @@
 
 The tool keeps the server's JSON schema as given (nothing is re-derived), is
 offered to models like any other tool, and validates a call's arguments
-against that schema with ``jsonschema`` (the SDK's own dependency) before
-anything is sent. Its result maps to the ``ActionResponse`` output like this:
+against that schema before anything is sent, with ``jsonschema`` (the SDK's
+own dependency) within pride's bounds (`pride.mcp._schema`: the schema is the
+server's and the arguments the model's, neither trusted). Its result maps to
+the ``ActionResponse`` output like this:
 
 * ``isError: true`` raises `McpToolError` with the result's text: the
   model sees an error response and can try again;
@@ -20,18 +22,16 @@ anything is sent. Its result maps to the ``ActionResponse`` output like this:
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-import referencing
 from mcp import types
 
 from ..errors import ToolArgumentError
 from ..tools import Tool, report_progress
 from ._errors import McpToolError
+from ._schema import CheckedTool, Unchecked
 
 if TYPE_CHECKING:
     from ._server import McpServer
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_DESCRIPTION",
     "MAX_ERROR_TEXT",
-    "MAX_SCHEMA_BYTES",
     "McpTool",
+    "cut",
     "local_name",
     "tool_output",
 ]
@@ -48,11 +48,8 @@ __all__ = [
 MAX_DESCRIPTION = 8_000
 """Characters of a server's tool description kept (a longer one is cut)."""
 
-MAX_SCHEMA_BYTES = 64 * 1024
-"""The largest input schema accepted (as JSON); a tool with a larger one is not offered."""
-
 MAX_ERROR_TEXT = 8_000
-"""Characters of a tool's error text shown to the model."""
+"""Characters of a tool's error text shown to the model (a JSON-RPC error's too)."""
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -66,20 +63,12 @@ def local_name(prefix: str | None, remote: str) -> str:
     return _INVALID.sub("_", f"{prefix or ''}{remote}")[:64]
 
 
-def checked_schema(tool: types.Tool) -> dict[str, Any]:
-    """The tool's input schema if pride can offer it; else raise ValueError saying why."""
-    schema = tool.inputSchema
-    if not isinstance(schema, dict) or schema.get("type") != "object":
-        raise ValueError('its input schema is not a JSON schema of "type": "object"')
-    size = len(json.dumps(schema))
-    if size > MAX_SCHEMA_BYTES:
-        raise ValueError(f"its input schema is {size} bytes (MAX_SCHEMA_BYTES={MAX_SCHEMA_BYTES})")
-    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ValueError(f"its input schema is not valid JSON Schema: {exc.message}") from None
-    return copy.deepcopy(schema)
+async def _forward() -> Any:  # the callable behind every McpTool; calls go through invoke
+    raise NotImplementedError
+
+
+# Every McpTool is made from this one: its callable's signature is read once, not per tool.
+_TEMPLATE = Tool(_forward, name="mcp_tool")
 
 
 class McpTool(Tool):
@@ -91,21 +80,16 @@ class McpTool(Tool):
     registered before a restart keeps working after it.
     """
 
-    __slots__ = ("_remote", "_schema", "_server", "_validator")
+    __slots__ = ("_checked", "_server")
 
-    def __init__(
-        self, server: McpServer, remote: types.Tool, schema: dict[str, Any], *, name: str
-    ) -> None:
+    def __init__(self, server: McpServer, checked: CheckedTool, *, name: str) -> None:
+        remote = checked.tool
         description = (remote.description or remote.title or "").strip()
         if len(description) > MAX_DESCRIPTION:
             description = description[:MAX_DESCRIPTION] + "… (cut)"
-        super().__init__(self._forward, name=name, description=description)
+        super().__init__(_TEMPLATE, name=name, description=description)
         self._server = server
-        self._remote = remote.name
-        self._schema = schema
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        # An empty registry: a "$ref" resolves inside the schema only, never over the network.
-        self._validator = cls(schema, registry=referencing.Registry())
+        self._checked = checked
 
     @property
     def server(self) -> McpServer:
@@ -115,12 +99,12 @@ class McpTool(Tool):
     @property
     def remote_name(self) -> str:
         """The tool's name on the server."""
-        return self._remote
+        return self._checked.tool.name
 
     @property
     def parameters(self) -> dict[str, Any]:
         """The server's input schema, as given (a fresh copy on every access)."""
-        return copy.deepcopy(self._schema)
+        return copy.deepcopy(self._checked.input.schema)
 
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -128,26 +112,21 @@ class McpTool(Tool):
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check ``arguments`` against the server's schema; return them as a dict.
 
+        The check runs on the calling thread, within pride's bounds
+        (`pride.mcp._schema`: at most about a second); `invoke` holds the
+        event loop far less.
+
         Raises:
-            ToolArgumentError: not a mapping, or the first schema violation
-                (its path in the arguments and what is wrong).
+            ToolArgumentError: not a mapping, the first schema violation (its
+                path in the arguments and what is wrong), or a check that could
+                not be made within the bounds.
         """
-        if not isinstance(arguments, Mapping):
-            raise ToolArgumentError(
-                f"tool {self.name!r} takes an object of arguments, got {type(arguments).__name__}"
-            )
-        arguments = dict(arguments)
+        arguments = self._mapping(arguments)
         try:
-            error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
-        except referencing.exceptions.Unresolvable as exc:
-            raise ToolArgumentError(
-                f"tool {self.name!r}: its schema has a reference that cannot be resolved ({exc})"
-            ) from None
-        if error is not None:
-            where = "/".join(str(part) for part in error.absolute_path) or "(the arguments)"
-            raise ToolArgumentError(
-                f"invalid arguments for tool {self.name!r} at {where}: {_cut(error.message, 300)}"
-            )
+            error = self._checked.input.first_error_now(arguments)
+        except Unchecked as exc:
+            raise self._unchecked(exc) from None
+        self._raise_for(error)
         return arguments
 
     async def invoke(self, arguments: Mapping[str, Any] | None = None) -> Any:
@@ -157,20 +136,46 @@ class McpTool(Tool):
         `report_progress` as they arrive.
 
         Raises:
-            ToolArgumentError: the arguments do not match the schema; nothing was sent.
-            McpToolError: the server answered with an error.
+            ToolArgumentError: the arguments do not match the schema, or could
+                not be checked within the bounds; nothing was sent.
+            McpToolError: the server answered with an error, or a result that
+                does not match the tool's output schema.
             McpUnavailable: the server is not running.
             McpServerError: the connection broke during the call.
 
         Cancellation: the server is sent ``notifications/cancelled`` for the
         call, and the call has ended when the cancellation propagates.
         """
-        checked = self.validate({} if arguments is None else arguments)
-        result = await self._server.call_tool(self._remote, checked, on_progress=report_progress)
+        checked = self._mapping({} if arguments is None else arguments)
+        try:
+            error = await self._checked.input.first_error(checked)
+        except Unchecked as exc:
+            raise self._unchecked(exc) from None
+        self._raise_for(error)
+        result = await self._server.call_tool(
+            self.remote_name, checked, on_progress=report_progress
+        )
         return tool_output(result)
 
-    async def _forward(self) -> Any:  # the callable behind Tool; calls go through invoke
-        raise NotImplementedError
+    def _mapping(self, arguments: Any) -> dict[str, Any]:
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentError(
+                f"tool {self.name!r} takes an object of arguments, got {type(arguments).__name__}"
+            )
+        return dict(arguments)
+
+    def _unchecked(self, exc: Unchecked) -> ToolArgumentError:
+        return ToolArgumentError(
+            f"tool {self.name!r}: its arguments could not be checked against its schema "
+            f"within pride's bounds: {exc}"
+        )
+
+    def _raise_for(self, error: Any) -> None:
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path) or "(the arguments)"
+            raise ToolArgumentError(
+                f"invalid arguments for tool {self.name!r} at {where}: {cut(error.message, 300)}"
+            )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the tool with keyword arguments (validated); returns a coroutine."""
@@ -191,7 +196,7 @@ def tool_output(result: types.CallToolResult) -> Any:
     if result.isError:
         texts = [part.text for part in result.content if isinstance(part, types.TextContent)]
         message = "\n".join(texts).strip() or "the tool reported an error (no text)"
-        raise McpToolError(_cut(message, MAX_ERROR_TEXT))
+        raise McpToolError(cut(message, MAX_ERROR_TEXT))
     if result.structuredContent is not None:
         return result.structuredContent
     parts = [_part(part) for part in result.content]
@@ -228,5 +233,6 @@ def _part(part: Any) -> dict[str, Any]:
     return {"type": str(getattr(part, "type", "unknown"))}
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
+    """``text``, cut at ``limit`` characters (saying so)."""
     return text if len(text) <= limit else text[:limit] + "… (cut)"

@@ -24,9 +24,9 @@ def toolbox_command() -> list[str]:
     return [sys.executable, str(TOOLBOX)]
 
 
-def fake_command(mode: str) -> list[str]:
-    """argv of the misbehaving server in ``mode``."""
-    return [sys.executable, str(FAKE), mode]
+def fake_command(mode: str, *args: str) -> list[str]:
+    """argv of the misbehaving server in ``mode`` (with the mode's arguments)."""
+    return [sys.executable, str(FAKE), mode, *args]
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """A hand-written stdio "MCP server" that misbehaves on purpose (no SDK: it starts fast).
 
-``python fake_server.py MODE``; each mode breaks one rule a client must survive:
+``python fake_server.py MODE [ARGS]``; each mode breaks one rule a client must survive:
 
 * ``exit``: writes to stderr and exits with code 2 before saying anything;
 * ``silent``: never answers;
@@ -11,6 +11,21 @@
 * ``crashy STARTED RELEASE``: a working server whose ``crash`` tool exits with
   code 3; it creates the file STARTED when it first starts, and a later start
   (a restart) waits for the file RELEASE before it answers anything.
+* ``liar``: answers the call of ``err`` with a JSON-RPC error of code -32000,
+  the code the SDK uses for a closed connection; a call of ``hold`` is
+  answered only after the next ``err``;
+* ``deaf``: lists its tools, then never reads its input again (and never exits);
+* ``many N``: offers N tools (each schema its own); a call of ``relist`` adds one more and sends
+  ``notifications/tools/list_changed``;
+* ``schemas``: offers tools whose schemas are traps for a validator (a ReDoS
+  ``pattern``, ``uniqueItems``, ``$ref`` loops, an output schema with a ReDoS
+  ``pattern``), one nested deeper than the SDK's JSON parser allows, and ``ping``;
+* ``empty-name``: offers a tool named ``""`` beside ``ping``; a call of
+  ``relist`` sends ``notifications/tools/list_changed``;
+* ``chatty N``: a call of ``flood`` sends N log notifications (level
+  ``critical``) before its answer;
+* ``rude``: answers a call of ``bad-shape`` with a result of the wrong shape and
+  a call of ``long-error`` with a JSON-RPC error of 1 MB.
 """
 
 from __future__ import annotations
@@ -23,22 +38,165 @@ import time
 
 MODE = sys.argv[1]
 
-TOOLS = [{"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object"}}]
+OBJECT = {"type": "object"}
+TOOLS = [{"name": "ping", "description": "Answer pong.", "inputSchema": OBJECT}]
 if MODE == "crashy":
-    TOOLS = [*TOOLS, {"name": "crash", "inputSchema": {"type": "object"}}]
+    TOOLS = [*TOOLS, {"name": "crash", "inputSchema": OBJECT}]
 if MODE == "names":
     TOOLS = [
-        {"name": "files.read", "description": "Dotted name.", "inputSchema": {"type": "object"}},
+        {"name": "files.read", "description": "Dotted name.", "inputSchema": OBJECT},
         {"name": "not-an-object", "inputSchema": {"type": "string"}},
         {"name": "broken-schema", "inputSchema": {"type": "object", "properties": 3}},
-        {"name": "long", "description": "x" * 20_000, "inputSchema": {"type": "object"}},
-        {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object"}},
+        {"name": "long", "description": "x" * 20_000, "inputSchema": OBJECT},
+        {"name": "ping", "description": "Answer pong.", "inputSchema": OBJECT},
     ]
+if MODE == "liar":
+    TOOLS = [
+        *TOOLS,
+        {"name": "err", "inputSchema": OBJECT},
+        {"name": "hold", "inputSchema": OBJECT},
+    ]
+if MODE == "deaf":
+    TOOLS = [{"name": "echo", "inputSchema": OBJECT}]
+
+
+def _many(count: int) -> list[dict]:
+    tools = [
+        {
+            "name": f"tool_{n}",
+            "description": f"Tool number {n}.",
+            "inputSchema": {"type": "object", "properties": {f"text_{n}": {"type": "string"}}},
+        }
+        for n in range(count)
+    ]
+    return [*tools, {"name": "relist", "inputSchema": OBJECT}]
+
+
+if MODE == "many":
+    TOOLS = _many(int(sys.argv[2]))
+
+
+def _nested(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+if MODE == "schemas":
+    TOOLS = [
+        {
+            "name": "redos",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
+            },
+        },
+        {
+            "name": "redos_keys",
+            "inputSchema": {"type": "object", "patternProperties": {"^(a|aa)+$": OBJECT}},
+        },
+        {
+            "name": "unique",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"items": {"type": "array", "uniqueItems": True}},
+            },
+        },
+        {"name": "loop", "inputSchema": {"type": "object", "$ref": "#"}},
+        {
+            "name": "loop_inside",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/$defs/x"}},
+                "$defs": {"x": {"$ref": "#/$defs/y"}, "y": {"$ref": "#/$defs/x"}},
+            },
+        },
+        {
+            "name": "fanout",  # 2**18 paths through anyOf, each a $ref to the next level
+            "inputSchema": {
+                "type": "object",
+                "$ref": "#/$defs/d0",
+                "$defs": {
+                    **{f"d{n}": {"anyOf": [{"$ref": f"#/$defs/d{n + 1}"}] * 2} for n in range(18)},
+                    "d18": {"required": ["never"]},
+                },
+            },
+        },
+        {
+            "name": "redos_out",
+            "inputSchema": OBJECT,
+            "outputSchema": {
+                "type": "object",
+                "properties": {"s": {"type": "string", "pattern": "^(a|aa)+$"}},
+            },
+        },
+        {"name": "deep", "inputSchema": _nested(150)},  # past the SDK parser's 200 levels
+        *TOOLS,
+    ]
+if MODE == "empty-name":
+    TOOLS = [
+        {"name": "", "inputSchema": OBJECT},
+        *TOOLS,
+        {"name": "relist", "inputSchema": OBJECT},
+    ]
+if MODE == "rude":
+    TOOLS = [
+        *TOOLS,
+        {"name": "bad-shape", "inputSchema": OBJECT},
+        {"name": "long-error", "inputSchema": OBJECT},
+    ]
+
+held: list[int] = []
 
 
 def send(message: dict) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
+
+
+def text(value: str) -> dict:
+    return {"content": [{"type": "text", "text": value}], "isError": False}
+
+
+def call(request: dict) -> dict | None:
+    """The result of a tools/call (None: answered, or to be answered, elsewhere)."""
+    name = request["params"]["name"]
+    if MODE == "huge":
+        while True:  # one endless line, never a newline
+            sys.stdout.write("x" * 65536)
+            sys.stdout.flush()
+    if name == "crash":
+        sys.exit(3)
+    if name == "hold":
+        held.append(request["id"])
+        return None
+    if name == "err":
+        error = {"code": -32000, "message": "Connection closed"}
+        send({"jsonrpc": "2.0", "id": request["id"], "error": error})
+        for waiting in held:
+            send({"jsonrpc": "2.0", "id": waiting, "result": text("held")})
+        held.clear()
+        return None
+    if name == "relist":
+        if MODE == "many":
+            TOOLS.append({"name": f"tool_{len(TOOLS)}", "inputSchema": OBJECT})
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return text("relisted")
+    if name == "flood":
+        for n in range(int(sys.argv[2])):
+            params = {"level": "critical", "logger": "fake", "data": f"flood {n} " + "!" * 1000}
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+        return text("flooded")
+    if name == "redos_out":
+        return {**text("out"), "structuredContent": {"s": "a" * 36 + "!"}}
+    if name == "bad-shape":
+        return {"content": "not a list of parts"}
+    if name == "long-error":
+        error = {"code": -32603, "message": "E" * 1_000_000}
+        send({"jsonrpc": "2.0", "id": request["id"], "error": error})
+        return None
+    return text("pong")
 
 
 def answer(request: dict) -> None:
@@ -48,19 +206,15 @@ def answer(request: dict) -> None:
     if method == "initialize":
         result = {
             "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": {"tools": {"listChanged": MODE in ("many", "empty-name")}},
             "serverInfo": {"name": f"fake-{MODE}", "version": "0"},
         }
     elif method == "tools/list":
         result = {"tools": TOOLS}
-    elif method == "tools/call" and MODE == "huge":
-        while True:  # one endless line, never a newline
-            sys.stdout.write("x" * 65536)
-            sys.stdout.flush()
-    elif method == "tools/call" and request["params"]["name"] == "crash":
-        sys.exit(3)
     elif method == "tools/call":
-        result = {"content": [{"type": "text", "text": "pong"}], "isError": False}
+        result = call(request)
+        if result is None:
+            return
     else:
         send({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": method}})
         return
@@ -86,7 +240,11 @@ def main() -> None:
         if MODE == "garbage":
             sys.stdout.write("Starting fake server... not JSON\n{broken json\n")
             sys.stdout.flush()
-        answer(json.loads(line))
+        request = json.loads(line)
+        answer(request)
+        if MODE == "deaf" and request.get("method") == "tools/list":
+            while True:  # never reads its input again; the client's writes fill the pipe
+                time.sleep(1)
     if MODE == "stubborn":
         while True:  # ignores the end of its input too: only SIGKILL ends it
             time.sleep(1)

@@ -1,0 +1,280 @@
+"""Hostile MCP servers, round 2 (issue 36): each lie or flood stays the server's problem.
+
+Against the hand-written fakes (fake_server.py over stdio, fake_http_server.py
+over HTTP on 127.0.0.1), real subprocesses that start in milliseconds. Every
+``trio.fail_after`` here is a guard against a hang, far above what the call
+takes, never a measurement.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from pride import ActionCall, Branch, BranchStopped, Session
+from pride.mcp import McpServer, McpServerError, McpServerSpec, McpToolError
+
+from .conftest import announced_url, fake_command
+from .support import Waiter
+
+FAKE_HTTP = Path(__file__).parent / "fake_http_server.py"
+
+
+def _says(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "pride.mcp" and " says: " in r.getMessage()]
+
+
+# ------------------------------------------------------------------ item 6
+
+
+async def test_an_error_with_the_connection_closed_code_is_the_server_s_answer() -> None:
+    """-32000 is the SDK's own code for a closed connection. Sent by the server it is an
+    error of that one call: nothing restarts, the call in flight beside it is answered."""
+    async with Session(max_restarts=0) as session:
+        server = await session.spawn_mcp("liar", command=fake_command("liar"))
+        pid = server.pid
+        held = []
+
+        async def hold() -> None:
+            held.append(await server.call_tool("hold"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold)
+            await trio.testing.wait_all_tasks_blocked()  # "hold" is written, waiting
+            for _ in range(5):
+                with pytest.raises(McpToolError, match="MCP server 'liar' refused the call"):
+                    await server.call_tool("err")
+        assert held[0].content[0].text == "held"
+        assert server.pid == pid
+        assert server.statistics().starts == 1
+
+
+# ------------------------------------------------------------------ item 7
+
+
+async def test_call_timeout_bounds_the_whole_call_when_the_server_stops_reading() -> None:
+    """The server reads nothing after listing its tools: writes fill the pipe and block.
+    Each call still ends at call_timeout, saying so, and the session stops."""
+    async with Session(grace=0.2) as session:
+        server = await session.spawn_mcp("deaf", command=fake_command("deaf"), call_timeout=0.5)
+        big = {"text": "x" * 300_000}  # more than a pipe holds
+        failures: list[str] = []
+
+        async def call() -> None:
+            with pytest.raises(McpToolError) as failed:
+                await server.call_tool("echo", big)
+            failures.append(str(failed.value))
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):
+                    nursery.start_soon(call)
+        assert len(failures) == 3
+        assert all("call_timeout=0.5" in text for text in failures), failures
+        assert server.statistics().in_flight == 0
+
+
+# ------------------------------------------------------------------ item 9
+
+
+async def test_untrusted_schemas_are_applied_within_bounds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A backtracking pattern, a $ref loop, an anyOf fan-out and uniqueItems over
+    thousands of objects each end in a clear error or answer, within bounds; a schema
+    nested past the SDK parser's limit leaves out that tool only."""
+    caplog.set_level(logging.WARNING, "pride.mcp")
+    async with Session() as session:
+        server = await session.spawn_mcp("traps", command=fake_command("schemas"), init_timeout=5)
+        assert "deep" not in server.tool_names and "ping" in server.tool_names
+        assert "'deep' is not offered: its input schema nests deeper than" in caplog.text
+        branch = await session.spawn(Branch(name="b", tools=[server]))
+
+        async def error_of(tool: str, arguments: dict[str, object]) -> str:
+            with trio.fail_after(10):
+                [response] = await branch.act(ActionCall(tool, arguments))
+            assert response.error is not None, response
+            return response.error
+
+        slow = "a" * 36 + "!"
+        for tool, arguments in [("redos", {"s": slow}), ("redos_keys", {slow: {}})]:
+            error = await error_of(tool, arguments)
+            assert error.startswith("ToolArgumentError:"), error
+            assert "could not be checked against its schema within" in error
+        for tool, arguments in [("loop", {}), ("loop_inside", {"a": 1})]:
+            error = await error_of(tool, arguments)
+            assert error.startswith("ToolArgumentError:"), error
+            assert "refers to itself" in error
+        error = await error_of("fanout", {})
+        assert "could not be checked against its schema within" in error
+
+        distinct = [{"n": n, "tags": ["x", n]} for n in range(3_000)]
+        with trio.fail_after(5):
+            [ok] = await branch.act(ActionCall("unique", {"items": distinct}))
+        assert ok.error is None and ok.output == "pong"
+        twice = [*distinct, {"tags": ["x", 7.0], "n": 7}]  # equal as JSON: 7 == 7.0
+        error = await error_of("unique", {"items": twice})
+        assert "invalid arguments for tool 'unique' at items: " in error
+        assert "has non-unique elements" in error
+        assert (await branch.act(ActionCall("ping", {})))[0].output == "pong"
+
+        with trio.fail_after(10), pytest.raises(McpToolError) as failed:
+            await server.call_tool("redos_out")
+        assert "could not be checked against its output schema within" in str(failed.value)
+        assert server.statistics().starts == 1
+
+
+# ------------------------------------------------------------------ item 10
+
+
+async def test_a_tool_with_an_empty_name_is_left_out_and_the_rest_serve(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "pride.mcp")
+    async with Session(max_restarts=0) as session:
+        server = await session.spawn_mcp("blank", command=fake_command("empty-name"))
+        branch = await session.spawn(Branch(name="b"))
+        assert branch.register_mcp(server) == ("ping", "relist")
+        assert branch.register_mcp(server, prefix="x_") == ("x_ping", "x_relist")
+        assert "tool '' is not offered: its name is empty" in caplog.text
+        before = server.listings
+        await branch.act(ActionCall("relist", {}))
+        with trio.fail_after(10):
+            await server.wait_listing(before + 1)
+        assert set(branch.tools) == {"ping", "relist", "x_ping", "x_relist"}
+        assert (await branch.act(ActionCall("ping", {})))[0].output == "pong"
+        assert server.statistics().starts == 1
+
+
+# ------------------------------------------------------------------ item 11
+
+
+async def test_server_log_messages_are_rate_limited(caplog: pytest.LogCaptureFixture) -> None:
+    """2,000 log notifications at "critical": a burst is logged (at WARNING at most),
+    the rest counted and summed up in one record; the call is answered."""
+    caplog.set_level(logging.DEBUG, "pride.mcp")
+    async with Session() as session:
+        server = await session.spawn_mcp("chatty", command=fake_command("chatty", "2000"))
+        with trio.fail_after(20):
+            result = await server.call_tool("flood")
+        assert result.content[0].text == "flooded"
+        says = _says(caplog)
+        assert 1 <= len(says) <= 50
+        assert all(record.levelno <= logging.WARNING for record in says)
+        assert all(len(record.getMessage()) < 2_200 for record in says)
+        dropped = server.statistics().logs_dropped
+        assert dropped >= 1_950 and dropped + len(says) == 2_000
+    summary = [r for r in caplog.records if "log messages dropped" in r.getMessage()]
+    assert summary and f"{dropped} log messages dropped" in summary[-1].getMessage()
+
+
+# ------------------------------------------------------------------ item 12
+
+
+@pytest.fixture
+def fake_http(request: pytest.FixtureRequest) -> Iterator[str]:
+    process = subprocess.Popen(
+        [sys.executable, str(FAKE_HTTP), request.param],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield announced_url(process, b"fake-http: serving on ")
+    finally:
+        assert process.stdout is not None
+        process.stdout.close()
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("fake_http", ["endless-line", "endless-event"], indirect=True)
+async def test_an_endless_sse_line_or_event_is_cut_at_max_message_bytes(fake_http: str) -> None:
+    """The stream is dropped once a line or an event passes the bound, not read whole."""
+    async with Session() as session:
+        waiter = Waiter(session)
+        server = await session.spawn_mcp(
+            "endless", url=fake_http, max_message_bytes=65_536, restart="temporary"
+        )
+        tracemalloc.start()
+        try:
+            with trio.fail_after(20), pytest.raises(McpServerError, match="over 65536 bytes"):
+                await server.call_tool("endless")
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 8 * 1024 * 1024, f"{peak:,} bytes held"
+        stopped = await waiter.wait_for(lambda s: isinstance(s, BranchStopped))
+        assert stopped.reason == "crash"
+
+
+# ------------------------------------------------------------------ the notes
+
+
+async def test_a_bad_result_and_a_long_error_name_the_server_and_are_cut() -> None:
+    async with Session() as session:
+        server = await session.spawn_mcp("rude", command=fake_command("rude"))
+        with pytest.raises(McpToolError) as bad:
+            await server.call_tool("bad-shape")
+        assert "MCP server 'rude'" in str(bad.value)
+        assert "'bad-shape'" in str(bad.value)
+        assert len(str(bad.value)) < 9_000
+        with pytest.raises(McpToolError) as long:
+            await server.call_tool("long-error")
+        assert "MCP server 'rude' refused the call" in str(long.value)
+        assert len(str(long.value)) < 8_200
+        assert str(long.value).endswith("… (cut)")
+        assert (await server.call_tool("ping")).content[0].text == "pong"
+
+
+# ------------------------------------------------------------------ item 8
+
+
+class _ChecksPerStep(trio.abc.Instrument):
+    """The most schema checks a server handle counted within one event-loop task step."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+        self.most = 0
+        self._before = 0
+
+    def _checked(self) -> int:
+        return self.server.statistics().schemas_checked
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._before = self._checked()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.most = max(self.most, self._checked() - self._before)
+
+
+async def test_a_large_tool_list_is_checked_off_the_event_loop_and_only_once() -> None:
+    """2,000 tools, each with its own schema: checked in worker threads (no task step of
+    the event loop sees more than a few of them done), and a list_changed re-checks only
+    what changed."""
+    async with Session() as session:
+        spec = McpServerSpec(name="many", command=fake_command("many", "2000"), init_timeout=60)
+        server = McpServer(spec)
+        probe = _ChecksPerStep(server)
+        trio.lowlevel.add_instrument(probe)
+        try:
+            await session.spawn(server)
+        finally:
+            trio.lowlevel.remove_instrument(probe)
+        assert server.statistics().schemas_checked == 2_001
+        assert probe.most <= 200, probe.most
+        branch = await session.spawn(Branch(name="b"))
+        assert len(branch.register_mcp(server)) == 2_001
+        before = server.listings
+        await branch.act(ActionCall("relist", {}))
+        with trio.fail_after(60):
+            await server.wait_listing(before + 1)
+        assert len(branch.tools) == 2_002 and "tool_2001" in branch.tools
+        assert server.statistics().schemas_checked == 2_002  # only the new tool was checked
