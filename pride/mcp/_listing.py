@@ -30,9 +30,10 @@ import trio
 from mcp import ClientSession, types
 
 from ..tools import ActionManager
-from ._errors import McpUnavailable
+from ._bounds import Unchecked
+from ._errors import McpToolError, McpUnavailable
 from ._schema import CheckedTool, check_tool, tool_key
-from ._tool import McpTool, local_name
+from ._tool import McpTool, cut, local_name
 
 if TYPE_CHECKING:
     from ._server import McpServer
@@ -96,14 +97,39 @@ class ToolListing:
     def __len__(self) -> int:
         return len(self._offered)
 
-    def get(self, remote: str) -> CheckedTool | None:
-        """The offered tool called ``remote`` on the server, or None."""
-        return self._offered.get(remote)
-
     async def wait(self, count: int) -> None:
         """Wait until the list has been taken at least ``count`` times."""
         while self.listings < count:
             await self._listed.wait()
+
+    async def check_result(self, remote: str, result: types.CallToolResult) -> None:
+        """Check a result of the tool ``remote`` against its output schema, as the SDK's
+        ``call_tool`` would (pride's check is bounded: `pride.mcp._bounds`).
+
+        Raises:
+            McpToolError: the result does not match, has no ``structuredContent``,
+                or could not be checked within the bounds.
+        """
+        checked = self._offered.get(remote)
+        if checked is None or checked.output is None:
+            return
+        problem = None
+        if result.structuredContent is None:
+            problem = "has an output schema, but its result has no structuredContent"
+        else:
+            try:
+                error = await checked.output.first_error(result.structuredContent)
+            except Unchecked as exc:
+                problem = (
+                    f"could not be checked against its output schema within pride's bounds: {exc}"
+                )
+            else:
+                if error is not None:
+                    problem = f"does not match its output schema: {cut(error.message, 300)}"
+        if problem is not None:
+            raise McpToolError(
+                f"MCP server {self._server.name!r}: the result of {remote!r} {problem}"
+            )
 
     # ------------------------------------------------------------ a branch registers
 

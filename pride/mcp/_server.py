@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import reprlib
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Literal
@@ -44,7 +43,7 @@ from ._calls import Call, CallBook, ProgressFn
 from ._errors import McpServerError, McpToolError, McpUnavailable
 from ._http import http_transport
 from ._listing import ToolListing, list_tools
-from ._schema import Unchecked
+from ._logs import ServerLog
 from ._spec import McpServerSpec
 from ._stdio import StdioProcess, stdio_transport
 from ._taps import ReadTap, RequestTap
@@ -123,7 +122,7 @@ class McpServer:
         self._refresh: trio.MemorySendChannel[None] | None = None
         self._ready = trio.Event()  # set while an incarnation serves calls
         self._starts = self._waited = 0
-        self._logs = _LogLimit()
+        self._logs = ServerLog(spec.name)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -270,31 +269,12 @@ class McpServer:
             await self._wait_for_restart(tool)
         result = await self._calls.wait_for(call, on_progress)
         if not result.isError:
-            await self._check_output(tool, result)
-        return result
-
-    async def _check_output(self, tool: str, result: types.CallToolResult) -> None:
-        """Check a result against the tool's output schema, as the SDK's call_tool would
-        (pride's check is bounded: `pride.mcp._schema`)."""
-        checked = self._tools.get(tool)
-        if checked is None or checked.output is None:
-            return
-        problem = None
-        if result.structuredContent is None:
-            problem = "has an output schema, but its result has no structuredContent"
-        else:
             try:
-                error = await checked.output.first_error(result.structuredContent)
-            except Unchecked as exc:
-                problem = (
-                    f"could not be checked against its output schema within pride's bounds: {exc}"
-                )
-            else:
-                if error is not None:
-                    problem = f"does not match its output schema: {cut(error.message, 300)}"
-        if problem is not None:
-            self._calls.failed += 1
-            raise McpToolError(f"MCP server {self.name!r}: the result of {tool!r} {problem}")
+                await self._tools.check_result(tool, result)
+            except McpToolError:
+                self._calls.failed += 1
+                raise
+        return result
 
     def _restarting(self) -> bool:
         """A crashed incarnation, and a restart type by which the session restarts it."""
@@ -391,7 +371,7 @@ class McpServer:
             raise crash from crash.__cause__
         finally:
             self._close_calls(calls_send)
-            self._logs.report(self.name)
+            self._logs.report()
         if self._broken is not None:
             raise self._broken
         return "shutdown"
@@ -451,12 +431,8 @@ class McpServer:
     async def _refresher(
         self, session: ClientSession, wanted: trio.MemoryReceiveChannel[None]
     ) -> None:
-        """Take the tool list again on each list_changed; a failed listing keeps the old one.
-
-        Bounded by ``init_timeout``, like the first listing; whatever the server
-        lists, nothing here ends the incarnation (a listing that cannot be taken
-        is logged, and the next list_changed tries again).
-        """
+        """Take the tool list again on each list_changed, within ``init_timeout``; a listing
+        that fails is logged and the last list stands: nothing here ends the incarnation."""
         async for _ in wanted:
             with trio.move_on_after(self._spec.init_timeout) as bound:
                 try:
@@ -500,12 +476,7 @@ class McpServer:
         await trio.lowlevel.checkpoint()
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        if self._logs.take(trio.current_time(), self.name):
-            # A server's message is its own news: at most a WARNING of this process.
-            level = min(_LOG_LEVELS.get(params.level, logging.INFO), logging.WARNING)
-            data = params.data
-            text = data[:LOG_TEXT] if isinstance(data, str) else _LOG_REPR.repr(data)
-            log.log(level, "MCP server %r says: %s", self.name, text)
+        self._logs.log(params, trio.current_time())
         await trio.lowlevel.checkpoint()
 
     def _on_stream_end(self) -> None:
@@ -534,65 +505,3 @@ class McpServer:
                     )
                 return leaf
         return leaves[0]
-
-
-LOG_BURST = 20
-"""Log notifications of one server logged at once; more wait for the rate below."""
-
-LOG_RATE = 10.0
-"""Log notifications of one server logged per second, on average; the rest are counted."""
-
-LOG_TEXT = 2_000
-"""Characters of one log notification's data logged."""
-
-_LOG_REPR = reprlib.Repr()  # data that is not text, shown short however large it is
-_LOG_REPR.maxlevel, _LOG_REPR.maxstring, _LOG_REPR.maxother = 4, LOG_TEXT // 4, 200
-_LOG_REPR.maxdict = _LOG_REPR.maxlist = 20
-
-
-class _LogLimit:
-    """A token bucket for one server's log notifications (as bad stdout lines are capped)."""
-
-    def __init__(self) -> None:
-        self.dropped = 0
-        self._unreported = 0
-        self._tokens = float(LOG_BURST)
-        self._at: float | None = None
-
-    def take(self, now: float, server: str) -> bool:
-        """True if one more message may be logged now; else it is counted as dropped."""
-        if self._at is not None:
-            self._tokens = min(float(LOG_BURST), self._tokens + (now - self._at) * LOG_RATE)
-        self._at = now
-        if self._tokens < 1:
-            self.dropped += 1
-            self._unreported += 1
-            return False
-        self._tokens -= 1
-        self.report(server)
-        return True
-
-    def report(self, server: str) -> None:
-        """Log how many messages were dropped, if some were since the last report."""
-        if self._unreported:
-            self._unreported = 0
-            log.warning(
-                "MCP server %r: %d log messages dropped so far (more than %d at once, "
-                "or %g a second)",
-                server,
-                self.dropped,
-                LOG_BURST,
-                LOG_RATE,
-            )
-
-
-_LOG_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}

@@ -3,7 +3,7 @@
 The tool keeps the server's JSON schema as given (nothing is re-derived), is
 offered to models like any other tool, and validates a call's arguments
 against that schema before anything is sent, with ``jsonschema`` (the SDK's
-own dependency) within pride's bounds (`pride.mcp._schema`: the schema is the
+own dependency) within pride's bounds (`pride.mcp._bounds`: the schema is the
 server's and the arguments the model's, neither trusted). Its result maps to
 the ``ActionResponse`` output like this:
 
@@ -30,8 +30,9 @@ from mcp import types
 
 from ..errors import ToolArgumentError
 from ..tools import Tool, report_progress
+from ._bounds import Unchecked
 from ._errors import McpToolError
-from ._schema import CheckedTool, Unchecked
+from ._schema import CheckedTool
 
 if TYPE_CHECKING:
     from ._server import McpServer
@@ -113,7 +114,7 @@ class McpTool(Tool):
         """Check ``arguments`` against the server's schema; return them as a dict.
 
         The check runs on the calling thread, within pride's bounds
-        (`pride.mcp._schema`: at most about a second); `invoke` holds the
+        (`pride.mcp._bounds`: at most about a second); `invoke` holds the
         event loop far less.
 
         Raises:
