@@ -33,7 +33,7 @@ from ._providers import (
 from ._reading import LimitExceeded as LimitExceeded, ResponseLimits as ResponseLimits
 from ._retry import RetryNotice as RetryNotice, RetryPolicy as RetryPolicy
 from ._script import KEEP_CALLS as KEEP_CALLS, echo_text as echo_text
-from ._sse import EventParser as EventParser
+from ._sse import SseParser as SseParser
 from ._stream import ModelStream as ModelStream
 from ._tokens import (
     CHARS_PER_TOKEN as CHARS_PER_TOKEN,
@@ -56,7 +56,6 @@ __all__ = [
     "DEFAULT_CHAT_MODEL",
     "DEFAULT_HTTP_LIMITS",
     "DEFAULT_TIMEOUT",
-    "EventParser",
     "KEEP_CALLS",
     "LimitExceeded",
     "LimiterStatistics",
@@ -70,6 +69,7 @@ __all__ = [
     "RetryPolicy",
     "ScriptedModel",
     "ScriptedReply",
+    "SseParser",
     "ToolCall",
     "Usage",
     "default_chat_model",

@@ -37,7 +37,7 @@ from ._reading import (
     read_prefix,
 )
 from ._shape import WrongShape, as_object
-from ._sse import EventParser
+from ._sse import SseParser
 from ._types import ModelRequest, ModelResponse, Usage
 
 __all__ = ["CLOSE_TIMEOUT", "HttpAccess", "HttpEndpoint"]
@@ -345,7 +345,7 @@ class HttpEndpoint(Endpoint):
                 content_type = reader.content_type
                 if "text/event-stream" not in content_type:
                     raise UnreadableBody(f"not an event stream (content-type {content_type!r})")
-                parser = EventParser(limits.max_event_bytes)
+                parser = SseParser(limits.max_event_bytes)
                 total = 0
                 while chunk := await reader.read():
                     total += len(chunk)

@@ -1,6 +1,6 @@
 """Server-sent events from the bytes of an event stream, within a size bound.
 
-Sans-I/O: `EventParser.feed` takes decoded body bytes and returns the
+Sans-I/O: `SseParser.feed` takes decoded body bytes and returns the
 data of every event they complete, following the WHATWG "event stream"
 interpretation rules: lines end in CRLF, LF or CR; a line starting with ``:``
 is a comment; ``data`` lines accumulate (joined by newlines) until a blank
@@ -20,12 +20,12 @@ import re
 
 from ._reading import LimitExceeded
 
-__all__ = ["EventParser"]
+__all__ = ["SseParser"]
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
-class EventParser:
+class SseParser:
     """Splits an event stream into events, bounding each line and each event.
 
     Args:

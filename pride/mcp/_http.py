@@ -41,7 +41,7 @@ import trio
 from mcp import types
 from mcp.shared.message import SessionMessage
 
-from ..llm import EventParser, LimitExceeded
+from ..llm import LimitExceeded, SseParser
 from ._errors import McpServerError
 from ._spec import McpServerSpec
 from ._wire import Unreadable, read_message
@@ -174,13 +174,13 @@ class _Connection:
     async def _events(self, reply: httpx.Response, *, initialize: bool = False) -> None:
         """Read an SSE body to its end, delivering each event's data as one message.
 
-        Parsed by pride.llm's bounded `EventParser`, as provider streams are:
+        Parsed by pride.llm's bounded `SseParser`, as provider streams are:
         httpx's own line iterator holds a line whole however long it grows (an
         endless line took the process past 500 MB), so the bound is checked on
         every read instead, and a line or an event past ``max_message_bytes``
         drops the stream at once.
         """
-        parser = EventParser(self.spec.max_message_bytes)
+        parser = SseParser(self.spec.max_message_bytes)
         async with _raw_body(reply) as body:
             while chunk := await body.read():
                 try:
