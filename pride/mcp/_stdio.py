@@ -34,6 +34,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from ._errors import McpServerError
+from ._family import end_family, family
 from ._spec import McpServerSpec
 from ._wire import Unreadable, read_message
 
@@ -271,10 +272,13 @@ async def _read_stderr(spec: McpServerSpec, state: StdioProcess) -> None:
 
 
 async def _end(name: str, process: trio.Process, deadline: float | None) -> None:
-    """Close stdin, wait for the exit until ``deadline``, then SIGTERM, then SIGKILL the group.
+    """Close stdin, wait for the exit until ``deadline``, then SIGTERM, then SIGKILL the group,
+    and the processes that left the group (`pride.mcp._family`).
 
     Runs shielded by the caller; every wait is bounded.
     """
+    # Found while the server still runs: a daemon's parent may be gone once it has exited.
+    descendants = await trio.to_thread.run_sync(family, process.pid)
     if process.stdin is not None:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             await process.stdin.aclose()
@@ -292,8 +296,12 @@ async def _end(name: str, process: trio.Process, deadline: float | None) -> None
         else:
             with trio.move_on_after(wait):
                 await process.wait()
-    # Anything the server left in its group goes with it.
+    # Anything the server left in its group goes with it, and in its session, or below it.
     _signal_group(process.pid, signal.SIGKILL)
+    descendants.update(await trio.to_thread.run_sync(family, process.pid))
+    ended = await trio.to_thread.run_sync(end_family, descendants)
+    if ended:
+        log.info("MCP server %r: %d processes it left outside its group were ended", name, ended)
     for stream in (process.stdout, process.stderr):
         if stream is not None:
             with contextlib.suppress(trio.ClosedResourceError, OSError):

@@ -24,6 +24,9 @@
   ``relist`` sends ``notifications/tools/list_changed``;
 * ``chatty N``: a call of ``flood`` sends N log notifications (level
   ``critical``) before its answer;
+* ``daemons``: a call of ``spawn`` starts two children that leave the server's
+  process group, one with ``setsid()``, one with ``setpgid(0, 0)``, and answers
+  their pids;
 * ``rude``: answers a call of ``bad-shape`` with a result of the wrong shape and
   a call of ``long-error`` with a JSON-RPC error of 1 MB.
 """
@@ -33,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -140,6 +144,8 @@ if MODE == "empty-name":
         *TOOLS,
         {"name": "relist", "inputSchema": OBJECT},
     ]
+if MODE == "daemons":
+    TOOLS = [*TOOLS, {"name": "spawn", "inputSchema": OBJECT}]
 if MODE == "rude":
     TOOLS = [
         *TOOLS,
@@ -190,6 +196,20 @@ def call(request: dict) -> dict | None:
         return text("flooded")
     if name == "redos_out":
         return {**text("out"), "structuredContent": {"s": "a" * 36 + "!"}}
+    if name == "spawn":
+        pids = []
+        for leave in ("os.setsid()", "os.setpgid(0, 0)"):
+            code = f"import os, time; {leave}; time.sleep(60)"
+            child = subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            pids.append(str(child.pid))
+        while any(os.getpgid(int(pid)) == os.getpgid(0) for pid in pids):
+            time.sleep(0.01)  # answer once both have left the group
+        return text(" ".join(pids))
     if name == "bad-shape":
         return {"content": "not a list of parts"}
     if name == "long-error":
