@@ -12,7 +12,9 @@ plainly structured tasks, and keeps the SDK for the protocol
 * each message is POSTed with the session id and protocol version headers;
   ``202`` means accepted; a JSON body is one message; an SSE body carries
   the request's notifications (progress) and then its response, and is read
-  to its end by the task that sent the request;
+  to its end by the task that sent the request; a reply that ends without the
+  request's response (a ``202``, an event cut short, a body that is not
+  JSON-RPC) answers the request with an error, since nothing else would;
 * one GET stream, opened after initialisation, carries messages the server
   sends outside any request (``405``: the server has none);
 * ``DELETE`` ends the session on close (bounded, best effort).
@@ -131,8 +133,6 @@ class _Connection:
                 if coding not in ("", "identity"):
                     await self._refuse(request_id, f"a content-encoding not asked for: {coding!r}")
                     return
-                if reply.status_code == 202:
-                    return
                 if reply.status_code == 404 and self.session_id is not None:
                     self.broken("the server ended the session (HTTP 404)")
                     return
@@ -142,15 +142,20 @@ class _Connection:
                 if initialize:
                     self.session_id = reply.headers.get(_SESSION)
                 kind = reply.headers.get("content-type", "").split(";")[0].strip().lower()
-                if kind == "text/event-stream":
-                    await self._events(reply, initialize=initialize)
+                answered = False  # a 202 is right for a notification; a request waits in vain
+                if reply.status_code == 202:
+                    pass
+                elif kind == "text/event-stream":
+                    answered = await self._events(reply, request_id, initialize=initialize)
                 elif kind == "application/json":
-                    await self.deliver(
-                        await _read_capped(reply, self.spec.max_message_bytes),
-                        initialize=initialize,
-                    )
+                    data = await _read_capped(reply, self.spec.max_message_bytes)
+                    answered = _answers(await self.deliver(data, initialize=initialize), request_id)
                 else:
                     await self._refuse(request_id, f"an unexpected content type {kind!r}")
+                    return
+            if request_id is not None and not answered and self.error is None:
+                # Nothing else would ever answer it (pride does not resume SSE streams).
+                await self._refuse(request_id, "the server's reply ended without an answer")
         except httpx.TransportError as exc:
             self.broken(f"the connection failed: {type(exc).__name__}: {exc}")
         except _TooLarge:
@@ -171,8 +176,11 @@ class _Connection:
         except httpx.TransportError as exc:
             log.debug("MCP server %r: the GET stream ended: %r", self.spec.name, exc)
 
-    async def _events(self, reply: httpx.Response, *, initialize: bool = False) -> None:
-        """Read an SSE body to its end, delivering each event's data as one message.
+    async def _events(
+        self, reply: httpx.Response, request_id: Any = None, *, initialize: bool = False
+    ) -> bool:
+        """Read an SSE body to its end, delivering each event's data as one message;
+        True if one of them answered ``request_id``.
 
         Parsed by pride.llm's bounded `SseParser`, as provider streams are:
         httpx's own line iterator holds a line whole however long it grows (an
@@ -181,6 +189,7 @@ class _Connection:
         drops the stream at once.
         """
         parser = SseParser(self.spec.max_message_bytes)
+        answered = False
         async with _raw_body(reply) as body:
             while chunk := await body.read():
                 try:
@@ -188,9 +197,12 @@ class _Connection:
                 except LimitExceeded:
                     raise _TooLarge from None
                 for data in events:
-                    await self.deliver(data, initialize=initialize)
+                    message = await self.deliver(data, initialize=initialize)
+                    answered = answered or _answers(message, request_id)
         for data in parser.close():
-            await self.deliver(data, initialize=initialize)
+            message = await self.deliver(data, initialize=initialize)
+            answered = answered or _answers(message, request_id)
+        return answered
 
     async def _refuse(self, request_id: Any, why: str) -> None:
         log.warning("MCP server %r: %s", self.spec.name, why)
@@ -212,6 +224,16 @@ class _Connection:
 
 class _TooLarge(Exception):
     pass
+
+
+def _answers(message: types.JSONRPCMessage | None, request_id: Any) -> bool:
+    """True if ``message`` is the response (or error) to the request ``request_id``."""
+    if request_id is None or message is None:
+        return False
+    root = message.root
+    # The SDK matches "3" to 3 as well.
+    kinds = types.JSONRPCResponse | types.JSONRPCError
+    return isinstance(root, kinds) and str(root.id) == str(request_id)
 
 
 async def _read_capped(reply: httpx.Response, limit: int) -> bytes:

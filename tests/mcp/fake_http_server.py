@@ -6,7 +6,11 @@ chooses) and prints ``fake-http: serving on URL`` once it does. Modes:
 * ``endless-line``: answers a call with an SSE body whose ``data:`` line never
   ends (64 KiB writes, up to 256 MiB, until the client hangs up);
 * ``endless-event``: the same with many short ``data:`` lines and no blank line,
-  so the event never ends.
+  so the event never ends;
+* ``cut-event``: answers a call with an SSE body that ends half-way through its
+  event (the server "died mid-write");
+* ``not-an-answer``: answers a call with a JSON body that is not JSON-RPC;
+* ``accepted``: answers a call with ``202 Accepted`` (as for a notification).
 
 Initialisation, notifications and ``tools/list`` are answered properly.
 """
@@ -65,8 +69,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif method == "tools/list":
             tools = [{"name": "endless", "inputSchema": {"type": "object"}}]
             self._json({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": tools}})
+        elif MODE == "cut-event":
+            body = b'data: {"jsonrpc": "2.0", "id": ' + str(request["id"]).encode()
+            self._close_after(b"text/event-stream", body)
+        elif MODE == "accepted":
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif MODE == "not-an-answer":
+            self._close_after(b"application/json", b'{"hello": "world"}')
         else:
             self._endless()
+
+    def _close_after(self, kind: bytes, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", kind.decode())
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        self.wfile.write(body)
 
     def _endless(self) -> None:
         self.send_response(200)

@@ -305,3 +305,19 @@ async def test_descendants_that_left_the_server_s_process_group_end_with_it() ->
     with trio.fail_after(10):
         while not all(_gone(pid) for pid in pids):
             await trio.sleep(0.05)
+
+
+# ------------------------------------------------------------------ beyond the items
+
+
+@pytest.mark.parametrize("fake_http", ["cut-event", "not-an-answer", "accepted"], indirect=True)
+async def test_an_http_reply_that_ends_without_the_answer_fails_the_call(fake_http: str) -> None:
+    """A POST's reply that ends without the response to its request (an event cut short
+    by a server that died mid-write, a body that is no JSON-RPC, a 202 as for a
+    notification) fails that call at once: nothing else would ever answer it."""
+    async with Session() as session:
+        server = await session.spawn_mcp("cut", url=fake_http)
+        for _ in range(2):
+            with trio.fail_after(10), pytest.raises(McpToolError, match="without an answer"):
+                await server.call_tool("endless")
+        assert server.running and server.statistics().starts == 1
