@@ -31,8 +31,9 @@ from ._errors import (
     McpUnavailable as McpUnavailable,
 )
 from ._serve import build_server as build_server, serve_mcp as serve_mcp
-from ._server import McpServer as McpServer, McpServerStatistics as McpServerStatistics
+from ._server import McpServer as McpServer
 from ._spec import McpServerSpec as McpServerSpec
+from ._statistics import McpServerStatistics as McpServerStatistics
 from ._tool import McpTool as McpTool, tool_output as tool_output
 
 

@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Literal
 from uuid import UUID
 
-import attrs
 import pydantic
 import trio
 from mcp import ClientSession, types
@@ -45,49 +44,21 @@ from ._http import http_transport
 from ._listing import ToolListing, list_tools
 from ._logs import ServerLog
 from ._spec import McpServerSpec
+from ._statistics import McpServerStatistics
 from ._stdio import StdioProcess, stdio_transport
 from ._taps import ReadTap, RequestTap
 from ._tool import cut
 
-__all__ = ["McpServer", "McpServerStatistics"]
+__all__ = ["McpServer"]
 
 log = logging.getLogger("pride.mcp")
 
 _CLIENT_INFO = types.Implementation(name="pride", version=__version__)
 
+REFRESH_INTERVAL = 1.0
+"""Seconds between two listings a server asks for with list_changed (the ones between merge)."""
+
 RestartType = Literal["permanent", "transient", "temporary"]
-
-
-@attrs.frozen
-class McpServerStatistics:
-    """A snapshot of a server handle (see `McpServer.statistics`).
-
-    Attributes:
-        running: an incarnation is serving calls.
-        starts: incarnations started (restarts included).
-        calls: tool calls sent.
-        in_flight: calls running now.
-        cancelled: calls cancelled by their caller (each sent ``notifications/cancelled``).
-        failed: calls that ended in an error (server errors, broken connections).
-        progress_dropped: progress reports dropped because a turn did not keep up.
-        waited_for_restart: calls that found the server restarting and waited for it.
-        timed_out: calls that did not end within ``call_timeout`` (counted in ``failed`` too).
-        logs_dropped: log notifications of the server not logged (over the rate limit).
-        schemas_checked: listed tools whose schemas were checked (an unchanged
-            tool is not checked again when the list changes).
-    """
-
-    running: bool
-    starts: int
-    calls: int
-    in_flight: int
-    cancelled: int
-    failed: int
-    progress_dropped: int
-    waited_for_restart: int = 0
-    timed_out: int = 0
-    logs_dropped: int = 0
-    schemas_checked: int = 0
 
 
 class McpServer:
@@ -345,10 +316,11 @@ class McpServer:
                     client_info=_CLIENT_INFO,
                 ) as session,
             ):
+                # Open before the first listing: a list_changed sent right after it is kept.
+                refresh_send, refresh_receive = trio.open_memory_channel[None](1)
+                self._refresh = refresh_send
                 await self._initialise(session)
                 async with trio.open_nursery() as nursery:
-                    refresh_send, refresh_receive = trio.open_memory_channel[None](1)
-                    self._refresh = refresh_send
                     nursery.start_soon(self._accept, session, calls_receive, nursery)
                     nursery.start_soon(self._refresher, session, refresh_receive)
                     self._crashed = None  # this incarnation serves: the last crash is over
@@ -431,29 +403,36 @@ class McpServer:
     async def _refresher(
         self, session: ClientSession, wanted: trio.MemoryReceiveChannel[None]
     ) -> None:
-        """Take the tool list again on each list_changed, within ``init_timeout``; a listing
-        that fails is logged and the last list stands: nothing here ends the incarnation."""
+        """Take the tool list again on each list_changed, within ``init_timeout``, and at
+        most once per `REFRESH_INTERVAL` (the changes between merge into one listing: a
+        server that announces a change after every listing is not listed without end).
+        A listing that fails is logged and the last list stands: nothing here ends the
+        incarnation."""
         async for _ in wanted:
-            with trio.move_on_after(self._spec.init_timeout) as bound:
-                try:
-                    listed = await list_tools(session, self.name)
-                    await self._tools.install(listed)
-                except (SdkMcpError, pydantic.ValidationError) as exc:
-                    log.warning(
-                        "MCP server %r: listing tools again failed (the last list stands): %s",
-                        self.name,
-                        cut(str(exc), 500),
-                    )
-                    continue
-            if bound.cancelled_caught:
+            await self._list_again(session)
+            await trio.sleep(REFRESH_INTERVAL)
+
+    async def _list_again(self, session: ClientSession) -> None:
+        with trio.move_on_after(self._spec.init_timeout) as bound:
+            try:
+                listed = await list_tools(session, self.name)
+                await self._tools.install(listed)
+            except (SdkMcpError, pydantic.ValidationError) as exc:
                 log.warning(
-                    "MCP server %r: listing tools again took more than %ss (init_timeout); "
-                    "the last list stands",
+                    "MCP server %r: listing tools again failed (the last list stands): %s",
                     self.name,
-                    self._spec.init_timeout,
+                    cut(str(exc), 500),
                 )
-                continue
-            log.info("MCP server %r: tool list refreshed (%d tools)", self.name, len(self._tools))
+                return
+        if bound.cancelled_caught:
+            log.warning(
+                "MCP server %r: listing tools again took more than %ss (init_timeout); "
+                "the last list stands",
+                self.name,
+                self._spec.init_timeout,
+            )
+            return
+        log.info("MCP server %r: tool list refreshed (%d tools)", self.name, len(self._tools))
 
     async def _on_message(self, message: Any) -> None:
         """The SDK's message handler: runs in its receive loop, so it never waits."""

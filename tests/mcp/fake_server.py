@@ -27,6 +27,8 @@
 * ``daemons``: a call of ``spawn`` starts two children that leave the server's
   process group, one with ``setsid()``, one with ``setpgid(0, 0)``, and answers
   their pids;
+* ``restless``: sends ``notifications/tools/list_changed`` after every tool list
+  it answers; a call of ``lists`` answers how many lists were asked for;
 * ``rude``: answers a call of ``bad-shape`` with a result of the wrong shape and
   a call of ``long-error`` with a JSON-RPC error of 1 MB.
 """
@@ -146,6 +148,8 @@ if MODE == "empty-name":
     ]
 if MODE == "daemons":
     TOOLS = [*TOOLS, {"name": "spawn", "inputSchema": OBJECT}]
+if MODE == "restless":
+    TOOLS = [*TOOLS, {"name": "lists", "inputSchema": OBJECT}]
 if MODE == "rude":
     TOOLS = [
         *TOOLS,
@@ -154,6 +158,7 @@ if MODE == "rude":
     ]
 
 held: list[int] = []
+listed = [0]
 
 
 def send(message: dict) -> None:
@@ -196,6 +201,8 @@ def call(request: dict) -> dict | None:
         return text("flooded")
     if name == "redos_out":
         return {**text("out"), "structuredContent": {"s": "a" * 36 + "!"}}
+    if name == "lists":
+        return text(str(listed[0]))
     if name == "spawn":
         pids = []
         for leave in ("os.setsid()", "os.setpgid(0, 0)"):
@@ -226,11 +233,15 @@ def answer(request: dict) -> None:
     if method == "initialize":
         result = {
             "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": MODE in ("many", "empty-name")}},
+            "capabilities": {"tools": {"listChanged": MODE in ("many", "empty-name", "restless")}},
             "serverInfo": {"name": f"fake-{MODE}", "version": "0"},
         }
     elif method == "tools/list":
-        result = {"tools": TOOLS}
+        listed[0] += 1
+        send({"jsonrpc": "2.0", "id": request["id"], "result": {"tools": TOOLS}})
+        if MODE == "restless":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return
     elif method == "tools/call":
         result = call(request)
         if result is None:

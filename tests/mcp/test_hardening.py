@@ -23,6 +23,7 @@ import trio.testing
 from pride import ActionCall, Branch, BranchStopped, Session
 from pride.mcp import McpServer, McpServerError, McpServerSpec, McpToolError
 from pride.mcp._logs import LOG_BURST
+from pride.mcp._server import REFRESH_INTERVAL
 
 from .conftest import announced_url, fake_command
 from .support import Waiter
@@ -321,3 +322,23 @@ async def test_an_http_reply_that_ends_without_the_answer_fails_the_call(fake_ht
             with trio.fail_after(10), pytest.raises(McpToolError, match="without an answer"):
                 await server.call_tool("endless")
         assert server.running and server.statistics().starts == 1
+
+
+async def test_a_server_that_never_stops_changing_its_list_is_listed_once_a_second(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Its list_changed after every listing would keep pride listing for good; the
+    listings it asks for are taken at most once per REFRESH_INTERVAL (trio's clock
+    stands still here, and moves only when the test moves it)."""
+    async with Session() as session:
+        server = await session.spawn_mcp("restless", command=fake_command("restless"))
+        await server.wait_listing(2)  # the first list, and at once the change after it
+
+        async def lists() -> int:
+            return int((await server.call_tool("lists")).content[0].text)
+
+        assert await lists() == 2
+        mock_clock.jump(REFRESH_INTERVAL)
+        await server.wait_listing(3)
+        assert await lists() == 3
+        assert server.listings == 3
