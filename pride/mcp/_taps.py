@@ -3,8 +3,10 @@
 `RequestTap` notes the id of each request a task sends (the SDK keeps request
 ids to itself, and a cancelled call needs its id for
 ``notifications/cancelled``); `ReadTap` tells the server handle when the
-server's message stream ends (a crash, unless pride is stopping it), and marks
-each JSON-RPC error the server sends as the server's (`ServerError`).
+server's message stream ends (a crash, unless pride is stopping it), marks
+each JSON-RPC error the server sends as the server's (`ServerError`), and drops
+answers whose id no request could have had (the SDK would log each such id and
+message whole, at WARNING).
 
 Why the mark: when the connection closes, the SDK answers every request still
 waiting with an error of its own, code -32000 (``CONNECTION_CLOSED``), and a
@@ -17,6 +19,7 @@ in flight and restarted the server.
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +28,8 @@ from mcp import types
 from mcp.shared.message import SessionMessage
 
 __all__ = ["ReadTap", "RequestTap", "ServerError", "last_request_id"]
+
+log = logging.getLogger("pride.mcp")
 
 _sent_request: contextvars.ContextVar[types.RequestId | None] = contextvars.ContextVar(
     "pride_mcp_sent_request", default=None
@@ -65,6 +70,13 @@ class RequestTap:
         await self.aclose()
 
 
+def _ours(request_id: Any) -> bool:
+    """An id the SDK's requests could have: an integer (or its digits, which it accepts)."""
+    if isinstance(request_id, str):
+        return len(request_id) <= 20 and request_id.isdigit()
+    return isinstance(request_id, int)
+
+
 class ServerError(types.ErrorData):
     """A JSON-RPC error the server sent (not one the SDK made up for a closed connection)."""
 
@@ -75,19 +87,28 @@ class ReadTap:
     def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
         self._inner = inner
         self._on_end = on_end
+        self.strays = 0  # answers with an id no request of the SDK's could have
 
     async def receive(self) -> Any:
-        try:
-            item = await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_end()
-            raise
-        if isinstance(item, SessionMessage):
+        while True:
+            try:
+                item = await self._inner.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._on_end()
+                raise
+            if not isinstance(item, SessionMessage):
+                return item
             root = item.message.root
+            if isinstance(root, types.JSONRPCResponse | types.JSONRPCError) and not _ours(root.id):
+                # Never asked: the SDK would log the whole id (at WARNING, on the root
+                # logger) and then the whole message, for each one.
+                self.strays += 1
+                log.debug("MCP: an answer to a request never made was dropped (%d)", self.strays)
+                continue
             if isinstance(root, types.JSONRPCError) and not isinstance(root.error, ServerError):
                 # The SDK hands this very object to the waiting request's McpError.
                 root.error = ServerError.model_validate(root.error.model_dump())
-        return item
+            return item
 
     def __aiter__(self) -> ReadTap:
         return self

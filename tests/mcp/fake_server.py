@@ -29,8 +29,10 @@
   their pids;
 * ``restless``: sends ``notifications/tools/list_changed`` after every tool list
   it answers; a call of ``lists`` answers how many lists were asked for;
-* ``rude``: answers a call of ``bad-shape`` with a result of the wrong shape and
-  a call of ``long-error`` with a JSON-RPC error of 1 MB.
+* ``rude``: answers a call of ``bad-shape`` with a result of the wrong shape, a
+  call of ``long-error`` with a JSON-RPC error of 1 MB, and a call of ``stray``
+  with answers to requests never made (one with an id of 100,000 characters)
+  before the right one.
 """
 
 from __future__ import annotations
@@ -155,6 +157,7 @@ if MODE == "rude":
         *TOOLS,
         {"name": "bad-shape", "inputSchema": OBJECT},
         {"name": "long-error", "inputSchema": OBJECT},
+        {"name": "stray", "inputSchema": OBJECT},
     ]
 
 held: list[int] = []
@@ -219,6 +222,10 @@ def call(request: dict) -> dict | None:
         return text(" ".join(pids))
     if name == "bad-shape":
         return {"content": "not a list of parts"}
+    if name == "stray":
+        for stray in ["7" * 100_000, "x" * 100_000, request["id"] + 1_000]:
+            send({"jsonrpc": "2.0", "id": stray, "result": text("stray")})
+        return text("pong")
     if name == "long-error":
         error = {"code": -32603, "message": "E" * 1_000_000}
         send({"jsonrpc": "2.0", "id": request["id"], "error": error})

@@ -239,6 +239,20 @@ async def test_a_bad_result_and_a_long_error_name_the_server_and_are_cut() -> No
         assert (await server.call_tool("ping")).content[0].text == "pong"
 
 
+async def test_answers_to_requests_never_made_are_dropped_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Responses with ids pride never used (one 100,000 characters long) do not reach
+    the log whole, nor the call: it gets its own answer."""
+    caplog.set_level(logging.DEBUG)
+    async with Session() as session:
+        server = await session.spawn_mcp("rude", command=fake_command("rude"))
+        assert (await server.call_tool("stray")).content[0].text == "pong"
+        assert (await server.call_tool("ping")).content[0].text == "pong"
+    longest = max(len(record.getMessage()) for record in caplog.records)
+    assert longest < 3_000
+
+
 # ------------------------------------------------------------------ item 8
 
 
