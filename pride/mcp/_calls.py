@@ -10,8 +10,9 @@ before the turn's cancellation goes on: the call has ended before the
 turn's terminal signal.
 
 Progress reports arrive in the SDK's receive loop, which must never wait:
-each call holds up to `PROGRESS_BUFFER` of them, and drops (and counts) the
-rest rather than stall every other call of the server.
+each call holds up to `PROGRESS_BUFFER` of them, each message cut at
+`PROGRESS_TEXT` characters, and drops (and counts) the rest rather than
+stall every other call of the server.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ._tool import MAX_ERROR_TEXT, cut
 __all__ = [
     "CANCEL_NOTICE_WAIT",
     "PROGRESS_BUFFER",
+    "PROGRESS_TEXT",
     "Call",
     "CallBook",
     "ProgressFn",
@@ -48,6 +50,9 @@ CANCEL_NOTICE_WAIT = 2.0
 
 PROGRESS_BUFFER = 256
 """Progress reports of one call held while its turn is busy; more are dropped (and counted)."""
+
+PROGRESS_TEXT = 2_000
+"""Characters of a progress report's message held (``report_progress`` cuts it further)."""
 
 ProgressFn = Callable[[float, "float | None", "str | None"], Awaitable[Any]]
 Progress = tuple[float, float | None, str | None]
@@ -223,6 +228,8 @@ class CallBook:
     def _progress_for(self, call: Call) -> ProgressFnT:
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             # Runs in the SDK's receive loop: never wait here, or every call would stall.
+            if isinstance(message, str) and len(message) > PROGRESS_TEXT:
+                message = message[:PROGRESS_TEXT]  # held for a slow turn: never a whole 16 MiB
             try:
                 call.progress_send.send_nowait((progress, total, message))
             except trio.WouldBlock:

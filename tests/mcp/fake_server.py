@@ -23,7 +23,8 @@
 * ``empty-name``: offers a tool named ``""`` beside ``ping``; a call of
   ``relist`` sends ``notifications/tools/list_changed``;
 * ``chatty N``: a call of ``flood`` sends N log notifications (level
-  ``critical``) before its answer;
+  ``critical``) before its answer, a call of ``progress`` N progress
+  notifications of 200 KB each;
 * ``daemons``: a call of ``spawn`` starts two children that leave the server's
   process group, one with ``setsid()``, one with ``setpgid(0, 0)``, and answers
   their pids;
@@ -202,6 +203,12 @@ def call(request: dict) -> dict | None:
             params = {"level": "critical", "logger": "fake", "data": f"flood {n} " + "!" * 1000}
             send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         return text("flooded")
+    if name == "progress":
+        token = request["params"]["_meta"]["progressToken"]
+        for n in range(int(sys.argv[2])):
+            params = {"progressToken": token, "progress": n, "message": "p" * 200_000}
+            send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        return text("progressed")
     if name == "redos_out":
         return {**text("out"), "structuredContent": {"s": "a" * 36 + "!"}}
     if name == "lists":

@@ -22,6 +22,7 @@ import trio.testing
 
 from pride import ActionCall, Branch, BranchStopped, Session
 from pride.mcp import McpServer, McpServerError, McpServerSpec, McpToolError
+from pride.mcp._calls import PROGRESS_BUFFER, PROGRESS_TEXT
 from pride.mcp._logs import LOG_BURST
 from pride.mcp._server import REFRESH_INTERVAL
 
@@ -356,3 +357,28 @@ async def test_a_server_that_never_stops_changing_its_list_is_listed_once_a_seco
         await server.wait_listing(3)
         assert await lists() == 3
         assert server.listings == 3
+
+
+async def test_progress_reports_held_for_a_slow_turn_are_bounded_in_memory() -> None:
+    """300 progress reports of 200 KB while the caller takes none: the call holds at most
+    PROGRESS_BUFFER of them, each cut short, not 51 MB of messages."""
+    async with Session() as session:
+        server = await session.spawn_mcp("chatty", command=fake_command("chatty", "300"))
+        seen: list[str | None] = []
+
+        async def slow(progress: float, total: float | None, message: str | None) -> None:
+            while server.statistics().in_flight:  # hold the first report until the call ends
+                await trio.sleep(0.01)
+            seen.append(message)
+
+        tracemalloc.start()
+        try:
+            result = await server.call_tool("progress", on_progress=slow)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert result.content[0].text == "progressed"
+        assert len(seen) == PROGRESS_BUFFER + 1  # the buffer, and the one the caller held
+        assert server.statistics().progress_dropped == 300 - len(seen)
+        assert all(message is not None and len(message) <= PROGRESS_TEXT for message in seen)
+        assert peak < 16 * 1024 * 1024, f"{peak:,} bytes held"
