@@ -5,8 +5,9 @@ ids to itself, and a cancelled call needs its id for
 ``notifications/cancelled``); `ReadTap` tells the server handle when the
 server's message stream ends (a crash, unless pride is stopping it), marks
 each JSON-RPC error the server sends as the server's (`ServerError`), and drops
-answers whose id no request could have had (the SDK would log each such id and
-message whole, at WARNING).
+answers whose id no request could have had and notifications that are not the
+MCP notifications they claim to be (the SDK would log each such id or message
+whole, at WARNING on the root logger).
 
 Why the mark: when the connection closes, the SDK answers every request still
 waiting with an error of its own, code -32000 (``CONNECTION_CLOSED``), and a
@@ -24,12 +25,15 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import pydantic
 from mcp import types
 from mcp.shared.message import SessionMessage
 
 __all__ = ["ReadTap", "RequestTap", "ServerError", "last_request_id"]
 
 log = logging.getLogger("pride.mcp")
+
+_UNREAD_LOGGED = 20  # notifications that cannot be read, logged per incarnation
 
 _sent_request: contextvars.ContextVar[types.RequestId | None] = contextvars.ContextVar(
     "pride_mcp_sent_request", default=None
@@ -84,10 +88,32 @@ class ServerError(types.ErrorData):
 class ReadTap:
     """The session's read stream, telling the server handle when it ends."""
 
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+    def __init__(self, inner: Any, on_end: Callable[[], None], server: str = "") -> None:
         self._inner = inner
         self._on_end = on_end
+        self._server = server
         self.strays = 0  # answers with an id no request of the SDK's could have
+        self.unread = 0  # notifications that are not the MCP notifications they claim to be
+
+    def _readable(self, root: types.JSONRPCNotification) -> bool:
+        """True for a notification the SDK reads; another it would log whole, at WARNING."""
+        try:
+            types.ServerNotification.model_validate(
+                root.model_dump(by_alias=True, mode="json", exclude_none=True)
+            )
+        except pydantic.ValidationError as exc:
+            self.unread += 1
+            if self.unread <= _UNREAD_LOGGED:
+                log.warning(
+                    "MCP server %r sent a notification pride cannot read (dropped): "
+                    "%.100r, %d problems%s",
+                    self._server,
+                    root.method,
+                    exc.error_count(),
+                    "; further ones are not logged" if self.unread == _UNREAD_LOGGED else "",
+                )
+            return False
+        return True
 
     async def receive(self) -> Any:
         while True:
@@ -104,6 +130,8 @@ class ReadTap:
                 # logger) and then the whole message, for each one.
                 self.strays += 1
                 log.debug("MCP: an answer to a request never made was dropped (%d)", self.strays)
+                continue
+            if isinstance(root, types.JSONRPCNotification) and not self._readable(root):
                 continue
             if isinstance(root, types.JSONRPCError) and not isinstance(root.error, ServerError):
                 # The SDK hands this very object to the waiting request's McpError.

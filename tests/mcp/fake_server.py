@@ -33,7 +33,8 @@
 * ``rude``: answers a call of ``bad-shape`` with a result of the wrong shape, a
   call of ``long-error`` with a JSON-RPC error of 1 MB, and a call of ``stray``
   with answers to requests never made (one with an id of 100,000 characters)
-  before the right one.
+  and notifications that are not MCP's (100,000 characters each) before the
+  right answer.
 """
 
 from __future__ import annotations
@@ -232,6 +233,11 @@ def call(request: dict) -> dict | None:
     if name == "stray":
         for stray in ["7" * 100_000, "x" * 100_000, request["id"] + 1_000]:
             send({"jsonrpc": "2.0", "id": stray, "result": text("stray")})
+        for method, params in [
+            ("notifications/bogus", {"x": "y" * 100_000}),
+            ("notifications/progress", {"progressToken": 1, "progress": "z" * 100_000}),
+        ]:
+            send({"jsonrpc": "2.0", "method": method, "params": params})
         return text("pong")
     if name == "long-error":
         error = {"code": -32603, "message": "E" * 1_000_000}

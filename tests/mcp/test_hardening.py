@@ -243,8 +243,9 @@ async def test_a_bad_result_and_a_long_error_name_the_server_and_are_cut() -> No
 async def test_answers_to_requests_never_made_are_dropped_quietly(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Responses with ids pride never used (one 100,000 characters long) do not reach
-    the log whole, nor the call: it gets its own answer."""
+    """Responses with ids pride never used (one 100,000 characters long), and
+    notifications that are not MCP's, do not reach the log whole (the SDK logged
+    them at WARNING on the root logger), nor the call: it gets its own answer."""
     caplog.set_level(logging.DEBUG)
     async with Session() as session:
         server = await session.spawn_mcp("rude", command=fake_command("rude"))
