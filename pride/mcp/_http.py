@@ -175,6 +175,8 @@ class _Connection:
                 await self._events(reply)
         except httpx.TransportError as exc:
             log.debug("MCP server %r: the GET stream ended: %r", self.spec.name, exc)
+        except _TooLarge:
+            self.broken(f"sent a message over {self.spec.max_message_bytes} bytes")
 
     async def _events(
         self, reply: httpx.Response, request_id: Any = None, *, initialize: bool = False

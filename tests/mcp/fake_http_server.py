@@ -10,7 +10,9 @@ chooses) and prints ``fake-http: serving on URL`` once it does. Modes:
 * ``cut-event``: answers a call with an SSE body that ends half-way through its
   event (the server "died mid-write");
 * ``not-an-answer``: answers a call with a JSON body that is not JSON-RPC;
-* ``accepted``: answers a call with ``202 Accepted`` (as for a notification).
+* ``accepted``: answers a call with ``202 Accepted`` (as for a notification);
+* ``endless-get``: its GET stream (messages outside any request) is one
+  endless line.
 
 Initialisation, notifications and ``tools/list`` are answered properly.
 """
@@ -42,6 +44,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
+        if MODE == "endless-get":
+            self._endless()
+            return
         self.send_response(405)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -95,7 +100,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        piece = b"x" * CHUNK if MODE == "endless-line" else b"data: x\n" * (CHUNK // 8)
+        piece = b"data: x\n" * (CHUNK // 8) if MODE == "endless-event" else b"x" * CHUNK
         sent = 0
         try:
             self.wfile.write(b"data: ")

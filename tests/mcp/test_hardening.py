@@ -221,6 +221,26 @@ async def test_an_endless_sse_line_or_event_is_cut_at_max_message_bytes(fake_htt
         assert stopped.reason == "crash"
 
 
+@pytest.mark.parametrize("fake_http", ["endless-get"], indirect=True)
+async def test_an_endless_get_stream_is_cut_at_max_message_bytes(fake_http: str) -> None:
+    """The GET stream (messages outside any request) is bounded the same way, and breaking
+    it is the same clear crash."""
+    async with Session() as session:
+        waiter = Waiter(session)
+        try:  # the stream opens as the server initialises: it may break before spawn returns
+            await session.spawn_mcp(
+                "endless", url=fake_http, max_message_bytes=65_536, restart="temporary"
+            )
+        except McpServerError as exc:
+            error = str(exc)
+        else:
+            with trio.fail_after(20):
+                stopped = await waiter.wait_for(lambda s: isinstance(s, BranchStopped))
+            assert stopped.reason == "crash"
+            error = stopped.error or ""
+        assert "sent a message over 65536 bytes" in error, error
+
+
 # ------------------------------------------------------------------ the notes
 
 
