@@ -81,6 +81,7 @@ class _Connection:
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self.error: McpServerError | None = None
+        self.posts: dict[str, trio.CancelScope] = {}  # request id -> its POST, while open
         self._on_broken = on_broken
         self._scope = scope
 
@@ -120,9 +121,31 @@ class _Connection:
         return message
 
     async def post(self, message: SessionMessage) -> None:
-        """POST one message and hand on whatever comes back (a JSON body or SSE events)."""
+        """POST one message and hand on whatever comes back (a JSON body or SSE events).
+
+        A request's POST ends when its call is cancelled (`cancel`), not at the
+        read timeout: an unanswered one held a pooled connection for 300 s.
+        """
         root = message.message.root
-        request_id = root.id if isinstance(root, types.JSONRPCRequest) else None
+        if not isinstance(root, types.JSONRPCRequest):
+            await self._post(message, None)
+            return
+        key = str(root.id)
+        with trio.CancelScope() as scope:
+            self.posts[key] = scope
+            try:
+                await self._post(message, root.id)
+            finally:
+                self.posts.pop(key, None)
+
+    def cancel(self, request_id: Any) -> None:
+        """End the POST of the request ``request_id``, if it is still open."""
+        scope = self.posts.get(str(request_id))
+        if scope is not None:
+            scope.cancel()
+
+    async def _post(self, message: SessionMessage, request_id: Any) -> None:
+        root = message.message.root
         initialize = isinstance(root, types.JSONRPCRequest) and root.method == "initialize"
         body = message.message.model_dump_json(by_alias=True, exclude_none=True)
         headers = self.headers("application/json, text/event-stream")
@@ -335,7 +358,9 @@ async def _send_all(connection: _Connection, writer: Any, nursery: trio.Nursery)
                 nursery.start_soon(connection.post, message)
                 continue
             await connection.post(message)
-            if isinstance(root, types.JSONRPCNotification) and root.method == (
-                "notifications/initialized"
-            ):
+            if not isinstance(root, types.JSONRPCNotification):
+                continue
+            if root.method == "notifications/initialized":
                 nursery.start_soon(connection.listen)
+            elif root.method == "notifications/cancelled" and root.params:
+                connection.cancel(root.params.get("requestId"))  # the server has been told

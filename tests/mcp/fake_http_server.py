@@ -12,7 +12,10 @@ chooses) and prints ``fake-http: serving on URL`` once it does. Modes:
 * ``not-an-answer``: answers a call with a JSON body that is not JSON-RPC;
 * ``accepted``: answers a call with ``202 Accepted`` (as for a notification);
 * ``endless-get``: its GET stream (messages outside any request) is one
-  endless line.
+  endless line;
+* ``never-answers``: a call of ``hang`` opens an SSE stream and never answers
+  (it writes a comment now and then, to see the client hang up); a call of
+  ``hanging`` answers how many such streams are open.
 
 Initialisation, notifications and ``tools/list`` are answered properly.
 """
@@ -22,9 +25,13 @@ from __future__ import annotations
 import http.server
 import json
 import sys
+import threading
+import time
 
 MODE = sys.argv[1]
 CHUNK = 65_536
+hanging = [0]
+lock = threading.Lock()
 MAX_BYTES = 256 * 1024 * 1024
 
 
@@ -77,6 +84,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif MODE == "cut-event":
             body = b'data: {"jsonrpc": "2.0", "id": ' + str(request["id"]).encode()
             self._close_after(b"text/event-stream", body)
+        elif MODE == "never-answers" and request["params"]["name"] == "hanging":
+            result = {"content": [{"type": "text", "text": str(hanging[0])}], "isError": False}
+            self._json({"jsonrpc": "2.0", "id": request["id"], "result": result})
+        elif MODE == "never-answers":
+            self._hang()
         elif MODE == "accepted":
             self.send_response(202)
             self.send_header("Content-Length", "0")
@@ -85,6 +97,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._close_after(b"application/json", b'{"hello": "world"}')
         else:
             self._endless()
+
+    def _hang(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        with lock:
+            hanging[0] += 1
+        try:
+            while True:
+                self.wfile.write(b": still thinking\n")
+                self.wfile.flush()
+                time.sleep(0.02)
+        except OSError:
+            pass  # the client hung up
+        finally:
+            with lock:
+                hanging[0] -= 1
 
     def _close_after(self, kind: bytes, body: bytes) -> None:
         self.send_response(200)

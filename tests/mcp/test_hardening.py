@@ -241,6 +241,25 @@ async def test_an_endless_get_stream_is_cut_at_max_message_bytes(fake_http: str)
         assert "sent a message over 65536 bytes" in error, error
 
 
+@pytest.mark.parametrize("fake_http", ["never-answers"], indirect=True)
+async def test_an_http_call_that_ends_unanswered_closes_its_request(fake_http: str) -> None:
+    """A call past call_timeout (or cancelled) ends its POST too: left open, each held a
+    pooled connection until the read timeout (300 s), and a hundred of them took every
+    connection of the pool, so no call reached even a healthy tool."""
+    async with Session() as session:
+        server = await session.spawn_mcp("slow", url=fake_http, call_timeout=0.3)
+
+        async def hanging() -> int:
+            return int((await server.call_tool("hanging")).content[0].text)
+
+        for _ in range(3):
+            with pytest.raises(McpToolError, match="call_timeout"):
+                await server.call_tool("hang")
+        with trio.fail_after(10):
+            while await hanging():  # the server sees each hang-up within 20 ms
+                await trio.sleep(0.05)
+
+
 # ------------------------------------------------------------------ the notes
 
 
