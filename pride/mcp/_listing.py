@@ -267,13 +267,18 @@ class ToolListing:
                 name = local_name(registration.prefix, remote)
             registration.names[remote] = name
             if name in chosen:
+                kept, left = chosen[name], checked
+                if registration.keys.get(name) == checked.key:  # the one registered already
+                    kept, left = checked, chosen[name]  # stays: a reordered list swaps nothing
+                chosen[name] = kept
                 log.warning(
                     "MCP server %r: tools %.100r and %.100r both become %r; "
-                    "only the first is registered",
+                    "only %.100r is registered",
                     self._server.name,
-                    chosen[name].tool.name,
-                    remote,
+                    kept.tool.name,
+                    left.tool.name,
                     name,
+                    kept.tool.name,
                 )
                 continue
             chosen[name] = checked

@@ -30,6 +30,8 @@
   their pids;
 * ``restless``: sends ``notifications/tools/list_changed`` after every tool list
   it answers; a call of ``lists`` answers how many lists were asked for;
+* ``collide``: offers ``a.b`` and ``a_b`` (both ``a_b`` to pride); a call of
+  ``swap`` lists them the other way round and sends ``list_changed``;
 * ``rude``: answers a call of ``bad-shape`` with a result of the wrong shape, a
   call of ``long-error`` with a JSON-RPC error of 1 MB, and a call of ``stray``
   with answers to requests never made (one with an id of 100,000 characters)
@@ -154,6 +156,12 @@ if MODE == "daemons":
     TOOLS = [*TOOLS, {"name": "spawn", "inputSchema": OBJECT}]
 if MODE == "restless":
     TOOLS = [*TOOLS, {"name": "lists", "inputSchema": OBJECT}]
+if MODE == "collide":
+    TOOLS = [
+        {"name": "a.b", "description": "The dotted one.", "inputSchema": OBJECT},
+        {"name": "a_b", "description": "The underscored one.", "inputSchema": OBJECT},
+        {"name": "swap", "inputSchema": OBJECT},
+    ]
 if MODE == "rude":
     TOOLS = [
         *TOOLS,
@@ -162,6 +170,7 @@ if MODE == "rude":
         {"name": "stray", "inputSchema": OBJECT},
     ]
 
+CHANGING = ("many", "empty-name", "restless", "collide")
 held: list[int] = []
 listed = [0]
 
@@ -212,6 +221,10 @@ def call(request: dict) -> dict | None:
         return text("progressed")
     if name == "redos_out":
         return {**text("out"), "structuredContent": {"s": "a" * 36 + "!"}}
+    if name == "swap":
+        TOOLS[0], TOOLS[1] = TOOLS[1], TOOLS[0]
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return text("swapped")
     if name == "lists":
         return text(str(listed[0]))
     if name == "spawn":
@@ -253,7 +266,9 @@ def answer(request: dict) -> None:
     if method == "initialize":
         result = {
             "protocolVersion": request["params"]["protocolVersion"],
-            "capabilities": {"tools": {"listChanged": MODE in ("many", "empty-name", "restless")}},
+            "capabilities": {
+                "tools": {"listChanged": MODE in ("many", "empty-name", "restless", "collide")}
+            },
             "serverInfo": {"name": f"fake-{MODE}", "version": "0"},
         }
     elif method == "tools/list":

@@ -260,6 +260,21 @@ async def test_an_http_call_that_ends_unanswered_closes_its_request(fake_http: s
                 await trio.sleep(0.05)
 
 
+async def test_tools_whose_names_collide_keep_the_one_registered_first() -> None:
+    """a.b and a_b both become a_b: the first is registered (and a warning says so), and
+    a list that names them the other way round does not swap the tool behind the name."""
+    async with Session() as session:
+        server = await session.spawn_mcp("twins", command=fake_command("collide"))
+        branch = await session.spawn(Branch(name="b", tools=[server]))
+        assert branch.acts.get("a_b").remote_name == "a.b"  # type: ignore[union-attr]
+        before = server.listings
+        await branch.act(ActionCall("swap", {}))
+        with trio.fail_after(10):
+            await server.wait_listing(before + 1)
+        assert branch.acts.get("a_b").remote_name == "a.b"  # type: ignore[union-attr]
+        assert branch.acts.get("a_b").description == "The dotted one."  # type: ignore[union-attr]
+
+
 # ------------------------------------------------------------------ the notes
 
 
