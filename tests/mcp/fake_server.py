@@ -32,6 +32,8 @@
   it answers; a call of ``lists`` answers how many lists were asked for;
 * ``collide``: offers ``a.b`` and ``a_b`` (both ``a_b`` to pride); a call of
   ``swap`` lists them the other way round and sends ``list_changed``;
+* ``half``: answers a call of ``half`` with half a line, then exits (it died
+  mid-write);
 * ``rude``: answers a call of ``bad-shape`` with a result of the wrong shape, a
   call of ``long-error`` with a JSON-RPC error of 1 MB, and a call of ``stray``
   with answers to requests never made (one with an id of 100,000 characters)
@@ -162,6 +164,8 @@ if MODE == "collide":
         {"name": "a_b", "description": "The underscored one.", "inputSchema": OBJECT},
         {"name": "swap", "inputSchema": OBJECT},
     ]
+if MODE == "half":
+    TOOLS = [*TOOLS, {"name": "half", "inputSchema": OBJECT}]
 if MODE == "rude":
     TOOLS = [
         *TOOLS,
@@ -221,6 +225,11 @@ def call(request: dict) -> dict | None:
         return text("progressed")
     if name == "redos_out":
         return {**text("out"), "structuredContent": {"s": "a" * 36 + "!"}}
+    if name == "half":
+        half = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": text("pong")})
+        sys.stdout.write(half[: len(half) // 2])
+        sys.stdout.flush()
+        os._exit(0)
     if name == "swap":
         TOOLS[0], TOOLS[1] = TOOLS[1], TOOLS[0]
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})

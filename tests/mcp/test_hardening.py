@@ -20,7 +20,7 @@ import pytest
 import trio
 import trio.testing
 
-from pride import ActionCall, Branch, BranchStopped, Session
+from pride import ActionCall, Branch, BranchStarted, BranchStopped, Session
 from pride.mcp import McpServer, McpServerError, McpServerSpec, McpToolError
 from pride.mcp._calls import PROGRESS_BUFFER, PROGRESS_TEXT
 from pride.mcp._logs import LOG_BURST
@@ -273,6 +273,19 @@ async def test_tools_whose_names_collide_keep_the_one_registered_first() -> None
             await server.wait_listing(before + 1)
         assert branch.acts.get("a_b").remote_name == "a.b"  # type: ignore[union-attr]
         assert branch.acts.get("a_b").description == "The dotted one."  # type: ignore[union-attr]
+
+
+async def test_a_server_that_dies_mid_write_is_a_crash_and_restarts() -> None:
+    """Half an answer, then the exit: the call fails with the crash (the half line is
+    not taken for anything), and the restarted server answers the next call."""
+    async with Session() as session:
+        waiter = Waiter(session)
+        server = await session.spawn_mcp("half", command=fake_command("half"))
+        with pytest.raises(McpServerError, match="closed its output: it exited with code 0"):
+            await server.call_tool("half")
+        with trio.fail_after(10):
+            await waiter.wait_for(lambda s: isinstance(s, BranchStarted) and s.restart)
+        assert (await server.call_tool("ping")).content[0].text == "pong"
 
 
 # ------------------------------------------------------------------ the notes
