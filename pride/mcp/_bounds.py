@@ -75,7 +75,11 @@ MAX_STEPS = 200_000
 """Keyword applications in one check (an honest call needs a few, or thousands)."""
 
 VALIDATION_SECONDS = 1.0
-"""Wall-clock seconds one check may take in its worker thread."""
+"""CPU seconds one check may take in its worker thread.
+
+CPU time of the thread doing the check, not wall-clock time: a loaded machine
+slows an honest check without making it more work, so it must not fail it.
+"""
 
 LOOP_STEPS = 2_000
 """Keyword applications a check may make on the event loop before it moves to a thread."""
@@ -100,12 +104,16 @@ class _Work:
 
     max_steps: int
     max_nesting: int
-    deadline: float  # time.monotonic()
+    seconds: float  # of the checking thread's CPU time (time.thread_time)
     regex_seconds: float | None  # None: whatever is left until the deadline
     on_loop: bool
     steps: int = 0
     nesting: int = 0
     stopped: bool = False
+    deadline: float = math.inf  # time.thread_time(), set when the check starts on its thread
+
+    def start(self) -> None:
+        self.deadline = time.thread_time() + self.seconds
 
     def enter(self) -> None:
         self.steps += 1
@@ -123,13 +131,14 @@ class _Work:
             raise Unchecked(f"more than {MAX_STEPS:,} steps (MAX_STEPS)")
         if self.stopped:
             raise Unchecked("the check was cancelled")
-        if not self.steps & 255 and time.monotonic() > self.deadline:
+        if not self.steps & 255 and time.thread_time() > self.deadline:
             raise Unchecked(f"{VALIDATION_SECONDS}s (VALIDATION_SECONDS)")
 
     def regex_timeout(self) -> float:
         if self.regex_seconds is not None:
             return self.regex_seconds
-        return max(self.deadline - time.monotonic(), 0.0)
+        # regex's timeout is wall-clock: the CPU time left is the most it may take.
+        return max(self.deadline - time.thread_time(), 0.0)
 
 
 _work: contextvars.ContextVar[_Work] = contextvars.ContextVar("pride_mcp_schema_work")
@@ -303,7 +312,7 @@ class BoundedSchema:
         Raises:
             Unchecked: the check could not be made within the bounds.
         """
-        work = _Work(MAX_STEPS, MAX_NESTING, time.monotonic() + VALIDATION_SECONDS, None, False)
+        work = _Work(MAX_STEPS, MAX_NESTING, VALIDATION_SECONDS, None, False)
         return self._run(instance, work)
 
     async def first_error(self, instance: Any) -> ValidationError | None:
@@ -320,7 +329,7 @@ class BoundedSchema:
             return self._run(instance, loop)
         except _Moved:
             pass
-        work = _Work(MAX_STEPS, MAX_NESTING, time.monotonic() + VALIDATION_SECONDS, None, False)
+        work = _Work(MAX_STEPS, MAX_NESTING, VALIDATION_SECONDS, None, False)
         try:
             return await trio.to_thread.run_sync(self._run, instance, work, abandon_on_cancel=True)
         except trio.Cancelled:
@@ -329,6 +338,7 @@ class BoundedSchema:
 
     def _run(self, instance: Any, work: _Work) -> ValidationError | None:
         validator = self._make()
+        work.start()
         token = _work.set(work)
         try:
             error: ValidationError | None = jsonschema.exceptions.best_match(
