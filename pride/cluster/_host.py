@@ -20,14 +20,12 @@ from typing import Any
 import trio
 
 from ..actors import Branch
-from ..errors import (
-    StoreLocked,
-)
+from ..errors import InvalidMessage, StoreLocked
 from ..messages import BranchStopped
 from ..supervisors import Session
 from ._calls import backlog
 from ._outbox import Outbound, Outbox
-from ._placements import Placements, build_branch
+from ._placements import MAX_SPAWN_TIMEOUT, SPAWN_TIMEOUT, Placements, build_branch
 from ._serving import Connections
 
 __all__ = ["HostRuntime", "Outbound"]
@@ -36,6 +34,8 @@ log = logging.getLogger("pride.cluster")
 
 STORE_OPEN_PATIENCE = 10.0
 """Seconds a restarted host retries opening its store (the old process may still hold it)."""
+FACTORY_THREADS = 8
+"""Factories running at once on a host, each in a worker thread of its own."""
 
 
 class HostRuntime:
@@ -70,6 +70,11 @@ class HostRuntime:
         self.restored: list[str] = []
         self.placements = Placements(directory / "placements.json")
         self.connections = Connections(self)
+        # Placements under way, by branch name: one at a time per name (see `_place`).
+        self._placing: dict[str, trio.Event] = {}
+        # Factories run in threads of their own limiter: one that never returns holds
+        # one of these, never a thread the store or the placements file waits for.
+        self._factories = trio.CapacityLimiter(FACTORY_THREADS)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -156,16 +161,70 @@ class HostRuntime:
         return await self._place(spec, record=True)
 
     async def _place(self, spec: dict[str, Any], *, record: bool) -> dict[str, Any]:
+        """Place ``spec`` (or find it placed before); its branch's description.
+
+        Placements of one name are made one at a time: a second placement of a
+        name (another process spawning it at the same moment) waits for the
+        first, then finds it placed, the same branch, or is refused if its
+        factory or arguments differ.
+
+        Raises:
+            ValueError: a branch of that name was placed with another factory
+                or other arguments (or, as `build_branch` raises).
+            TimeoutError: the factory did not return within the placement's timeout.
+            Exception: whatever `build_branch` or the session's spawn raise.
+        """
         session = self.session
         assert session is not None
-        if record and self.placements.placed_before(spec, self.name):
-            # Placed before (by an earlier run of the caller): the same branch, kept.
-            return self.describe(session.get_branch(spec["name"]))
-        branch = build_branch(spec)
-        await session.spawn(branch, restart=spec.get("restart", "permanent"))
-        if record:
-            await trio.to_thread.run_sync(self.placements.add, spec)
-        return self.describe(branch)
+        name = spec["name"]
+        if not isinstance(name, str):
+            raise InvalidMessage([("placement.name", "expected a branch name")])
+        while (placing := self._placing.get(name)) is not None:
+            await placing.wait()
+        placed = self._placing[name] = trio.Event()
+        try:
+            if record and self.placements.placed_before(spec, self.name):
+                # Placed before (by an earlier run of the caller, or by another
+                # caller a moment ago): the same branch, kept.
+                return self.describe(session.get_branch(name))
+            branch = await self._build(spec)
+            await session.spawn(branch, restart=spec.get("restart", "permanent"))
+            if record:
+                await trio.to_thread.run_sync(self.placements.add, spec)
+            return self.describe(branch)
+        finally:
+            del self._placing[name]
+            placed.set()
+
+    async def _build(self, spec: dict[str, Any]) -> Branch:
+        """The placement's branch, made by its factory in a worker thread, so the host
+        serves its other branches meanwhile; bounded by the spec's ``timeout``.
+
+        Raises:
+            InvalidMessage: the spec's timeout is not a positive number of seconds.
+            TimeoutError: the factory did not return in time (it is left to finish
+                in its thread; what it makes then is dropped).
+            Exception: as `build_branch`.
+        """
+        timeout = spec.get("timeout", SPAWN_TIMEOUT)
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= MAX_SPAWN_TIMEOUT
+        ):
+            raise InvalidMessage(
+                [("placement.timeout", f"expected seconds in (0, {MAX_SPAWN_TIMEOUT:g}]")]
+            )
+        with trio.move_on_after(timeout) as bound:
+            return await trio.to_thread.run_sync(
+                build_branch, spec, abandon_on_cancel=True, limiter=self._factories
+            )
+        assert bound.cancelled_caught
+        raise TimeoutError(
+            f"factory {spec['factory']!r} did not return within {timeout:g} s on host "
+            f"{self.name!r} (a factory should build the branch and return: connect, load "
+            "or warm up in the branch's first turn, or give Cluster(spawn_timeout=) more)"
+        )
 
     def describe(self, branch: Branch) -> dict[str, Any]:
         return {"name": branch.name, "id": branch.id_str, "capacity": branch.mailbox_size}

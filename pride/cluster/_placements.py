@@ -1,7 +1,8 @@
 """What a host builds its branches from: placement specs, recorded and replayed.
 
 A placement is the JSON a `Cluster.spawn` sends: ``{"name", "factory":
-"module:function", "args": [...], "kwargs": {...}, "restart"}``. The host
+"module:function", "args": [...], "kwargs": {...}, "restart", "timeout"}``
+(the seconds its factory may take). The host
 records each in ``placements.json`` (written whole, then renamed, so a crash
 leaves the old file or the new one) and replays them when it restarts,
 calling each factory again and restoring the conversation from its store.
@@ -22,7 +23,12 @@ from typing import Any
 from ..actors import Branch
 from ..errors import StoreError
 
-__all__ = ["Placements", "build_branch", "import_factory"]
+__all__ = ["MAX_SPAWN_TIMEOUT", "SPAWN_TIMEOUT", "Placements", "build_branch", "import_factory"]
+
+SPAWN_TIMEOUT = 60.0
+"""Seconds a placement's factory may take, unless its spec says (``Cluster(spawn_timeout=)``)."""
+MAX_SPAWN_TIMEOUT = 24 * 3600.0
+"""The longest a placement may ask its factory to be waited for."""
 
 
 class Placements:
@@ -141,4 +147,5 @@ def _is_placement(spec: Any) -> bool:
         and isinstance(spec.get("args", []), list)
         and isinstance(spec.get("kwargs", {}), dict)
         and all(isinstance(key, str) for key in spec.get("kwargs", {}))
+        and isinstance(spec.get("timeout", 1.0), int | float)
     )

@@ -40,6 +40,7 @@ from ._directory import Directory, HostOptions
 from ._driver import RayConnection, wait_ref
 from ._hosts import default_runtime_env, host_cluster, is_ray_loss, placement, shutdown_host
 from ._link import Link, described_branches
+from ._placements import MAX_SPAWN_TIMEOUT, SPAWN_TIMEOUT
 from ._ref import RemoteBranchRef
 from ._signals import SignalRoute
 from ._storage import new_storage, remove_storage
@@ -105,6 +106,10 @@ class Cluster:
         num_cpus_per_host: CPUs Ray reserves for each host process (default 0).
         stream_window: items a remote stream's turn may run ahead of its
             consumer (the host waits for credits past it).
+        spawn_timeout: seconds a host waits for a placement's factory (which
+            runs in a worker thread there, so the host serves its other
+            branches meanwhile) before the spawn fails with `TimeoutError`
+            naming the factory.
         stop_hosts: stop the hosts this cluster created when it closes
             (their sessions get their grace). False creates them *detached*:
             they go on serving other processes after this one exits, until
@@ -131,6 +136,7 @@ class Cluster:
         num_cpus_per_host: float = 0,
         stop_hosts: bool = True,
         stream_window: int = DEFAULT_STREAM_WINDOW,
+        spawn_timeout: float = SPAWN_TIMEOUT,
         init_options: dict[str, Any] | None = None,
     ) -> None:
         if host_restarts < 0:
@@ -141,6 +147,11 @@ class Cluster:
             )
         if not reconnect_timeout > 0:
             raise ValueError(f"reconnect_timeout must be positive, got {reconnect_timeout!r}")
+        if not 0 < spawn_timeout <= MAX_SPAWN_TIMEOUT:
+            raise ValueError(
+                f"spawn_timeout must be in (0, {MAX_SPAWN_TIMEOUT:g}] seconds, "
+                f"got {spawn_timeout!r}"
+            )
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         options.update(init_options or {})
         if address is not None:
@@ -153,6 +164,7 @@ class Cluster:
         self._own_storage = False
         self.host_restarts = host_restarts
         self.reconnect_timeout = float(reconnect_timeout)
+        self.spawn_timeout = float(spawn_timeout)
         self._stop_hosts = stop_hosts
         self.stream_window = stream_window
         self._connection = RayConnection(options)
@@ -267,7 +279,10 @@ class Cluster:
         Raises:
             TypeError: ``factory`` is not importable by name, or an argument is not JSON data.
             ValueError: the factory made a branch with another name, or the
-                host already has a branch with this name.
+                host already has a branch with this name made by another
+                factory or other arguments (the same placement made at once
+                by two processes gives both the one branch).
+            TimeoutError: the factory did not return within ``spawn_timeout``.
             HostLost: the host died while placing it.
             ImportError, AttributeError: the host cannot import the factory.
         """
@@ -331,7 +346,8 @@ class Cluster:
         lost = link.lost
         link.served.add(name)  # its signals (BranchStarted...) may come before the answer
         try:
-            answer = loads(await wait_ref(link.handle.place.remote(dumps(spec))), "placement")
+            sent = dumps({**spec, "timeout": self.spawn_timeout})
+            answer = loads(await wait_ref(link.handle.place.remote(sent)), "placement")
         except Exception as exc:
             if is_ray_loss(exc):
                 raise HostLost(name, host, type(exc).__name__) from exc

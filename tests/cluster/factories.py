@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
+from pathlib import Path
 
 import trio
 
 import pride
 from pride import Branch, Escalate, ScriptedModel
-from pride.llm import ModelRequest
+from pride.llm import ModelRequest, ScriptedReply, ToolCall
+from pride.operations.react import ANSWER_PROMPT
 
 
 def echo(*, name: str, prefix: str = "echo", mailbox_size: int = 64) -> Branch:
@@ -64,6 +68,10 @@ class Worker(Branch):
         envelope = self.actor.envelope
         return dict(envelope.trace) if envelope is not None and envelope.trace else None
 
+    async def big(self, size: int) -> str:
+        """A result of ``size`` characters."""
+        return "x" * size
+
     async def history(self) -> list[str]:
         """The recorded messages, as ``Kind:id``."""
         return [f"{type(m).__name__}:{m.id}" for m in self.messages]
@@ -103,3 +111,46 @@ def exiting(*, name: str) -> Branch:
 
 def misnamed(*, name: str) -> Branch:
     return echo(name=f"not-{name}")
+
+
+EFFECTS_ANSWER = "three effects, one of them interrupted"
+
+
+def effects(log: str, *, name: str) -> Branch:
+    """A ReAct agent whose one turn runs three tool calls in turn, each a side effect.
+
+    The tool ``effect(n)`` appends ``n`` to the file ``log`` (over every process),
+    and call 2, once it has done so, hangs (a host killed then is killed mid-turn).
+    The turn: a model call asking for the three calls, the calls, an analysis,
+    the answer (`EFFECTS_ANSWER`).
+    """
+
+    async def effect(n: int) -> str:
+        """Do one side effect."""
+        with open(log, "a") as file:
+            file.write(f"{n}\n")
+            file.flush()
+            os.fsync(file.fileno())
+        if n == 2:
+            await trio.sleep_forever()
+        return f"effect {n} done"
+
+    def reply(request: ModelRequest) -> ScriptedReply:
+        last_user = next(
+            (m for m in reversed(request.messages) if m.get("role") == "user"), {"content": ""}
+        )
+        if ANSWER_PROMPT in str(last_user.get("content")):
+            return ScriptedReply(json.dumps({"answer": EFFECTS_ANSWER}))
+        if any(message.get("role") == "tool" for message in request.messages):
+            return ScriptedReply(json.dumps({"analysis": "done", "extension_needed": False}))
+        calls = tuple(ToolCall("effect", {"n": n}, id=f"call_{n}") for n in (1, 2, 3))
+        return ScriptedReply(tool_calls=calls)
+
+    return Worker(name=name, chat_model=ScriptedModel(reply), tools=[pride.Tool(effect)])
+
+
+def sleepy(marker: str, seconds: float, *, name: str) -> Branch:
+    """A factory that blocks its thread for ``seconds`` (after writing ``marker``)."""
+    Path(marker).write_text("the factory runs")
+    time.sleep(seconds)  # the fault under test: a factory that blocks
+    return echo(name=name)
