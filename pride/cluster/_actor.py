@@ -26,7 +26,6 @@ where asyncio appears.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import threading
@@ -41,7 +40,7 @@ from ._driver import import_ray
 from ._host import HostRuntime
 from ._journal import EnvelopeJournal
 from ._storage import host_directory
-from ._wire import dumps, encode_error, loads
+from ._wire import MAX_MESSAGE_BYTES, dumps, encode_error, loads
 
 __all__ = ["HostActor"]
 
@@ -76,6 +75,9 @@ class HostActor:
     delivery_linger: float = DELIVERY_LINGER
     """Seconds a delivery lingers for answers (a class attribute: a test's subclass
     makes deliveries wait for their answers, with no timer to race)."""
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    """The largest batch this host takes, and the most it returns in one call (a class
+    attribute: a test's subclass proves the bound with small sizes)."""
 
     def __init__(self, name: str, storage: str, options: dict[str, Any] | None = None) -> None:
         logging.basicConfig(level=logging.WARNING)
@@ -84,6 +86,9 @@ class HostActor:
         self._directory = host_directory(Path(storage), options.get("namespace", "pride"), name)
         self._journal = EnvelopeJournal(self._directory / "journal.db")
         self._lock = threading.Lock()
+        # What each connection is owed, in order; numbered as a batch when it is taken
+        # (one batch per return, cut to `max_message_bytes`), so a cut never leaves a
+        # gap in the numbering. Numbers are taken on the asyncio side only.
         self._outboxes: dict[str, list[dict[str, Any]]] = {}
         self._out_seq: dict[str, int] = {}
         self._pollers: dict[str, asyncio.Future[None]] = {}
@@ -137,31 +142,64 @@ class HostActor:
             loop.call_soon_threadsafe(loop.call_soon, self._journal.note_turns, pairs)
 
     def post(self, conn: str, items: list[dict[str, Any]], *, lazy: bool = False) -> None:
-        """Queue a numbered batch of items for ``conn`` (called from the trio thread).
+        """Queue items for ``conn`` (called from the trio thread).
 
-        The batch goes back with the next delivery of that connection still
-        waiting for answers, else with its poll; the caller applies batches in
-        number order whichever brought them. A ``lazy`` batch (turn starts, which
-        nobody waits on, or outcomes of a branch with more work waiting) wakes
-        no lingering delivery until `RETURN_AT` answers are owed: under load,
-        a delivery then carries back a large batch of answers (and its callers'
-        next sends leave together, in few calls) instead of a round's crumbs,
-        while a lone ask is still answered at once.
+        They go back with the next delivery of that connection still waiting for
+        answers, else with its poll, as the connection's next numbered batch; the
+        caller applies batches in number order whichever call brought them. A
+        ``lazy`` batch (turn starts, which nobody waits on, or outcomes of a branch
+        with more work waiting) wakes no lingering delivery until `RETURN_AT`
+        answers are owed: under load, a delivery then carries back a large batch of
+        answers (and its callers' next sends leave together, in few calls) instead
+        of a round's crumbs, while a lone ask is still answered at once.
         """
         with self._lock:
-            seq = self._out_seq.get(conn, 0)
-            self._out_seq[conn] = seq + 1
-            owed = self._outboxes.setdefault(conn, [])
-            owed.append({"s": seq, "items": items})
+            owed = self._outboxes.get(conn)
+            if owed is None:
+                owed = self._outboxes[conn] = items
+            else:
+                owed += items
             waiters = self._deliverers.get(conn)
             if not waiters:
                 waiting = self._pollers.get(conn)
-            elif lazy and sum(len(batch["items"]) for batch in owed) < RETURN_AT:
+            elif lazy and len(owed) < RETURN_AT:
                 waiting = None
             else:
                 waiting = waiters.pop(0)
         if waiting is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(_wake, waiting)
+
+    def _owed(self, conn: str, *, delivery: bool) -> bytes | None:
+        """Take what ``conn`` is owed as its next numbered batch: the JSON a delivery
+        (``{"out": [batch]}``) or a poll (``[batch]``) returns, None if nothing is owed.
+
+        At most `max_message_bytes` leave in one return: past it the rest stay owed,
+        for the next call (and an item too large to go at all is refused in its
+        place, see `_cut`). Run on the asyncio side, between two awaits: nothing else
+        numbers this connection's batches meanwhile.
+        """
+        with self._lock:
+            items = self._outboxes.pop(conn, None)
+        if not items:
+            return None
+        seq = self._out_seq.get(conn, 0)
+        self._out_seq[conn] = seq + 1
+        batch = {"s": seq, "items": items}
+        try:
+            data = dumps({"out": [batch]} if delivery else [batch])
+        except (ValueError, TypeError):
+            data = None  # an item JSON cannot carry: see `_cut`
+        if data is not None and len(data) <= self.max_message_bytes:
+            return data  # the common case: everything, one encoding
+        texts, rest = _cut(self._name, items, self.max_message_bytes - _FRAME_BYTES)
+        if rest:
+            with self._lock:
+                self._outboxes[conn] = rest + self._outboxes.get(conn, [])
+                poller = self._pollers.get(conn)
+            if poller is not None:
+                _wake(poller)  # it takes the rest now, not at its timeout
+        joined = b"".join((b'{"s":%d,"items":[' % seq, b",".join(texts), b"]}"))
+        return b'{"out":[' + joined + b"]}" if delivery else b"[" + joined + b"]"
 
     def _token(self) -> trio.lowlevel.TrioToken:
         """The trio loop's token.
@@ -282,15 +320,15 @@ class HostActor:
         # to do (to hold the GIL for) while trio serves it.
         waiter: asyncio.Future[None] = loop.create_future()
         with self._lock:
-            out = self._outboxes.pop(conn, None)
-            if not out:
+            owed = bool(self._outboxes.get(conn))
+            if not owed:
                 self._deliverers.setdefault(conn, []).append(waiter)
         try:
             token.run_sync_soon(self._runtime.on_batch, conn, seq, items, seen)
         except trio.RunFinishedError as exc:
             self._stop_waiting(conn, waiter)
             return dumps({"error": encode_error(_lost(self._name, exc))})
-        if not out:
+        if not owed:
             linger = loop.call_later(self.delivery_linger, _wake, waiter)
             try:
                 await waiter
@@ -301,10 +339,8 @@ class HostActor:
                 raise
             finally:
                 linger.cancel()
-            with self._lock:
-                self._stop_waiting(conn, waiter, locked=True)
-                out = self._outboxes.pop(conn, None)
-        return _dumps_owed(self._name, {"out": out}, out) if out else None
+            self._stop_waiting(conn, waiter)
+        return self._owed(conn, delivery=True)
 
     def _stop_waiting(
         self,
@@ -312,14 +348,13 @@ class HostActor:
         waiter: asyncio.Future[None],
         *,
         hand_on: bool = False,
-        locked: bool = False,
     ) -> None:
         """Take a delivery's ``waiter`` off ``conn``'s list (the list too, once empty).
 
         With ``hand_on``, answers owed to ``conn`` wake its next waiting delivery, else
         its poll: `post` may have woken only this one, which will not carry them.
         """
-        with contextlib.nullcontext() if locked else self._lock:
+        with self._lock:
             waiters = self._deliverers.get(conn)
             if waiters is not None:
                 if waiter in waiters:
@@ -341,7 +376,7 @@ class HostActor:
             InvalidMessage: the batch is malformed (nothing of it was recorded).
             HostLost: the trio loop has ended (nothing was recorded).
         """
-        batch = loads(payload, "batch")
+        batch = loads(payload, "batch", limit=self.max_message_bytes)
         if not isinstance(batch, dict):
             raise InvalidMessage([("batch", "expected an object")])
         conn, seq, items = batch.get("conn"), batch.get("seq"), batch.get("items")
@@ -367,13 +402,13 @@ class HostActor:
         self._loop = loop = asyncio.get_running_loop()
         previous = None
         with self._lock:
-            items = self._outboxes.pop(conn, None)
-            if not items:
+            owed = bool(self._outboxes.get(conn))
+            if not owed:
                 previous = self._pollers.get(conn)
                 waiter: asyncio.Future[None] = loop.create_future()
                 self._pollers[conn] = waiter
-        if items:
-            return _dumps_owed(self._name, items, items)
+        if owed:
+            return self._owed(conn, delivery=False) or b"[]"
         if previous is not None:
             _wake(previous)  # a newer poll of the same connection takes over
         expiry = loop.call_later(timeout, _wake, waiter)
@@ -384,8 +419,7 @@ class HostActor:
         with self._lock:
             if self._pollers.get(conn) is waiter:
                 del self._pollers[conn]
-            items = self._outboxes.pop(conn, None) or []
-        return _dumps_owed(self._name, items, items)
+        return self._owed(conn, delivery=False) or b"[]"
 
     async def forget(self, conn: str) -> None:
         """The caller closed ``conn``: cancel its calls and drop its outbox."""
@@ -409,34 +443,55 @@ class HostActor:
         self._journal.close()
 
 
-def _dumps_owed(host: str, data: Any, batches: list[dict[str, Any]]) -> bytes:
-    """``dumps(data)``, where ``batches`` (inside ``data``) are numbered batches owed to a caller.
+_FRAME_BYTES = 64
+"""Room a return keeps for what frames its items (``{"out":[{"s":N,"items":[...]}]}``)."""
+
+
+def _cut(
+    host: str, items: list[dict[str, Any]], limit: int
+) -> tuple[list[bytes], list[dict[str, Any]]]:
+    """The JSON of the first ``items`` that fit in ``limit`` bytes together, and the
+    items left for a later return.
 
     A lone surrogate in an item's strings becomes U+FFFD, as a local branch
-    records it (`pride.cluster._wire.dumps_scrubbed`). An item JSON cannot carry
-    (a signal holding a non-finite number, say) is dropped and logged, or, if its
-    caller waits on it (an outcome, a stream item), replaced by a refusal naming
-    the problem. Failing the whole return instead would lose every answer riding
-    with it and leave a gap in the caller's numbering that stalls its connection.
+    records it (`pride.cluster._wire.dumps_scrubbed`). An item that cannot go at
+    all (JSON cannot carry it, a signal holding a non-finite number say, or it is
+    larger than ``limit`` by itself) is dropped and logged, or, if its caller
+    waits on it (an outcome, a stream item), replaced by a refusal naming the
+    problem: failing the whole return instead would lose every answer riding with
+    it and leave a gap in the caller's numbering that stalls its connection. At
+    least one item is always taken, so what is owed always moves.
     """
-    try:
-        return dumps(data)
-    except (ValueError, TypeError):
-        pass
-    for batch in batches:
-        kept = []
-        for item in map(scrub, batch["items"]):
+    texts: list[bytes] = []
+    size = 0
+    for index, item in enumerate(items):
+        try:
+            text = dumps(item)
+        except (ValueError, TypeError):
             try:
-                dumps(item)
+                text = dumps(scrub(item))
             except (ValueError, TypeError) as exc:
-                log.error("host %r: cannot send %.200r to a caller (%s)", host, item, exc)
-                if item.get("k") in _AWAITED and isinstance(item.get("id"), str):
-                    problem = InvalidMessage([(str(item["k"]), f"cannot be sent: {exc}")])
-                    kept.append({"k": "refused", "id": item["id"], "error": encode_error(problem)})
-            else:
-                kept.append(item)
-        batch["items"] = kept
-    return dumps(data)
+                text = _refused(host, item, f"cannot be sent: {exc}")
+        if len(text) > limit:
+            text = _refused(host, item, f"{len(text)} bytes is over the {limit}-byte limit")
+        if not text:
+            continue
+        if texts and size + len(text) + 1 > limit:
+            return texts, items[index:]
+        texts.append(text)
+        size += len(text) + 1
+    return texts, []
+
+
+def _refused(host: str, item: dict[str, Any], problem: str) -> bytes:
+    """What goes in the place of an item that cannot be sent: a refusal of its envelope
+    if its caller waits on it, else nothing (b""); logged either way."""
+    what = f"{str(item.get('k'))[:20]!r} item of {str(item.get('id'))[:80]!r}"
+    log.error("host %r: cannot send a %s to its caller: %s", host, what, problem)
+    if item.get("k") in _AWAITED and isinstance(item.get("id"), str):
+        refusal = InvalidMessage([(str(item["k"]), problem)])
+        return dumps({"k": "refused", "id": item["id"], "error": encode_error(refusal)})
+    return b""
 
 
 _AWAITED = frozenset({"done", "item"})

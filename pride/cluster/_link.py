@@ -47,9 +47,16 @@ from ._answers import MAX_HELD_ANSWERS, Answers, Mailboxes
 from ._driver import import_ray, on_done, wait_ref
 from ._envelope import Envelope
 from ._unsent import encodable, refuse
-from ._wire import decode_error, dumps_scrubbed, dumps_text, loads
+from ._wire import MAX_MESSAGE_BYTES, decode_error, dumps_scrubbed, dumps_text, loads
 
-__all__ = ["MAX_BATCH", "MAX_HELD_ANSWERS", "MAX_IN_FLIGHT", "Link", "described_branches"]
+__all__ = [
+    "MAX_BATCH",
+    "MAX_BATCH_BYTES",
+    "MAX_HELD_ANSWERS",
+    "MAX_IN_FLIGHT",
+    "Link",
+    "described_branches",
+]
 
 log = logging.getLogger("pride.cluster")
 
@@ -57,6 +64,9 @@ MAX_IN_FLIGHT = 4
 """Deliveries to one host under way at once; past it, items wait and batch up."""
 MAX_BATCH = 512
 """Items in one delivery."""
+MAX_BATCH_BYTES = MAX_MESSAGE_BYTES - 256
+"""Bytes of items in one delivery (the host takes `MAX_MESSAGE_BYTES` a call, with its
+frame): more wait for the next; one item larger than this alone is refused."""
 _MAX_BRANCH_TEXTS = 1024
 """Branch names whose JSON text a link keeps (more are encoded again)."""
 
@@ -162,7 +172,8 @@ class Link:
         ``mode`` is ``"wait"``, ``"nowait"`` or ``"stream"``.
 
         Raises:
-            InvalidMessage: its command has no wire form (nothing was queued).
+            InvalidMessage: its command has no wire form, or is larger than one
+                delivery may be (`MAX_BATCH_BYTES`); nothing was queued.
         """
         reply = envelope.reply
         # The item's JSON text, written out here: every part is JSON already (the
@@ -178,10 +189,24 @@ class Link:
             envelope.waiting = True
         if mode == "stream":
             text += f',"window":{envelope.window:d}'
+        text += "}"
+        if 4 * len(text) > MAX_BATCH_BYTES:  # it may not fit in a delivery: measure it
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > MAX_BATCH_BYTES:
+                envelope.waiting = False
+                raise InvalidMessage(
+                    [
+                        (
+                            "command",
+                            f"{size} bytes is over the {MAX_BATCH_BYTES}-byte limit of a send",
+                        )
+                    ]
+                )
+        if mode == "stream":
             self._spawn(envelope.forward)
         self.envelopes[envelope.id] = envelope
         self.mailboxes.sent(envelope.branch)
-        self._queue(text + "}")
+        self._queue(text)
 
     def new_envelope_id(self) -> str:
         """A fresh envelope id (hex: 80 random bits, then a count of at least 48 bits)."""
@@ -357,8 +382,15 @@ class Link:
             while not self._outgoing or self._in_flight >= MAX_IN_FLIGHT:
                 self._kick = trio.Event()
                 await self._kick.wait()
-            batch = self._outgoing[:MAX_BATCH]
-            del self._outgoing[:MAX_BATCH]
+            outgoing = self._outgoing
+            count = size = 0
+            for text in itertools.islice(outgoing, MAX_BATCH):
+                size += len(text) + 1  # characters: at most its bytes (see `_send`)
+                if count and size > MAX_BATCH_BYTES:
+                    break
+                count += 1
+            batch = outgoing[:count]
+            del outgoing[:count]
             self._send(batch)
             await trio.lowlevel.checkpoint()
 
@@ -374,6 +406,14 @@ class Link:
         except UnicodeEncodeError:
             batch = [text for text in batch if encodable(self, text)]
             data = self._payload(batch).encode()
+        if len(data) > MAX_BATCH_BYTES + 128:  # more bytes than characters: in parts
+            if len(batch) > 1:
+                self._send(batch[: len(batch) // 2])
+                self._send(batch[len(batch) // 2 :])
+            else:
+                problem = f"{len(data)} bytes is over the {MAX_BATCH_BYTES}-byte limit of a send"
+                refuse(self, batch[0], InvalidMessage([("command", problem)]))
+            return
         try:
             ref = self.handle.deliver.remote(data) if batch else None
         except Exception as exc:  # nothing of it left this process
@@ -386,15 +426,30 @@ class Link:
             return
         if ref is None:
             return
-        self._seq += 1
+        seq, self._seq = self._seq, self._seq + 1
         self.calls += 1
         self._in_flight += 1
-        on_done(ref, functools.partial(self._delivered, self.conn, batch))
+        on_done(ref, functools.partial(self._delivered, self.conn, batch, seq))
+
+    def _fill(self, seq: int) -> None:
+        """Deliver an empty batch numbered ``seq``: the host refused the batch of that
+        number whole, and holds every later one until that number is taken."""
+        try:
+            ref = self.handle.deliver.remote(
+                f'{{"conn":"{self.conn}","seq":{seq:d},"items":[]}}'.encode()
+            )
+        except Exception as exc:
+            # Unfilled, the gap would hold every later batch: start a new connection.
+            self.lose(exc if _is_loss(exc) else InvalidMessage([("batch", f"gap {seq}: {exc!r}")]))
+            return
+        self.calls += 1
+        self._in_flight += 1
+        on_done(ref, functools.partial(self._delivered, self.conn, [], seq))
 
     def _payload(self, batch: list[str]) -> str:
         return f'{{"conn":"{self.conn}","seq":{self._seq:d},"items":[{",".join(batch)}]}}'
 
-    def _delivered(self, conn: str, batch: list[str], future: Any) -> None:
+    def _delivered(self, conn: str, batch: list[str], seq: int, future: Any) -> None:
         if conn != self.conn:
             return  # a delivery of an earlier connection
         self._in_flight -= 1
@@ -427,10 +482,15 @@ class Link:
             if _is_loss(refusal):
                 self.lose(refusal)
                 return
-        # The host refused the batch as malformed: a bug on this side; say so to its callers.
-        log.error("host %r refused a batch: %r", self.host, refusal)
+        # The host refused the batch whole (as malformed, or over its size limit): a bug
+        # on this side, or a host with other limits; say so to its callers.
+        log.error("host %r refused batch %d: %r", self.host, seq, refusal)
+        if not batch:  # even an empty one: this host cannot be talked to
+            self.lose(InvalidMessage([("batch", f"refused by the host: {refusal}")]))
+            return
         for text in batch:  # an error of its own for each caller
             refuse(self, text, InvalidMessage([("batch", f"refused by the host: {refusal}")]))
+        self._fill(seq)  # the host did not take its number: the next batches wait for it
 
     async def _poll_loop(self) -> None:
         while True:

@@ -299,16 +299,18 @@ def dumps_scrubbed(data: Any) -> str:
     return text if is_scalar_text(text) else dumps_text(scrub(data))
 
 
-def loads(payload: Any, what: str) -> Any:
-    """Parse a peer's JSON bytes, bounded in size.
+def loads(payload: Any, what: str, *, limit: int | None = None) -> Any:
+    """Parse a peer's JSON bytes, at most ``limit`` of them (`MAX_MESSAGE_BYTES`).
 
     Raises:
         InvalidMessage: not bytes, too large, or not JSON.
     """
+    if limit is None:
+        limit = MAX_MESSAGE_BYTES
     if not isinstance(payload, bytes | bytearray):
         raise _problem(what, f"expected JSON bytes, got {type(payload).__name__}")
-    if len(payload) > MAX_MESSAGE_BYTES:
-        raise _problem(what, f"{len(payload)} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
+    if len(payload) > limit:
+        raise _problem(what, f"{len(payload)} bytes is over the {limit}-byte limit")
     try:
         return _parse_json(payload)
     except (ValueError, RecursionError) as exc:

@@ -185,19 +185,26 @@ async def test_a_signal_json_cannot_carry_is_dropped_and_logged_not_the_answers(
 
 
 def test_an_awaited_item_that_cannot_be_sent_is_refused_in_its_place() -> None:
-    from pride.cluster._actor import _dumps_owed
+    from pride.cluster._actor import _cut
 
-    out = [
-        {"s": 0, "items": [{"k": "done", "id": "a", "value": float("inf")}]},
-        {"s": 1, "items": [{"k": "signal", "signal": {"progress": float("nan")}}]},
-        {"s": 2, "items": [{"k": "done", "id": "b", "value": 1}]},
+    items = [
+        {"k": "done", "id": "a", "value": float("inf")},
+        {"k": "signal", "signal": {"progress": float("nan")}},
+        {"k": "done", "id": "b", "value": 1},
+        {"k": "done", "id": "c", "value": "x" * 2000},
+        {"k": "item", "id": "d", "value": "y" * 300},
+        {"k": "done", "id": "e", "value": "z" * 300},
     ]
-    sent = loads(_dumps_owed("h", {"out": out}, out), "delivery")["out"]
-    assert [batch["s"] for batch in sent] == [0, 1, 2]  # no gap in the numbering
-    [refused], [], [done] = (batch["items"] for batch in sent)
+    texts, rest = _cut("h", items, 1300)
+    refused, done, too_large, item = (loads(text, "item") for text in texts)
     assert refused["k"] == "refused" and refused["id"] == "a"
     assert isinstance(decode_error(refused["error"]), InvalidMessage)
     assert done == {"k": "done", "id": "b", "value": 1}
+    assert too_large["k"] == "refused" and too_large["id"] == "c"
+    assert "over the 1300-byte limit" in str(decode_error(too_large["error"]))
+    assert item["id"] == "d"
+    assert sum(len(text) + 1 for text in texts) <= 1300
+    assert rest == items[5:]  # left for the next return, numbered then
 
 
 async def test_hostile_items_from_a_caller_never_stop_the_host(cluster: Cluster, name: str) -> None:

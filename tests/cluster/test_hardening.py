@@ -4,18 +4,19 @@ through, each case now answered truthfully, bounded, and leaving the connection 
 
 from __future__ import annotations
 
-import functools
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import pride
 from pride import Call, Chat, ChatAndRecord, HostLost, InvalidMessage, ReAct
 from pride.cluster import Cluster
-from pride.cluster._wire import MAX_MESSAGE_BYTES, dumps, loads
+from pride.cluster._wire import dumps, loads
 from pride.messages import unstructure
 
 from .conftest import NAMESPACE, start_host_actor
@@ -84,21 +85,24 @@ async def test_concurrent_identical_spawns_get_the_one_branch(
 
 
 async def test_a_blocking_factory_does_not_freeze_its_host_and_spawn_is_bounded(
-    ray_session: Path, tmp_path: Path, name: str
+    cluster: Cluster, ray_session: Path, tmp_path: Path, name: str
 ) -> None:
     """Issue 36 item 17: while a factory blocks its thread, the host serves its other
     branches; past the cluster's ``spawn_timeout`` the spawn fails, naming the factory."""
-    host = f"slow-{name}"
     marker = tmp_path / "started"
+    ref = await cluster.spawn(ECHO, name=name, host="shared")
+    outcome: list[BaseException] = []
     async with Cluster(
-        namespace=NAMESPACE, storage=ray_session, runtime_env={}, spawn_timeout=1.5
-    ) as cluster:
-        ref = await cluster.spawn(ECHO, name=name, host=host)
-        outcome: list[BaseException] = []
+        namespace=NAMESPACE,
+        storage=ray_session,
+        stop_hosts=False,
+        runtime_env={},
+        spawn_timeout=1.5,
+    ) as bounded:
 
         async def spawn() -> None:
             try:
-                await cluster.spawn(SLEEPY, str(marker), 4.0, name=f"{name}-slow", host=host)
+                await bounded.spawn(SLEEPY, str(marker), 4.0, name=f"{name}-slow", host="shared")
             except Exception as exc:
                 outcome.append(exc)
 
@@ -107,7 +111,123 @@ async def test_a_blocking_factory_does_not_freeze_its_host_and_spawn_is_bounded(
             await _until(marker.exists)
             for n in range(3):  # answered while the factory blocks
                 assert await pride.ask(ref, Chat(f"{n}"), timeout=1.0) == f"echo: {n}"
-        [timed_out] = outcome
-        assert isinstance(timed_out, TimeoutError)
-        assert SLEEPY in str(timed_out) and "1.5" in str(timed_out)
-        assert await pride.ask(ref, Chat("after"), timeout=1.0) == "echo: after"
+    [timed_out] = outcome
+    assert isinstance(timed_out, TimeoutError)
+    assert SLEEPY in str(timed_out) and "1.5" in str(timed_out)
+    assert await pride.ask(ref, Chat("after"), timeout=1.0) == "echo: after"
+
+
+# ------------------------------------------------------------------ 18
+
+
+@pytest.fixture(scope="module")
+def small_host(ray_session: Path) -> Iterator[str]:
+    """A host (its name) that takes and returns at most 1 MiB a call, for this module."""
+    import ray
+
+    from .small import SmallHost
+
+    host = f"small-{uuid.uuid4().hex[:8]}"
+    options = {"namespace": NAMESPACE}
+    handle = start_host_actor(
+        SmallHost,
+        host,
+        host,
+        str(ray_session),
+        options,
+        max_concurrency=1000,
+        max_task_retries=0,
+    )
+    try:
+        yield host
+    finally:
+        ray.kill(handle, no_restart=True)
+
+
+@pytest.fixture
+def small(small_host: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`small_host`, with this caller's limits lowered to its own: the limits'
+    properties, shown with small sizes."""
+    from pride.cluster import _link, _wire
+
+    from .small import SmallHost
+
+    monkeypatch.setattr(_wire, "MAX_MESSAGE_BYTES", SmallHost.max_message_bytes)
+    monkeypatch.setattr(_link, "MAX_BATCH_BYTES", SmallHost.max_message_bytes - 256)
+    return small_host
+
+
+async def test_a_result_over_the_message_limit_fails_its_call_and_the_connection_serves_on(
+    cluster: Cluster, small: str, name: str
+) -> None:
+    """Issue 36 item 18: a result larger than one return may carry is refused in its
+    place (InvalidMessage for that call); answers that fit only together leave in
+    several returns; later calls on the connection work."""
+    ref = await cluster.spawn(WORKER, name=name, host=small)
+    with trio.fail_after(30), pytest.raises(InvalidMessage, match="byte limit"):
+        await pride.ask(ref, Call("big", size=2 * 1024 * 1024))
+    sizes: list[int] = []
+
+    async def ask() -> None:
+        sizes.append(len(await pride.ask(ref, Call("big", size=300_000))))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for _ in range(8):  # 2.4 MB of results, one mailbox: returns are cut
+                nursery.start_soon(ask)
+        assert await pride.ask(ref, Chat("after")) == "echo: after"
+    assert sizes == [300_000] * 8
+
+
+# ------------------------------------------------------------------ 19
+
+
+async def test_a_command_over_the_message_limit_fails_alone_and_the_connection_serves_on(
+    cluster: Cluster, name: str
+) -> None:
+    """Issue 36 item 19, at the default limit (64 MiB): a 70 MB command fails alone
+    with InvalidMessage, never sent, and later calls on the connection work."""
+    ref = await cluster.spawn(ECHO, name=name, host="shared")
+    with trio.fail_after(60), pytest.raises(InvalidMessage, match="byte limit"):
+        await pride.ask(ref, Chat("x" * 70_000_000))
+    with trio.fail_after(10):
+        assert await pride.ask(ref, Chat("after")) == "echo: after"
+
+
+async def test_concurrent_commands_over_the_limit_together_are_batched_within_it(
+    cluster: Cluster, small: str, name: str
+) -> None:
+    """Issue 36 item 19: twelve concurrent commands that exceed the limit together
+    (here 12 x 300 KB against 1 MiB) leave in batches within it and are all answered;
+    one command over the limit alone fails with InvalidMessage."""
+    ref = await cluster.spawn(ECHO, name=name, host=small)
+    with pytest.raises(InvalidMessage, match="byte limit of a send"):
+        await pride.ask(ref, Chat("x" * 2_000_000))
+    big = "y" * 300_000
+    answers: list[Any] = []
+
+    async def ask() -> None:
+        answers.append(await pride.ask(ref, Chat(big)))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for _ in range(12):
+                nursery.start_soon(ask)
+        assert await pride.ask(ref, Chat("after")) == "echo: after"
+    assert answers == [f"echo: {big}"] * 12
+
+
+async def test_a_batch_its_host_refuses_leaves_no_gap_in_the_numbering(
+    cluster: Cluster, small: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 item 19: a host that refuses a batch (here one whose limit, 1 MiB, is
+    below its caller's) fails the envelopes it carried, and the caller fills the
+    number it spent, so the connection's later batches are taken, not held for good."""
+    from pride.cluster import _link
+
+    monkeypatch.setattr(_link, "MAX_BATCH_BYTES", 8 * 1024 * 1024)
+    ref = await cluster.spawn(ECHO, name=name, host=small)
+    with trio.fail_after(30), pytest.raises(InvalidMessage, match="refused by the host"):
+        await pride.ask(ref, Chat("z" * 2_000_000))
+    with trio.fail_after(10):
+        assert await pride.ask(ref, Chat("after")) == "echo: after"
