@@ -78,6 +78,9 @@ class Mailbox:
         "name",
     )
 
+    answers_cancel = False
+    """A dropped item is dropped here and now (see `pride.actors.reply.Holder`)."""
+
     def __init__(self, name: str, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"mailbox_size must be at least 1, got {capacity}")

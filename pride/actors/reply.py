@@ -187,8 +187,18 @@ class Reply:
         messages) and ``result()`` raises [`TurnCancelled`][pride.TurnCancelled]. A
         running turn is cancelled and finalised by its actor (terminal
         ``RunFailed``). A finished command is unaffected.
+
+        A command queued in another process (a remote branch's) may have
+        started there already, unknown here: the cancel is passed on, and the
+        reply is answered with what happened there (dropped, cancelled, or the
+        result of a turn that had finished).
         """
-        if self.state == "queued":
+        holder = self._queued_in
+        if self.state == "queued" and holder is not None and holder.answers_cancel:
+            if self._cancel_reason is None:
+                self._cancel_reason = reason
+                holder.forget_dropped()
+        elif self.state == "queued":
             self.state = "dropped"
             self._cancel_reason = reason
             mailbox, self._queued_in = self._queued_in, None
@@ -286,6 +296,14 @@ class Reply:
 
 
 class Holder(Protocol):
-    """What keeps a queued envelope (see [`Reply.hold`][pride.actors.reply.Reply.hold])."""
+    """What keeps a queued envelope (see [`Reply.hold`][pride.actors.reply.Reply.hold]).
+
+    ``answers_cancel`` False (a mailbox): a caller's cancel drops the envelope at
+    once, and ``forget_dropped`` gives its room back. True (a remote target,
+    which cannot see whether the envelope has started where it is served):
+    ``forget_dropped`` passes the cancel on, and the holder answers the reply.
+    """
+
+    answers_cancel: bool
 
     def forget_dropped(self) -> None: ...

@@ -193,6 +193,8 @@ class Answers:
             kind in _QUEUED_KINDS and not envelope.acked,
             finished=kind in _FINAL_KINDS,
         )
+        if item.get("dropped") is True:
+            envelope.dropped()
         if kind == "ack":
             envelope.ack()
         elif kind == "start":

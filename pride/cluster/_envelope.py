@@ -38,9 +38,14 @@ class Envelope:
     returning one credit to the host per item consumed.
     """
 
+    answers_cancel = True
+    """A caller's cancel of it while it looks queued goes to the host, which answers
+    with the truth: it may have started there (see `pride.actors.reply.Holder`)."""
+
     __slots__ = (
         "_acked",
         "_acked_event",
+        "_cancelled",
         "_ended",
         "_items",
         "_items_changed",
@@ -67,6 +72,7 @@ class Envelope:
         self.waiting = False  # the deliverer waits for the host's ack
         self._acked = False
         self._acked_event: trio.Event | None = None  # made only if someone waits
+        self._cancelled = False  # a cancel was sent (once is enough)
         self.refusal: BaseException | None = None
         self.outcome: tuple[Any, BaseException | None] | None = None
         # A stream's items, made only for a streamed command (most are not).
@@ -116,7 +122,8 @@ class Envelope:
     # ------------------------------------------------------------ caller side
 
     def forget_dropped(self) -> None:
-        """The caller dropped the queued envelope: tell the host."""
+        """The caller gave up on the envelope before hearing that it started: tell the
+        host, whose answer (dropped, cancelled, or the outcome) is the reply's."""
         self._cancel()
 
     def cancel(self) -> None:
@@ -124,6 +131,9 @@ class Envelope:
         self._cancel()
 
     def _cancel(self) -> None:
+        if self._cancelled or self._reply is None:
+            return
+        self._cancelled = True
         if self.reply.stream is not None and self.reply.cancel_reason == "stream_closed":
             self.link.push({"k": "close", "id": self.id})  # a clean end: the turn finalises
         else:
@@ -134,6 +144,13 @@ class Envelope:
     def started(self, turn_id: UUID | None) -> None:
         if not self.reply.done:
             self.reply.start(turn_id, self)
+
+    def dropped(self) -> None:
+        """The host dropped the envelope before it started (the caller cancelled it):
+        its reply says so (``state == "dropped"``), as a local one would."""
+        reply = self._reply
+        if reply is not None and not reply.done:
+            reply.state = "dropped"
 
     def refused(self, error: BaseException) -> None:
         if self.waiting and not self._acked:

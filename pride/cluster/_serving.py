@@ -65,7 +65,7 @@ log = logging.getLogger("pride.cluster")
 MAX_HELD_BATCHES = 4096
 """Batches a connection may have waiting for an earlier one before it is refused."""
 MAX_REMEMBERED_CANCELS = 100_000
-"""Cancels that overtook their envelopes, remembered per connection."""
+"""Cancels of envelopes this host has not (yet) seen, remembered per connection."""
 _MODES = {"ask": "wait", "wait": "wait", "nowait": "nowait", "stream": "stream"}
 """The envelope modes on the wire ("ask": an older "wait"), as a call keeps them."""
 
@@ -78,7 +78,7 @@ class _Conn:
     expected: int = 0
     held: dict[int, list[tuple[dict[str, Any], bool]]] = attrs.field(factory=dict)
     calls: dict[str, Call] = attrs.field(factory=dict)
-    cancelled: set[str] = attrs.field(factory=set)
+    cancelled: dict[str, None] = attrs.field(factory=dict)  # in arrival order
     intake: dict[str, collections.deque[Call]] = attrs.field(factory=dict)
     watching: bool = False
     supervised: set[str] = attrs.field(factory=set)
@@ -255,8 +255,8 @@ class Connections:
             trace=None if trace is None else trace_context(trace),
         )
         if conn.cancelled and envelope_id in conn.cancelled:
-            conn.cancelled.discard(envelope_id)
-            self._refuse(conn, envelope_id, TurnCancelled("caller", "dropped before it started"))
+            del conn.cancelled[envelope_id]
+            self._drop(conn, envelope_id)
             return
         if replayed:
             # Answered by id without touching the calls: the first of that id may be one.
@@ -318,9 +318,7 @@ class Connections:
                         except Exception as exc:
                             self._refuse(conn, call.id, exc)
                     if scope.cancelled_caught and not call.answered:
-                        self._refuse(
-                            conn, call.id, TurnCancelled("caller", "dropped before it started")
-                        )
+                        self._drop(conn, call.id)
                     call.scope = None
                 queue.popleft()
         finally:
@@ -367,16 +365,28 @@ class Connections:
                 error = exc
         if error is not None:
             item["error"] = encode_error(error)
+            if call.reply is not None and call.reply.state == "dropped":
+                item["dropped"] = True  # cancelled while queued here: it never started
         # Its mailbox's room is read once per hand-over, for the last outcome of it.
         self.outbox.send(conn.id, item, supersedes=call.id, room_of=branch)
 
-    def _refuse(self, conn: _Conn, envelope_id: str, error: BaseException) -> None:
+    def _refuse(
+        self, conn: _Conn, envelope_id: str, error: BaseException, *, dropped: bool = False
+    ) -> None:
         call = conn.calls.pop(envelope_id, None)
         if call is not None:
             if call.answered:
                 return
             call.answered = True
-        self._send(conn, {"k": "refused", "id": envelope_id, "error": encode_error(error)})
+        item: dict[str, Any] = {"k": "refused", "id": envelope_id, "error": encode_error(error)}
+        if dropped:
+            item["dropped"] = True
+        self._send(conn, item)
+
+    def _drop(self, conn: _Conn, envelope_id: str) -> None:
+        """Answer a cancelled envelope that never started (the caller's reply says so)."""
+        cancelled = TurnCancelled("caller", "dropped before it started")
+        self._refuse(conn, envelope_id, cancelled, dropped=True)
 
     # ------------------------------------------------------------ cancellation
 
@@ -386,21 +396,22 @@ class Connections:
         if call is None:
             if not isinstance(envelope_id, str):
                 return
-            # Overtook its envelope (or the envelope was already answered: harmless).
-            if len(conn.cancelled) < MAX_REMEMBERED_CANCELS:
-                conn.cancelled.add(envelope_id)
-            else:
-                log.error("host %r: too many early cancels from %s; dropping", self.name, conn.id)
+            # Overtook its envelope, or came after its answer (a caller cancelling what
+            # it had not heard of yet): remembered, the oldest forgotten past the bound,
+            # most likely one of the second kind (an early one is used in moments).
+            if len(conn.cancelled) >= MAX_REMEMBERED_CANCELS:
+                del conn.cancelled[next(iter(conn.cancelled))]
+            conn.cancelled[envelope_id] = None
             return
         if call.mode == "stream":
             if not cancel_stream(call):
-                self._refuse(conn, call.id, TurnCancelled("caller", "dropped before it started"))
+                self._drop(conn, call.id)
             return
         if call.reply is None:  # still waiting in the intake for room
             if call.scope is not None:
                 call.scope.cancel()
             else:
-                self._refuse(conn, call.id, TurnCancelled("caller", "dropped before it started"))
+                self._drop(conn, call.id)
             return
         call.reply.cancel("caller")  # a queued one is answered at once, by its hosted reply
 

@@ -14,13 +14,12 @@ import trio
 import trio.testing
 
 import pride
-from pride import Call, Chat, ChatAndRecord, HostLost, InvalidMessage, ReAct
+from pride import Call, Chat, ChatAndRecord, InvalidMessage
 from pride.cluster import Cluster
 from pride.cluster._wire import dumps, loads
 from pride.messages import unstructure
 
 from .conftest import NAMESPACE, start_host_actor
-from .factories import EFFECTS_ANSWER
 
 ECHO = "tests.cluster.factories:echo"
 WORKER = "tests.cluster.factories:worker"
@@ -46,6 +45,67 @@ async def _until(check: Any, seconds: float = 30.0) -> None:
     with trio.fail_after(seconds):
         while not check():
             await trio.sleep(0.01)
+
+
+# ------------------------------------------------------------------ 15
+
+
+def _served_after(host: str, branch: str) -> None:
+    """Block this thread until ``branch`` on ``host`` has served what was queued before
+    now: an envelope of a connection of its own, answered in mailbox order."""
+    import ray
+
+    handle = _host_handle(host)
+    conn = uuid.uuid4().hex
+    item = {
+        "k": "send",
+        "id": uuid.uuid4().hex,
+        "b": branch,
+        "mode": "ask",
+        "cmd": unstructure(Call("pid")),
+    }
+    delivered = ray.get(handle.deliver.remote(dumps({"conn": conn, "seq": 0, "items": [item]})))
+    batches = loads(delivered, "delivery")["out"] if delivered is not None else []
+    while not any(i["k"] == "done" for batch in batches for i in batch["items"]):
+        batches = loads(ray.get(handle.poll.remote(conn)), "poll")
+    handle.forget.remote(conn)
+
+
+async def test_a_remote_cancel_is_answered_with_the_truth(cluster: Cluster, name: str) -> None:
+    """Issue 36 item 15: a reply cancelled while its caller still believes it queued
+    (the host has in fact run it) gets the turn's real outcome, not "dropped before
+    it started" for a turn that is recorded."""
+    ref = await cluster.spawn(WORKER, name=name, host="shared")
+    assert await pride.ask(ref, Chat("warm")) == "echo: warm"
+    reply = await pride.send(ref, ChatAndRecord("ran"))
+    # This thread holds the loop: the host's answer cannot be applied before the cancel.
+    _served_after("shared", name)
+    reply.cancel()
+    assert await reply.result() == "echo: ran"
+    assert len(await pride.ask(ref, Call("history"))) == 2  # recorded: it did run
+
+
+async def test_a_remote_cancel_still_drops_what_is_queued_and_cancels_what_runs(
+    cluster: Cluster, name: str
+) -> None:
+    """The same cancel, for a turn running on the host and for one queued behind it."""
+    ref = await cluster.spawn(WORKER, name=name, host="shared")
+    running = trio.Event()
+    cluster.observe(
+        lambda s: isinstance(s, pride.RunStart) and s.branch_name == name,
+        handler=lambda s: running.set(),
+    )
+    blocked = await pride.send(ref, Call("block"))
+    queued = await pride.send(ref, ChatAndRecord("never"))
+    await running.wait()
+    queued.cancel()
+    blocked.cancel()
+    with pytest.raises(pride.TurnCancelled, match="dropped before it started"):
+        await queued.result()
+    with pytest.raises(pride.TurnCancelled) as cancelled:
+        await blocked.result()
+    assert "dropped" not in str(cancelled.value)
+    assert await pride.ask(ref, Call("history")) == []
 
 
 # ------------------------------------------------------------------ 16
