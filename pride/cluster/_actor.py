@@ -35,10 +35,10 @@ from typing import Any
 import trio
 
 from ..errors import HostLost, InvalidMessage, RemoteError
-from ..messages.codec import scrub
 from ._driver import import_ray
 from ._host import HostRuntime
 from ._journal import EnvelopeJournal
+from ._returns import FRAME_BYTES, cut
 from ._storage import host_directory
 from ._wire import MAX_MESSAGE_BYTES, dumps, encode_error, loads
 
@@ -175,8 +175,8 @@ class HostActor:
 
         At most `max_message_bytes` leave in one return: past it the rest stay owed,
         for the next call (and an item too large to go at all is refused in its
-        place, see `_cut`). Run on the asyncio side, between two awaits: nothing else
-        numbers this connection's batches meanwhile.
+        place, see `pride.cluster._returns.cut`). Run on the asyncio side, between
+        two awaits: nothing else numbers this connection's batches meanwhile.
         """
         with self._lock:
             items = self._outboxes.pop(conn, None)
@@ -188,10 +188,10 @@ class HostActor:
         try:
             data = dumps({"out": [batch]} if delivery else [batch])
         except (ValueError, TypeError):
-            data = None  # an item JSON cannot carry: see `_cut`
+            data = None  # an item JSON cannot carry: see `pride.cluster._returns.cut`
         if data is not None and len(data) <= self.max_message_bytes:
             return data  # the common case: everything, one encoding
-        texts, rest = _cut(self._name, items, self.max_message_bytes - _FRAME_BYTES)
+        texts, rest = cut(self._name, items, self.max_message_bytes - FRAME_BYTES)
         if rest:
             with self._lock:
                 self._outboxes[conn] = rest + self._outboxes.get(conn, [])
@@ -441,61 +441,6 @@ class HostActor:
             return
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 60.0)
         self._journal.close()
-
-
-_FRAME_BYTES = 64
-"""Room a return keeps for what frames its items (``{"out":[{"s":N,"items":[...]}]}``)."""
-
-
-def _cut(
-    host: str, items: list[dict[str, Any]], limit: int
-) -> tuple[list[bytes], list[dict[str, Any]]]:
-    """The JSON of the first ``items`` that fit in ``limit`` bytes together, and the
-    items left for a later return.
-
-    A lone surrogate in an item's strings becomes U+FFFD, as a local branch
-    records it (`pride.cluster._wire.dumps_scrubbed`). An item that cannot go at
-    all (JSON cannot carry it, a signal holding a non-finite number say, or it is
-    larger than ``limit`` by itself) is dropped and logged, or, if its caller
-    waits on it (an outcome, a stream item), replaced by a refusal naming the
-    problem: failing the whole return instead would lose every answer riding with
-    it and leave a gap in the caller's numbering that stalls its connection. At
-    least one item is always taken, so what is owed always moves.
-    """
-    texts: list[bytes] = []
-    size = 0
-    for index, item in enumerate(items):
-        try:
-            text = dumps(item)
-        except (ValueError, TypeError):
-            try:
-                text = dumps(scrub(item))
-            except (ValueError, TypeError) as exc:
-                text = _refused(host, item, f"cannot be sent: {exc}")
-        if len(text) > limit:
-            text = _refused(host, item, f"{len(text)} bytes is over the {limit}-byte limit")
-        if not text:
-            continue
-        if texts and size + len(text) + 1 > limit:
-            return texts, items[index:]
-        texts.append(text)
-        size += len(text) + 1
-    return texts, []
-
-
-def _refused(host: str, item: dict[str, Any], problem: str) -> bytes:
-    """What goes in the place of an item that cannot be sent: a refusal of its envelope
-    if its caller waits on it, else nothing (b""); logged either way."""
-    what = f"{str(item.get('k'))[:20]!r} item of {str(item.get('id'))[:80]!r}"
-    log.error("host %r: cannot send a %s to its caller: %s", host, what, problem)
-    if item.get("k") in _AWAITED and isinstance(item.get("id"), str):
-        refusal = InvalidMessage([(str(item["k"]), problem)])
-        return dumps({"k": "refused", "id": item["id"], "error": encode_error(refusal)})
-    return b""
-
-
-_AWAITED = frozenset({"done", "item"})
-"""Item kinds a caller waits on: one that cannot be sent is refused, never just dropped."""
 
 
 def _lost(name: str, exc: BaseException) -> HostLost:

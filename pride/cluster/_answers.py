@@ -34,7 +34,7 @@ from ._wire import decode_error, decode_value
 if TYPE_CHECKING:
     from ._link import Link
 
-__all__ = ["MAX_HELD_ANSWERS", "Answers", "Mailboxes", "answer_turn"]
+__all__ = ["MAX_HELD_ANSWERS", "Answers", "Mailboxes", "answer_turn", "described_branches"]
 
 log = logging.getLogger("pride.cluster")
 
@@ -232,3 +232,26 @@ def answer_turn(item: dict[str, Any]) -> UUID | None:
         return UUID(turn)
     except ValueError:
         raise InvalidMessage([("answer.turn", f"{turn[:80]!r} is not a turn id")]) from None
+
+
+def described_branches(info: Any, host: str) -> list[dict[str, Any]]:
+    """The well-formed branch descriptions of a host's ``hello`` (others are logged, dropped).
+
+    Each is ``{"name": str, "id": a UUID string, "capacity": int >= 0}``.
+    """
+    branches = info.get("branches") if isinstance(info, dict) else None
+    if not isinstance(branches, list):
+        log.error("host %r described no branch list: %.200r", host, info)
+        return []
+    described = []
+    for entry in branches:
+        try:
+            name, capacity = entry["name"], entry["capacity"]
+            UUID(entry["id"])
+            if not isinstance(name, str) or isinstance(capacity, bool) or capacity < 0:
+                raise TypeError("bad name or capacity")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            log.error("host %r described a branch badly (%s): %.200r", host, exc, entry)
+            continue
+        described.append(entry)
+    return described

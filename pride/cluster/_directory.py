@@ -22,9 +22,10 @@ import trio
 
 from ..errors import BranchNotRunning, HostLost, UnknownBranch
 from ..messages import Signal
+from ._answers import described_branches
 from ._driver import wait_ref
 from ._hosts import create_host, find_host, is_ray_loss, list_hosts
-from ._link import Link, described_branches
+from ._link import Link
 from ._ref import RemoteBranchRef
 from ._wire import loads
 

@@ -37,17 +37,17 @@ import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
-from uuid import UUID
 
 import trio
 
 from ..errors import HostLost, InvalidMessage
-from ..messages import Signal, new_id, unstructure
-from ._answers import MAX_HELD_ANSWERS, Answers, Mailboxes
+from ..messages import Signal, new_id
+from ._answers import MAX_HELD_ANSWERS, Answers, Mailboxes, described_branches
 from ._driver import import_ray, on_done, wait_ref
 from ._envelope import Envelope
+from ._texts import Texts
 from ._unsent import encodable, refuse
-from ._wire import MAX_MESSAGE_BYTES, decode_error, dumps_scrubbed, dumps_text, loads
+from ._wire import MAX_MESSAGE_BYTES, decode_error, dumps_text, loads
 
 __all__ = [
     "MAX_BATCH",
@@ -55,7 +55,6 @@ __all__ = [
     "MAX_HELD_ANSWERS",
     "MAX_IN_FLIGHT",
     "Link",
-    "described_branches",
 ]
 
 log = logging.getLogger("pride.cluster")
@@ -67,8 +66,6 @@ MAX_BATCH = 512
 MAX_BATCH_BYTES = MAX_MESSAGE_BYTES - 256
 """Bytes of items in one delivery (the host takes `MAX_MESSAGE_BYTES` a call, with its
 frame): more wait for the next; one item larger than this alone is refused."""
-_MAX_BRANCH_TEXTS = 1024
-"""Branch names whose JSON text a link keeps (more are encoded again)."""
 
 
 class Link:
@@ -117,8 +114,7 @@ class Link:
         self.connections = 0
         self.calls = 0  # Ray calls made to the host (deliveries and polls), for benchmarks
         self.polls = 0  # of which polls
-        self._last_command: tuple[Any, str] | None = None
-        self._branch_texts: dict[str, str] = {}
+        self._texts = Texts()
         # Envelope ids: a random prefix of this link's own and a counter. Unique
         # like random ids, and in order, so the host's journal appends them to one
         # place of its index instead of touching a page of it per envelope.
@@ -175,33 +171,15 @@ class Link:
             InvalidMessage: its command has no wire form, or is larger than one
                 delivery may be (`MAX_BATCH_BYTES`); nothing was queued.
         """
-        reply = envelope.reply
-        # The item's JSON text, written out here: every part is JSON already (the
-        # id is hex, the mode a fixed word, the branch and command texts encoded).
-        text = (
-            f'{{"k":"send","id":"{envelope.id}","b":{self._branch_text(envelope.branch)},'
-            f'"mode":"{mode}","cmd":{self._command_text(reply.command)}'
-        )
-        if reply.trace:  # the sender's trace context: the remote turn continues it
-            text += ',"trace":' + dumps_text(dict(reply.trace))
+        text = self._texts.send(envelope, mode, ack=ack)
         if ack:
-            text += ',"ack":true'
             envelope.waiting = True
-        if mode == "stream":
-            text += f',"window":{envelope.window:d}'
-        text += "}"
         if 4 * len(text) > MAX_BATCH_BYTES:  # it may not fit in a delivery: measure it
             size = len(text.encode("utf-8", "surrogatepass"))
             if size > MAX_BATCH_BYTES:
                 envelope.waiting = False
-                raise InvalidMessage(
-                    [
-                        (
-                            "command",
-                            f"{size} bytes is over the {MAX_BATCH_BYTES}-byte limit of a send",
-                        )
-                    ]
-                )
+                problem = f"{size} bytes is over the {MAX_BATCH_BYTES}-byte limit of a send"
+                raise InvalidMessage([("command", problem)])
         if mode == "stream":
             self._spawn(envelope.forward)
         self.envelopes[envelope.id] = envelope
@@ -211,30 +189,6 @@ class Link:
     def new_envelope_id(self) -> str:
         """A fresh envelope id (hex: 80 random bits, then a count of at least 48 bits)."""
         return f"{self._id_prefix}{next(self._id_count):012x}"
-
-    def _command_text(self, command: Any) -> str:
-        """The JSON string of the command's codec text; the same command object sent
-        again (a caller repeating one command) is encoded once. The host decodes
-        a text once per batch.
-
-        Raises:
-            InvalidMessage: the command has no wire form.
-        """
-        last = self._last_command
-        if last is not None and last[0] is command:
-            return last[1]
-        text = dumps_text(dumps_scrubbed(unstructure(command)))  # surrogates as U+FFFD
-        self._last_command = (command, text)
-        return text
-
-    def _branch_text(self, branch: str) -> str:
-        """The JSON string of a branch name (kept: a caller sends to few names)."""
-        text = self._branch_texts.get(branch)
-        if text is None:
-            if len(self._branch_texts) >= _MAX_BRANCH_TEXTS:
-                self._branch_texts.clear()
-            text = self._branch_texts[branch] = dumps_text(branch)
-        return text
 
     def push(self, item: dict[str, Any]) -> None:
         """Queue a control item (a cancel, a stream credit, a watch...) for delivery."""
@@ -524,29 +478,6 @@ class Link:
         self.state = "dead"
         self._lost.set()
         self._fail_all(None)
-
-
-def described_branches(info: Any, host: str) -> list[dict[str, Any]]:
-    """The well-formed branch descriptions of a host's ``hello`` (others are logged, dropped).
-
-    Each is ``{"name": str, "id": a UUID string, "capacity": int >= 0}``.
-    """
-    branches = info.get("branches") if isinstance(info, dict) else None
-    if not isinstance(branches, list):
-        log.error("host %r described no branch list: %.200r", host, info)
-        return []
-    described = []
-    for entry in branches:
-        try:
-            name, capacity = entry["name"], entry["capacity"]
-            UUID(entry["id"])
-            if not isinstance(name, str) or isinstance(capacity, bool) or capacity < 0:
-                raise TypeError("bad name or capacity")
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            log.error("host %r described a branch badly (%s): %.200r", host, exc, entry)
-            continue
-        described.append(entry)
-    return described
 
 
 def _is_loss(exc: BaseException) -> bool:

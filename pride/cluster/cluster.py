@@ -36,10 +36,11 @@ from ..errors import HostLost, InvalidMessage, exception_leaves
 from ..messages import Signal
 from ..supervisors import Observer, Session
 from ..supervisors.strategy import RestartType, check_restart_type
+from ._answers import described_branches
 from ._directory import Directory, HostOptions
 from ._driver import RayConnection, wait_ref
 from ._hosts import default_runtime_env, host_cluster, is_ray_loss, placement, shutdown_host
-from ._link import Link, described_branches
+from ._link import Link
 from ._placements import MAX_SPAWN_TIMEOUT, SPAWN_TIMEOUT
 from ._ref import RemoteBranchRef
 from ._signals import SignalRoute

@@ -185,7 +185,7 @@ async def test_a_signal_json_cannot_carry_is_dropped_and_logged_not_the_answers(
 
 
 def test_an_awaited_item_that_cannot_be_sent_is_refused_in_its_place() -> None:
-    from pride.cluster._actor import _cut
+    from pride.cluster._returns import cut as _cut
 
     items = [
         {"k": "done", "id": "a", "value": float("inf")},
