@@ -39,18 +39,15 @@ from typing import Any
 
 import attrs
 
-from ..errors import ApprovalPending, ApprovalRequired, InvalidMessage
-from ..messages import WorkCommand, structure, unstructure
+from ..errors import InvalidMessage
+from ..messages import WorkCommand
 from ..messages.codec import dump_json, parse_json
-from ..messages.limits import check_untrusted
+from ..messages.requests import decode_command, describe_error, plain_result
 
 __all__ = ["MAX_ID", "Request", "RequestRejected", "error_line", "ok_line", "parse_request"]
 
 MAX_ID = 2**53 - 1
 """The largest request id magnitude: beyond it a JavaScript client cannot hold the id exactly."""
-
-# Priority-lane commands: the process supervises its tree; clients only send work.
-_SUPERVISION = frozenset({"Attach", "Detach", "Stop"})
 
 
 @attrs.frozen
@@ -106,15 +103,10 @@ def parse_request(line: str, *, image_urls: Sequence[str] = ()) -> Request:
         problems.append(("request.command", "missing"))
     if problems:
         raise RequestRejected(request_id, InvalidMessage(problems))
-    command_data = data["command"]
-    tag = command_data.get("type") if isinstance(command_data, dict) else None
-    if isinstance(tag, str) and tag in _SUPERVISION:
-        reason = f"{tag} is for supervisors; send a work command (Chat, ChatAndRecord, ...)"
-        raise RequestRejected(request_id, InvalidMessage([("request.command", reason)]))
     try:
-        command: WorkCommand = structure(command_data, WorkCommand)
-        # bounded counts, inline images (but under image_urls): see pride.messages.limits
-        check_untrusted(command, image_urls=image_urls)
+        # The one decoder of commands from outside (pride serve's too): priority
+        # commands refused, models by name only, counts bounded, images inline.
+        command = decode_command(data["command"], image_urls=image_urls, where="request.command")
     except InvalidMessage as exc:
         raise RequestRejected(request_id, exc) from None
     assert isinstance(target, str)
@@ -147,19 +139,15 @@ def _valid_id(value: Any) -> bool:
 def ok_line(request_id: Any, result: Any) -> str:
     """The answer line for a result."""
     try:
-        return _dump({"id": request_id, "ok": True, "result": unstructure(result)})
-    except (InvalidMessage, TypeError, ValueError, RecursionError):
+        return _dump({"id": request_id, "ok": True, "result": plain_result(result)})
+    except InvalidMessage:  # nested past the recursion limit
         return _dump({"id": request_id, "ok": True, "result": str(result)})
 
 
 def error_line(request_id: Any, error: BaseException) -> str:
     """The answer line for an error: its class name and message (and its details,
     for an error that has them, such as ``ApprovalRequired``)."""
-    described: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
-    details = getattr(error, "details", None)
-    if isinstance(error, ApprovalRequired | ApprovalPending) and callable(details):
-        described.update(details())
-    return _dump({"id": request_id, "ok": False, "error": described})
+    return _dump({"id": request_id, "ok": False, "error": describe_error(error)})
 
 
 def _dump(answer: dict[str, Any]) -> str:

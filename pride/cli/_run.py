@@ -84,7 +84,8 @@ from ..messages import (
     Signal,
     Usage,
 )
-from ..messages.limits import image_url_prefixes, within
+from ..messages.limits import image_url_prefixes
+from ..messages.requests import for_branch, for_remote
 from ..supervisors import Session
 from ._extras import placement, start_tracing, stop_tracing
 from ._lines import MAX_LINE, LineReader, LineTooLong
@@ -330,24 +331,16 @@ class _Process:
         work.start_soon(self._answer, request, reply)
 
     async def _send(self, request: Request) -> Reply:
-        """Send to a branch of the tree, else (with ``--cluster``) to a placed one."""
+        """Send to a branch of the tree, else (with ``--cluster``) to a placed one,
+        the command held to the trust rules of `pride.messages.requests`."""
         try:
             branch = self.session.resolve_name(request.to)
         except UnknownBranch:
             if self.cluster is None:
                 raise
-            if request.command.budget is not None:  # it would replace the host's, unseen here
-                raise InvalidMessage(
-                    [
-                        (
-                            f"{type(request.command).__name__}.budget",
-                            "a branch placed on a cluster host keeps its budget on the host; "
-                            "a request to it may not carry one",
-                        )
-                    ]
-                ) from None
-            return await send(self.cluster.ref(request.to), request.command, tag=request.id)
-        command = within(request.command, branch.budget)  # a request never lifts a limit
+            command = for_remote(request.command)
+            return await send(self.cluster.ref(request.to), command, tag=request.id)
+        command = for_branch(request.command, branch.budget)  # a request never lifts a limit
         return await self.session.send(branch, command, tag=request.id)
 
     async def _answer(self, request: Request, reply: Reply) -> None:

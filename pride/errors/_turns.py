@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..messages import PrideError
 
 __all__ = [
@@ -76,6 +78,15 @@ class BudgetExceeded(PrideError):
         self.allowed = allowed
         self.scope = scope
         super().__init__(f"{scope} budget exceeded: {_overrun(limit, used, allowed)}")
+
+    def details(self) -> dict[str, Any]:
+        """The limit, the figures and the scope as plain data (for answers over the wire)."""
+        return {
+            "limit": self.limit,
+            "used": self.used,
+            "allowed": self.allowed,
+            "scope": self.scope,
+        }
 
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword-only ``scope`` would be lost by the default pickling (Ray carries errors).
