@@ -1,6 +1,6 @@
 """Imports point one way (DESIGN.md, "Layout"), and no package reaches into another's privates.
 
-cli -> cluster -> supervisors -> flows -> actors -> operations -> llm, tools, context, memory
+cli, serve -> cluster -> supervisors -> flows -> actors -> operations -> llm, tools, context, memory
 -> messages; store and testing sit beside them; cluster (the ray extra) builds on supervisors;
 flows (graphs of work across branches) builds on actors and knows no Session class: a
 session hands a run its name resolution and observer, and ``Session.flow`` delegates to it;
@@ -53,8 +53,13 @@ ALLOWED: dict[str, set[str]] = {
     "cluster": BASE
     | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
     | {"store"},
+    # The front door (pride serve) builds on the tree it serves, never on the CLI.
+    "serve": BASE
+    | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
+    | {"store", "cluster"},
     "cli": BASE
     | {
+        "serve",
         "llm",
         "tools",
         "context",
@@ -74,7 +79,17 @@ ALLOWED: dict[str, set[str]] = {
 # Packages whose modules import no module of their own package back (type-only
 # imports included). actors/ is the exception: its lower modules name the
 # Branch class in annotations, so only its run-time imports must form no circle.
-ACYCLIC = ["supervisors", "operations", "llm", "testing", "tools", "context", "memory", "messages"]
+ACYCLIC = [
+    "serve",
+    "supervisors",
+    "operations",
+    "llm",
+    "testing",
+    "tools",
+    "context",
+    "memory",
+    "messages",
+]
 
 
 # ------------------------------------------------------------------ the walker

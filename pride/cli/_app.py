@@ -1,4 +1,4 @@
-"""The ``pride`` command line: chat, run, mcp and inspect (typer parses, rich prints)."""
+"""The ``pride`` command line: chat, run, serve, mcp and inspect (typer parses, rich prints)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ._inspect import inspect_store
 from ._lines import MAX_LINE
 from ._mcp import serve_app
 from ._run import RunOptions, run_app
+from ._serve import ServeCommand, serve_command
 
 __all__ = ["ALLOW_IMAGE_URL_HELP", "PIPE_WIDTH", "app", "main"]
 
@@ -283,6 +284,154 @@ def mcp(
             image_urls=tuple(allow_image_url or ()),
         )
     )
+
+
+@app.command(short_help="Serve a supervisor tree over HTTP (native API and OpenAI's).")
+def serve(
+    app: Annotated[
+        str,
+        typer.Argument(
+            metavar="APP",
+            help="module:function or path/to/file.py:function; it receives the root Session.",
+            show_default=False,
+        ),
+    ],
+    *,
+    store: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="SQLite branch store for the tree's named branches."),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="The address to listen on.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(metavar="PORT", min=0, max=65535, help="The port (0: a free one)."),
+    ] = 8000,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Bearer tokens, one per line, each optionally followed by the branch "
+            "names or globs it may reach (default: $PRIDE_SERVE_TOKEN, else one is made "
+            "and printed on stderr).",
+        ),
+    ] = None,
+    grace: Annotated[
+        float,
+        typer.Option(
+            min=0, metavar="SECONDS", help="Seconds running turns get to finish on shutdown."
+        ),
+    ] = 5.0,
+    max_body_bytes: Annotated[
+        int,
+        typer.Option(min=1, metavar="BYTES", help="The largest request body (413 past it)."),
+    ] = 16 * 1024 * 1024,
+    max_concurrent: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Requests running turns (or holding an event stream) at once; more wait "
+            "briefly, then get 503 with Retry-After.",
+        ),
+    ] = 128,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.001,
+            metavar="SECONDS",
+            help="How long a connection may take to send a request head.",
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.001, metavar="SECONDS", help="How long a request body may take to arrive."
+        ),
+    ] = 30.0,
+    keepalive: Annotated[
+        float,
+        typer.Option(
+            min=0.001,
+            metavar="SECONDS",
+            help="Seconds between keep-alive comments of an idle event stream.",
+        ),
+    ] = 15.0,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            metavar="HOST",
+            show_default=False,
+            help="A Host header to accept besides the server's own (a reverse proxy's "
+            "name; NAME or NAME:PORT; repeat it). Others are refused (421): DNS rebinding.",
+        ),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-origin",
+            metavar="ORIGIN",
+            show_default=False,
+            help="A browser Origin to accept besides the server's own, e.g. "
+            "https://chat.example.com (repeat it). Others are refused (403).",
+        ),
+    ] = None,
+    allow_image_url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-image-url",
+            metavar="PREFIX",
+            show_default=False,
+            callback=_image_prefixes,
+            help=ALLOW_IMAGE_URL_HELP,
+        ),
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            metavar="[ADDRESS]",
+            show_default=False,
+            help="Place the branches on a Ray cluster, as for pride run.",
+        ),
+    ] = None,
+    otel: Annotated[
+        bool,
+        typer.Option(
+            "--otel", show_default=False, help="Export OpenTelemetry traces, as for pride run."
+        ),
+    ] = False,
+    log_level: Annotated[
+        str, typer.Option(metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR.")
+    ] = "INFO",
+) -> None:
+    """Serve a supervisor tree over HTTP: the native API, OpenAI's chat completions."""
+    from ..serve import ServeOptions
+
+    options = ServeOptions(
+        host=host,
+        port=port,
+        max_body_bytes=max_body_bytes,
+        max_concurrent=max_concurrent,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        keepalive=keepalive,
+        image_urls=tuple(allow_image_url or ()),
+        allow_hosts=tuple(allow_host or ()),
+        allow_origins=tuple(allow_origin or ()),
+    )
+    command = ServeCommand(
+        app=app,
+        serve=options,
+        store=store,
+        grace=grace,
+        token_file=token_file,
+        log_level=log_level,
+        otel=otel,
+        cluster=cluster,
+    )
+    raise typer.Exit(serve_command(command))
 
 
 @app.command()

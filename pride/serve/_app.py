@@ -1,0 +1,170 @@
+"""What every handler of the front door shares: the session, the bounds, name resolution.
+
+A `Front` is one server's state: the session whose tree is served, its
+options and tokens, the places of ``--max-concurrent``, the turns followed
+for ``GET /v1/turns/{turn_id}``, the metrics. The ASGI application around it
+(the gates every request passes, then the route) is `pride.serve._asgi`.
+
+Branch names are resolved by `Front.lookup`, the one place a name from a
+request becomes a branch: its token's scope is applied there (a branch out
+of scope is a 404 exactly like a name that does not exist), and so will be
+the activation of virtual branches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from uuid import UUID
+
+import trio
+
+from ..actors import Branch, Reply, Target, send
+from ..errors import MailboxFull, UnknownBranch
+from ..messages import WorkCommand
+from ..messages.requests import for_branch, for_remote
+from ._auth import Grant, Guard, Tokens
+from ._http import HttpError
+from ._metrics import Metrics
+from ._options import ServeOptions
+from ._status import RETRY_AFTER
+from ._turns import TrackedTurns
+
+__all__ = ["Front", "Handler"]
+
+log = logging.getLogger("pride.serve")
+
+Handler = Callable[..., Awaitable[None]]
+
+
+class Front:
+    """One server's shared state (see the module docstring).
+
+    Args:
+        session: the root session whose tree is served.
+        options: the server's settings.
+        tokens: who may call it.
+        cluster: a `pride.cluster.Cluster` whose placed branches are reachable
+            by name too (``pride serve --cluster``), or None.
+    """
+
+    def __init__(
+        self, session: Any, options: ServeOptions, tokens: Tokens, *, cluster: Any = None
+    ) -> None:
+        self.session = session
+        self.options = options
+        self.tokens = tokens
+        self.cluster = cluster
+        self.guard = Guard(options.host, options.port, options.allow_hosts, options.allow_origins)
+        self.draining = False
+        self.drained = trio.Event()  # set when draining begins: event streams end
+        self.nursery: trio.Nursery | None = None
+        self.turns = TrackedTurns()
+        self.metrics = Metrics()
+        self.clones: set[UUID] = set()  # transient branches of the OpenAI endpoint
+        self._adopted: list[Reply] = []  # resumed before serving began
+        self._slots = trio.Semaphore(options.max_concurrent)
+
+    def bound(self, port: int) -> None:
+        """The server listens on ``port`` (the one port 0 was given): its own Host names."""
+        options = self.options
+        self.guard = Guard(options.host, port, options.allow_hosts, options.allow_origins)
+
+    def adopt(self, reply: Reply) -> None:
+        """Follow a turn the store's journal held and the session resumed (a
+        ``session.on_resume`` handler): ``GET /v1/turns/{turn_id}`` reports it."""
+        if self.nursery is None:
+            self._adopted.append(reply)
+            return
+        turn_id = getattr(reply.command, "turn_id", None)
+        if isinstance(turn_id, UUID):
+            self.turns.follow(self.nursery, turn_id, reply.branch.name, reply)
+
+    def serving(self, nursery: trio.Nursery) -> None:
+        """Requests are served now; ``nursery`` holds the server's own tasks."""
+        self.nursery = nursery
+        adopted, self._adopted = self._adopted, []
+        for reply in adopted:
+            self.adopt(reply)
+
+    def drain(self) -> None:
+        """Stop taking work: readyz turns false, event streams end."""
+        self.draining = True
+        self.drained.set()
+
+    # ------------------------------------------------------------ shared by handlers
+
+    def lookup(self, name: str, grant: Grant) -> Branch:
+        """The branch of the tree a request names, within its token's scope.
+
+        Raises:
+            UnknownBranch: no such branch, or one the token does not reach
+                (the same error: a token learns nothing of what it cannot reach).
+        """
+        try:
+            branch = self.session.resolve_name(name)
+        except UnknownBranch:
+            raise UnknownBranch(name, "this server") from None
+        if branch.id in self.clones or not grant.reaches(branch.name):
+            raise UnknownBranch(name, "this server")
+        return branch  # type: ignore[no-any-return]
+
+    def target(self, name: str, grant: Grant, command: WorkCommand) -> tuple[Target, WorkCommand]:
+        """Where ``command`` goes for a request naming ``name``, and the command as it
+        may go there (the trust rules of `pride.messages.requests`).
+
+        A branch of the tree first; with ``--cluster``, a branch placed on a host.
+
+        Raises:
+            UnknownBranch: as `lookup`.
+            InvalidMessage: a command to a placed branch carries a budget.
+        """
+        try:
+            branch = self.lookup(name, grant)
+        except UnknownBranch:
+            if self.cluster is None or not grant.reaches(name):
+                raise
+            return self.cluster.ref(name), for_remote(command)
+        return branch, for_branch(command, branch.budget)
+
+    async def deliver(self, target: Target, command: WorkCommand) -> Reply:
+        """Send ``command``, waiting at most ``queue_wait`` for room in the mailbox.
+
+        Raises:
+            MailboxFull: still no room after ``queue_wait`` (nothing was queued).
+        """
+        with trio.move_on_after(self.options.queue_wait):
+            return await send(target, command)
+        capacity = getattr(target, "mailbox_size", None) or getattr(target, "capacity", 0) or 0
+        raise MailboxFull(target.name, capacity)
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold one of the ``max_concurrent`` places for the block.
+
+        Raises:
+            HttpError: 503 when no place came free within ``queue_wait``.
+        """
+        acquired = False
+        with trio.move_on_after(self.options.queue_wait):
+            await self._slots.acquire()
+            acquired = True
+        if not acquired:
+            raise HttpError(
+                503,
+                "Overloaded",
+                f"{self.options.max_concurrent} requests are being served (--max-concurrent); "
+                "try again shortly",
+                headers=[(b"retry-after", str(RETRY_AFTER).encode())],
+            )
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests holding a place now."""
+        return self.options.max_concurrent - self._slots.value

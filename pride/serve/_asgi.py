@@ -1,0 +1,153 @@
+"""The front door as an ASGI application: the gates every request passes, then its route.
+
+Each request goes through the same gates, in order, before any handler
+runs: its ``Host`` must be the server's (421), its ``Origin``, if any, its
+own or allowed (403); ``GET /healthz`` and ``GET /readyz`` answer then;
+everything else needs a bearer token (401 with ``WWW-Authenticate``). Then
+the route (`pride.serve._routes`): a handler of the native API
+(`pride.serve._native`), of the OpenAI-compatible one
+(`pride.serve._openai`), or the events, metrics and OpenAPI documents.
+Errors are answered in the body of the route's family, with the status of
+`pride.serve._status`; an exception that is not a refusal is logged, and
+answered 500 unless the answer has begun.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import unquote
+
+import trio
+
+from ._app import Front
+from ._http import HttpError, Receive, Request, Scope, Send, respond, respond_json
+from ._routes import route
+from ._status import native_error, openai_error, status_of
+
+__all__ = ["App"]
+
+log = logging.getLogger("pride.serve")
+
+_PUBLIC = {"/healthz", "/readyz"}
+_CORS = [
+    (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+    (b"access-control-allow-headers", b"authorization, content-type"),
+    (b"access-control-max-age", b"600"),
+]
+_OPENAI_PATHS = {"/v1/chat/completions", "/v1/models"}
+
+
+class App:
+    """The ASGI application of one server, over its shared state ``front``."""
+
+    def __init__(self, front: Front) -> None:
+        self.front = front
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(Request(scope, receive, send))
+        elif kind == "lifespan":
+            await _lifespan(receive, send)
+        # websockets are not served: hypercorn closes them when the app returns
+
+    async def _http(self, request: Request) -> None:
+        started = trio.current_time()
+        status = 0
+        inner = request.send
+
+        async def spy(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if cors:
+                    message["headers"] = [*message["headers"], *cors]
+            await inner(message)
+
+        request.send = spy
+        cors: list[tuple[bytes, bytes]] = []
+        label = "-"
+        family = "openai" if request.path in _OPENAI_PATHS else "native"
+        try:
+            guard = self.front.guard
+            if not guard.host_allowed(request.header(b"host")):
+                raise HttpError(
+                    421,
+                    "MisdirectedRequest",
+                    "this server does not answer for that Host (a proxy's name is allowed "
+                    "with --allow-host)",
+                )
+            origin = request.header(b"origin")
+            if not guard.origin_allowed(origin):
+                raise HttpError(
+                    403,
+                    "Forbidden",
+                    "requests from that Origin are refused (allow one with --allow-origin)",
+                )
+            if guard.cross_origin(origin):
+                assert origin is not None
+                cors = [(b"access-control-allow-origin", origin), (b"vary", b"origin")]
+                if request.method == "OPTIONS":  # a browser's preflight: no token on it
+                    label = "OPTIONS"
+                    await respond(request.send, 204, b"", b"text/plain", _CORS)
+                    return
+            path = request.path
+            if path in _PUBLIC:
+                label = path
+                await self._health(request, path)
+                return
+            grant = self.front.tokens.grant(request.header(b"authorization"))
+            if grant is None:
+                raise HttpError(
+                    401,
+                    "Unauthorized",
+                    "send Authorization: Bearer TOKEN (PRIDE_SERVE_TOKEN or --token-file)",
+                    headers=[(b"www-authenticate", b'Bearer realm="pride"')],
+                )
+            segments = [unquote(part) for part in request.scope["raw_path"].decode().split("/")]
+            label, family, handler, arguments = route(request.method, segments)
+            try:
+                await handler(self.front, request, grant, *arguments)
+            except HttpError:
+                raise
+            except Exception as exc:
+                if status:  # the answer has begun (an event stream): nothing more to say
+                    log.exception("a %s request failed after its answer began", label)
+                    return
+                await self._refuse(request, exc, family)
+        except HttpError as exc:
+            await self._refuse(request, exc, family)
+        finally:
+            self.front.metrics.request(label, status, trio.current_time() - started)
+
+    async def _refuse(self, request: Request, error: BaseException, family: str) -> None:
+        code, headers = status_of(error)
+        if isinstance(error, HttpError) and error.close:
+            headers.append((b"connection", b"close"))
+        if code == 500 and not isinstance(error, HttpError):  # a bug, not a refusal
+            log.error("request %s %s failed", request.method, request.path, exc_info=error)
+        body = openai_error(error, code) if family == "openai" else native_error(error)
+        await respond_json(request.send, code, body, headers)
+        await request.drain()
+
+    async def _health(self, request: Request, path: str) -> None:
+        if request.method != "GET":
+            raise HttpError(405, "MethodNotAllowed", f"{path} answers GET")
+        if path == "/healthz":
+            await respond_json(request.send, 200, {"ok": True})
+            return
+        front = self.front
+        ready = not front.draining and front.session.running
+        body = {"ok": ready, "draining": front.draining}
+        await respond_json(request.send, 200 if ready else 503, body)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        event = await receive()
+        if event["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif event["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

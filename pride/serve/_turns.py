@@ -1,0 +1,143 @@
+"""Turns sent without waiting (``POST .../send``), followed to their outcome.
+
+A send is answered 202 once its turn has started, with the turn's id
+(pride gives a turn its id when it starts, not when it is queued); from then
+on ``GET /v1/turns/{turn_id}`` says where it is: ``running``, ``done`` (with
+its result), ``failed`` (with its error) or ``suspended`` (waiting for
+approval, with the pending calls; ``POST /v1/turns/{turn_id}/resolve``
+continues it). The turn goes on whatever its sender does: a send's outcome
+is awaited by a task of the server, not of the request.
+
+Outcomes are kept for the last `KEPT` finished turns (a bounded record, the
+oldest forgotten first); turns still running are always kept (their number
+is bounded by the mailboxes).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any
+from uuid import UUID
+
+import trio
+
+from ..actors import Reply, Target
+from ..errors import ApprovalRequired
+from ..messages import Command
+from ..messages.requests import describe_error, plain_result
+
+__all__ = ["KEPT", "Followed", "StartedReply", "TrackedTurns"]
+
+log = logging.getLogger("pride.serve")
+
+KEPT = 10_000
+"""Finished turns whose outcome ``GET /v1/turns/{turn_id}`` can still report."""
+
+
+class StartedReply(Reply):
+    """A `Reply` that says when its command starts (or ends without starting).
+
+    The serving side calls ``start`` when it takes the envelope; a send is
+    answered at that moment, when the turn id exists.
+    """
+
+    __slots__ = ("started",)
+
+    def __init__(self, target: Target, command: Command) -> None:
+        super().__init__(target, command)
+        self.started = trio.Event()
+
+    def start(self, turn_id: UUID | None, cancel_scope: Any) -> None:
+        super().start(turn_id, cancel_scope)
+        self.started.set()
+
+    def succeed(self, result: Any) -> None:
+        super().succeed(result)
+        self.started.set()
+
+    def fail(self, error: BaseException) -> None:
+        super().fail(error)
+        self.started.set()
+
+
+class Followed:
+    """What is known of one followed turn."""
+
+    __slots__ = ("branch", "error", "result", "state", "turn_id")
+
+    def __init__(self, turn_id: UUID, branch: str) -> None:
+        self.turn_id = turn_id
+        self.branch = branch
+        self.state = "running"
+        self.result: Any = None
+        self.error: dict[str, Any] | None = None
+
+    def settle(self, outcome: Any, error: BaseException | None) -> None:
+        """Record the turn's outcome: its result, or its error."""
+        if error is None:
+            self.state, self.result, self.error = "done", plain_result(outcome), None
+        else:
+            suspended = isinstance(error, ApprovalRequired)
+            self.state = "suspended" if suspended else "failed"
+            self.result, self.error = None, describe_error(error)
+
+    def describe(self) -> dict[str, Any]:
+        """The answer of ``GET /v1/turns/{turn_id}``."""
+        answer: dict[str, Any] = {
+            "turn_id": str(self.turn_id),
+            "branch": self.branch,
+            "state": self.state,
+        }
+        if self.state == "done":
+            answer["result"] = self.result
+        elif self.error is not None:
+            answer["error"] = self.error
+        return answer
+
+
+class TrackedTurns:
+    """The followed turns of one server, by turn id."""
+
+    def __init__(self, kept: int = KEPT) -> None:
+        self._kept = kept
+        self._turns: dict[UUID, Followed] = {}
+        self._finished: collections.OrderedDict[UUID, None] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def get(self, turn_id: UUID) -> Followed | None:
+        """The followed turn with this id, if any."""
+        return self._turns.get(turn_id)
+
+    def follow(self, nursery: trio.Nursery, turn_id: UUID, branch: str, reply: Reply) -> Followed:
+        """Follow ``reply`` (its turn ``turn_id`` has started) to its outcome, in ``nursery``."""
+        followed = self._turns.get(turn_id) or Followed(turn_id, branch)
+        self._turns[turn_id] = followed
+        nursery.start_soon(self._await, followed, reply)
+        return followed
+
+    async def _await(self, followed: Followed, reply: Reply) -> None:
+        try:
+            result = await reply.result()
+        except Exception as exc:  # a failed turn is an outcome
+            self.settled(followed, None, exc)
+            return
+        except BaseException:
+            # The server is stopping: the turn goes on until the session stops it.
+            raise
+        self.settled(followed, result, None)
+
+    def settled(self, followed: Followed, outcome: Any, error: BaseException | None) -> None:
+        """Record ``followed``'s outcome (also after a resolve continued it)."""
+        followed.settle(outcome, error)
+        if followed.turn_id not in self._turns:
+            self._turns[followed.turn_id] = followed
+        self._finished[followed.turn_id] = None
+        self._finished.move_to_end(followed.turn_id)
+        while len(self._finished) > self._kept:
+            old, _ = self._finished.popitem(last=False)
+            kept = self._turns.get(old)
+            if kept is not None and kept.state != "running":
+                del self._turns[old]
