@@ -270,6 +270,7 @@ class BranchJournal:
                 records[index] = StepRecord.from_text(text)
             except InvalidMessage as exc:
                 problem = problem or f"journal step {index} does not read back: {exc}"
+        problem = problem or _ambiguous_ids(records)
         if status not in ("running", "suspended"):
             problem = problem or f"unknown journal status {status!r}"
             status = "running"
@@ -406,6 +407,30 @@ def refuse_approvals(
             await before(call)
 
     return check
+
+
+def _ambiguous_ids(steps: Mapping[int, StepRecord]) -> str | None:
+    """Why a journal read back cannot be resumed safely, if two of its calls share an id.
+
+    Pride gives every call of a turn an id of its own (issue 36): a decision
+    names exactly one call. A journal holding two calls under one id (altered,
+    or written before that rule) could have a decision run a call nobody was
+    shown, so its turn can only be abandoned.
+    """
+    model_ids: set[str] = set()
+    waiting: set[str] = set()
+    for index, step in sorted(steps.items()):
+        if step.kind == "model" and step.response is not None:
+            for call in step.response.tool_calls:
+                if call.id in model_ids:
+                    return f"its journal holds two tool calls under the id {call.id[:100]!r}"
+                model_ids.add(call.id)
+        elif step.state in ("pending", "approved", "started"):
+            call_id = call_id_of(index, step.call_id)
+            if call_id in waiting:
+                return f"its journal holds two calls waiting under the id {call_id[:100]!r}"
+            waiting.add(call_id)
+    return None
 
 
 def _may_suspend(actor: Actor) -> bool:

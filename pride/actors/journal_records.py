@@ -196,14 +196,14 @@ class _StepWire:
     reason: str | None = None
 
 
-def tool_step(call: ActionCall, state: StepState, approved: bool) -> StepRecord:
-    """A tool step of ``call`` in ``state``."""
+def tool_step(call: ActionCall, state: StepState, approved: bool, call_id: str) -> StepRecord:
+    """A tool step of ``call`` in ``state``, resolved by ``call_id`` (unique in its turn)."""
     return StepRecord(
         "tool",
         state=state,
         function=call.function,
         arguments=dict(call.arguments),
-        call_id=call.call_id,
+        call_id=call_id,
         approved=approved,
     )
 

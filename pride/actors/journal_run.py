@@ -238,6 +238,7 @@ class JournalRun:
         self._settle()
         base = self.next
         self.next += len(calls)
+        ids = self._step_ids(base, calls)
         outcomes: list[ActionOutcome | None] = [None] * len(calls)
         live: list[int] = []
         approved: set[int] = set()
@@ -255,6 +256,10 @@ class JournalRun:
                 continue
             if step.kind != "tool" or step.function != call.function:
                 raise self._mismatch(index, f"a call of {call.function!r}", step)
+            if step.state in ("approved", "pending") and dict(step.arguments) != dict(
+                call.arguments
+            ):  # a person decides on what was shown, and on nothing else
+                raise self._mismatch(index, f"a call of {call.function!r} (other arguments)", step)
             if step.state == "done":
                 view.replayed_tool_call()
                 outcomes[position] = step.outcome(call)
@@ -283,11 +288,12 @@ class JournalRun:
                 waiting=waiting,
                 execute=execute,
                 call_ids=call_ids,
+                step_ids=ids,
             )
             for position, outcome in done.items():
                 outcomes[position] = outcome
         if waiting:
-            await self._wait_for_approval(view, calls, base, waiting)
+            await self._wait_for_approval(view, calls, base, waiting, ids)
         return [outcome for outcome in outcomes if outcome is not None]
 
     async def _run_live(
@@ -301,6 +307,7 @@ class JournalRun:
         waiting: list[tuple[int, str]],
         execute: Callable[..., Awaitable[list[ActionOutcome]]],
         call_ids: Sequence[str] | None,
+        step_ids: Sequence[str],
     ) -> dict[int, ActionOutcome]:
         deferred: dict[int, str] = {}
         failure: list[BaseException] = []
@@ -323,7 +330,8 @@ class JournalRun:
             if tool is not None and not tool.idempotent:
                 # Durable before it runs: after a crash, a started call is never
                 # run again silently.
-                self.record(base + position, tool_step(call, "started", position in approved))
+                step = tool_step(call, "started", position in approved, step_ids[position])
+                self.record(base + position, step)
                 await journaled()
 
         async def journaled() -> None:
@@ -342,7 +350,7 @@ class JournalRun:
                 if position is None:
                     await view.after_tool_call(outcome)
                 return
-            step = tool_step(calls[position], "done", position in approved)
+            step = tool_step(calls[position], "done", position in approved, step_ids[position])
             self.record(
                 base + position, attrs.evolve(step, output=outcome.output, error=outcome.error)
             )
@@ -367,16 +375,16 @@ class JournalRun:
         calls: Sequence[ActionCall],
         base: int,
         waiting: list[tuple[int, str]],
+        ids: Sequence[str],
     ) -> None:
         for position, reason in sorted(waiting):
             index = base + position
             call = calls[position]
             step = self.steps.get(index)
             if step is None or step.state != "pending":
-                self.record(index, attrs.evolve(tool_step(call, "pending", False), reason=reason))
-            pending = PendingCall(
-                call_id_of(index, call.call_id), call.function, dict(call.arguments)
-            )
+                step = tool_step(call, "pending", False, ids[position])
+                self.record(index, attrs.evolve(step, reason=reason))
+            pending = PendingCall(ids[position], call.function, dict(call.arguments))
             self.pending.append(pending)
             if pending.call_id not in self.announced:
                 self.announced.add(pending.call_id)
@@ -391,6 +399,40 @@ class JournalRun:
                 )
         await self.commit()
         self._check_pending()
+
+    def _step_ids(self, base: int, calls: Sequence[ActionCall]) -> list[str]:
+        """The id each call of a batch (numbered from ``base``) is resolved by,
+        unique in the turn.
+
+        A step the journal holds keeps the id it was recorded (and announced)
+        with. A new one takes its call's id, unless an earlier step of the turn
+        (or of the batch) has it: ids come from the model or from a request, so
+        two calls may share one, and a person's decision must apply to exactly
+        the call that was shown. Such a call is resolved by ``step-N`` instead
+        (N its step number; the id of a call without one too), which depends
+        only on the steps before it, so a resumed run gives every call the id
+        it had.
+        """
+        taken = {
+            call_id_of(index, step.call_id)
+            for index, step in self.steps.items()
+            if step.kind == "tool" and index < base
+        }
+        ids: list[str] = []
+        for position, call in enumerate(calls):
+            index = base + position
+            step = self.steps.get(index)
+            if step is not None and step.kind == "tool":
+                chosen = call_id_of(index, step.call_id)
+            else:
+                chosen = call.call_id if call.call_id is not None else f"step-{index}"
+                suffix = 0
+                while chosen in taken:
+                    suffix += 1
+                    chosen = f"step-{index}" if suffix == 1 else f"step-{index}-{suffix}"
+            taken.add(chosen)
+            ids.append(chosen)
+        return ids
 
     # ------------------------------------------------------------ the turn's end
 

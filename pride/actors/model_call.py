@@ -8,13 +8,15 @@ same for every verb.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from ..errors import StopStream
-from ..llm import ModelRequest, ModelResponse, iModel
+from ..llm import ModelRequest, ModelResponse, iModel, new_call_id
 from . import wiring
 
 if TYPE_CHECKING:
@@ -22,7 +24,9 @@ if TYPE_CHECKING:
     from .budget import Meter
     from .turn import TurnScope
 
-__all__ = ["call_model_once"]
+__all__ = ["call_model_once", "unique_call_ids"]
+
+log = logging.getLogger("pride.turn")
 
 
 async def call_model_once(
@@ -83,6 +87,8 @@ async def call_model_once(
             "model", model.model, started=started, status="error", turn_id=turn_id, error=exc
         )
         raise
+    if scope is not None and response.tool_calls:  # before anything records them
+        response = unique_call_ids(scope, response)
     usage = response.usage
     logs.record(
         "model",
@@ -102,3 +108,41 @@ async def call_model_once(
             actor, "after_model_call", {"branch": branch, "model": model, "response": response}
         )
     return response
+
+
+def unique_call_ids(scope: TurnScope, response: ModelResponse) -> ModelResponse:
+    """``response`` with each tool call's id unique in the turn.
+
+    A tool-call id is model output, and so hostile: a model (or a compatible
+    server numbering its calls ``call_0``, ``call_1`` in every reply) may give
+    two calls of one reply, or of two rounds, the same id. Ids name the calls a
+    person approves (``session.resolve``) and pair each call with its result,
+    so a call whose id the turn already used gets a fresh one
+    (`pride.llm.new_call_id`) before anything records it: the conversation,
+    the journal and the approval all see the same, distinct ids. Replies
+    answered from a journal pass here too, so a resumed turn knows the ids its
+    earlier rounds used.
+    """
+    state = scope.state
+    seen = state.call_ids
+    if seen is None:
+        seen = state.call_ids = set()
+    calls = list(response.tool_calls)
+    renamed = False
+    for position, call in enumerate(calls):
+        if call.id in seen:
+            fresh = new_call_id()
+            log.warning(
+                "turn %s: the model gave a %s call the id %r, already used in this turn; "
+                "it is called %r instead",
+                state.context.turn_id,
+                call.name,
+                call.id[:100],
+                fresh,
+            )
+            calls[position] = attrs.evolve(call, id=fresh)
+            renamed = True
+            seen.add(fresh)
+        else:
+            seen.add(call.id)
+    return attrs.evolve(response, tool_calls=tuple(calls)) if renamed else response

@@ -145,6 +145,9 @@ class TurnState:
         journal: the turn's journal run (`pride.actors.journal`), when the branch
             keeps a journal.
         suspended: the turn stopped for approval (set as it finalises).
+        call_ids: the ids of the tool calls its model replies made so far (made
+            on the first reply with tool calls): each is unique in the turn
+            (`pride.actors.model_call.unique_call_ids`).
     """
 
     context: TurnExecutionContext
@@ -157,6 +160,7 @@ class TurnState:
     trace: Any = attrs.field(default=None, repr=False)
     journal: JournalRun | None = attrs.field(default=None, repr=False)
     suspended: bool = False
+    call_ids: set[str] | None = attrs.field(default=None, repr=False)
 
     @property
     def input_tokens(self) -> int:

@@ -50,7 +50,7 @@ from . import wiring
 from .budget import Meter
 from .instrument import TurnTrace
 from .journal import refuse_approvals
-from .model_call import call_model_once
+from .model_call import call_model_once, unique_call_ids
 from .turn import TurnScope
 
 if TYPE_CHECKING:
@@ -292,6 +292,8 @@ class BranchTurn:
         hooks, no call."""
         scope = self._scope
         assert scope is not None
+        if response.tool_calls:  # unique already: the turn learns the ids its rounds used
+            response = unique_call_ids(scope, response)
         usage = response.usage
         if self._meter is not None:
             self._meter.add_tokens(

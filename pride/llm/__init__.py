@@ -47,6 +47,7 @@ from ._types import (
     ScriptedReply as ScriptedReply,
     ToolCall as ToolCall,
     Usage as Usage,
+    new_call_id as new_call_id,
 )
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "estimate_text_tokens",
     "iModel",
     "load_encoding",
+    "new_call_id",
     "retry_listener",
 ]
 

@@ -21,10 +21,13 @@ __all__ = [
     "ScriptedReply",
     "ToolCall",
     "Usage",
+    "new_call_id",
 ]
 
 
 def new_call_id() -> str:
+    """A fresh tool-call id (``call_<24 hex digits>``), of the characters every
+    provider accepts in an id (Anthropic's are ``[a-zA-Z0-9_-]``)."""
     return f"call_{secrets.token_hex(12)}"
 
 

@@ -178,6 +178,24 @@ def _planned(*calls: ToolCall) -> str:
     return StepRecord("model", ModelResponse("", calls)).to_text()
 
 
+def _pending(function: str, arguments: dict[str, Any], call_id: str) -> str:
+    step = StepRecord(
+        "tool", state="pending", function=function, arguments=arguments, call_id=call_id
+    )
+    return step.to_text()
+
+
+# Issue 36: two calls waiting under one id; a decision could not say which one it means.
+_ONE_ID_TWICE = [
+    _planned(
+        ToolCall("send_email", {"to": "bob"}, id="dup"),
+        ToolCall("wire_money", {"amount": 9}, id="dup"),
+    ),
+    _pending("send_email", {"to": "bob"}, "dup"),
+    _pending("wire_money", {"amount": 9}, "dup"),
+]
+
+
 @pytest.mark.parametrize(
     ("command", "steps", "problem"),
     [
@@ -188,6 +206,7 @@ def _planned(*calls: ToolCall) -> str:
         (to_json(Operate("x", actions=True)), ['{"kind": "model"}'], "step 0"),
         (to_json(Operate("x", actions=True)), ['{"kind": "tool", "state": "lost"}'], "step 0"),
         (to_json(Operate("x", actions=True)), ["[1, 2]"], "step 0"),
+        (to_json(Operate("x", actions=True)), _ONE_ID_TWICE, "under the id 'dup'"),
     ],
 )
 async def test_a_damaged_journal_entry_is_abandoned_never_run(
