@@ -17,9 +17,9 @@ from ._http import HttpEndpoint
 from ._shape import (
     WrongShape,
     as_object,
+    cost_field,
     count_field,
     list_field,
-    number_field,
     object_field,
     str_field,
     where,
@@ -81,7 +81,7 @@ def _read_usage(data: dict[str, Any], path: str, reply: ReplyParts) -> None:
         "cached_tokens": count_field(
             details, "cached_tokens", where(path, "prompt_tokens_details")
         ),
-        "cost": number_field(usage, "cost", path),
+        "cost": cost_field(usage, "cost", path),
     }
 
 

@@ -16,16 +16,16 @@ good reply costs a few type checks per field.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 __all__ = [
+    "MAX_COST_USD",
     "MAX_COUNT",
     "WrongShape",
     "as_object",
+    "cost_field",
     "count_field",
     "list_field",
-    "number_field",
     "object_field",
     "str_field",
     "where",
@@ -124,11 +124,26 @@ def count_field(parent: dict[str, Any], key: str, path: str) -> int:
     raise WrongShape(where(path, key), f"a count (an integer from 0 to {MAX_COUNT})", value)
 
 
-def number_field(parent: dict[str, Any], key: str, path: str) -> float | None:
-    """``parent[key]`` as a finite number, or ``None`` when it is absent or null."""
+#: The largest cost in US dollars one call may report. A reply claiming more is
+#: no real figure; and a bound keeps every sum of costs finite (two costs of
+#: 1e308 would sum to infinity, which no budget compares and no JSON carries).
+MAX_COST_USD = 1_000_000.0
+
+
+def cost_field(parent: dict[str, Any], key: str, path: str) -> float | None:
+    """``parent[key]`` as a cost (a number from 0 to `MAX_COST_USD`), or ``None``
+    when it is absent or null.
+
+    A negative cost is refused like a negative count: summed, it would buy
+    calls past ``max_cost_usd``.
+    """
     value = parent.get(key)
     if value is None:
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and 0 <= value <= MAX_COST_USD  # False for NaN, too
+    ):
         return float(value)
-    raise WrongShape(where(path, key), "a finite number", value)
+    raise WrongShape(where(path, key), f"a cost (a number from 0 to {MAX_COST_USD:g})", value)

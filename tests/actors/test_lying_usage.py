@@ -1,0 +1,106 @@
+"""Issue 36, items 2 and 4: usage figures a provider reports are hostile, and a turn
+resumed from its journal counts each real call once.
+
+The provider is the real loopback server, told to report whatever usage we like,
+plain and streamed; durable turns keep their journal in a real SQLite store.
+These run on the real clock (an autojump clock would jump during socket I/O).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import pride
+from pride import Branch, Budget, BudgetExceeded, MalformedResponse, Session, iModel
+from pride.llm import RetryPolicy, ScriptedReply, Usage as CallUsage
+from pride.testing import openai_server
+
+
+def _model(server: Any) -> iModel:
+    return iModel(
+        "openai/gpt-test",
+        base_url=server.base_url,
+        api_key="sk-test",
+        retry=RetryPolicy(max_retries=0),
+    )
+
+
+def _reply(cost: float | None = None, *, tokens_in: int = 10, tokens_out: int = 10) -> Any:
+    return ScriptedReply("ok", usage=CallUsage(tokens_in, tokens_out, 0, cost))
+
+
+# ------------------------------------------------------------ item 2: lying figures
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize(
+    ("usage", "path"),
+    [
+        (CallUsage(10, 10, 0, -100.0), "usage.cost"),
+        (CallUsage(10, 10, 0, -0.000001), "usage.cost"),
+        (CallUsage(10, 10, 0, 1e308), "usage.cost"),
+        (CallUsage(-5, 10, 0, 0.1), "usage.prompt_tokens"),
+        (CallUsage(10, -5, 0, 0.1), "usage.completion_tokens"),
+        (CallUsage(10, 10, -1, 0.1), "usage.prompt_tokens_details.cached_tokens"),
+        (CallUsage(2**60, 10, 0, 0.1), "usage.prompt_tokens"),
+    ],
+)
+async def test_issue36_usage_a_budget_could_not_hold_is_a_malformed_response(
+    usage: CallUsage, path: str, streamed: bool
+) -> None:
+    """A negative cost or count, a cost no call could have, a count past 2**53: the
+    reply is a MalformedResponse naming the figure, and nothing of it is counted."""
+    async with openai_server([ScriptedReply("ok", usage=usage)]) as server:
+        async with Branch(chat_model=_model(server), budget=Budget(max_cost_usd=1.0)) as branch:
+            with pytest.raises(MalformedResponse) as info:
+                if streamed:
+                    async with pride.stream(branch, pride.Chat("hi")) as chunks:
+                        async for _ in chunks:
+                            pass
+                else:
+                    await branch.chat("hi")
+            assert info.value.path is not None and info.value.path.endswith(path)
+            used = branch.usage
+    assert used.cost_usd is None and used.input_tokens == 0 and used.output_tokens == 0
+
+
+async def test_issue36_a_negative_cost_cannot_buy_more_calls_under_max_cost_usd() -> None:
+    """The attack of the issue: a cost of -100, then 0.9 a reply, under a $1 session
+    limit. The lie fails its call; the second honest call passes the limit and the
+    session stops there (used > allowed), never 13 calls later."""
+    script = [_reply(-100.0)] + [_reply(0.9) for _ in range(13)]
+    async with openai_server(script) as server:
+        async with Session(budget=Budget(max_cost_usd=1.0)) as session:
+            branch = await session.spawn(Branch(name="a", chat_model=_model(server)))
+            with pytest.raises(MalformedResponse):
+                await branch.chat("hi")
+            assert await branch.chat("hi") == "ok"
+            with pytest.raises(BudgetExceeded) as info:
+                await branch.chat("hi")
+            assert info.value.limit == "max_cost_usd"
+            with pytest.raises(BudgetExceeded):  # spent for good
+                await branch.chat("hi")
+            assert session.usage.cost_usd == pytest.approx(1.8)
+    assert server.request_count == 3
+
+
+async def test_issue36_integral_float_counts_are_read_and_fractional_ones_refused() -> None:
+    """Some compatible servers write counts as 12.0: read as 12; 12.5 is no count."""
+    document = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+    }
+    whole = {**document, "usage": {"prompt_tokens": 12.0, "completion_tokens": 3.0}}
+    half = {**document, "usage": {"prompt_tokens": 12.5, "completion_tokens": 3}}
+    async with openai_server([pride.testing.Fault.raw(whole), pride.testing.Fault.raw(half)]) as (
+        server
+    ):
+        async with Branch(chat_model=_model(server)) as branch:
+            assert await branch.chat("hi") == "ok"
+            assert (branch.usage.input_tokens, branch.usage.output_tokens) == (12, 3)
+            with pytest.raises(MalformedResponse, match="prompt_tokens"):
+                await branch.chat("hi")
