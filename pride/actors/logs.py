@@ -8,7 +8,6 @@ bounded: past ``capacity`` the oldest records are dropped (and counted).
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
@@ -17,6 +16,8 @@ from typing import Any, Literal
 from uuid import UUID
 
 import attrs
+
+from ..messages.codec import dump_json
 
 __all__ = ["DEFAULT_LOG_CAPACITY", "DataLogger", "LogConfig", "LogEntry"]
 
@@ -228,7 +229,7 @@ class DataLogger:
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("a", encoding="utf-8") as file:
             for entry in self:
-                file.write(json.dumps(entry.to_dict(), default=str) + "\n")
+                file.write(dump_json(entry.to_dict(), replace=True) + "\n")
         if clear:
             self.clear()
         return target

@@ -42,7 +42,9 @@ _CHATTY = ("httpx", "httpcore")
 
 # Built once: ``json.dumps`` with any option builds a new encoder per call, which
 # was half the cost of a record (pride run logs one per finished turn).
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+# Strict: a record may carry any number (usage summed to infinity, an app's own
+# NaN), and a log line is JSON a reader parses like any other pride writes.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False)
 
 
 class TurnContext(logging.Filter):
@@ -85,10 +87,12 @@ class JsonFormatter(logging.Formatter):
                 entry[field] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        line = _ENCODER.encode(entry)
         try:
+            line = _ENCODER.encode(entry)
             line.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (quoted from a tool?): keep the record
+        except ValueError:
+            # A non-finite number (null in its place), or a lone surrogate quoted from
+            # a tool (U+FFFD; UnicodeEncodeError is a ValueError): keep the record.
             line = dump_json(entry, replace=True)
         return line
 

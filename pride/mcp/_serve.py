@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import socket
@@ -53,6 +52,7 @@ from ..messages import (
     WorkCommand,
     structure,
 )
+from ..messages.codec import dump_json
 from ..messages.limits import check_untrusted, image_url_prefixes
 from ..tools import Tool
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
@@ -120,7 +120,7 @@ class _Exposed:
             result = await _with_progress(self.session, branch, command, context, token)
         if isinstance(result, dict):
             return result
-        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        text = result if isinstance(result, str) else dump_json(result, replace=True)
         return [types.TextContent(type="text", text=text)]
 
 

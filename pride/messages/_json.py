@@ -103,7 +103,9 @@ def scrub_text(text: str) -> str:
 
 
 def scrub(value: Any) -> Any:
-    """``value`` (JSON-like data) with lone surrogates in its strings and keys replaced.
+    """``value`` (JSON-like data) with what strict JSON cannot carry replaced, the
+    documented way (`dump_json`): a lone surrogate in a string or key by U+FFFD, a
+    non-finite float by None.
 
     Containers without one are returned as they are (same object), so the
     common case allocates nothing.
@@ -114,6 +116,8 @@ def scrub(value: Any) -> Any:
     kind = type(value)
     if kind is str:
         return value if value.isascii() else scrub_text(value)
+    if kind is float:  # a tool's NaN: the model is shown what the store keeps (null)
+        return value if math.isfinite(value) else None
     if value is None or ((kind is dict or kind is list or kind is tuple) and not value):
         return value
     if isinstance(value, str):

@@ -28,6 +28,7 @@ import msgspec
 
 from ..errors import ParseFailed
 from ..messages import ActionCall
+from ..messages.codec import scrub
 from .formats import convert, format_name, format_schema
 from .results import Reason
 
@@ -145,7 +146,11 @@ class Operative:
             calls = _calls(rest.pop("action_requests", None))
         if self.response_format is None:
             answer = rest.pop("answer", None)
-            output = answer if answer is None or isinstance(answer, str) else json.dumps(answer)
+            # Read leniently from the model's text (a NaN included), given back as
+            # strict JSON text (null for a NaN).
+            output = (
+                answer if answer is None or isinstance(answer, str) else json.dumps(scrub(answer))
+            )
         else:
             output = convert(rest, self.response_format)
         return Parsed(output, reason, calls)

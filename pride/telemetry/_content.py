@@ -6,8 +6,9 @@ JSON text, clipped to `CONTENT_LIMIT` characters.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
+
+from ..messages.codec import dump_json
 
 if TYPE_CHECKING:
     from ..llm import ModelRequest, ModelResponse
@@ -19,7 +20,9 @@ CONTENT_LIMIT = 16_384
 
 
 def as_json(value: Any) -> str:
-    return json.dumps(value, default=str, ensure_ascii=False)
+    """Strict JSON text of ``value``: what JSON has no form for is replaced
+    (`pride.messages.codec.dump_json`), so a tool's NaN is null on the span too."""
+    return dump_json(value, replace=True)
 
 
 def clip(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from pride import Branch, Budget, ChatAndRecord, Escalate, ScriptedModel, Session, iModel
-from pride.llm import RetryPolicy
+from pride.llm import RetryPolicy, ScriptedReply, Usage
 
 
 def model() -> iModel:
@@ -72,3 +72,10 @@ async def warm_up(session: Session) -> None:
 async def budgeted(session: Session) -> None:
     """One branch whose every turn may make no model call (``Budget(max_model_calls=0)``)."""
     await session.spawn(Branch(name="frugal", chat_model=model(), budget=Budget(max_model_calls=0)))
+
+
+async def lavish(session: Session) -> None:
+    """One branch whose model (the application's own, so trusted) reports a cost of 1e308
+    a reply: two replies sum to infinity."""
+    reply = ScriptedReply("costly", usage=Usage(1, 1, 0, 1e308))
+    await session.spawn(Branch(name="lavish", chat_model=ScriptedModel(lambda _: reply)))

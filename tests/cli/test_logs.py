@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from datetime import UTC, datetime
 
 from hypothesis import given, strategies as st
 
 from pride.cli._logs import JsonFormatter
+from pride.messages.codec import parse_json
+from tests.cli.driver import CLI, cli_env, request
 
 
 @given(st.floats(min_value=0, max_value=2**33, allow_nan=False))
@@ -46,3 +49,28 @@ def test_a_turn_record_has_every_documented_field() -> None:
     assert entry["time"] == datetime.fromtimestamp(record.created, UTC).isoformat(
         timespec="milliseconds"
     )
+
+
+def test_issue36_a_record_s_non_finite_numbers_are_written_as_null() -> None:
+    """Whatever a record carries, its line is strict JSON: no NaN or Infinity."""
+    record = logging.LogRecord("app", logging.INFO, __file__, 1, "odd figures", (), None)
+    record.usage = {"cost_usd": math.inf, "ratio": math.nan, "low": -math.inf, "n": 2}
+    entry = parse_json(JsonFormatter().format(record))
+    assert entry["usage"] == {"cost_usd": None, "ratio": None, "low": None, "n": 2}
+
+
+async def test_issue36_pride_run_writes_strict_json_when_usage_sums_to_infinity() -> None:
+    """Two costs of 1e308 (the application's own model) sum to infinity: every answer
+    line and every log line of a real ``pride run`` is still strict JSON."""
+    app = "tests.cli.app:lavish"
+    async with CLI.start("run", app, "--no-status", "--exit-on-eof", env=cli_env()) as cli:
+        for request_id in ("r1", "r2"):
+            await cli.send(request(request_id, "lavish", "spend"))
+        await cli.close_stdin()
+        assert await cli.exit_code() == 0
+    lines = [line for line in cli.stdout + cli.stderr if line.strip()]
+    assert any("session_usage" in line for line in cli.stderr)
+    for line in lines:
+        if line.startswith("{"):
+            parse_json(line)  # raises InvalidMessage on NaN or Infinity
+    assert all("Infinity" not in line and "NaN" not in line for line in lines)

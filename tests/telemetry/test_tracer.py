@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from typing import Any
@@ -29,6 +30,7 @@ from pride import (
     Session,
 )
 from pride.llm import RetryPolicy, ScriptedReply, ToolCall, Usage as CallUsage
+from pride.messages.codec import parse_json
 from tests.telemetry.conftest import Spans
 
 
@@ -426,3 +428,23 @@ def test_import_pride_imports_no_opentelemetry() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def spread() -> list[float]:
+    """Figures a numeric tool may well return."""
+    return [math.nan, math.inf, 1.5]
+
+
+async def test_issue36_recorded_content_is_strict_json(spans: Spans) -> None:
+    """A tool's NaN is null in the recorded result: every content attribute is strict JSON."""
+    pride.telemetry.instrument(spans_provider(spans), capture_content=True)
+    model = ScriptedModel([ToolCall("spread", {}, id="c1"), "summary"])
+    async with Branch(name="b", chat_model=model, tools=[spread]) as branch:
+        await pride.ask(branch, Run("figures"))
+    tool = spans.one("execute_tool spread")
+    assert tool.attributes is not None
+    assert parse_json(str(tool.attributes["gen_ai.tool.call.result"])) == [None, None, 1.5]
+    for span in spans.all:
+        for name, value in (span.attributes or {}).items():
+            if name.startswith("gen_ai.") and isinstance(value, str) and value[:1] in "[{":
+                parse_json(value)
