@@ -30,6 +30,16 @@ into one ``RunFailed`` and a [`BudgetExceeded`][pride.BudgetExceeded] for
 the caller. A session's token or cost limit, once passed, stops every turn
 drawing on it at once, not only the one whose call passed it.
 
+A turn resumed from its journal (approved after it stopped, or restored
+after a crash) answers the steps the journal holds without making them
+again. Those calls were counted on the whole chain when they ran, so a
+*replayed* call is counted only on the turn's own meters (the turn's, and a
+nested command's): ``RunEnd.usage`` and the turn's budget see the whole
+turn, while ``branch.usage``, ``session.usage``, a session's or a flow's
+budget count each real call once. After a crash the calls made before it
+were counted in the process that made them (usage is not stored), so this
+process counts only what runs in it.
+
 Nothing here costs anything measurable when no budget is set (an unbudgeted meter counts).
 """
 
@@ -318,11 +328,20 @@ class Meter(Account):
         self.trip(error)
         return self.error or error
 
-    def _check(self, kind: str) -> None:
+    def _counted(self, replayed: bool) -> tuple[Account, ...]:
+        """What a call is counted on: the whole chain, or for a call the journal
+        answered (``replayed``), the turn's own meters only."""
+        if not replayed:
+            return (self, *self.above)
+        return (self, *(account for account in self.above if isinstance(account, Meter)))
+
+    def _check(self, kind: str, replayed: bool = False) -> None:
         if self.error is not None:
             raise self.error
         now = trio.current_time()
         for account in self.limited:
+            if replayed and not isinstance(account, Meter):
+                continue  # counted there when it ran
             refused = account.refusal(kind, now)
             if refused is not None:
                 self.trip(refused)
@@ -331,26 +350,34 @@ class Meter(Account):
 
     # -------------------------------------------------------- model calls
 
-    def admit_model_call(self) -> None:
-        """Count a model call about to start, or refuse it.
+    def admit_model_call(self, *, replayed: bool = False) -> None:
+        """Count a model call about to start, or refuse it; a ``replayed`` one (the
+        journal answers it) only on the turn's own meters (see the module docstring).
 
         Raises:
             BudgetExceeded: an allowance is spent (the work is stopped too).
         """
         if self.limited:
-            self._check("model")
-        for account in (self, *self.above):
+            self._check("model", replayed)
+        for account in self._counted(replayed):
             account.model_calls += 1
 
     def add_tokens(
-        self, input_tokens: int, output_tokens: int, cached_tokens: int, cost_usd: float | None
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int,
+        cost_usd: float | None,
+        *,
+        replayed: bool = False,
     ) -> None:
-        """Count a finished model call's usage on the whole chain.
+        """Count a finished model call's usage on the whole chain (a ``replayed``
+        call's on the turn's own meters only).
 
         Raises:
             BudgetExceeded: a token or cost limit is now passed.
         """
-        for account in (self, *self.above):
+        for account in self._counted(replayed):
             account.input_tokens += input_tokens
             account.output_tokens += output_tokens
             account.cached_tokens += cached_tokens
@@ -358,9 +385,11 @@ class Meter(Account):
                 account.cost_usd = (account.cost_usd or 0.0) + cost_usd
         if not self.limited:
             return
-        if cost_usd is None:
+        if cost_usd is None and not replayed:
             self._note_unpriced()
         for limited in self.limited:
+            if replayed and not isinstance(limited, Meter):
+                continue
             passed = limited.overrun()
             if passed is not None:
                 if limited is not self:
@@ -407,15 +436,16 @@ class Meter(Account):
 
     # --------------------------------------------------------- tool calls
 
-    def admit_tool_call(self) -> None:
-        """Count a tool call about to start, or refuse it.
+    def admit_tool_call(self, *, replayed: bool = False) -> None:
+        """Count a tool call about to start, or refuse it; a ``replayed`` one (the
+        journal answers it) only on the turn's own meters.
 
         Raises:
             BudgetExceeded: an allowance is spent (the work is stopped too).
         """
         if self.limited:
-            self._check("tool")
-        for account in (self, *self.above):
+            self._check("tool", replayed)
+        for account in self._counted(replayed):
             account.tool_calls += 1
 
     # ---------------------------------------------------------- the scope

@@ -255,16 +255,16 @@ class BranchTurn:
         Cancellation: an in-flight call is aborted (its HTTP stream closed).
         """
         meter = self._meter
-        if meter is not None:
-            meter.admit_model_call()
         scope = self._scope
         run = scope.state.journal if scope is not None else None
         if run is not None:  # the journal answers a step it holds (a resumed turn)
             step, replayed = run.take_model_step()
             if replayed is not None:
                 return await self._replayed(replayed, stream_tokens=stream_tokens)
-            if run.uncommitted:  # the steps before this call are durable before it
-                await run.commit()
+        if meter is not None:
+            meter.admit_model_call()
+        if run is not None and run.uncommitted:  # the steps before it are durable first
+            await run.commit()
         streaming = stream_tokens and scope is not None and scope.stream is not None
         trace = self._trace
         if trace is None:  # called directly: every verb's model call passes here
@@ -287,17 +287,28 @@ class BranchTurn:
         return response
 
     async def _replayed(self, response: ModelResponse, *, stream_tokens: bool) -> ModelResponse:
-        """A model call the journal answered: its usage counts for the turn (the
-        turn's, paid before), its text goes to a stream consumer in one piece; no
-        hooks, no call."""
+        """A model call the journal answered: it counts for the turn (``RunEnd.usage``,
+        the turn's budget) but not again for the branch or the session, which
+        counted it when it ran (`pride.actors.budget`); its text goes to a stream
+        consumer in one piece; no hooks, no call.
+
+        Raises:
+            BudgetExceeded: the turn's own allowance is spent.
+        """
         scope = self._scope
         assert scope is not None
         if response.tool_calls:  # unique already: the turn learns the ids its rounds used
             response = unique_call_ids(scope, response)
         usage = response.usage
-        if self._meter is not None:
-            self._meter.add_tokens(
-                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
+        meter = self._meter
+        if meter is not None:
+            meter.admit_model_call(replayed=True)
+            meter.add_tokens(
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_tokens,
+                usage.cost_usd,
+                replayed=True,
             )
         if stream_tokens and scope.stream is not None and response.text:
             await scope.emit(response.text)
@@ -390,13 +401,14 @@ class BranchTurn:
         )
 
     def replayed_tool_call(self) -> None:
-        """A tool call the journal answered counts for the turn, as it did when it ran.
+        """A tool call the journal answered counts for the turn (not again for the
+        branch or the session, which counted it when it ran).
 
         Raises:
-            BudgetExceeded: the allowance is spent.
+            BudgetExceeded: the turn's own allowance is spent.
         """
         if self._meter is not None:
-            self._meter.admit_tool_call()
+            self._meter.admit_tool_call(replayed=True)
 
     async def around_tool_call(self, call: ActionCall, invoke: Callable[[], Any]) -> Any:
         """Runs around each tool call the hooks let through: the budget's check and
