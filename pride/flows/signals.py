@@ -100,17 +100,31 @@ class SignalOut:
         if self.wanted:
             await self.emit(self.make(NodeStarted, state, command=command))
 
-    async def ended(self, state: NodeState) -> None:
-        """Emit ``state``'s terminal signal, if anyone listens."""
+    async def ended(self, state: NodeState, *, deadline: float | None = None) -> bool:
+        """Emit ``state``'s terminal signal, if anyone listens (see `emit`)."""
         if self.wanted:
-            await self.emit(self.terminal(state))
+            return await self.emit(self.terminal(state), deadline=deadline)
+        return False
 
-    async def emit(self, signal: NodeSignal) -> None:
+    async def emit(self, signal: NodeSignal, *, deadline: float | None = None) -> bool:
         """Hand ``signal`` to the listeners and the observer; wait (bounded) for the
-        observer's asynchronous subscribers, if it has any for this signal."""
+        observer's asynchronous subscribers, if it has any for this signal.
+
+        They get FINALIZE_GRACE, or until ``deadline`` (a bound several signals
+        share, logged by the caller); past it they are cancelled.
+
+        Returns:
+            True when subscribers were cancelled at ``deadline``.
+        """
         for listener in self.listeners:
             listener(signal)
         observer = self.observer
         pending = observer.dispatch(signal) if observer is not None else None
-        if pending is not None:
+        if pending is None:
+            return False
+        if deadline is None:
             await await_bounded(pending, f"observers of {type(signal).__name__}", log)
+            return False
+        with trio.move_on_at(deadline) as bound:
+            await pending
+        return bound.cancelled_caught
