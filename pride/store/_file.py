@@ -251,10 +251,40 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
     except StoreError:
         raise
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        raise StoreError(
-            f"{path} is not a SQLite database or not a usable pride branch store "
-            f"(refusing to touch it): {exc}"
-        ) from exc
+        raise open_failure(path, exc) from exc
+
+
+def open_failure(path: Path, exc: BaseException, otherwise: str | None = None) -> StoreError:
+    """The `StoreError` for a SQLite error met while opening the store at ``path``.
+
+    SQLite says what failed in its error code: a full disk (``SQLITE_FULL``), a
+    failed read or write (``SQLITE_IOERR_*``: a failing disk, a file-size
+    limit), a file it may not write (``SQLITE_READONLY``, ``SQLITE_CANTOPEN``,
+    ``SQLITE_PERM``). Those are said as such, with what to do; anything else
+    (``SQLITE_NOTADB``, ``SQLITE_CORRUPT``, bytes that do not decode) is a file
+    that is not a usable store, which pride refuses to touch (``otherwise``
+    says so, when given).
+    """
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    where = f"cannot use branch store {path}"
+    if name == "SQLITE_FULL":
+        return StoreError(f"{where}: the disk is full ({exc}); free some space and start again")
+    if name.startswith("SQLITE_IOERR"):
+        return StoreError(
+            f"{where}: reading or writing it failed ({exc}, {name}); the disk may be full "
+            "or failing, or the file past a size limit (ulimit -f)"
+        )
+    if name in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM"):
+        return StoreError(
+            f"{where}: it cannot be written ({exc}, {name}); check the permissions of the "
+            "file, of its -wal and -shm files and of its directory"
+        )
+    if otherwise is not None:
+        return StoreError(otherwise)
+    return StoreError(
+        f"{path} is not a SQLite database or not a usable pride branch store "
+        f"(refusing to touch it): {exc}"
+    )
 
 
 def _is_empty(db: sqlite3.Connection, path: Path) -> bool:
@@ -264,7 +294,8 @@ def _is_empty(db: sqlite3.Connection, path: Path) -> bool:
         user_version = db.execute("PRAGMA user_version").fetchone()[0]
         application_id = db.execute("PRAGMA application_id").fetchone()[0]
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{path} is not a SQLite database (refusing to touch it): {exc}") from exc
+        not_one = f"{path} is not a SQLite database (refusing to touch it): {exc}"
+        raise open_failure(path, exc, not_one) from exc
     return bool(objects == 0 and user_version == 0 and application_id == 0)
 
 
@@ -288,7 +319,8 @@ def _check_identity(db: sqlite3.Connection, path: Path) -> str:
             )
         meta = dict(db.execute("SELECT key, value FROM pride_meta").fetchall())
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{path} is not a SQLite database (refusing to touch it): {exc}") from exc
+        not_one = f"{path} is not a SQLite database (refusing to touch it): {exc}"
+        raise open_failure(path, exc, not_one) from exc
     if meta.get("application") != APPLICATION:
         raise StoreError(f"{path} belongs to {meta.get('application')!r}, not pride")
     schema = meta.get("schema")
