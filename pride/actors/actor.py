@@ -32,7 +32,8 @@ import trio
 from ..errors import BranchClosed, BranchNotRunning, Escalate, TurnCancelled
 from ..messages import Attach, Detach, PriorityCommand, Stop, WorkCommand
 from . import instrument, turn, wiring
-from .budget import Account, carry, uncarry
+from .allowance import carry, uncarry
+from .budget import Account
 from .commit import Handoff, deferrable, hand_over_step
 from .dispatch import run_command
 from .journal import BranchJournal

@@ -14,9 +14,8 @@ how ``branch.usage`` and ``session.usage`` stay current.
 
 A third kind of allowance spans turns of *different* branches: a flow's
 budget bounds every node of the graph, wherever it runs. Such an account is
-not on any branch's chain, so it travels with the work instead: work sent
-inside `drawing_on(account)` carries it in its envelope, the turn's meter
-adds it to its chain, and whatever that turn sends on carries it too.
+not on any branch's chain, so it travels with the work instead
+(`pride.actors.allowance`): the turn's meter adds it to its chain.
 
 The problem with checking only between calls (pydantic-ai's ``UsageLimits``)
 is that work in flight runs on past the limit. So a `Meter` does three
@@ -45,11 +44,9 @@ Nothing here costs anything measurable when no budget is set (an unbudgeted mete
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -58,7 +55,7 @@ from ..context import count_tokens
 from ..errors import BudgetExceeded
 from ..messages import Budget, Usage
 
-__all__ = ["Account", "Meter", "carried_allowance", "carry", "drawing_on", "uncarry"]
+__all__ = ["Account", "Meter"]
 
 log = logging.getLogger("pride.budget")
 
@@ -484,48 +481,3 @@ class Meter(Account):
             late = min(self.limited, key=deadline)
             self.error = late.late(trio.current_time())
         return self.error
-
-
-# The allowance work sent from the current task also draws on (a flow's), if any.
-_carried: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
-    "pride_carried_allowance", default=None
-)
-
-
-@contextlib.contextmanager
-def drawing_on(account: Account | None) -> Iterator[None]:
-    """Work sent from the block also draws on ``account`` (None: nothing more).
-
-    Every envelope made inside the block carries ``account``; the turn (or
-    ``Act``) serving it counts its calls there too and is stopped when it is
-    spent, and so is the work that turn sends on. Accounts the work already
-    draws on are not counted twice.
-    """
-    token = _carried.set(account)
-    try:
-        yield
-    finally:
-        _carried.reset(token)
-
-
-def carried_allowance() -> Account | None:
-    """The account `drawing_on` set for the calling task, if any."""
-    return _carried.get()
-
-
-def carry(account: Account | None) -> contextvars.Token[Account | None] | None:
-    """For the actor: the task serving an envelope carries its ``allowance`` on.
-
-    Returns the token for `uncarry`, or None when there was nothing to change
-    (the common case, which costs one context-variable read). A plain pair, not
-    a context manager: it is on the path of every turn and ``Act``.
-    """
-    if account is None and _carried.get() is None:
-        return None
-    return _carried.set(account)
-
-
-def uncarry(token: contextvars.Token[Account | None] | None) -> None:
-    """Undo `carry`."""
-    if token is not None:
-        _carried.reset(token)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from uuid import UUID
 
@@ -29,6 +29,7 @@ __all__ = [
     "WaitingTurn",
     "call_id_of",
     "parse_tag",
+    "step_ids",
     "tag_text",
     "tool_step",
 ]
@@ -243,6 +244,40 @@ class WaitingTurn:
             for index, step in sorted(self.steps.items())
             if step.kind == "tool" and step.state == "pending"
         )
+
+
+def step_ids(steps: Mapping[int, StepRecord], base: int, calls: Sequence[ActionCall]) -> list[str]:
+    """The id each call of a batch (numbered from ``base``) is resolved by, unique
+    in the turn whose steps so far are ``steps``.
+
+    A step the journal holds keeps the id it was recorded (and announced) with.
+    A new one takes its call's id, unless an earlier step of the turn (or of
+    the batch) has it: ids come from the model or from a request, so two calls
+    may share one, and a person's decision must apply to exactly the call that
+    was shown (issue 36). Such a call is resolved by ``step-N`` instead (N its
+    step number; the id of a call without one too), which depends only on the
+    steps before it, so a resumed run gives every call the id it had.
+    """
+    taken = {
+        call_id_of(index, step.call_id)
+        for index, step in steps.items()
+        if step.kind == "tool" and index < base
+    }
+    ids: list[str] = []
+    for position, call in enumerate(calls):
+        index = base + position
+        step = steps.get(index)
+        if step is not None and step.kind == "tool":
+            chosen = call_id_of(index, step.call_id)
+        else:
+            chosen = call.call_id if call.call_id is not None else f"step-{index}"
+            suffix = 0
+            while chosen in taken:
+                suffix += 1
+                chosen = f"step-{index}" if suffix == 1 else f"step-{index}-{suffix}"
+        taken.add(chosen)
+        ids.append(chosen)
+    return ids
 
 
 def call_id_of(step: int, call_id: str | None) -> str:

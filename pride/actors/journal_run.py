@@ -24,7 +24,7 @@ from ..llm import ModelResponse
 from ..messages import ActionCall, ApprovalRequested, PendingCall, WorkCommand
 from ..messages.history import Checkpoint, History
 from ..tools import ActionOutcome
-from .journal_records import StepRecord, WaitingTurn, call_id_of, tag_text, tool_step
+from .journal_records import StepRecord, WaitingTurn, step_ids, tag_text, tool_step
 
 if TYPE_CHECKING:
     from .journal import BranchJournal, JournalBackend
@@ -238,7 +238,7 @@ class JournalRun:
         self._settle()
         base = self.next
         self.next += len(calls)
-        ids = self._step_ids(base, calls)
+        ids = step_ids(self.steps, base, calls)
         outcomes: list[ActionOutcome | None] = [None] * len(calls)
         live: list[int] = []
         approved: set[int] = set()
@@ -399,40 +399,6 @@ class JournalRun:
                 )
         await self.commit()
         self._check_pending()
-
-    def _step_ids(self, base: int, calls: Sequence[ActionCall]) -> list[str]:
-        """The id each call of a batch (numbered from ``base``) is resolved by,
-        unique in the turn.
-
-        A step the journal holds keeps the id it was recorded (and announced)
-        with. A new one takes its call's id, unless an earlier step of the turn
-        (or of the batch) has it: ids come from the model or from a request, so
-        two calls may share one, and a person's decision must apply to exactly
-        the call that was shown. Such a call is resolved by ``step-N`` instead
-        (N its step number; the id of a call without one too), which depends
-        only on the steps before it, so a resumed run gives every call the id
-        it had.
-        """
-        taken = {
-            call_id_of(index, step.call_id)
-            for index, step in self.steps.items()
-            if step.kind == "tool" and index < base
-        }
-        ids: list[str] = []
-        for position, call in enumerate(calls):
-            index = base + position
-            step = self.steps.get(index)
-            if step is not None and step.kind == "tool":
-                chosen = call_id_of(index, step.call_id)
-            else:
-                chosen = call.call_id if call.call_id is not None else f"step-{index}"
-                suffix = 0
-                while chosen in taken:
-                    suffix += 1
-                    chosen = f"step-{index}" if suffix == 1 else f"step-{index}-{suffix}"
-            taken.add(chosen)
-            ids.append(chosen)
-        return ids
 
     # ------------------------------------------------------------ the turn's end
 

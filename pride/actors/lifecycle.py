@@ -39,7 +39,8 @@ import trio
 from ..errors import ApprovalRequired, Escalate, StoreError
 from ..messages import RunStart, WorkCommand, new_id
 from . import instrument, turn, wiring
-from .budget import Meter, carry, uncarry
+from .allowance import carry, uncarry
+from .budget import Meter
 from .commit import deferrable, hand_over_turn
 from .dispatch import run_command
 from .ending import SUCCESS, Outcome, announce, answer, classify

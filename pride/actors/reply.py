@@ -20,7 +20,7 @@ import trio
 from ..errors import ReplyConsumedError, TurnCancelled
 from ..messages import Command
 from . import instrument
-from .budget import carried_allowance
+from .allowance import carried_allowance
 from .riders import carried_rider
 from .waits import check_wait_allowed, record_wait, remove_wait
 

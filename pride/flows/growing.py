@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..actors.budget import carried_allowance
+from ..actors.allowance import carried_allowance
 from ..errors import InvalidFlow
 from .graph import CommandSource, Condition, FlowNode, make_node
 from .state import TERMINAL, NodeAccount, blocked_reason

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..actors import Reply, send, stream
-from ..actors.budget import carry, uncarry
+from ..actors.allowance import carry, uncarry
 from ..actors.riders import riding
 from ..actors.turn import FINALIZE_GRACE
 from ..messages import ReActStream, Run, WorkCommand

@@ -32,8 +32,8 @@ from uuid import UUID
 import trio
 
 from ..actors import Target
-from ..actors.budget import Account, carried_allowance
-from ..actors.turn import FINALIZE_GRACE
+from ..actors.allowance import carried_allowance
+from ..actors.budget import Account
 from ..actors.waits import serving_branch
 from ..errors import BudgetExceeded, InvalidFlow, UnknownBranch, exception_leaves
 from ..messages import Budget
@@ -56,8 +56,9 @@ from .state import (
     FlowHost,
     NodeAccount,
     NodeState,
-    blocked_reason,
     check_count,
+    mark_skipped,
+    settle,
 )
 
 __all__ = ["DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_SPAWN", "FlowRun"]
@@ -409,47 +410,14 @@ class FlowRun:
                 self._stop(f"the {error.scope} budget is spent ({error})", cancel=False)
 
     def _settle(self, state: NodeState) -> None:
-        """``state`` has ended: its dependents become ready, or are skipped, and the
-        dependents of a skipped one too, all the way down the graph.
-
-        A walk with a stack of its own, not a recursion: a chain of 2,000 nodes
-        whose first fails is 2,000 levels deep, past Python's recursion limit
-        (issue 36). Nodes are skipped in the order a depth-first recursion
-        would skip them (each dependent, then everything below it, then the
-        next), which is the order their ``NodeSkipped`` signals go out in.
-        """
-        walk = [(state, iter(state.dependents))]
-        while walk:
-            ended, dependents = walk[-1]
-            dependent = next(dependents, None)
-            if dependent is None:
-                walk.pop()
-                continue
-            if dependent.phase != "pending":
-                continue
-            if ended.phase == "completed":
-                dependent.waiting -= 1
-                if dependent.waiting == 0:
-                    dependent.phase = "ready"
-                    self._ready.append(dependent)
-            elif self._mark_skipped(dependent, blocked_reason(ended)):
-                walk.append((dependent, iter(dependent.dependents)))
+        """``state`` has ended: its dependents become ready, or are skipped (`settle`)."""
+        settle(state, self._ready, self._unannounced)
 
     def _skip(self, state: NodeState, reason: str) -> None:
         """Skip a node that never started, and what depends on it (their signals go
         out with the next `_announce`)."""
-        if self._mark_skipped(state, reason):
-            self._settle(state)
-
-    def _mark_skipped(self, state: NodeState, reason: str) -> bool:
-        """Mark ``state`` skipped; False if it started or ended already."""
-        if state.phase in TERMINAL or state.phase == "running":
-            return False
-        state.phase = "skipped"
-        state.reason = reason
-        state.ended_at = trio.current_time()
-        self._unannounced.append(state)
-        return True
+        if mark_skipped(state, reason, self._unannounced):
+            settle(state, self._ready, self._unannounced)
 
     def _stop(self, reason: str, *, cancel: bool) -> None:
         """Start no more nodes (skip the waiting ones); with ``cancel``, cancel the running."""
@@ -465,28 +433,9 @@ class FlowRun:
             self._node_tasks.cancel_scope.cancel()
 
     async def _announce(self) -> None:
-        """Signal the skipped nodes, in the order they were skipped.
-
-        One node that did not complete can skip thousands below it; their
-        signals' asynchronous subscribers share one FINALIZE_GRACE, as a turn's
-        signals do, so a subscriber that hangs costs the cascade one grace
-        period, not one per node (the run also announces this way, shielded,
-        when its caller cancels it). Once it is spent, each later delivery is
-        cancelled at its subscribers' first checkpoint (logged once).
-        """
-        deadline = trio.current_time() + FINALIZE_GRACE
-        cut = 0
-        while self._unannounced:
-            state = self._unannounced.popleft()
-            if await self.signals.ended(state, deadline=deadline):
-                cut += 1
-        if cut:
-            log.error(
-                "flow %s: observers of NodeSkipped took over %ss; %d deliveries were cancelled",
-                self.label,
-                FINALIZE_GRACE,
-                cut,
-            )
+        """Signal the skipped nodes, in the order they were skipped (one cascade's
+        deliveries share one grace period: `SignalOut.skipped`)."""
+        await self.signals.skipped(self._unannounced, self.label)
 
     # -------------------------------------------------------------- result
 

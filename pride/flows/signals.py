@@ -10,6 +10,7 @@ arrive in the order the run made them.
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ from uuid import UUID
 
 import trio
 
-from ..actors.turn import await_bounded
+from ..actors.turn import FINALIZE_GRACE, await_bounded
 from ..messages import (
     NodeCancelled,
     NodeCompleted,
@@ -105,6 +106,30 @@ class SignalOut:
         if self.wanted:
             return await self.emit(self.terminal(state), deadline=deadline)
         return False
+
+    async def skipped(self, states: collections.deque[NodeState], label: str) -> None:
+        """Emit the terminal signal of each of ``states`` (taken off it in order):
+        the nodes one that did not complete has skipped, maybe thousands.
+
+        Their asynchronous subscribers share one FINALIZE_GRACE, as a turn's
+        signals do, so a subscriber that hangs costs the cascade one grace
+        period, not one per node (the run also announces this way, shielded,
+        when its caller cancels it). Once it is spent, each later delivery is
+        cancelled at its subscribers' first checkpoint (logged once, naming the
+        flow by ``label``).
+        """
+        deadline = trio.current_time() + FINALIZE_GRACE
+        cut = 0
+        while states:
+            if await self.ended(states.popleft(), deadline=deadline):
+                cut += 1
+        if cut:
+            log.error(
+                "flow %s: observers of NodeSkipped took over %ss; %d deliveries were cancelled",
+                label,
+                FINALIZE_GRACE,
+                cut,
+            )
 
     async def emit(self, signal: NodeSignal, *, deadline: float | None = None) -> bool:
         """Hand ``signal`` to the listeners and the observer; wait (bounded) for the

@@ -1,9 +1,10 @@
-"""What a flow run tracks: its host, each node's state and account.
+"""What a flow run tracks: its host, each node's state and account, and how a
+node's end settles the nodes below it (`settle`).
 
 A run ([`FlowRun`][pride.flows.FlowRun]) keeps one `NodeState` per node: its
 phase, its result or error, its timing, and a `NodeAccount`, the node's usage
 under the flow's allowance. The node's envelope carries that account to its
-branch (`pride.actors.budget.carry`), so everything the node's turn causes in
+branch (`pride.actors.allowance.carry`), so everything the node's turn causes in
 this process draws on the flow's allowance and can find the run again:
 that is how [`current_flow`][pride.current_flow] (`pride.flows.growing`)
 works, with no global state.
@@ -11,6 +12,7 @@ works, with no global state.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 from uuid import UUID
@@ -34,6 +36,8 @@ __all__ = [
     "Phase",
     "blocked_reason",
     "check_count",
+    "mark_skipped",
+    "settle",
     "turn_outcome",
 ]
 
@@ -139,3 +143,48 @@ _BLOCKED_VERBS = {"failed": "failed", "skipped": "was skipped", "cancelled": "wa
 def blocked_reason(upstream: NodeState) -> str:
     """Why a dependent of ``upstream`` (which did not complete) is skipped."""
     return f"its dependency {upstream.name!r} {_BLOCKED_VERBS[upstream.phase]}"
+
+
+def mark_skipped(state: NodeState, reason: str, skipped: collections.deque[NodeState]) -> bool:
+    """Mark ``state`` skipped and queue it on ``skipped`` (for its signal); False,
+    and nothing changed, if it started or ended already."""
+    if state.phase in TERMINAL or state.phase == "running":
+        return False
+    state.phase = "skipped"
+    state.reason = reason
+    state.ended_at = trio.current_time()
+    skipped.append(state)
+    return True
+
+
+def settle(
+    ended: NodeState,
+    ready: collections.deque[NodeState],
+    skipped: collections.deque[NodeState],
+) -> None:
+    """``ended`` has ended: each pending dependent whose last dependency it was
+    goes on ``ready``; if it did not complete, its pending dependents are
+    skipped (`mark_skipped`), and theirs, all the way down the graph.
+
+    A walk with a stack of its own, not a recursion: a chain of 2,000 nodes
+    whose first fails is 2,000 levels deep, past Python's recursion limit
+    (issue 36). Nodes are skipped in the order a depth-first recursion would
+    skip them (each dependent, then everything below it, then the next), which
+    is the order their ``NodeSkipped`` signals go out in.
+    """
+    walk = [(ended, iter(ended.dependents))]
+    while walk:
+        upstream, dependents = walk[-1]
+        dependent = next(dependents, None)
+        if dependent is None:
+            walk.pop()
+            continue
+        if dependent.phase != "pending":
+            continue
+        if upstream.phase == "completed":
+            dependent.waiting -= 1
+            if dependent.waiting == 0:
+                dependent.phase = "ready"
+                ready.append(dependent)
+        elif mark_skipped(dependent, blocked_reason(upstream), skipped):
+            walk.append((dependent, iter(dependent.dependents)))
