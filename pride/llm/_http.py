@@ -24,7 +24,7 @@ from pride.errors import ProviderConnectionError, ProviderError
 
 from ._endpoint import Endpoint, ReplyParts, loads_strict
 from ._errors import error_for_payload, error_for_status, malformed, public_url, translating
-from ._pricing import price_usage
+from ._pricing import price_reply
 from ._reading import (
     ACCEPT_ENCODING,
     MAX_ERROR_BODY_BYTES,
@@ -207,7 +207,7 @@ class HttpEndpoint(Endpoint):
         """The one [`ModelResponse`][pride.llm.ModelResponse] of a reply read whole or streamed."""
         usage = self.usage(reply.usage)
         if usage.cost_usd is None:
-            cost = price_usage(self.provider, reply.model, usage)
+            cost = price_reply(self.provider, self.model, reply.model, usage)
             if cost is not None:
                 usage = attrs.evolve(usage, cost_usd=cost)
         return ModelResponse(

@@ -6,13 +6,20 @@ Prices are US dollars per million tokens as published by OpenAI and Anthropic
 in 2025 and will go stale; they are an estimate for dashboards, not billing.
 Model names match by prefix, longest first, so dated snapshots
 (``gpt-4.1-mini-2025-04-14``) find their family.
+
+The model name in a reply is the provider's word, and a reply is hostile
+input: priced by that name alone, a reply naming a model with no price (free
+under ``max_cost_usd``) or a cheaper one would make any call cheap. So a
+reply is priced as the dearer of the model pride asked for and the one the
+reply names (`price_reply`): a dated snapshot costs what its family does, and
+an alias pride has no price for is still priced by the model it turns out to be.
 """
 
 from __future__ import annotations
 
 from ._types import Usage
 
-__all__ = ["PRICES", "price_usage"]
+__all__ = ["PRICES", "price_reply", "price_usage"]
 
 #: (provider, model prefix) -> (input, cached input, output) USD per 1M tokens.
 PRICES: dict[tuple[str, str], tuple[float, float, float]] = {
@@ -39,3 +46,15 @@ def price_usage(provider: str, model: str, usage: Usage) -> float | None:
             total = fresh * inp + usage.cached_tokens * cached + usage.output_tokens * out
             return total / 1_000_000
     return None
+
+
+def price_reply(provider: str, asked: str, named: str, usage: Usage) -> float | None:
+    """The estimated cost of a reply of ``usage`` to a request for model ``asked``
+    whose reply says it is model ``named``: the dearer of their prices, or ``None``
+    when neither has one (see the module docstring)."""
+    prices = [
+        cost
+        for cost in (price_usage(provider, asked, usage), price_usage(provider, named, usage))
+        if cost is not None
+    ]
+    return max(prices, default=None)

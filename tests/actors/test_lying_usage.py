@@ -8,6 +8,7 @@ These run on the real clock (an autojump clock would jump during socket I/O).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -104,3 +105,72 @@ async def test_issue36_integral_float_counts_are_read_and_fractional_ones_refuse
             assert (branch.usage.input_tokens, branch.usage.output_tokens) == (12, 3)
             with pytest.raises(MalformedResponse, match="prompt_tokens"):
                 await branch.chat("hi")
+
+
+# ------------------------------------- found beyond the items: the reply's model name
+
+
+def _claimed(model: str, *, streamed: bool) -> Any:
+    """A reply of 1,000,000 prompt tokens and no cost, claiming to come from ``model``."""
+    usage = {"prompt_tokens": 1_000_000, "completion_tokens": 10}
+    if not streamed:
+        document = {
+            "id": "x",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+            "usage": usage,
+        }
+        return pride.testing.Fault.raw(document)
+    chunk = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "model": model,
+        "choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}],
+    }
+    last = {"id": "x", "object": "chat.completion.chunk", "model": model, "choices": []}
+    events = [chunk, {**last, "usage": usage}]
+    body = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
+    return pride.testing.Fault.raw(body, content_type="text/event-stream")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("claimed", ["a-model-nobody-prices", "gpt-4.1-nano"])
+async def test_issue36_a_reply_is_priced_as_the_model_pride_asked_for(
+    claimed: str, streamed: bool
+) -> None:
+    """The model name in a reply is the provider's word: one naming a model pride has
+    no price for (counted as free) or a cheaper one cannot make a gpt-4o call cheap.
+    A million prompt tokens of gpt-4o cost $2.50, past a $1 limit, whatever the reply says."""
+    async with openai_server([_claimed(claimed, streamed=streamed)]) as server:
+        model = iModel(
+            "openai/gpt-4o",
+            base_url=server.base_url,
+            api_key="sk-test",
+            retry=RetryPolicy(max_retries=0),
+        )
+        async with Branch(chat_model=model, budget=Budget(max_cost_usd=1.0)) as branch:
+            with pytest.raises(BudgetExceeded) as info:
+                if streamed:
+                    async with pride.stream(branch, pride.Chat("hi")) as chunks:
+                        async for _ in chunks:
+                            pass
+                else:
+                    await branch.chat("hi")
+            assert info.value.limit == "max_cost_usd"
+            assert branch.usage.cost_usd == pytest.approx(2.5 + 10 * 10 / 1_000_000)
+
+
+async def test_issue36_an_unpriced_model_s_reply_is_priced_as_the_model_it_names() -> None:
+    """A model pride has no price for (an alias, a router) whose reply names a priced
+    one is priced as that one, as before: the dearer of the two names counts."""
+    async with openai_server([_claimed("gpt-4o-2024-08-06", streamed=False)]) as server:
+        model = iModel(
+            "openai/my-router",
+            base_url=server.base_url,
+            api_key="sk",
+            retry=RetryPolicy(max_retries=0),
+        )
+        async with Branch(chat_model=model) as branch:
+            assert await branch.chat("hi") == "ok"
+            assert branch.usage.cost_usd == pytest.approx(2.5 + 10 * 10 / 1_000_000)
