@@ -4,7 +4,8 @@ A turn that reaches a call of a tool declared ``requires_approval`` (or one a
 ``before_tool_call`` hook defers) stops with
 [`ApprovalRequired`][pride.ApprovalRequired]. The REPL then shows each pending
 call, its tool and the arguments the model gave (hostile text: printed
-through `shown`), and asks ``approve? [y/n]``. ``y`` approves it; ``n`` asks
+through `shown_exactly`, so a hidden character is seen), and asks
+``approve? [y/n]``. ``y`` approves it; ``n`` asks
 for a reason, which the model sees in the call's result. Once every call is
 decided the turn continues ([`Resume`][pride.Resume]) and its answer streams
 as any reply does.
@@ -20,7 +21,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 
 from ..messages import Approve, Decision, Deny, PendingCall
-from ._terminal import shown
+from ._terminal import shown_exactly
 
 __all__ = ["DEFAULT_DENIAL", "decide", "describe_call"]
 
@@ -35,9 +36,10 @@ Ask = Callable[[str], Awaitable[str | None]]
 
 
 def describe_call(call: PendingCall) -> str:
-    """``tool({"argument": ...})``, safe to print."""
+    """``tool({"argument": ...})``, safe to print and exactly what will run:
+    every character that could hide or disguise text is shown as an escape."""
     arguments = json.dumps(dict(call.arguments), ensure_ascii=False)
-    return shown(f"{call.function}({arguments})")
+    return shown_exactly(f"{call.function}({arguments})")
 
 
 async def decide(

@@ -24,7 +24,7 @@ from ..actors.journal import BranchJournal
 from ..errors import StoreError
 from ..messages import ActionRequest, ActionResponse, RoledMessage
 from ..store import BranchStore, StoredBranch, StoredTurn
-from ._terminal import shown
+from ._terminal import shown, shown_exactly
 
 __all__ = ["EXIT_BAD_STORE", "inspect_store"]
 
@@ -126,9 +126,11 @@ def _print_turns(out: Console, turns: list[StoredTurn]) -> None:
         else:
             state = Text("interrupted: resumes when its branch is restored", style="yellow")
         command = type(waiting.command).__name__ if waiting.command is not None else "?"
-        pending = "\n".join(
-            f"{call.call_id}: {call.function}"
-            f"({json.dumps(dict(call.arguments), ensure_ascii=False)})"
+        pending = "\n".join(  # what a person decides on: nothing hidden
+            shown_exactly(
+                f"{call.call_id}: {call.function}"
+                f"({json.dumps(dict(call.arguments), ensure_ascii=False)})"
+            )
             for call in waiting.pending()
         )
         table.add_row(
@@ -137,6 +139,6 @@ def _print_turns(out: Console, turns: list[StoredTurn]) -> None:
             state,
             command,
             str(len(waiting.steps)),
-            Text(shown(pending)),
+            Text(pending),
         )
     out.print(table)

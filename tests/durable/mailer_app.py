@@ -2,10 +2,11 @@
 
 One branch, ``mailer``, whose scripted model answers an instruction like
 ``email bob`` with a call of ``send_email`` (``email bob and wire 5``: also a
-call of ``wire_money``), and once the tools answered, with a summary of their
-results. Both tools require approval; ``lookup`` does not. Each tool call
-that ran is written to ``PRIDE_TEST_DIR/tools.jsonl`` (``{"tool", "arguments"}``),
-over every process, so a test can prove a call ran exactly once, or never.
+call of ``wire_money``; ``mail to ADDRESS``: any address, as typed), and
+once the tools answered, with a summary of their results. Both tools require
+approval; ``lookup`` does not. Each tool call that ran is written to
+``PRIDE_TEST_DIR/tools.jsonl`` (``{"tool", "arguments"}``), over every process, so
+a test can prove a call ran exactly once, or never.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def _reply(request: ModelRequest) -> ScriptedReply:
     email = re.search(r"email (\w+)", last)
     if email:
         calls.append(ToolCall("send_email", {"to": email.group(1)}, id="call_email"))
+    address = re.search(r"mail to (\S+)", last)  # any address, hidden characters too
+    if address:
+        calls.append(ToolCall("send_email", {"to": address.group(1)}, id="call_email"))
     wire = re.search(r"wire (\d+)", last)
     if wire:
         calls.append(ToolCall("wire_money", {"amount": int(wire.group(1))}, id="call_wire"))

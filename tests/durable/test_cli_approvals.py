@@ -75,6 +75,19 @@ async def test_issue19_inspect_lists_suspended_and_interrupted_turns(tmp_path: P
     assert str(stopped.turn_id) in listed and interrupted not in listed  # that branch's only
 
 
+async def test_issue36_inspect_shows_the_characters_a_waiting_call_hides(
+    tmp_path: Path,
+) -> None:
+    """``pride inspect`` lists what a suspended turn waits on, to be decided on: a
+    right-to-left override or a tag character in its arguments shows as an escape."""
+    store = tmp_path / "store.db"
+    await _suspend(store, "mail to bob\u202egpj.exe\U000e0041")
+    cli = await _pride("inspect", str(store))
+    out = "\n".join(cli.stdout)
+    assert "bob\\u202egpj.exe\\U000e0041" in out, out
+    assert "\u202e" not in out and "\U000e0041" not in out
+
+
 async def test_issue19_chat_asks_about_each_call_and_shows_the_answer(tmp_path: Path) -> None:
     store = tmp_path / "chat.db"
     lines = ["email bob and wire 5", "perhaps", "y", "n", "too much", "/quit"]
@@ -93,6 +106,24 @@ async def test_issue19_chat_asks_about_each_call_and_shows_the_answer(tmp_path: 
         assert await reader.unfinished_turns() == []
         messages = await reader.load_messages("mailer")
     assert messages[-1].text == 'done: sent to bob; {"error": "denied: too much"}'
+
+
+async def test_issue36_chat_shows_the_characters_a_call_hides_before_asking(
+    tmp_path: Path,
+) -> None:
+    """A call's arguments are the model's text, and a person approves what they see: a
+    right-to-left override (U+202E) shows ``bob@example.org<RLO>gpj.exe`` as ``exe.jpg``, a
+    zero-width space, an isolate or a Unicode tag character (invisible ASCII) shows as
+    nothing. The question shows each as an escape, so what is approved is what runs."""
+    hidden = "bob@example.org\u202egpj.exe\u200b\U000e0041\u2066x"
+    lines = [f"mail to {hidden}", "n", "", "/quit"]
+    cli = await _pride("chat", "--agent", AGENT, "--store", str(tmp_path / "chat.db"), lines=lines)
+    out = "\n".join(cli.stdout)
+    escaped = "bob@example.org\\u202egpj.exe\\u200b\\U000e0041\\u2066x"
+    question = out[out.index("approve send_email(") : out.index("[y/n]")]
+    assert " ".join(question.split()) == f'approve send_email({{"to": "{escaped}"}})?', out
+    for character in ("\u202e", "\u200b", "\U000e0041", "\u2066"):
+        assert character not in out
 
 
 async def test_issue19_a_turn_left_waiting_in_chat_is_asked_about_by_the_next(
