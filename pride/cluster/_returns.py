@@ -31,9 +31,9 @@ def cut(
     """The JSON of the first ``items`` that fit in ``limit`` bytes together, and the
     items left for a later return.
 
-    A lone surrogate in an item's strings becomes U+FFFD, as a local branch
-    records it (`pride.cluster._wire.dumps_scrubbed`). An item that cannot go at
-    all (JSON cannot carry it, a signal holding a non-finite number say, or it is
+    A lone surrogate in an item's strings becomes U+FFFD and a non-finite number
+    null, as a local branch records them (`pride.cluster._wire.dumps_scrubbed`).
+    An item that cannot go at all (JSON has no form for a value in it, or it is
     larger than ``limit`` by itself) is dropped and logged, or, if its caller
     waits on it (an outcome, a stream item), replaced by a refusal naming the
     problem: failing the whole return instead would lose every answer riding with
