@@ -36,6 +36,17 @@ def turns_on(branch: Branch) -> Callable[[int], Awaitable[None]]:
     return run
 
 
+def verb_turns_on(branch: Branch) -> Callable[[int], Awaitable[None]]:
+    """``n`` sequential ``branch.chat("hi")`` turns: `turns_on` through the facade verb."""
+
+    async def run(n: int) -> None:
+        async with branch:
+            for _ in range(n):
+                await branch.chat("hi")
+
+    return run
+
+
 def fan_out(branches: int) -> Callable[[int], Awaitable[float]]:
     """About ``total`` turns spread over ``branches`` branches running concurrently.
 

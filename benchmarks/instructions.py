@@ -1,6 +1,6 @@
 """Instructions per operation of bench_turns' and bench_durable's workloads, counted by callgrind.
 
-``python -m benchmarks.instructions [--jobs N] [rows...]`` (rows: ``tracing``,
+``python -m benchmarks.instructions [--jobs N] [rows...]`` (rows: ``turns``, ``tracing``,
 ``members``, ``spawns``, ``durable``; default all). Not part of ``make bench``: it needs
 ``valgrind`` and takes several minutes per row.
 
@@ -35,6 +35,8 @@ WORKLOADS: dict[str, tuple[int, int]] = {
     "turn, tracing off": (200, 1200),
     "turn, otel installed, no provider": (200, 1200),
     "turn, standalone branch": (200, 1200),
+    # The same turns through the facade verb (``await branch.chat("hi")``).
+    "turn, standalone branch, branch.chat": (200, 1200),
     "turn, 1000 branches, no session": (2000, 12000),
     "turn, 1000 members of a session": (2000, 12000),
     "spawn, session of 1000": (0, 1000),
@@ -48,6 +50,13 @@ WORKLOADS: dict[str, tuple[int, int]] = {
 }
 
 ROWS: dict[str, list[tuple[str, str, str]]] = {
+    "turns": [
+        (
+            "branch.chat(...) / ask(branch, Chat(...)) (per turn)",
+            "turn, standalone branch, branch.chat",
+            "turn, standalone branch",
+        ),
+    ],
     # (label, numerator, denominator): a ratio of instructions per operation
     "tracing": [
         (
@@ -123,7 +132,7 @@ def _durable(name: str) -> Callable[[int], Awaitable[object]]:
 
 
 def _workload(name: str) -> Callable[[int], Awaitable[object]]:
-    from benchmarks._workloads import fan_out, scripted, turns_on
+    from benchmarks._workloads import fan_out, scripted, turns_on, verb_turns_on
     from benchmarks.bench_turns import session_fan_out
     from pride import Branch, Session
 
@@ -135,6 +144,8 @@ def _workload(name: str) -> Callable[[int], Awaitable[object]]:
         return turns_on(Branch(chat_model=scripted()))
     if name == "turn, standalone branch":
         return turns_on(Branch(chat_model=scripted()))
+    if name == "turn, standalone branch, branch.chat":
+        return verb_turns_on(Branch(chat_model=scripted()))
     if name == "turn, 1000 branches, no session":
         return fan_out(1000)
     if name == "turn, 1000 members of a session":
