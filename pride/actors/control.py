@@ -1,58 +1,43 @@
-"""Out-of-band loop control (ADR-0018 D3): ``Branch.control`` and ``Branch.poll_control``.
+"""Out-of-band loop control: which turn a directive reaches.
 
 A controller (an observer callback, a UI, another task) writes a
-[`LoopDirective`][pride.LoopDirective] into the one active turn of a branch;
-the turn's loops read it at their next check (`TurnScope.check_control`).
-Nothing is ever queued: outside an active turn (none running, or it is
-finalising) a directive is refused, and the last write before a check wins.
+[`LoopDirective`][pride.LoopDirective] into the one active turn of a branch
+([`Branch.control`][pride.actors.branch.Branch.control]); the turn's loops
+read it at their next check (`TurnScope.check_control`). Nothing is ever
+queued: outside an active turn (none running, or it is finalising) a
+directive is refused, and the last write before a check wins.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from .turn import LoopControl, LoopDirective, TurnExecutionContext
-
 if TYPE_CHECKING:
-    from .branch import Branch
+    from .turn import TurnExecutionContext, TurnState
 
-__all__ = ["control", "poll_control"]
+__all__ = ["addressed_turn"]
 
 
-def control(
-    branch: Branch, directive: Any, *, reason: str | None = None, turn_id: UUID | None = None
-) -> bool:
-    """Write a loop directive into the active turn (ADR-0018 D3); never queues.
+class _Running(Protocol):
+    """What this module reads of an actor: its running turn, if any."""
 
-    Returns False, storing nothing, when no turn is active (or it is
-    finalising) or ``turn_id`` names another turn. Last write wins.
+    @property
+    def turn(self) -> TurnState | None: ...
+
+
+def addressed_turn(actor: _Running, turn_id: UUID | None) -> TurnExecutionContext | None:
+    """The context of the actor's active turn, if ``turn_id`` is None or names it.
+
+    None when no turn runs, when it is finalising (its phase is no longer
+    ``"active"``), or when ``turn_id`` names another turn.
 
     Raises:
-        TypeError: ``directive`` is not a LoopDirective, or ``turn_id`` not a UUID.
+        TypeError: ``turn_id`` is not None or a UUID.
     """
-    if not isinstance(directive, LoopDirective):
-        raise TypeError(f"directive must be a LoopDirective, got {type(directive).__name__}")
-    context = _addressed_turn(branch, turn_id)
-    if context is None:
-        return False
-    context.control = LoopControl(directive, reason)
-    return True
-
-
-def poll_control(branch: Branch, *, turn_id: UUID | None = None) -> LoopControl | None:
-    """Take the active turn's pending directive (clearing it), if any."""
-    context = _addressed_turn(branch, turn_id)
-    if context is None:
-        return None
-    pending, context.control = context.control, None
-    return pending
-
-
-def _addressed_turn(branch: Branch, turn_id: UUID | None) -> TurnExecutionContext | None:
     if turn_id is not None and not isinstance(turn_id, UUID):
         raise TypeError(f"turn_id must be a UUID, got {type(turn_id).__name__}")
-    state = branch.actor.turn
+    state = actor.turn
     context = state.context if state is not None else None
     if context is None or context.phase != "active":
         return None

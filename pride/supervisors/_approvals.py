@@ -1,9 +1,9 @@
 """A session's waiting turns: those it resumes after a restart, and those
 stopped for approval until somebody decides.
 
-The session's verbs for them, bound onto [`Session`][pride.supervisors.session.Session]
-as its methods ``on_resume``, ``resolve`` and ``suspended_turns`` (each
-function here takes the session first).
+What [`Session`][pride.supervisors.session.Session]'s ``on_resume``,
+``resolve`` and ``suspended_turns`` do (each function here takes the session
+first; the methods document the contract).
 A turn is found by its id in the turn journals of the tree's branches
 (`pride.actors.journal`), so a turn restored from a store by another process
 is found the same way; continuing it is an ordinary ``Resume`` work command
@@ -52,19 +52,7 @@ class WaitingSession(Protocol):
 
 
 def on_resume(session: WaitingSession, handler: Callable[[Reply], Any]) -> Callable[[Reply], Any]:
-    """Call ``handler(reply)`` for each turn this session resumes (or abandons)
-    after a restart; usable as a decorator.
-
-    The original caller of such a turn is gone: ``reply`` is the envelope
-    of its ``Resume``, queued before any other work of the branch;
-    ``reply.tag`` is the tag its first sender gave it (``pride run``'s
-    request id) and ``await reply.result()`` its result. Register before
-    spawning the branches. A failing handler is logged. (A turn of a flow
-    node is not handed over: its flow's ``resume_flow`` waits for it.)
-
-    Raises:
-        TypeError: ``handler`` is not callable.
-    """
+    """[`Session.on_resume`][pride.supervisors.session.Session.on_resume]."""
     if not callable(handler):
         raise TypeError(f"on_resume needs a callable, got {handler!r}")
     session._members.resume_handlers.append(handler)
@@ -76,26 +64,7 @@ async def resolve(
     turn_id: UUID | str,
     decisions: Mapping[str, Decision] | None = None,
 ) -> Any:
-    """Continue a turn that stopped for approval, and return its result.
-
-    ``decisions`` maps call ids of the turn's pending calls to
-    [`Approve()`][pride.Approve] or [`Deny(reason)`][pride.Deny]: approved calls run,
-    denied ones become error results the model sees, and the turn goes on
-    (keeping its turn id) to its terminal. Calls left undecided keep
-    waiting: the turn stops again once it reaches them, and this raises
-    [`ApprovalRequired`][pride.ApprovalRequired] naming them. Works on turns
-    restored from a store by another process as well: the turn's branch is
-    the one of the tree whose turn journal holds it, and continuing it is a
-    ``Resume`` work command sent to that branch.
-
-    Raises:
-        UnknownTurn: no member of this tree has a suspended turn with that id
-            (or it is not a turn id at all).
-        UnknownPendingCall: a decision names a call the turn does not wait on.
-        ApprovalRequired: calls still wait (some were left undecided, or the
-            model asked for another call needing approval).
-        Exception: whatever the continued turn raised.
-    """
+    """[`Session.resolve`][pride.supervisors.session.Session.resolve]."""
     identity = turn_id if isinstance(turn_id, UUID) else _turn_uuid(turn_id)
     members = session._members
     branch = _holder_of(members, identity)
@@ -105,8 +74,7 @@ async def resolve(
 
 
 def suspended_turns(session: WaitingSession) -> list[SuspendedTurn]:
-    """The turns of this tree's members waiting for approval, in member order
-    (after a restart too: a store's suspended turns are restored with their branches)."""
+    """[`Session.suspended_turns`][pride.supervisors.session.Session.suspended_turns]."""
     found = []
     for branch in session._members.tree_branches():
         journal = branch.actor.journal

@@ -1,9 +1,9 @@
 """A session's flows: run a plan of work across its branches, and continue one a crash cut short.
 
-The flow surface of [`Session`][pride.supervisors.session.Session]
+What the flow methods of [`Session`][pride.supervisors.session.Session]
 (``flow``, ``flow_stream``, ``resume_flow``, ``unfinished_flows``,
-``abandon_flow``), bound onto the class the way Branch binds its verbs: each
-function here takes the session as its first argument. The algorithms are
+``abandon_flow``) do: each function here takes the session as its first
+argument, and the methods document the contract. The algorithms are
 `pride.flows`'; what a session adds is its name resolution, its observer and
 its store, handed to a run as a `FlowHost`, and the resumed turns of flow
 nodes its membership holds until ``resume_flow`` takes them.
@@ -73,35 +73,7 @@ async def flow(
     *,
     max_spawn: int = DEFAULT_MAX_SPAWN,
 ) -> FlowResult:
-    """Run ``flow``'s nodes as turns of this session's branches; return a
-    [`FlowResult`][pride.FlowResult].
-
-    A node starts when its dependencies have completed, at most
-    ``max_concurrent`` at once; a node whose dependency did not complete
-    is skipped, independent ones go on (``fail_fast``: the first failure
-    cancels the running nodes and skips the rest). Node signals
-    ([`NodeStarted`][pride.NodeStarted], ...) go to the observer. See
-    docs/flows.md and `pride.flows.run`.
-
-    Args:
-        flow: the plan.
-        max_concurrent: nodes running at once (>= 1).
-        budget: one allowance for every node's turn (and the work those
-            turns ask of other branches); the session's budget applies too.
-        fail_fast: stop the flow at its first failed node.
-        max_spawn: how many nodes the running flow may grow by
-            ([`current_flow`][pride.current_flow]``().add(...)``).
-
-    Raises:
-        InvalidFlow: the flow cannot start (a cycle, a dependency on a
-            missing node, a target this session cannot resolve); nothing ran.
-        ValueError, TypeError: a bad option.
-        RuntimeError: the session is not running.
-
-    Cancellation: every running node's turn is cancelled and finalised
-    (its terminal signal, then ``NodeCancelled``), the other nodes are
-    skipped, and no node starts afterwards.
-    """
+    """[`Session.flow`][pride.supervisors.session.Session.flow]."""
     run = _flow_run(
         session,
         flow,
@@ -124,19 +96,7 @@ async def flow_stream(
     max_spawn: int = DEFAULT_MAX_SPAWN,
     items: bool = False,
 ) -> AsyncIterator[FlowEvents]:
-    """Run ``flow`` while the block iterates its events, as they happen.
-
-    ``async with session.flow_stream(flow) as events: async for event in
-    events: ...``; afterwards ``events.result`` is the
-    [`FlowResult`][pride.FlowResult]. The events are the node signals (also
-    sent to the observer) and, with ``items=True``, each streaming node's
-    items as [`NodeItem`][pride.flows.NodeItem]s (nodes running ``Run`` or
-    ``ReActStream``; their result is still what ``ask`` would return). Leaving
-    the block early cancels the flow, as cancelling
-    [`flow`][pride.supervisors.session.Session.flow] would. The other arguments
-    and errors are [`flow`][pride.supervisors.session.Session.flow]'s;
-    ``InvalidFlow`` is raised on entering, before anything runs.
-    """
+    """[`Session.flow_stream`][pride.supervisors.session.Session.flow_stream]."""
     run = _flow_run(
         session,
         flow,
@@ -157,31 +117,7 @@ async def resume_flow(
     *,
     max_concurrent: int | None = None,
 ) -> FlowResult:
-    """Continue a flow run a crash (or a cancellation) cut short; return its result.
-
-    The run is the journaled one (same id, options, nodes): nodes that
-    finished keep their outcome and result and are not run again; a node
-    whose turn was interrupted waits for that turn, which its branch
-    resumed from the turn journal when it was spawned; the rest run as in
-    any flow. Spawn the flow's branches first. A late-bound command or a
-    ``when`` is code the journal cannot hold: pass ``flow``, the same
-    Flow rebuilt by the same code; it is checked against the journal.
-    See docs/flows.md, "Resuming a flow".
-
-    Args:
-        flow_id: the run's id (``unfinished_flows()`` lists them; every
-            node signal carries it).
-        flow: the rebuilt plan, giving back its functions; None: the
-            journal's own commands.
-        max_concurrent: nodes running at once (default: as journaled).
-
-    Raises:
-        UnknownFlow: the store holds no unfinished flow with that id.
-        InvalidFlow: ``flow`` differs from the journaled plan, or a node
-            still to run needs a function and ``flow`` was not given.
-        StoreError: the journal does not read back.
-        RuntimeError: the session has no store, or is not running.
-    """
+    """[`Session.resume_flow`][pride.supervisors.session.Session.resume_flow]."""
     session._members.require_running()
     store = session.store
     if store is None:
@@ -204,14 +140,7 @@ async def resume_flow(
 
 
 async def abandon_flow(session: FlowSession, flow_id: UUID | str) -> None:
-    """Forget a flow run the store's journal holds, without running it: it is
-    no longer listed, and cannot be resumed. (Turns of its nodes a crash
-    interrupted were resumed with their branches; they are not stopped.)
-
-    Raises:
-        UnknownFlow: the store holds no unfinished flow with that id.
-        RuntimeError: the session has no store.
-    """
+    """[`Session.abandon_flow`][pride.supervisors.session.Session.abandon_flow]."""
     store = session.store
     if store is None:
         raise RuntimeError(f"session {session.name!r} has no store: it journals no flow")
@@ -224,9 +153,7 @@ async def abandon_flow(session: FlowSession, flow_id: UUID | str) -> None:
 
 
 async def unfinished_flows(session: FlowSession) -> list[UnfinishedFlow]:
-    """The flow runs the store's journal holds, oldest first: cut short by a
-    crash or a cancellation, to be continued with ``resume_flow`` (empty
-    without a store). A run that does not read back is logged and left out."""
+    """[`Session.unfinished_flows`][pride.supervisors.session.Session.unfinished_flows]."""
     store = session.store
     if store is None:
         return []

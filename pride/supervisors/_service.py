@@ -18,10 +18,10 @@ The contract, from the supervisor's side:
   that overruns its deadline is cancelled, and must release what it holds in
   shielded, bounded cleanup (a subprocess is killed, never left behind).
 
-A session's door to its MCP servers (``spawn_mcp``, ``mcp``) is here too, bound
-onto [`Session`][pride.supervisors.session.Session] as its methods: the MCP
-extra is imported on the first ``spawn_mcp`` only, so ``import pride`` never
-loads the SDK.
+What a session's door to its MCP servers does
+([`Session.spawn_mcp`][pride.supervisors.session.Session.spawn_mcp],
+``Session.mcp``) is here too: the MCP extra is imported on the first
+``spawn_mcp`` only, so ``import pride`` never loads the SDK.
 """
 
 from __future__ import annotations
@@ -83,24 +83,7 @@ async def spawn_mcp(
     restart: RestartType = "permanent",
     **options: Any,
 ) -> Any:
-    """Start an MCP server as a supervised child and return its handle.
-
-    Give ``command`` (an argv list: a stdio server, run as a subprocess
-    with ``env`` added to a minimal inherited environment and ``cwd``)
-    or ``url`` (a streamable-HTTP server; ``headers`` go with every
-    request). Returns once the server has initialised and listed its
-    tools; register them with ``branch.register_mcp(server, ...)``. The
-    server restarts by ``restart`` and the session's strategy and
-    intensity, like a branch. Needs the ``mcp`` extra; see
-    `pride.mcp.spawn_mcp` (and docs/mcp.md) for ``options``.
-
-    Raises:
-        ImportError: the extra is not installed (``pip install 'pride[mcp]'``).
-        pride.mcp.McpServerError: the server could not be started or initialised.
-        ValueError: neither or both of ``command`` and ``url``, a bad
-            option, or another member has the name.
-        RuntimeError: this session is not running.
-    """
+    """[`Session.spawn_mcp`][pride.supervisors.session.Session.spawn_mcp]."""
     from ..mcp import spawn_mcp  # the optional extra: imported on first use only
 
     return await spawn_mcp(
@@ -117,11 +100,7 @@ async def spawn_mcp(
 
 
 def mcp(session: ServiceSession, name: str) -> Any:
-    """The handle of the MCP server (a member service) called ``name``.
-
-    Raises:
-        UnknownBranch: no member service has that name (a ``LookupError``).
-    """
+    """[`Session.mcp`][pride.supervisors.session.Session.mcp]."""
     for service in session.services:
         if service.name == name:
             return service

@@ -15,39 +15,41 @@ everything in reverse start order on the way out. Membership is exclusive:
 a branch belongs to at most one session at a time.
 
 A session is composed of parts it holds, each given what it needs when the
-session is made: its supervisor (`pride.supervisors._supervisor`: the
-children's runs, restarts and ordered stops) and its membership
-(`pride.supervisors._membership`: who belongs, their wiring, name
-resolution); its statistics are read from them. This module is the public
-surface; as Branch binds its verbs from modules of their own, the session
-binds its exchange (`_exchange`), its waiting turns (`_approvals`), its
-flows (`_flows`) and its MCP door (`_service`), each one idea.
+session is made: its supervisor (the children's runs, restarts and ordered
+stops) and its membership (who belongs, their wiring, name resolution); its
+statistics are read from them. This module is the public surface, every
+method written in the class with its contract, delegating inward to the
+helpers of its waiting turns, its flows and its MCP door.
+
+This module is longer than most on purpose: the Session class is written in
+one place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, TypeVar
 from uuid import UUID
 
 import trio
 
-from ..actors import Branch
+from ..actors import Branch, Reply, Target, ask as ask_target, send as send_to
 from ..actors.budget import Account
 from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
+from ..errors import UnknownBranch
+from ..flows import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, Flow, FlowEvents, FlowResult
+from ..flows.journal import UnfinishedFlow
 from ..memory import InMemoryStore, MemoryStore, is_memory_store
-from ..messages import (
-    Budget,
-    Usage,
-)
+from ..messages import Budget, Call, Command, Decision, Usage
 from ..operations.registry import OperationManager
 from ..store import BranchStore
-from . import _approvals as approvals, _exchange as exchange, _flows as flows, _service as serving
+from . import _approvals as approvals, _flows as flows, _service as serving
 from ._approvals import SuspendedTurn
 from ._child import Child
 from ._membership import Membership
@@ -266,6 +268,10 @@ class Session:
         Returns once every member has stopped. Idempotent; a second call
         with a shorter grace brings the deadline forward (a second Ctrl-C).
 
+        Args:
+            grace: seconds the running turns may take to finish (None: the
+                session's ``grace``).
+
         Raises:
             ValueError: ``grace`` is negative or not a number.
 
@@ -332,10 +338,70 @@ class Session:
             )
         return member
 
-    # A session's MCP servers (services): see _service.py.
+    async def spawn_mcp(
+        self,
+        name: str,
+        *,
+        command: Sequence[str] | None = None,
+        url: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        headers: Mapping[str, str] | None = None,
+        restart: RestartType = "permanent",
+        **options: Any,
+    ) -> Any:
+        """Start an MCP server as a supervised child of this session and return its handle.
 
-    spawn_mcp = serving.spawn_mcp
-    mcp = serving.mcp
+        Returns once the server has initialised and listed its tools; register
+        them on a branch with
+        [`register_mcp`][pride.actors.branch.Branch.register_mcp]. The server
+        restarts by ``restart`` and the session's strategy and intensity,
+        like a branch, and stops with the session. Needs the ``mcp`` extra
+        (``pip install 'pride[mcp]'``); see docs/mcp.md.
+
+        Args:
+            name: the server's name in this session (`mcp` finds it by it).
+            command: a stdio server's argv, run as a subprocess.
+            url: a streamable-HTTP server's address (instead of ``command``).
+            env: variables added to the subprocess's minimal inherited environment.
+            cwd: the subprocess's working directory.
+            headers: sent with every request to a ``url`` server.
+            restart: ``"permanent"``, ``"transient"`` or ``"temporary"``.
+            **options: further options of [`pride.mcp.spawn_mcp`][pride.mcp.spawn_mcp]
+                (timeouts, limits).
+
+        Returns:
+            The server's handle ([`McpServer`][pride.mcp.McpServer]).
+
+        Raises:
+            ImportError: the ``mcp`` extra is not installed.
+            pride.mcp.McpServerError: the server could not be started or initialised.
+            ValueError: neither or both of ``command`` and ``url``, a bad
+                option, or another member has the name.
+            RuntimeError: this session is not running.
+        """
+        return await serving.spawn_mcp(
+            self,
+            name,
+            command=command,
+            url=url,
+            env=env,
+            cwd=cwd,
+            headers=headers,
+            restart=restart,
+            **options,
+        )
+
+    def mcp(self, name: str) -> Any:
+        """The handle of this session's MCP server called ``name``.
+
+        Args:
+            name: the name given to `spawn_mcp`.
+
+        Raises:
+            UnknownBranch: no MCP server of this session has that name (a ``LookupError``).
+        """
+        return serving.mcp(self, name)
 
     async def spawn_session(
         self, name: str | None = None, *, restart: RestartType = "permanent", **options: Any
@@ -375,6 +441,9 @@ class Session:
         both were applied and the actor has stopped; its running turn
         finishes first, and queued envelopes get [`BranchClosed`][pride.BranchClosed].
 
+        Args:
+            member: the member branch or child session, or its name or id.
+
         Raises:
             UnknownBranch: ``member`` (a branch, session, name or id) is not a member.
             ReentrancyError: called from the member's own turn (it would wait on itself).
@@ -383,11 +452,78 @@ class Session:
 
     # ------------------------------------------------------------ exchange
 
-    # Work sent to members by Branch, name, id or ref, resolved in this tree: see _exchange.py.
+    async def send(self, target: Any, command: Command, *, tag: str | int | None = None) -> Reply:
+        """[`pride.send`][pride.send], with ``target`` found in this session's tree.
 
-    send = exchange.send
-    ask = exchange.ask
-    run_operation = exchange.run_operation
+        A target is a Branch (or another [`Target`][pride.Target]), a
+        `BranchRef`, or a name or id, found nearest first: this session's
+        branches, its child sessions', then each parent's.
+
+        Args:
+            target: a Branch, BranchRef, name or id.
+            command: the command to queue.
+            tag: a label for the envelope (``reply.tag``), journaled with the
+                turn and given back if it is resumed after a restart.
+
+        Returns:
+            The command's [`Reply`][pride.Reply], at once.
+
+        Raises:
+            UnknownBranch: no such branch in this tree.
+            BranchClosed: the branch has stopped.
+            TypeError: ``command`` is not a pride command.
+
+        Cancellation: if it raises ``Cancelled``, nothing was queued.
+        """
+        return await send_to(self._members.target(target), command, tag=tag)
+
+    async def ask(self, target: Any, command: Command, timeout: float | None = None) -> Any:
+        """[`pride.ask`][pride.ask], with ``target`` found in this session's tree.
+
+        Args:
+            target: a Branch, BranchRef, name or id (found as for `send`).
+            command: the command to run.
+            timeout: seconds to wait in all (None: no limit).
+
+        Returns:
+            The command's result.
+
+        Raises:
+            UnknownBranch: no such branch in this tree.
+            BranchClosed: the branch has stopped.
+            trio.TooSlowError: ``timeout`` expired.
+            Exception: whatever the command raised (as for [`pride.ask`][pride.ask]).
+
+        Cancellation: a queued command is dropped; a running turn is cancelled
+        and ends with ``RunFailed``.
+        """
+        return await ask_target(self._members.target(target), command, timeout)
+
+    async def run_operation(self, name: str, *, branch: Any = None, **kwargs: Any) -> Any:
+        """Run the registered operation ``name`` as a turn of a member; return its result.
+
+        Args:
+            name: the operation (looked up attribute-first on the branch, then
+                in its registry, then in this session's).
+            branch: the member (a Branch, name or id); None: the first spawned one.
+            **kwargs: the operation's keyword arguments.
+
+        Returns:
+            What the operation returned.
+
+        Raises:
+            UnknownBranch: no such member, or the session has no branches.
+            UnknownOperation: nothing has that name.
+            Exception: whatever the operation raised.
+        """
+        if branch is None:
+            first = self._members.supervisor.children.first_branch()
+            if first is None:
+                raise UnknownBranch("<first member>", f"session {self.name!r} (no branches)")
+            target: Target = first
+        else:
+            target = self._members.target(branch)
+        return await ask_target(target, Call(name, **kwargs))
 
     def register_operation(
         self, name: str, operation: Callable[..., Any], *, update: bool = False
@@ -396,6 +532,11 @@ class Session:
 
         Every member sees it (``Attach`` passes the registry), as
         ``pride.Call(name, ...)`` or ``branch.call(name, ...)``.
+
+        Args:
+            name: what ``Call`` names it by.
+            operation: the async function.
+            update: replace an operation of the same name instead of failing.
 
         Raises:
             ValueError: the name is taken (unless ``update``).
@@ -410,21 +551,234 @@ class Session:
 
     # ------------------------------------------------------------ durable turns
 
-    # Turns resumed after a restart, and turns stopped for approval: see _approvals.py.
+    def on_resume(self, handler: Callable[[Reply], Any]) -> Callable[[Reply], Any]:
+        """Call ``handler(reply)`` for each turn this session resumes (or abandons)
+        after a restart; usable as a decorator.
 
-    on_resume = approvals.on_resume
-    resolve = approvals.resolve
-    suspended_turns = approvals.suspended_turns
+        The first caller of such a turn is gone: ``reply`` is the envelope of
+        its [`Resume`][pride.Resume], queued before any other work of the
+        branch; ``reply.tag`` is the tag its first sender gave it (``pride
+        run``'s request id) and ``await reply.result()`` its result. Register
+        before spawning the branches. A failing handler is logged. (A turn of
+        a flow node is not handed over: `resume_flow` waits for it.)
+
+        Args:
+            handler: called with the resumed turn's envelope.
+
+        Returns:
+            ``handler``.
+
+        Raises:
+            TypeError: ``handler`` is not callable.
+        """
+        return approvals.on_resume(self, handler)
+
+    async def resolve(
+        self, turn_id: UUID | str, decisions: Mapping[str, Decision] | None = None
+    ) -> Any:
+        """Continue a turn that stopped for approval, and return its result.
+
+        Approved calls run, denied ones become error results the model sees,
+        and the turn goes on (keeping its turn id) to its end. Calls left
+        undecided keep waiting: the turn stops again once it reaches them.
+        Works on turns restored from a store by another process too: the
+        turn's branch is the member of this tree whose turn journal holds it,
+        and it is sent a [`Resume`][pride.Resume].
+
+        Args:
+            turn_id: the stopped turn (``ApprovalRequired.turn_id``, or
+                `suspended_turns`).
+            decisions: [`Approve()`][pride.Approve] or
+                [`Deny(reason)`][pride.Deny] by pending call id.
+
+        Returns:
+            The turn's result.
+
+        Raises:
+            UnknownTurn: no member of this tree has a suspended turn with that
+                id (or it is not a turn id at all).
+            UnknownPendingCall: a decision names a call the turn does not wait on.
+            ApprovalRequired: calls still wait (some were left undecided, or the
+                model asked for another call that needs approval).
+            Exception: whatever the continued turn raised.
+
+        Cancellation: as for `ask`: the continued turn is cancelled and ends
+        with ``RunFailed``.
+        """
+        return await approvals.resolve(self, turn_id, decisions)
+
+    def suspended_turns(self) -> list[SuspendedTurn]:
+        """The turns of this tree's members waiting for approval, in member order.
+
+        After a restart too: a store's suspended turns are restored with their
+        branches.
+        """
+        return approvals.suspended_turns(self)
 
     # ------------------------------------------------------------ flows
 
-    # Running a plan of work across the members, and continuing one: see _flows.py.
+    async def flow(
+        self,
+        flow: Flow,
+        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        budget: Budget | None = None,
+        fail_fast: bool = False,
+        *,
+        max_spawn: int = DEFAULT_MAX_SPAWN,
+    ) -> FlowResult:
+        """Run ``flow``'s nodes as turns of this session's branches.
 
-    flow = flows.flow
-    flow_stream = flows.flow_stream
-    resume_flow = flows.resume_flow
-    unfinished_flows = flows.unfinished_flows
-    abandon_flow = flows.abandon_flow
+        A node starts when its dependencies have completed, at most
+        ``max_concurrent`` at once; a node whose dependency did not complete
+        is skipped, independent ones go on. Node signals
+        ([`NodeStarted`][pride.NodeStarted], ...) go to the observer. With a
+        store the run is journaled, so `resume_flow` can continue it after a
+        crash. See docs/flows.md.
+
+        Args:
+            flow: the plan.
+            max_concurrent: nodes running at once (at least 1).
+            budget: one allowance for every node's turn (and the work those
+                turns ask of other branches); the session's budget applies too.
+            fail_fast: at the first failed node, cancel the running nodes and
+                skip the rest.
+            max_spawn: how many nodes the running flow may grow by
+                ([`current_flow`][pride.current_flow]``().add(...)``).
+
+        Returns:
+            The [`FlowResult`][pride.FlowResult]: ``result[name]`` is a
+            node's result, ``result.outcomes[name]`` how it ended.
+
+        Raises:
+            InvalidFlow: the flow cannot start (a cycle, a dependency on a
+                missing node, a target this session cannot resolve); nothing ran.
+            ValueError: a bad option.
+            TypeError: a bad option.
+            RuntimeError: the session is not running.
+
+        Cancellation: every running node's turn is cancelled and finalised
+        (its terminal signal, then ``NodeCancelled``), the other nodes are
+        skipped, and no node starts afterwards.
+        """
+        return await flows.flow(
+            self,
+            flow,
+            max_concurrent,
+            budget,
+            fail_fast,
+            max_spawn=max_spawn,
+        )
+
+    def flow_stream(
+        self,
+        flow: Flow,
+        max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+        budget: Budget | None = None,
+        fail_fast: bool = False,
+        *,
+        max_spawn: int = DEFAULT_MAX_SPAWN,
+        items: bool = False,
+    ) -> contextlib.AbstractAsyncContextManager[FlowEvents]:
+        """Run ``flow`` while the block iterates its events, as they happen.
+
+        ``async with session.flow_stream(flow) as events: async for event in
+        events: ...``; afterwards ``events.result`` is the
+        [`FlowResult`][pride.FlowResult]. Leaving the block early cancels the
+        flow, as cancelling `flow` would.
+
+        Args:
+            flow: the plan.
+            max_concurrent: nodes running at once (at least 1).
+            budget: one allowance for every node's turn, as for `flow`.
+            fail_fast: stop the flow at its first failed node.
+            max_spawn: how many nodes the running flow may grow by.
+            items: also hand over each streaming node's items (nodes running
+                ``Run`` or ``ReActStream``) as [`NodeItem`][pride.flows.NodeItem]s;
+                their result is still what ``ask`` would return.
+
+        Returns:
+            An async context manager yielding the events: the node signals
+            (also sent to the observer), and the items when asked for.
+
+        Raises:
+            InvalidFlow: on entering, before anything runs (as for `flow`).
+            ValueError: a bad option.
+            TypeError: a bad option.
+            RuntimeError: the session is not running.
+        """
+        return flows.flow_stream(
+            self,
+            flow,
+            max_concurrent,
+            budget,
+            fail_fast,
+            max_spawn=max_spawn,
+            items=items,
+        )
+
+    async def resume_flow(
+        self,
+        flow_id: UUID | str,
+        flow: Flow | None = None,
+        *,
+        max_concurrent: int | None = None,
+    ) -> FlowResult:
+        """Continue a flow run that a crash (or a cancellation) cut short.
+
+        The run is the journaled one (same id, options, nodes): nodes that
+        finished keep their outcome and result and are not run again; a node
+        whose turn was interrupted waits for that turn, which its branch
+        resumed from the turn journal when it was spawned; the rest run as in
+        any flow. Spawn the flow's branches first. See docs/flows.md,
+        "Resuming a flow".
+
+        Args:
+            flow_id: the run's id (`unfinished_flows` lists them; every node
+                signal carries it).
+            flow: the same Flow, rebuilt by the same code, when a node's
+                command is a function or it has a ``when`` (code the journal
+                cannot hold); it is checked against the journal. None: the
+                journal's own commands.
+            max_concurrent: nodes running at once (default: as journaled).
+
+        Returns:
+            The run's [`FlowResult`][pride.FlowResult].
+
+        Raises:
+            UnknownFlow: the store holds no unfinished flow with that id.
+            InvalidFlow: ``flow`` differs from the journaled plan, or a node
+                still to run needs a function and ``flow`` was not given.
+            StoreError: the journal does not read back.
+            RuntimeError: the session has no store, or is not running.
+
+        Cancellation: as for `flow`; the run stays journaled, to be resumed again.
+        """
+        return await flows.resume_flow(self, flow_id, flow, max_concurrent=max_concurrent)
+
+    async def unfinished_flows(self) -> list[UnfinishedFlow]:
+        """The flow runs the store's journal holds, oldest first.
+
+        Each was cut short by a crash or a cancellation, to be continued with
+        `resume_flow` or forgotten with `abandon_flow`. Empty without a store;
+        a run that does not read back is logged and left out.
+        """
+        return await flows.unfinished_flows(self)
+
+    async def abandon_flow(self, flow_id: UUID | str) -> None:
+        """Forget a flow run the store's journal holds, without running it.
+
+        It is no longer listed and cannot be resumed. (Turns of its nodes that
+        a crash interrupted were resumed with their branches; they are not
+        stopped.)
+
+        Args:
+            flow_id: the run's id (`unfinished_flows` lists them).
+
+        Raises:
+            UnknownFlow: the store holds no unfinished flow with that id.
+            RuntimeError: the session has no store.
+        """
+        await flows.abandon_flow(self, flow_id)
 
     @property
     def memory(self) -> MemoryStore:
@@ -436,18 +790,34 @@ class Session:
     # ------------------------------------------------------------ observation
 
     def observe(self, *filters: Filter, handler: Handler | None = None) -> Any:
-        """Subscribe to members' signals; see
-        [`Observer.observe`][pride.supervisors.observer.Observer.observe] (decorator too).
+        """Subscribe to members' signals (usable as a decorator).
 
         Signal classes given together are alternatives (any of them matches);
         predicates all have to hold: ``observe(RunStart, RunEnd, handler=h)``
-        sees both.
-        Child sessions' signals arrive here too, after their own subscribers.
+        sees both. Child sessions' signals arrive here too, after their own
+        subscribers. A handler that raises is logged, and the others still
+        run. See [`Observer.observe`][pride.supervisors.observer.Observer.observe].
+
+        Args:
+            *filters: signal classes, tuples of them, or predicates on a signal.
+            handler: called with each matching signal (sync, or async: then
+                awaited before the turn's terminal signal); None returns a
+                decorator.
+
+        Returns:
+            ``handler``, or the decorator that subscribes one.
         """
         return self._observer.observe(*filters, handler=handler)
 
     def unobserve(self, handler: Handler) -> int:
-        """Remove ``handler``'s subscriptions; return how many there were."""
+        """Remove ``handler``'s subscriptions.
+
+        Args:
+            handler: a handler given to `observe`.
+
+        Returns:
+            How many subscriptions were removed.
+        """
         return self._observer.unobserve(handler)
 
     @property
@@ -475,6 +845,9 @@ class Session:
     def get_branch(self, name_or_id: str | UUID) -> Branch:
         """The member branch with this id (first) or name.
 
+        Args:
+            name_or_id: the branch's id (a UUID or its text) or name.
+
         Raises:
             UnknownBranch: no member branch has it (a ``LookupError``).
         """
@@ -483,6 +856,9 @@ class Session:
     def resolve_name(self, name_or_id: str | UUID) -> Branch:
         """Find a branch by name or id, nearest first: this session's branches,
         then its child sessions' (depth first), then each parent's upwards.
+
+        Args:
+            name_or_id: the branch's id (a UUID or its text) or name.
 
         Raises:
             UnknownBranch: no branch of the tree has that name or id.

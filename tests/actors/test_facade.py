@@ -1,7 +1,8 @@
-"""Facade verbs and their commands agree: one parameter list, declared on the command.
+"""Facade verbs and their commands agree: each verb takes exactly its command's fields.
 
-The static side (what mypy and editors see) is checked by mypy itself, on
-tests/typechecked/facade_calls.py.
+The verbs are methods written out on Branch, so this is what keeps a field
+added to a command from being missed by its verb. The static side (what mypy
+and editors see) is checked by mypy itself, on tests/typechecked/facade_calls.py.
 """
 
 from __future__ import annotations
@@ -50,7 +51,13 @@ def test_every_work_command_has_a_verb() -> None:
 
 @pytest.mark.parametrize("name", sorted(VERBS))
 def test_a_verb_takes_exactly_its_commands_parameters(name: str) -> None:
-    """Names, kinds, order, annotations and defaults: the command's, then timeout."""
+    """Names, kinds and defaults: the command's, plus timeout on the verbs that wait.
+
+    Positional parameters keep the command's order; keyword-only ones may be
+    ordered for reading. A command's field with a made-fresh default (a dict) is
+    None on the verb, and one the command converts (typed Any there) is typed
+    on the verb; every other annotation is the command's.
+    """
     command = VERBS[name]
     verb = getattr(Branch, name)
     own, *params = _parameters(verb)
@@ -64,21 +71,40 @@ def test_a_verb_takes_exactly_its_commands_parameters(name: str) -> None:
         timeout = next(p for p in params if p.name == "timeout")
         assert timeout.kind is inspect.Parameter.KEYWORD_ONLY and timeout.default is None
         params.remove(timeout)
-    assert [p.name for p in params] == [p.name for p in expected]
-    assert [p.kind for p in params] == [p.kind for p in expected]
-    assert [p.annotation for p in params] == [p.annotation for p in expected]
-    for shown, declared in zip(params, expected, strict=True):
-        if declared.default is not inspect.Parameter.empty and repr(shown.default) != "dict()":
-            assert shown.default == declared.default, shown.name
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    assert [(p.name, p.kind) for p in params if p.kind is not keyword] == [
+        (p.name, p.kind) for p in expected if p.kind is not keyword
+    ]
+    assert sorted(p.name for p in params if p.kind is keyword) == sorted(
+        p.name for p in expected if p.kind is keyword
+    )
+    declared = {p.name: p for p in expected}
+    for shown in params:
+        field = declared[shown.name]
+        if field.annotation != "Any":
+            made_fresh = repr(field.default) == "NOTHING" and shown.default is None
+            wanted = f"{field.annotation} | None" if made_fresh else field.annotation
+            assert shown.annotation == wanted, shown.name
+        if field.default is inspect.Parameter.empty:
+            assert shown.default is inspect.Parameter.empty, shown.name
+        elif repr(field.default) == "NOTHING":  # made fresh by the command: None on the verb
+            assert shown.default is None, shown.name
+        else:
+            assert shown.default == field.default, shown.name
 
 
 @pytest.mark.parametrize("name", sorted(VERBS))
-def test_a_verb_is_documented_by_its_command(name: str) -> None:
-    """help(branch.<verb>) shows the command's docstring and what the verb does."""
+def test_a_verb_is_a_documented_method_of_branch(name: str) -> None:
+    """Each verb is written in Branch's body, documents every parameter, and names
+    its command."""
     verb = getattr(Branch, name)
-    assert verb.__name__ == name
-    assert (inspect.getdoc(VERBS[name]) or "") in (verb.__doc__ or "")
-    assert f"branch.{name}(" in (verb.__doc__ or "")
+    assert verb.__qualname__ == f"Branch.{name}"
+    doc = inspect.getdoc(verb) or ""
+    assert f"[`{VERBS[name].__name__}`][pride.{VERBS[name].__name__}]" in doc
+    for parameter in _parameters(verb)[1:]:
+        if parameter.kind is not inspect.Parameter.VAR_KEYWORD:
+            assert f"    {parameter.name}: " in doc, parameter.name
+    assert "Raises:" in doc and "Returns:" in doc
     assert inspect.iscoroutinefunction(verb) == (name not in STREAMING)
 
 

@@ -1,7 +1,7 @@
 """Checked by mypy (``make typecheck``), never run: the facade verbs' static signatures.
 
-Each verb's parameters come from its command class (pride.actors.facade), so a
-type checker sees and checks them. The deliberate mistakes below carry a
+Each verb is a method of Branch with its command's parameters, so a type
+checker sees and checks them. The deliberate mistakes below carry a
 ``type: ignore`` that mypy's strict mode reports as unused the day the verb
 stops being checked: that is the test.
 """
@@ -34,9 +34,9 @@ async def correct_calls(branch: Branch) -> None:
 
 async def mistakes(branch: Branch) -> None:
     """Calls a type checker rejects (each ignore must stay needed)."""
-    await branch.operate("plan", raeson=True)  # type: ignore[call-overload]
-    await branch.parse(42)  # type: ignore[call-overload]
-    await branch.chat("hi", max_rounds=2)  # type: ignore[call-overload]
+    await branch.operate("plan", raeson=True)  # type: ignore[call-arg]
+    await branch.parse(42)  # type: ignore[arg-type]
+    await branch.chat("hi", max_rounds=2)  # type: ignore[call-arg]
     async with branch.run("go", timeout=1) as items:  # type: ignore[call-arg]
         del items
 
