@@ -1,7 +1,8 @@
 """The branch actor: its runtime state and the loop serving its mailbox.
 
 One actor task per branch takes one mailbox item at a time, so turns of a
-branch serialise by mailbox order (ADR-0018 D2's lock *is* the mailbox).
+branch serialise by mailbox order (the mailbox is where an asyncio design
+would hold a per-branch lock).
 Priority items are applied between turns, never during one. Everything the
 actor tracks lives in one `Actor` per branch (``branch.actor``); the
 branch itself holds the conversation.
@@ -74,7 +75,7 @@ class Actor:
         branch: the branch this actor serves.
         mailbox: the two-lane mailbox, once the actor was started.
         host: the nursery hosting the turns' tasks while the loop runs, else None.
-        turn: the active top-level turn (ADR-0018's pointer), else None.
+        turn: the active top-level turn, else None.
         envelope: the envelope the loop took last (a restart cancels its turn).
         last_context_report: the context report of the last finished top-level turn.
         observer: where the branch's signals go (a session's observer, or one

@@ -190,7 +190,7 @@ class BranchJournal:
     """A branch's journal: its backend, its policy and its unfinished turns.
 
     Kept on the branch's actor (``actor.journal``); a session with a store
-    sets it up when it restores the branch (`pride.supervisors._persistence`).
+    sets it up when it restores the branch.
     """
 
     __slots__ = ("backend", "branch_name", "durability", "waiting")

@@ -1,4 +1,4 @@
-"""A turn's lifecycle, start to terminal: the turn driver (ADR-0018 D4).
+"""A turn's lifecycle, start to terminal: the turn driver.
 
 The actor loop (`pride.actors.actor`) hands each model-turn envelope to
 `run_turn`, the single owner of that turn's lifecycle, read top-down here:

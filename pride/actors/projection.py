@@ -1,4 +1,4 @@
-"""A branch's serialised projection and its clone (ADR-0016 D2 and D5).
+"""A branch's serialised projection and its clone.
 
 ``Branch.to_dict`` exports a deliberate subset of the aggregate, not a
 process checkpoint. After the identity fields (``id``, ``created_at``,
@@ -105,7 +105,7 @@ def to_dict(
     include_log_config: bool = False,
     include_processor_config: bool = False,
 ) -> dict[str, Any]:
-    """The branch's serialised projection (ADR-0016 D2; ``Branch.to_dict``).
+    """The branch's serialised projection (what ``Branch.to_dict`` returns).
 
     Identity (``id``, ``created_at``, ``metadata``, ``user``, ``name``),
     then ``messages`` (always), ``logs`` (when included and not empty),
@@ -417,7 +417,7 @@ class _Reader:
 
 
 def clone(branch: Branch, sender: str | UUID | None = None, *, into: type[B]) -> B:
-    """A new, unstarted branch with a copy of ``branch``'s conversation (ADR-0016 D5).
+    """A new, unstarted branch with a copy of ``branch``'s conversation.
 
     Every message (the system message too) gets a fresh id, ``sender`` (default:
     the source branch's id) as its sender and the clone's id as its recipient;

@@ -1,7 +1,7 @@
-"""Turn-scoped execution state (ADR-0018 on trio).
+"""Turn-scoped execution state: what one turn owns, on trio.
 
 A **turn** is the execution of one model-invoking command, from ``RunStart``
-to its single terminal signal. What ADR-0018 says a turn owns lives in its
+to its single terminal signal. What a turn owns lives in its
 `TurnExecutionContext`: the model snapshot, provider blocks and
 report, the pending loop control. What the runtime keeps beside it (the
 command, usage so far, the turn's task groups) is the `TurnState`,
@@ -57,7 +57,7 @@ __all__ = [
 log = logging.getLogger("pride.turn")
 
 # Bound on a turn's shielded finalisation (nested-task cancellation, signal
-# drain, terminal observers). ADR-0018 sets no drain timeout; an unbounded
+# drain, terminal observers). The design pride follows sets no drain timeout; an unbounded
 # shield could pin a branch forever on a stuck observer, so pride bounds it and
 # logs when the bound is hit.
 FINALIZE_GRACE = 10.0
@@ -96,7 +96,7 @@ class LoopControl:
 
 @attrs.define(eq=False)
 class TurnExecutionContext:
-    """What one top-level turn owns (ADR-0018 D1). Never serialised.
+    """What one top-level turn owns. Never serialised.
 
     Attributes:
         turn_id: a fresh uuid4 per top-level turn.
@@ -139,7 +139,7 @@ class TurnState:
             what ``RunEnd`` reports, and what every model and tool call is
             checked against.
         host: the actor's long-lived nursery, hosting the turn's task groups.
-        nested: the turn's nested tasks (ADR-0018's "turn nursery"), once any started.
+        nested: the turn's nested tasks (its "turn nursery"), once any started.
         signals: the turn's pending signal deliveries (the signal drain), once any.
         trace: the tracer's record of the turn, when tracing is on (`pride.actors.instrument`).
         journal: the turn's journal run (`pride.actors.journal`), when the branch
@@ -253,7 +253,7 @@ class TurnScope:
 
     @property
     def context(self) -> TurnExecutionContext:
-        """The turn's execution context (ADR-0018)."""
+        """The turn's execution context."""
         return self.state.context
 
     @property
@@ -338,7 +338,7 @@ class TurnTasks:
     cancel scope that this group owns. `cancel_and_wait` gives the same
     guarantee a per-turn nursery would: every task has ended before it
     returns. A task's failure is logged (it is never awaited by the turn, so
-    it cannot change the turn's result, ADR-0018 D2) — except
+    it cannot change the turn's result) — except
     [`Escalate`][pride.Escalate], which is kept in `escalation`: a task of
     the turn saying "this branch is not to be trusted" escalates the turn.
     """

@@ -7,7 +7,7 @@ owner id and a name directory. The session's operation registry stands behind
 the branch's own (the branch's names are found first, and survive detaching);
 the memory default goes to the branch itself.
 
-Delivery follows ADR-0018: synchronous subscribers and handlers run at once,
+Delivery keeps a turn's signals in order: synchronous subscribers and handlers run at once,
 isolated; asynchronous ones returned as one awaitable are spawned into the
 live turn's signal group (drained before the terminal signal) or, outside a
 turn, into the actor's nursery as best-effort background work. Lifecycle
@@ -170,8 +170,8 @@ def message_recorded(actor: Actor, message: RoledMessage) -> None:
     """Tell the observer and the hooks that ``message`` was recorded.
 
     The observer gets ``MessageAdded`` and, for an assistant reply under a
-    capability grant, the capability signals (observation only, ADR-0016
-    D3); the hooks get ``message_added``.
+    capability grant, the capability signals (observation only: nothing
+    is executed); the hooks get ``message_added``.
     """
     branch = actor.branch
     observer = actor.observer

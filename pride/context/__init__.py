@@ -9,7 +9,7 @@
   ``StructuredOutput``, ``CapabilityViolation`` or ``EmissionRejected``
   signals.
 
-Neither is serialised with a branch or copied by ``clone`` (ADR-0016 D2, D5).
+Neither is serialised with a branch or copied by ``clone``.
 This package imports nothing of pride but [`pride.errors`][pride.errors],
 [`pride.messages`][pride.actors.branch.Branch.messages] and, for its token counter,
 [`pride.llm`][pride.llm].

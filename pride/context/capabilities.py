@@ -1,7 +1,7 @@
 """Capability grants: what structured output a branch's model may emit, and observing it.
 
 A grant is a class (attrs, dataclass or pydantic model) whose field names are
-the granted keys. Granting does two things (ADR-0016 D3):
+the granted keys. Granting does two things:
 
 * with ``prompt=True`` the system prompt gets a block, between
   [`CAP_BEGIN`][pride.context.capabilities.CAP_BEGIN] and

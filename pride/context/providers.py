@@ -1,4 +1,4 @@
-"""Context providers: ephemeral text injected into one turn's request (ADR-0016 D3, ADR-0008).
+"""Context providers: ephemeral text injected into one turn's request.
 
 A provider is anything with ``async provide(branch, instruction) -> str | None``.
 Before a turn's first model call, the branch's
@@ -52,7 +52,7 @@ log = logging.getLogger("pride.context")
 
 # The reference system's value: a hard cap of about 2k tokens on injected text,
 # leaving the rest of the window to the conversation. No measurement backs the
-# exact number (ADR-0016 D3); it is settable per registry.
+# exact number; it is settable per registry.
 DEFAULT_BUDGET = 2000
 """Tokens of provider text a registry admits per turn unless told otherwise."""
 

@@ -16,7 +16,7 @@ run's id and options and sets it up from the journal
   it is not run again, and nothing is signalled for it;
 * a node whose turn a crash interrupted is not sent again: its branch,
   spawned again, resumed the turn from the turn journal before anything
-  else (`pride.supervisors._persistence`), and the node waits for that
+  else, and the node waits for that
   turn's result (its ``NodeStarted`` says ``command="Resume"``);
 * every other node runs as in any run: when its dependencies have
   completed, with late-bound commands built from the (journaled) upstream

@@ -220,8 +220,8 @@ class McpServer:
             McpServerError: the connection broke during the call.
 
         Cancellation: the call's task is cancelled, the server is sent
-        ``notifications/cancelled``, and the call has ended (bounded by
-        `pride.mcp._calls.CANCEL_NOTICE_WAIT`) when `trio.Cancelled` propagates.
+        ``notifications/cancelled``, and the call has ended (within 2 seconds)
+        when `trio.Cancelled` propagates.
         """
         call = Call.new(tool, dict(arguments or {}))
         waited = False

@@ -9,7 +9,7 @@ hits = await branch.memory.search(MemoryQuery(text="tea"))
 
 ``branch.memory`` is the branch's explicit store (kept by identity), else a
 session's default adopted on attachment, else an [`InMemoryStore`][pride.InMemoryStore]
-created on first access (ADR-0016 D3/D4). Memory is never serialised with a
+created on first access (the first-claim rule). Memory is never serialised with a
 branch and never copied by ``clone``.
 
 This package imports nothing of pride but [`pride.errors`][pride.errors] and

@@ -1,6 +1,6 @@
 """What a memory holds and how it is asked: MemoryItem, MemoryQuery, and the MemoryStore protocol.
 
-A memory store is a branch-scoped live extension (ADR-0016 D3): it belongs to
+A memory store is a branch-scoped live extension: it belongs to
 a branch (or is shared by a session as a default), it is never serialised
 with the branch and never copied by ``clone``. Anything with the three async
 methods of [`MemoryStore`][pride.MemoryStore] can be one: an in-process dict

@@ -448,7 +448,7 @@ class Attach(PriorityCommand):
     """Wire a supervisor's shared references into the branch (between turns).
 
     ``memory`` is a default: the branch adopts it only if it has not claimed a
-    store of its own (first-claim rule, ADR-0016 D4). ``directory`` resolves
+    store of its own (the first-claim rule). ``directory`` resolves
     branch names for sends made from the branch's turns.
     """
 

@@ -2,7 +2,7 @@
 
 An operation is ``async def op(turn, command)``; `execute` dispatches a
 work command to its operation. Branch methods and commands only adapt and
-delegate here (ADR-0016 D5). Nothing here knows the actor runtime: the turn
+delegate here. Nothing here knows the actor runtime: the turn
 view (`pride.operations.view`) is the whole interface.
 """
 

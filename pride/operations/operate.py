@@ -24,7 +24,7 @@ One operate call:
 6. parses the final reply into the structure (reformat retries as in
    [`parse_text`][pride.operations.chat.parse_text], ``handle_validation`` applying).
 
-Returns: with ``reason`` or ``actions`` on, an
+What it returns: with ``reason`` or ``actions`` on, an
 [`OperateResult`][pride.OperateResult]; otherwise the parsed
 response format, or the reply text when there is none (or with
 ``skip_validation``). A final reply that does not parse is never returned

@@ -113,8 +113,7 @@ async def parse_text(
         max_retries: reformat calls after the direct attempt (capped at 5).
         handle_validation: ``"raise"``, ``"return_value"`` or ``"return_none"``.
         parse_model: a model spec overriding the branch's parse model.
-        fuzzy_match: match near-miss keys (see ``match_keys`` in
-            ``pride.operations._fuzzy``).
+        fuzzy_match: match near-miss keys (Jaro-Winkler similarity).
         similarity_threshold: the least similarity for a fuzzy key match.
         handle_unmatched: what to do with keys that match no field.
         fill_value: the value for missing required keys.

@@ -34,7 +34,7 @@ Durability contract:
 * creating a store is one transaction, so a crash at any instant leaves no
   store or a whole one; a file that is not a pride store (corrupt, foreign,
   another schema) is refused with [`StoreError`][pride.StoreError], never
-  overwritten (`pride.store._file`);
+  overwritten;
 * every row is strict JSON ([`dump_json`][pride.messages.codec.dump_json]); what
   strict JSON cannot carry is replaced, with a warning, never refused at
   write time: a non-finite float becomes null, an integer beyond 64 bits its
@@ -102,8 +102,7 @@ class StoredBranch:
     """One stored branch as ``pride inspect`` lists it.
 
     ``updated_at`` is when the branch was last stored or its rows committed, to
-    within a second: a commit moves it only once it is that old
-    (`pride.store._tables.UPDATED_AT_GRAIN`)."""
+    within a second: a commit moves it only once it is that old."""
 
     name: str
     branch_id: str
@@ -319,8 +318,7 @@ class BranchStore(Journals):
         (the commit takes every branch's rows anyway: one fsync for all).
 
         Concurrent callers share commits: a caller whose rows were taken by a
-        commit already under way waits for that one, then at most one more
-        (see `pride.store._queue`).
+        commit already under way waits for that one, then at most one more.
 
         Raises:
             StoreError: a commit holding the caller's rows failed. The rows

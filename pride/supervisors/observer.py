@@ -6,7 +6,7 @@ implements the branch's ``SignalSink`` protocol:
 [`Observer.dispatch`][pride.supervisors.observer.Observer.dispatch]
 runs synchronous handlers at once and hands back one awaitable for the
 asynchronous ones, which the branch's turn driver drains before the turn's
-terminal signal (ADR-0018), so a subscriber sees each turn's ``RunStart``,
+terminal signal, so a subscriber sees each turn's ``RunStart``,
 its ``MessageAdded`` signals and then exactly one ``RunEnd``/``RunFailed``.
 
 Subscribers never break what they watch: a raising handler (or predicate)
