@@ -113,9 +113,9 @@ class McpTool(Tool):
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Check ``arguments`` against the server's schema; return them as a dict.
 
-        The check runs on the calling thread, within pride's bounds
-        (`pride.mcp._bounds`: at most about a second); `invoke` holds the
-        event loop far less.
+        The check runs on the calling thread, within pride's bounds (on the
+        keyword applications a check makes, how deeply they nest, and about a
+        second of CPU time); `invoke` holds the event loop far less.
 
         Raises:
             ToolArgumentError: not a mapping, the first schema violation (its
