@@ -53,6 +53,9 @@ ALLOWED: dict[str, set[str]] = {
     "cluster": BASE
     | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
     | {"store"},
+    # The client of pride serve: the wire (messages, errors), llm's SSE parser, and
+    # the Target protocol its refs implement.
+    "client": BASE | {"llm", "actors"},
     # The front door (pride serve) builds on the tree it serves, never on the CLI.
     "serve": BASE
     | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
@@ -80,6 +83,7 @@ ALLOWED: dict[str, set[str]] = {
 # imports included). actors/ is the exception: its lower modules name the
 # Branch class in annotations, so only its run-time imports must form no circle.
 ACYCLIC = [
+    "client",
     "serve",
     "supervisors",
     "operations",

@@ -1,0 +1,420 @@
+"""`Client`: ``pride serve``'s native API from an asyncio or a trio program, on httpx.
+
+Every method is a plain coroutine over one ``httpx.AsyncClient``, which runs
+on asyncio and on trio alike (httpx picks the event loop it finds), so the
+client works in a FastAPI handler and in a trio program. Nothing of it
+needs trio but `Client.ref`, whose target is served by tasks of the client's
+own trio nursery.
+
+Cancellation: cancelling the task that awaits an ``ask`` (or leaving a
+``stream`` block early) closes its HTTP request, and the server cancels the
+turn (a send's turn goes on). Errors are rebuilt as pride's own classes
+(`pride.client._errors`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import quote
+from uuid import UUID
+
+import httpx
+
+from ..errors import InvalidMessage
+from ..llm import SseParser
+from ..messages import RoledMessage, Signal, WorkCommand, structure, unstructure
+from ._errors import RequestRefused, rebuild
+from ._ref import Carriers, ServedBranch, close_carriers, open_carriers
+
+__all__ = ["DEFAULT_TIMEOUT", "MAX_EVENT_BYTES", "TOKEN_ENV", "Client", "ServedItems"]
+
+log = logging.getLogger("pride.client")
+
+TOKEN_ENV = "PRIDE_SERVE_TOKEN"
+"""Where `Client` finds its token when none is given (the variable ``pride serve`` reads)."""
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
+"""Connect within 10 s, send a body within 30 s; wait for answers as long as turns take
+(an ask's own ``timeout`` bounds it on the server, which answers 504)."""
+
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""The largest server-sent event the client reads (a stream item, a signal)."""
+
+ANSWER_MARGIN = 10.0
+"""Seconds past an ask's ``timeout`` the client waits for the server's answer to it."""
+
+
+def _wire(command: WorkCommand | Mapping[str, Any]) -> Any:
+    if isinstance(command, Mapping):
+        return dict(command)
+    if not isinstance(command, WorkCommand):
+        raise TypeError(f"expected a work command, got {type(command).__name__}")
+    return unstructure(command)
+
+
+def _path(name: str) -> str:
+    # A name may hold "/" (a virtual branch's kind/key): the server takes everything
+    # between /v1/branches/ and the verb, so only what a path cannot carry is quoted.
+    return quote(name, safe="/")
+
+
+class ServedItems:
+    """What `Client.stream` yields: the turn's items in order, as plain data.
+
+    After the last item, a failed turn raises its error from the ``async for``.
+    ``turn_id`` is known once the turn has started.
+    """
+
+    def __init__(self, events: AsyncIterator[dict[str, Any]], name: str) -> None:
+        self._events = events
+        self._name = name
+        self._finished = False
+        self.turn_id: UUID | None = None
+
+    def __aiter__(self) -> ServedItems:
+        return self
+
+    async def __anext__(self) -> Any:
+        while not self._finished:
+            try:
+                event = await self._events.__anext__()
+            except StopAsyncIteration:
+                self._finished = True
+                raise RequestRefused(
+                    502, "StreamCut", f"the stream of {self._name!r} ended without its end"
+                ) from None
+            kind = event.get("event")
+            if event.get("turn_id"):
+                self.turn_id = UUID(event["turn_id"])
+            if kind == "item":
+                return event.get("item")
+            if kind == "end":
+                self._finished = True
+            elif kind == "error":
+                self._finished = True
+                raise rebuild(200, event.get("error"), name=self._name)
+        raise StopAsyncIteration
+
+
+class Client:
+    """A client of one ``pride serve``: ``async with Client(url, token) as client:``.
+
+    Args:
+        base_url: the server's URL (``http://127.0.0.1:8000``: what it prints).
+        token: the bearer token; None reads ``PRIDE_SERVE_TOKEN``.
+        timeout: httpx's timeouts (`DEFAULT_TIMEOUT`: no read timeout, since a
+            turn takes as long as it takes).
+        transport: an httpx transport (tests, proxies); None for httpx's own.
+
+    Raises (each method):
+        pride's own errors as the server named them (``UnknownBranch``,
+        ``InvalidMessage``, ``BudgetExceeded`` with ``.limit/.used/.allowed``,
+        ``ApprovalRequired`` with ``.turn_id/.pending``, ``MailboxFull``, ...);
+        `RequestRefused` for a refusal with no pride class (a wrong token is
+        401); ``TimeoutError`` for an ask past its ``timeout``;
+        ``httpx.TransportError`` when the server cannot be reached.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        token = token if token is not None else os.environ.get(TOKEN_ENV)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+        self._refs: Carriers | None = None  # the carriers of `ref` targets, entered on trio
+
+    def __repr__(self) -> str:
+        return f"<pride.client.Client {self.base_url}>"  # never the token
+
+    async def __aenter__(self) -> Client:
+        self._refs = await open_carriers()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections (and cancel the turns still carried for `ref` targets)."""
+        try:
+            carriers, self._refs = self._refs, None
+            await close_carriers(carriers)
+        finally:
+            await self._http.aclose()
+
+    # ------------------------------------------------------------ work
+
+    async def ask(
+        self, name: str, command: WorkCommand | Mapping[str, Any], timeout: float | None = None
+    ) -> Any:
+        """Run one turn of branch ``name`` and return its result (plain JSON data).
+
+        Args:
+            name: the branch (in the token's scope).
+            command: a work command, or its wire form as a dict.
+            timeout: seconds the turn may take; the server cancels it after
+                that and the call raises ``TimeoutError``.
+
+        Cancellation: cancelling the call closes the request; the server
+        cancels the turn (or drops it, still queued).
+        """
+        result, _ = await self.ask_with_turn(name, command, timeout)
+        return result
+
+    async def ask_with_turn(
+        self, name: str, command: WorkCommand | Mapping[str, Any], timeout: float | None = None
+    ) -> tuple[Any, UUID | None]:
+        """`ask`, returning the result and the turn's id (None for a command that is no turn)."""
+        body: dict[str, Any] = {"command": _wire(command)}
+        read = None
+        if timeout is not None:
+            body["timeout"] = timeout
+            read = timeout + ANSWER_MARGIN
+        answer = await self._call(
+            "POST",
+            f"/v1/branches/{_path(name)}/ask",
+            json=body,
+            name=name,
+            timeout=httpx.Timeout(self._http.timeout.connect, read=read),
+        )
+        turn_id = answer.get("turn_id")
+        return answer.get("result"), UUID(turn_id) if turn_id else None
+
+    async def send(self, name: str, command: WorkCommand | Mapping[str, Any]) -> UUID:
+        """Queue a turn of branch ``name``; return its id once it has started.
+
+        The turn goes on whatever the caller does; `turn` reports it.
+        """
+        body = {"command": _wire(command)}
+        answer = await self._call("POST", f"/v1/branches/{_path(name)}/send", json=body, name=name)
+        return UUID(answer["turn_id"])
+
+    async def turn(self, turn_id: UUID | str) -> dict[str, Any]:
+        """A sent turn's ``state`` (``running``, ``done`` with ``result``, ``failed``
+        with ``error``, ``suspended``) as the server reports it."""
+        return await self._call("GET", f"/v1/turns/{turn_id}")
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, name: str, command: WorkCommand | Mapping[str, Any]
+    ) -> AsyncIterator[ServedItems]:
+        """Run a turn and iterate its items as they come, like `pride.stream`.
+
+        ``async with client.stream("writer", Run("...")) as items: async for
+        item in items: ...``. Items are plain data (a text chunk, a message in
+        the codec's wire form). Leaving the block early closes the request,
+        and the server cancels the turn.
+        """
+        body = {"command": _wire(command)}
+        async with self._events("POST", f"/v1/branches/{_path(name)}/stream", body, name) as raw:
+            yield ServedItems(raw, name)
+
+    async def resolve(self, turn_id: UUID | str, decisions: Mapping[str, Any]) -> Any:
+        """Decide a suspended turn's pending calls and return the continued turn's result.
+
+        Args:
+            turn_id: the turn (``ApprovalRequired.turn_id``).
+            decisions: call id to ``pride.Approve()`` or ``pride.Deny(reason)``
+                (or their wire forms).
+        """
+        wire = {
+            call_id: decision if isinstance(decision, Mapping) else unstructure(decision)
+            for call_id, decision in decisions.items()
+        }
+        answer = await self._call("POST", f"/v1/turns/{turn_id}/resolve", json={"decisions": wire})
+        return answer.get("result")
+
+    # ------------------------------------------------------------ the tree
+
+    async def approvals(self) -> list[dict[str, Any]]:
+        """The turns waiting for a decision (``turn_id``, ``branch``, ``pending``)."""
+        answer = await self._call("GET", "/v1/approvals")
+        return list(answer["approvals"])
+
+    async def branches(self) -> dict[str, Any]:
+        """The tree as the token sees it: ``{"name", "branches": [...], "sessions": [...]}``,
+        each branch with its ``state``, ``queued`` envelopes and ``turn_id``."""
+        answer = await self._call("GET", "/v1/branches")
+        return dict(answer["session"])
+
+    async def messages(self, name: str, *, offset: int = 0, limit: int = 50) -> list[RoledMessage]:
+        """A page of branch ``name``'s conversation, rebuilt as pride's messages."""
+        answer = await self._call(
+            "GET",
+            f"/v1/branches/{_path(name)}/messages",
+            params={"offset": offset, "limit": limit},
+            name=name,
+        )
+        return structure(answer["messages"], list[RoledMessage])
+
+    @contextlib.asynccontextmanager
+    async def events(
+        self, *, branch: str | list[str] | None = None, types: list[type[Signal]] | None = None
+    ) -> AsyncIterator[AsyncIterator[Signal]]:
+        """The tree's signals as they happen, rebuilt as pride's `Signal` classes.
+
+        ``async with client.events(branch="writer") as signals: async for s in
+        signals: ...``. By default lifecycle, turns, approvals and tool
+        progress; ``types`` picks signal classes instead. Signals the server
+        dropped for a slow reader are logged here (a warning with the count).
+        """
+        params: dict[str, str] = {}
+        if branch is not None:
+            params["branch"] = branch if isinstance(branch, str) else ",".join(branch)
+        if types:
+            params["types"] = ",".join(cls.__name__ for cls in types)
+        path = "/v1/events" + ("?" + str(httpx.QueryParams(params)) if params else "")
+        async with self._events("GET", path, None, None) as raw:
+            yield _Signals(raw)
+
+    # ------------------------------------------------------------ targets
+
+    def ref(self, name: str) -> ServedBranch:
+        """A target for ``pride.ask/send/stream`` that reaches branch ``name`` through
+        this server (`ServedBranch`): trio code only.
+
+        Raises:
+            RuntimeError: the client was not entered (``async with``) on trio.
+        """
+        if self._refs is None:
+            raise RuntimeError(
+                "client.ref() needs the client entered with `async with` in trio code "
+                "(its targets are served by the client's own trio tasks)"
+            )
+        return ServedBranch(self, name, self._refs)
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _call(
+        self, method: str, path: str, *, name: str | None = None, **options: Any
+    ) -> dict[str, Any]:
+        response = await self._http.request(method, path, **options)
+        data = _json(response)
+        if response.is_success and isinstance(data, dict):
+            return data
+        raise _refusal(response, data, name)
+
+    @contextlib.asynccontextmanager
+    async def _events(
+        self, method: str, path: str, body: Any, name: str | None
+    ) -> AsyncIterator[_EventReader]:
+        request = self._http.build_request(method, path, json=body)
+        response = await self._http.send(request, stream=True)
+        try:
+            kind = response.headers.get("content-type", "")
+            if not response.is_success or not kind.startswith("text/event-stream"):
+                await response.aread()
+                raise _refusal(response, _json(response), name)
+            reader = _EventReader(response)
+            try:
+                yield reader
+            finally:
+                await reader.aclose()
+        finally:
+            await response.aclose()
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return response.text[:500]
+
+
+def _refusal(response: httpx.Response, data: Any, name: str | None) -> BaseException:
+    retry = response.headers.get("retry-after")
+    retry_after = float(retry) if retry and retry.isdigit() else None
+    described = data.get("error") if isinstance(data, dict) else data
+    return rebuild(response.status_code, described, name=name, retry_after=retry_after)
+
+
+class _EventReader:
+    """The JSON data of each server-sent event of ``response``, in order.
+
+    A class, not an async generator: one left unfinished (a block left early)
+    is closed by `aclose`, where a generator would be left to the garbage
+    collector, which trio warns about.
+    """
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self._chunks = response.aiter_raw()
+        self._parser = SseParser(MAX_EVENT_BYTES)
+        self._ready: list[str] = []
+        self._ended = False
+
+    def __aiter__(self) -> _EventReader:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        while not self._ready:
+            if self._ended:
+                raise StopAsyncIteration
+            try:
+                chunk = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                self._ended = True
+                self._ready.extend(self._parser.close())
+                continue
+            self._ready.extend(self._parser.feed(chunk))
+        return _event(self._ready.pop(0))
+
+    async def aclose(self) -> None:
+        """Close the response, then run the raw iterator to its end.
+
+        httpx reads a body through a chain of async generators that do not close
+        the ones they iterate: closing only the outermost would leave the inner
+        ones to the garbage collector (trio warns of each). Closed first, the
+        response makes the next read fail, and every layer ends by that.
+        """
+        await self._response.aclose()
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            async for _ in self._chunks:
+                pass
+        except Exception as exc:  # the expected end of a read on a closed response
+            log.debug("closing a half-read event stream ended its read with %r", exc)
+
+
+def _event(data: str) -> dict[str, Any]:
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise InvalidMessage([("event", "the server sent an event that is not JSON")]) from None
+    if not isinstance(event, dict):
+        raise InvalidMessage([("event", "the server sent an event that is not an object")])
+    return event
+
+
+class _Signals:
+    """Signals rebuilt from the events of ``GET /v1/events`` (drops logged, not yielded)."""
+
+    def __init__(self, events: _EventReader) -> None:
+        self._events = events
+
+    def __aiter__(self) -> _Signals:
+        return self
+
+    async def __anext__(self) -> Signal:
+        while True:
+            event = await self._events.__anext__()
+            if event.get("type") == "dropped":
+                log.warning(
+                    "the server dropped %s signals for this slow reader", event.get("count")
+                )
+                continue
+            return structure(event, Signal)
