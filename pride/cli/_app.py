@@ -8,6 +8,7 @@ from typing import Annotated
 
 import trio
 import typer
+import typer.core
 from rich.console import Console
 
 from .._version import __version__
@@ -18,11 +19,28 @@ from ._lines import MAX_LINE
 from ._mcp import serve_app
 from ._run import RunOptions, run_app
 from ._serve import ServeCommand, serve_command
+from ._startup import CannotStart, cannot_start
 
 __all__ = ["ALLOW_IMAGE_URL_HELP", "PIPE_WIDTH", "app", "main"]
 
 PIPE_WIDTH = 160
 """Columns rich lays tables out in when standard output is not a terminal."""
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line names its arguments as the help does:
+    ``pride run [OPTIONS] APP`` (typer writes a required one as ``{APP}``)."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                continue
+            name = param.metavar or (param.name or "").upper()
+            name = name if param.required else f"[{name}]"
+            pieces.append(name + ("..." if param.nargs != 1 else ""))
+        return pieces
+
 
 app = typer.Typer(
     name="pride",
@@ -69,7 +87,7 @@ def _root(
     """pride: an actor runtime for LLM-agent conversations, on trio."""
 
 
-@app.command()
+@app.command(cls=_Command)
 def chat(
     *,
     model: Annotated[
@@ -132,7 +150,7 @@ def chat(
     raise typer.Exit(run_chat(options))
 
 
-@app.command(short_help="Serve a supervisor tree; JSON-line requests on stdin.")
+@app.command(cls=_Command, short_help="Serve a supervisor tree; JSON-line requests on stdin.")
 def run(
     app: Annotated[
         str,
@@ -221,7 +239,7 @@ def run(
     raise typer.Exit(run_app(options))
 
 
-@app.command()
+@app.command(cls=_Command, short_help="Serve an app's branches to MCP clients as tools.")
 def mcp(
     app: Annotated[
         str,
@@ -286,7 +304,7 @@ def mcp(
     )
 
 
-@app.command(short_help="Serve a supervisor tree over HTTP (native API and OpenAI's).")
+@app.command(cls=_Command, short_help="Serve a supervisor tree over HTTP (native API and OpenAI's).")
 def serve(
     app: Annotated[
         str,
@@ -434,7 +452,7 @@ def serve(
     raise typer.Exit(serve_command(command))
 
 
-@app.command()
+@app.command(cls=_Command)
 def inspect(
     store: Annotated[Path, typer.Argument(metavar="STORE", help="The SQLite branch store.")],
     branch: Annotated[
@@ -446,17 +464,49 @@ def inspect(
     # Piped output has no terminal width to fit: give tables room rather than 80 columns.
     width = None if sys.stdout.isatty() else PIPE_WIDTH
     out = Console(highlight=False, emoji=False, width=width)
-    err = Console(stderr=True, highlight=False, emoji=False)
-    raise typer.Exit(trio.run(inspect_store, store, branch, out, err))
+    raise typer.Exit(trio.run(inspect_store, store, branch, out))
 
 
 LOCAL_CLUSTER = "local"
 """What ``pride run --cluster`` without an address means: start a local Ray cluster."""
 
 
+# typer re-exports click's BadParameter (from its own copy of click since typer 0.2x,
+# from click before); its bases are that click's UsageError and ClickException.
+_UsageError: type[Exception] = typer.BadParameter.__bases__[0]
+_ClickException: type[Exception] = _UsageError.__bases__[0]
+
+
 def main() -> None:
-    """The console-script entry point (``pride``); exits with the command's status."""
-    app(args=_optional_cluster_address(sys.argv[1:]), prog_name="pride")
+    """The console-script entry point (``pride``); exits with the command's status.
+
+    A usage error found by click and a `CannotStart` raised by a command are
+    one line on stderr and exit status 2 (`pride.cli._startup`); ``pride``
+    alone prints the help.
+    """
+    argv = _optional_cluster_address(sys.argv[1:]) or ["--help"]
+    try:
+        code = app(args=argv, prog_name="pride", standalone_mode=False)
+    except CannotStart as exc:
+        code = cannot_start(exc.command, exc.message)
+    except _UsageError as exc:
+        code = _usage_error(exc)
+    except _ClickException as exc:  # click's other errors (a file it could not open)
+        code = cannot_start(None, exc.format_message())  # type: ignore[attr-defined]
+    except typer.Abort:
+        code = cannot_start(None, "aborted")
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usage_error(exc: Exception) -> int:
+    """click's usage error as one line, naming the commands when none was recognised."""
+    ctx = getattr(exc, "ctx", None)
+    message = exc.format_message()  # type: ignore[attr-defined]
+    if ctx is None or ctx.parent is None:  # at the top: the command itself was wrong
+        names = ", ".join(_command_names())
+        return cannot_start(None, f"{message} (commands: {names})")
+    command = ctx.command_path.removeprefix("pride").strip()
+    return cannot_start(command, f"{message} (pride {command} --help shows the usage)")
 
 
 def _optional_cluster_address(argv: list[str]) -> list[str]:
@@ -470,3 +520,11 @@ def _optional_cluster_address(argv: list[str]) -> list[str]:
             if following is None or following.startswith("-"):
                 out.append(LOCAL_CLUSTER)
     return out
+
+
+def _command_names() -> list[str]:
+    """The commands, as ``pride --help`` lists them."""
+    return [
+        info.name or getattr(info.callback, "__name__", "").replace("_", "-")
+        for info in app.registered_commands
+    ]

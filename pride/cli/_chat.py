@@ -63,6 +63,7 @@ from ..supervisors import Session
 from ._approve import decide, describe_call
 from ._lines import LineReader
 from ._loader import AppError, load_agent
+from ._startup import cannot_start
 from ._status import describe_usage
 from ._terminal import shown
 
@@ -78,9 +79,6 @@ COMMANDS = {
     "/help": "this list",
 }
 """The REPL's commands and what they do (``/help`` prints this)."""
-
-EXIT_USAGE = 2
-"""Exit status for a bad ``--model`` or a store that cannot be used."""
 
 CHAT_TIMEOUT = 30.0
 """Default seconds of silence allowed from the model (``--timeout``): a person is waiting."""
@@ -134,6 +132,14 @@ def choose_model(
     return model, None
 
 
+def describe_model(model: iModel) -> str:
+    """The model in words: ``openai/gpt-4.1-mini``, ``the scripted echo model``, or
+    ``a scripted model`` (an agent's own script, whose name says nothing)."""
+    if model.provider != "scripted":
+        return f"{model.provider}/{model.model}"
+    return "a scripted model" if model.model == "scripted" else f"the scripted {model.model} model"
+
+
 def _model(spec: str, base_url: str | None, timeout: float) -> iModel:
     if spec.partition("/")[0] == "scripted":
         return iModel.from_spec(spec)
@@ -148,27 +154,22 @@ def run_chat(options: ChatOptions) -> int:
     agent: Branch | None = None
     if options.agent is not None:
         if options.name is not None or options.system is not None:
-            err.print(
-                "pride chat: --name and --system do not go with --agent (its branch has its "
-                "own name and system prompt)",
-                style="red",
-                markup=False,
-                soft_wrap=True,
+            return cannot_start(
+                "chat",
+                "--name and --system do not go with --agent (its branch has its own name "
+                "and system prompt)",
             )
-            return EXIT_USAGE
         try:
             agent = load_agent(options.agent)
         except AppError as exc:
-            err.print(f"pride chat: --agent: {exc}", style="red", markup=False, soft_wrap=True)
-            return EXIT_USAGE
+            return cannot_start("chat", f"--agent: {exc}")
     try:
         if agent is not None and not (options.model or options.base_url):
             model, notice = agent.chat_model, None
         else:
             model, notice = choose_model(options.model, options.base_url, options.timeout)
     except ValueError as exc:
-        err.print(f"pride chat: {exc}", style="red", markup=False, soft_wrap=True)
-        return EXIT_USAGE
+        return cannot_start("chat", str(exc))
     try:
         return trio.run(_main, options, _Chosen(model, notice, agent), out, err)
     except KeyboardInterrupt:  # Ctrl-C while starting or stopping, outside the REPL's watch
@@ -196,8 +197,7 @@ async def _main(options: ChatOptions, chosen: _Chosen, out: Console, err: Consol
                     nursery.cancel_scope.cancel()
             repl.goodbye()
     except StoreError as exc:
-        err.print(f"pride chat: {exc}", style="red", markup=False, soft_wrap=True)
-        return EXIT_USAGE
+        return cannot_start("chat", str(exc))
     return 0
 
 
@@ -242,8 +242,7 @@ class _Repl:
         tools = self.current.tools
         with_tools = f", tools: {', '.join(sorted(tools))}" if tools else ""
         self.say(
-            f"pride chat: branch {name!r} on {self.model.provider}/{self.model.model}"
-            f"{where}{with_tools}",
+            f"pride chat: branch {name!r} on {describe_model(self.model)}{where}{with_tools}",
             "bold",
         )
         if stored:

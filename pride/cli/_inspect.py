@@ -24,25 +24,25 @@ from ..actors.journal import BranchJournal
 from ..errors import StoreError
 from ..messages import ActionRequest, ActionResponse, RoledMessage
 from ..store import BranchStore, StoredBranch, StoredTurn
+from ._startup import EXIT_USAGE, cannot_start, listed
 from ._terminal import shown, shown_exactly
 
 __all__ = ["EXIT_BAD_STORE", "inspect_store"]
 
-EXIT_BAD_STORE = 2
+EXIT_BAD_STORE = EXIT_USAGE
 """Exit status for a missing, corrupt or foreign store, or an unknown branch."""
 
 _ROLE_STYLE = {"system": "magenta", "user": "cyan", "assistant": "green", "action": "yellow"}
 
 
-async def inspect_store(path: Path, branch: str | None, out: Console, err: Console) -> int:
+async def inspect_store(path: Path, branch: str | None, out: Console) -> int:
     """List the branches of the store at ``path``, or print one conversation.
 
     Returns:
-        0, or `EXIT_BAD_STORE` after printing why to ``err``.
+        0, or `EXIT_BAD_STORE` after saying why in one line (`cannot_start`).
     """
     if not await trio.Path(path).exists():
-        err.print(f"pride inspect: no store at {path}", style="red", markup=False, soft_wrap=True)
-        return EXIT_BAD_STORE
+        return cannot_start("inspect", f"no store at {path}")
     try:
         async with BranchStore(path, read_only=True) as store:
             if branch is None:
@@ -50,20 +50,13 @@ async def inspect_store(path: Path, branch: str | None, out: Console, err: Conso
                 _print_turns(out, await store.unfinished_turns())
                 return 0
             if await store.load(branch) is None:
-                names = ", ".join(b.name for b in await store.branches()) or "none"
-                err.print(
-                    shown(f"pride inspect: no branch {branch!r} in {path} (stored: {names})"),
-                    style="red",
-                    markup=False,
-                    soft_wrap=True,
-                )
-                return EXIT_BAD_STORE
+                names = listed(b.name for b in await store.branches())
+                return cannot_start("inspect", f"no branch {branch!r} in {path} (stored: {names})")
             _print_conversation(out, branch, await store.load_messages(branch))
             _print_turns(out, await store.unfinished_turns(branch))
             return 0
     except StoreError as exc:
-        err.print(f"pride inspect: {shown(str(exc))}", style="red", markup=False, soft_wrap=True)
-        return EXIT_BAD_STORE
+        return cannot_start("inspect", str(exc))
 
 
 def _print_branches(out: Console, path: Path, branches: list[StoredBranch]) -> None:

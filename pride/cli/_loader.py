@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -12,9 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from ..actors import Branch
+from ..errors import PrideError
 from ..supervisors import Session
+from ._startup import cannot_start, listed
 
-__all__ = ["AppError", "call_app", "load_agent", "load_app"]
+__all__ = ["AppError", "app_failed", "call_app", "load_agent", "load_app"]
+
+log = logging.getLogger("pride.cli")
 
 
 class AppError(Exception):
@@ -47,8 +52,33 @@ def load_app(spec: str) -> Callable[..., Any]:
             raise AppError(f"cannot import {target!r}: {exc}") from exc
     function = getattr(module, name, None)
     if not callable(function):
-        raise AppError(f"{target!r} has no function {name!r}")
+        raise AppError(f"{target!r} has no function {name!r} (its functions: {_functions(module)})")
     return function  # type: ignore[no-any-return]
+
+
+def _functions(module: Any) -> str:
+    """The public functions defined in ``module`` (not those it imported)."""
+    return listed(
+        name
+        for name, value in vars(module).items()
+        if inspect.isfunction(value)
+        and not name.startswith("_")
+        and value.__module__ == module.__name__
+    )
+
+
+def app_failed(command: str, exc: AppError) -> int:
+    """Say in one line (`cannot_start`) that the app could not be loaded or started.
+
+    pride's own errors (no API key, a provider refusing) and a missing module
+    say what to fix in their message. Any other cause is the app's own bug:
+    its traceback is logged at DEBUG, and the line says how to see it.
+    """
+    cause = exc.__cause__
+    if cause is None or isinstance(cause, PrideError | ModuleNotFoundError):
+        return cannot_start(command, str(exc))
+    log.debug("%s", exc, exc_info=cause)
+    return cannot_start(command, f"{exc} (--log-level DEBUG shows where)")
 
 
 def _load_file(path: Path) -> Any:

@@ -33,8 +33,9 @@ import trio
 
 from ..errors import SupervisorFailed, UnknownBranch
 from ..supervisors import Session
-from ._loader import AppError, call_app, load_app
+from ._loader import AppError, app_failed, call_app, load_app
 from ._logs import configure
+from ._startup import cannot_start, listed
 
 __all__ = ["ANNOUNCE", "serve_app"]
 
@@ -58,20 +59,22 @@ def serve_app(
     ``image_urls``: image URL prefixes an operation's arguments may carry
     besides ``data:`` URLs (``--allow-image-url``; see `pride.messages.limits`).
     """
-    configure(log_level)
+    try:
+        configure(log_level)
+    except ValueError as exc:
+        return cannot_start("mcp", str(exc))
     if not expose:
-        log.error("name the branches to serve with --expose NAME (nothing is served by default)")
-        return 2
+        return cannot_start(
+            "mcp", "name the branches to serve with --expose NAME (nothing is served by default)"
+        )
     try:
         from ..mcp import serve_mcp  # noqa: F401  (the extra, with its install hint)
     except ImportError as exc:
-        log.error("%s", exc)
-        return 2
+        return cannot_start("mcp", str(exc))
     try:
         function = load_app(app)
     except AppError as exc:
-        log.error("%s", exc)
-        return 2
+        return app_failed("mcp", exc)
     try:
         main = functools.partial(
             _main, app, function, list(expose), http=http, grace=grace, image_urls=image_urls
@@ -95,6 +98,13 @@ async def _main(
     try:
         async with Session("pride-mcp", grace=grace) as session:
             await call_app(function, session)
+            names = [branch.name for branch in session.branches]
+            for name in expose:
+                if name not in names:  # said here, where the app's branches can be listed
+                    return cannot_start(
+                        "mcp",
+                        f"--expose {name}: no branch {name!r} in {app} (branches: {listed(names)})",
+                    )
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
 
@@ -109,14 +119,11 @@ async def _main(
                 if url is not None:
                     print(f"{ANNOUNCE}{url}", flush=True)
     except AppError as exc:
-        log.error("%s", exc, exc_info=exc.__cause__)
-        return 2
-    except UnknownBranch as exc:
-        log.error("cannot expose it: %s", exc)
-        return 2
-    except OSError as exc:  # serve_mcp's bind: the address names host and port
-        log.error("%s", exc)
-        return 2
+        return app_failed("mcp", exc)
+    except UnknownBranch as exc:  # named by id, or gone since the check
+        return cannot_start("mcp", f"cannot expose it: {exc}")
+    except OSError as exc:  # serve_mcp's bind: its strerror names host, port and why
+        return cannot_start("mcp", exc.strerror or str(exc))
     except SupervisorFailed as exc:
         log.error("the root session failed: %s", exc)
         return 1

@@ -68,7 +68,6 @@ from ..actors import Branch, Reply, send
 from ..errors import (
     BranchClosed,
     InvalidMessage,
-    PrideError,
     StoreError,
     SupervisorFailed,
     UnknownBranch,
@@ -89,9 +88,10 @@ from ..messages.requests import for_branch, for_remote
 from ..supervisors import Session
 from ._extras import placement, start_tracing, stop_tracing
 from ._lines import MAX_LINE, LineReader, LineTooLong
-from ._loader import AppError, call_app, load_app
+from ._loader import AppError, app_failed, call_app, load_app
 from ._logs import configure
 from ._requests import Request, RequestRejected, error_line, ok_line, parse_request
+from ._startup import EXIT_USAGE, cannot_start
 from ._status import StatusLine, TurnsInFlight, describe_usage
 
 __all__ = ["EXIT_APP_ERROR", "EXIT_FAILED", "RunOptions", "run_app"]
@@ -100,7 +100,7 @@ log = logging.getLogger("pride.cli")
 
 EXIT_FAILED = 1
 """Exit status when the root session failed (restart intensity exceeded)."""
-EXIT_APP_ERROR = 2
+EXIT_APP_ERROR = EXIT_USAGE
 """Exit status when the app or the store could not be started."""
 
 # Classes, not a predicate: a branch builds only the signals somebody's classes
@@ -143,22 +143,23 @@ def run_app(options: RunOptions) -> int:
 
     Returns:
         0 after a clean drain; 1 if the root session failed; 2 if the app
-        or the store could not be started; ``128 + signum`` after a forced
-        shutdown.
+        or the store could not be started (said in one line, `cannot_start`);
+        ``128 + signum`` after a forced shutdown.
     """
-    configure(options.log_level)
+    try:
+        configure(options.log_level)
+    except ValueError as exc:
+        return cannot_start("run", str(exc))
     try:
         function = load_app(options.app)
     except AppError as exc:
-        log.error("%s", exc)
-        return EXIT_APP_ERROR
+        return app_failed("run", exc)
     provider = None
     if options.otel:
         try:
             provider = start_tracing()
         except (ImportError, ValueError) as exc:
-            log.error("%s", exc)
-            return EXIT_APP_ERROR
+            return cannot_start("run", str(exc))
     try:
         return trio.run(_main, options, function)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher took over
@@ -188,20 +189,14 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
                 )
                 code = await process.serve(signals)
         except AppError as exc:
-            # pride's own errors (no API key, a provider refusing) say what to fix in
-            # one line; a traceback is for the app's own bugs.
-            cause = exc.__cause__
-            log.error("%s", exc, exc_info=None if isinstance(cause, PrideError) else cause)
-            return EXIT_APP_ERROR
+            return app_failed("run", exc)
         except StoreError as exc:
-            log.error("cannot use the store: %s", exc)
-            return EXIT_APP_ERROR
+            return cannot_start("run", f"cannot use the store: {exc}")
         except SupervisorFailed as exc:
             log.error("the root session failed: %s", exc)
             return EXIT_FAILED
         except ImportError as exc:  # --cluster without the ray extra
-            log.error("%s", exc)
-            return EXIT_APP_ERROR
+            return cannot_start("run", str(exc))
         return code
 
 

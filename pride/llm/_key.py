@@ -37,7 +37,8 @@ class ApiKey:
 
         Raises:
             AuthenticationFailed: the provider needs a key and none is set; the
-                message names the environment variable to set.
+                message names the environment variable to set (``api_key=`` for a
+                provider without one).
         """
         if self._given:
             return self._given
@@ -46,11 +47,11 @@ class ApiKey:
             if key:
                 return key
         if self.required:
+            # The variable is what every reader can set (a `pride chat` user has no
+            # code to pass api_key= in); a provider without one has only the keyword.
+            fix = f"set the {self.env} environment variable" if self.env else "pass api_key="
             raise AuthenticationFailed(
-                f"{provider}: no API key for {url}: set the {self.env} environment "
-                "variable or pass api_key=",
-                provider=provider,
-                url=url,
+                f"{provider}: no API key for {url}: {fix}", provider=provider, url=url
             )
         return None
 

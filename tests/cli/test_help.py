@@ -38,3 +38,20 @@ def test_run_help_shows_flag_pairs_and_metavars() -> None:
     for option in ("--store FILE", "--grace SECONDS", "--log-level LEVEL"):
         assert option in text
     assert "[default: 5.0; x>=0]" in text
+
+
+@pytest.mark.parametrize("command", ["run", "mcp", "inspect"])
+def test_usage_lines_name_arguments_plainly(command: str) -> None:
+    """``Usage: pride run [OPTIONS] APP``: an argument by its name, never ``{APP}``."""
+    usage = _help(command).splitlines()[0]
+    assert usage.startswith(f"Usage: pride {command} [OPTIONS] "), usage
+    assert "{" not in usage and "}" not in usage, usage
+
+
+def test_the_command_list_shows_every_summary_whole() -> None:
+    """``pride --help`` lists each command with a summary that is not cut short."""
+    text = _help()
+    commands = text.split("Commands:", 1)[1].strip().splitlines()
+    assert {line.split()[0] for line in commands} >= {"chat", "run", "mcp", "inspect"}
+    cut = [line for line in commands if line.rstrip().endswith("...")]
+    assert not cut, cut

@@ -155,13 +155,20 @@ async def test_bad_lines_get_error_answers_and_serving_goes_on(tmp_path: Path) -
 
 
 async def test_an_app_that_fails_to_start_exits_2(tmp_path: Path) -> None:
-    """A failing app function (given as a file path) is reported and the exit status is 2."""
+    """A failing app function (given as a file path) is reported in one line, exit 2;
+    ``--log-level DEBUG`` adds the app's traceback, as a log record."""
     async with CLI.start("run", "tests/cli/app.py:broken", env=cli_env()) as cli:
         await cli.close_stdin()
         assert await cli.exit_code() == 2
+    [line] = cli.stderr
+    assert line.startswith("pride run: the app failed to start: RuntimeError: no configuration")
+    args = ("run", "tests/cli/app.py:broken", "--log-level", "DEBUG")
+    async with CLI.start(*args, env=cli_env()) as cli:
+        await cli.close_stdin()
+        assert await cli.exit_code() == 2
     record = await cli.logged("the app failed to start")
-    assert "no configuration found" in record["message"]
-    assert record["level"] == "ERROR"
+    assert record["level"] == "DEBUG" and "in broken\n    raise RuntimeError" in record["exception"]
+    assert cli.stderr[-1] == line
 
 
 async def test_on_a_terminal_a_status_line_shows_the_tree(tmp_path: Path) -> None:
@@ -207,8 +214,8 @@ async def test_a_store_that_is_not_pride_s_is_refused_at_start(tmp_path: Path) -
     path.write_bytes(b"not a database" * 200)
     async with CLI.start("run", APP, "--store", str(path), env=cli_env()) as cli:
         assert await cli.exit_code() == 2
-    record = await cli.logged("cannot use the store")
-    assert "not a SQLite database" in record["message"]
+    [line] = cli.stderr
+    assert line.startswith("pride run: cannot use the store") and "not a SQLite database" in line
     assert path.read_bytes() == b"not a database" * 200
 
 
@@ -334,9 +341,9 @@ async def test_issue14_a_second_process_on_a_store_is_refused_and_names_the_hold
             await first.logged("reading requests on stdin")
             async with CLI.start(*args, env=env) as second:
                 assert await second.exit_code() == 2
-            record = await second.logged("cannot use the store")
-            assert str(store) in record["message"]
-            assert f"pid {first.process.pid}" in record["message"], record
+            [line] = second.stderr
+            assert line.startswith("pride run: cannot use the store") and str(store) in line
+            assert f"pid {first.process.pid}" in line, line
             with pytest.raises(StoreLocked, match=f"pid {first.process.pid}"):
                 async with BranchStore(store):
                     pass
@@ -505,8 +512,8 @@ async def test_otel_without_its_exporter_says_what_to_install() -> None:
     async with CLI.start("run", APP, "--otel", "--exit-on-eof", env=env) as cli:
         await cli.close_stdin()
         assert await cli.exit_code() == 2
-    record = await cli.logged("opentelemetry-exporter-otlp-proto-grpc")
-    assert record["level"] == "ERROR"
+    [line] = cli.stderr
+    assert line.startswith("pride run: ") and "opentelemetry-exporter-otlp-proto-grpc" in line
 
 
 async def test_a_request_s_counts_are_bounded_and_its_images_inline() -> None:
@@ -549,7 +556,8 @@ async def test_an_image_url_prefix_that_allows_every_host_is_a_usage_error() -> 
         env=cli_env(),
     )
     assert done.returncode == 2
-    assert b"with a host and a path" in done.stderr
+    [line] = done.stderr.decode().splitlines()
+    assert line.startswith("pride run: ") and "with a host and a path" in line
 
 
 async def test_a_request_s_budget_tightens_the_branch_s_and_never_lifts_it() -> None:

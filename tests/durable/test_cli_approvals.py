@@ -96,6 +96,8 @@ async def test_issue19_chat_asks_about_each_call_and_shows_the_answer(tmp_path: 
     )
     out = "\n".join(cli.stdout)
     assert "tools: lookup, send_email, wire_money" in cli.stdout[0]
+    # The agent's own model, said in words (issue 35: it read "on scripted/scripted").
+    assert "branch 'mailer' on a scripted model, store" in cli.stdout[0], cli.stdout[0]
     assert 'approve send_email({"to": "bob"})? [y/n]' in out
     assert 'approve wire_money({"amount": 5})? [y/n]' in out
     assert "please answer y or n" in "\n".join(cli.stderr)

@@ -123,7 +123,9 @@ async def test_a_name_that_is_not_a_branch_is_refused() -> None:
         check=False,
     )
     assert process.returncode == 2
-    assert b"nobody" in process.stderr
+    [line] = process.stderr.decode().splitlines()
+    assert line.startswith("pride mcp: --expose nobody: no branch 'nobody'")
+    assert line.endswith("(branches: helper, private)"), line  # what it could have named
 
 
 async def _announced(stream: trio.abc.ReceiveStream) -> str:
@@ -181,7 +183,8 @@ async def test_a_port_in_use_is_refused_naming_the_address() -> None:
             check=False,
         )
     assert process.returncode == 2
-    assert f"cannot serve MCP on 127.0.0.1:{port}".encode() in process.stderr
+    [line] = process.stderr.decode().splitlines()
+    assert line.startswith(f"pride mcp: cannot serve MCP on 127.0.0.1:{port}"), line
     assert ANNOUNCE.encode() not in process.stdout
 
 
