@@ -178,8 +178,9 @@ def run(
         bool,
         typer.Option(
             show_default=False,
-            help="Stop (gracefully) once stdin ends and every request is answered "
-            "(default: keep serving).",
+            help="Stop (gracefully) once stdin ends and every request is answered. "
+            "Without it, end of input keeps the process serving until SIGINT or SIGTERM "
+            "(a service's stdin is often /dev/null): give it when piping requests in.",
         ),
     ] = False,
     log_level: Annotated[

@@ -29,7 +29,10 @@ forever), or a bounded drain as OTP's shutdown timeout and hypercorn's
 
 End of standard input does not stop the process (its work may arrive from
 elsewhere, or not yet) unless ``--exit-on-eof`` is given: then it answers
-the requests it has, stops gracefully and exits 0.
+the requests it has, stops gracefully and exits 0. Not even when standard
+input is not a terminal: a service's is /dev/null or a closed pipe (systemd,
+a container without ``-i``), and would stop at once. The log line at end of
+input names the flag instead, and the docs pipe with it.
 
 Durable turns (with ``--store``). Each request is sent tagged with its id,
 and the turn journal keeps the tag. When the process restarts on the same
@@ -258,7 +261,10 @@ class _Process:
                 with self._reading:
                     await self._read_requests(work)
                     if not self.options.exit_on_eof:
-                        log.info("stdin closed; serving until SIGINT or SIGTERM")
+                        log.info(
+                            "stdin closed; serving until SIGINT or SIGTERM (--exit-on-eof "
+                            "stops once every request is answered)"
+                        )
                         await trio.sleep_forever()
                     log.info("stdin closed (--exit-on-eof): answering %d requests", self.in_flight)
             self._work = None

@@ -574,3 +574,14 @@ async def test_a_request_s_budget_tightens_the_branch_s_and_never_lifts_it() -> 
     answers = cli.answers()
     assert answers["lifted"]["error"]["type"] == "BudgetExceeded"
     assert server.request_count == 0  # the branch's limit of no model calls held
+
+
+async def test_at_end_of_input_without_exit_on_eof_it_says_how_to_stop_there() -> None:
+    """Issue 35: a pipe into ``pride run`` ends, and the process goes on serving (a
+    service's stdin is often /dev/null); the log says so and names the flag that stops."""
+    async with CLI.start("run", APP, "--no-status", env=cli_env(PRIDE_TEST_BASE_URL="x")) as cli:
+        await cli.close_stdin()
+        record = await cli.logged("stdin closed")
+        assert "--exit-on-eof" in record["message"], record
+        cli.process.send_signal(signal.SIGTERM)
+        assert await cli.exit_code() == 0
