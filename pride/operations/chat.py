@@ -6,10 +6,19 @@
   call succeeds (a failed call records nothing).
 * ``communicate`` records both, then parses into ``response_format`` when one
   is given.
+
+None of them runs tools. A reply that asks for tool calls (``Chat(tools=True)``
+offers them; a model may ask for them unoffered, from the calls in its history)
+is answered with its text followed by a note naming the calls not run, the same
+note ``run`` and ``operate`` record for calls past their last round, and a
+warning is logged. A reply of tool calls alone was answered, and recorded, as
+``""``: a silent empty answer to the caller, and an empty assistant message that
+some providers refuse in every later request of the branch.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..messages import (
@@ -24,6 +33,7 @@ from ..messages import (
     Run,
 )
 from ._request import build_request
+from .act import action_calls, unexecuted_note
 from .formats import FormatTarget, format_schema
 from .parse import parse_text
 
@@ -39,6 +49,8 @@ __all__ = [
     "make_instruction",
     "make_response",
 ]
+
+log = logging.getLogger("pride.operations")
 
 PromptCommand: TypeAlias = Chat | ChatAndRecord | Communicate | Operate | Run | ReAct | ReActStream
 """The commands that send an instruction to the model (they share the prompt fields)."""
@@ -128,6 +140,25 @@ def make_response(
     )
 
 
+def _answer(
+    turn: TurnView, command: Chat | ChatAndRecord | Communicate, response: ModelResponse
+) -> str:
+    """The reply's text, with a note of the tool calls it asked for (none is run here)."""
+    if not response.tool_calls:
+        return response.text
+    calls, _ = action_calls(response.tool_calls)
+    verb = type(command).__name__
+    log.warning(
+        "%s on branch %r: the model asked for tools (%s), which %s does not run "
+        "(Run, ReAct or Operate(actions=True) do); the answer notes the calls instead",
+        verb,
+        turn.name,
+        ", ".join(call.function for call in calls),
+        verb,
+    )
+    return unexecuted_note(calls, response.text)
+
+
 async def _exchange(
     turn: TurnView, command: Chat | ChatAndRecord | Communicate, *, tools: Any = False
 ) -> tuple[Instruction, ModelResponse]:
@@ -151,15 +182,16 @@ async def _exchange(
 async def chat(turn: TurnView, command: Chat) -> Any:
     """One model call over the history; records nothing."""
     instruction, response = await _exchange(turn, command, tools=command.tools)
+    text = _answer(turn, command, response)
     if command.return_ins_res_message:
-        return instruction, make_response(turn, response)
-    return response.text
+        return instruction, make_response(turn, response, text)
+    return text
 
 
 async def chat_and_record(turn: TurnView, command: ChatAndRecord) -> str:
     """Chat, then record the instruction and the response; returns the text."""
     instruction, response = await _exchange(turn, command)
-    assistant = make_response(turn, response)
+    assistant = make_response(turn, response, _answer(turn, command, response))
     turn.add_message(instruction)
     turn.add_message(assistant)
     return assistant.assistant_response
@@ -170,7 +202,7 @@ async def communicate(turn: TurnView, command: Communicate) -> Any:
     if command.clear_messages:
         turn.messages.clear()
     instruction, response = await _exchange(turn, command)
-    assistant = make_response(turn, response)
+    assistant = make_response(turn, response, _answer(turn, command, response))
     turn.add_message(instruction)
     turn.add_message(assistant)
     if command.response_format is None or command.skip_validation:

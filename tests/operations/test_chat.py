@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 import pride
 from pride import (
     AssistantResponse,
@@ -15,6 +19,7 @@ from pride import (
     RunStart,
     ScriptedModel,
 )
+from pride.llm import ScriptedReply, ToolCall
 from tests.helpers import Recorder, echo_model
 from tests.operations.support import Answer, kinds
 
@@ -120,3 +125,48 @@ async def test_communicate_and_operate_stream_tokens_too() -> None:
     assert "".join(first) == "streamed text"
     assert "".join(second) == '{"value": 2}'
     assert kinds(branch.messages) == ["Instruction", "AssistantResponse"] * 2
+
+
+CALL = ToolCall("ask_researcher", {"question": "why actors?"}, id="c1")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [Chat("brief me"), Chat("brief me", tools=True), ChatAndRecord("brief me"), Communicate("b")],
+    ids=["Chat", "Chat(tools)", "ChatAndRecord", "Communicate"],
+)
+async def test_issue35_a_reply_of_only_tool_calls_is_said_not_answered_empty(
+    command: Chat | ChatAndRecord | Communicate, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A verb that runs no tools, given a reply that is only tool calls, answers (and
+    records) a note naming the calls not run, and logs a warning saying which verb
+    would run them; it answered "" and recorded an empty assistant message."""
+
+    def ask_researcher(question: str) -> str:
+        """Ask the researcher."""
+        return question
+
+    async with Branch(
+        name="planner", chat_model=ScriptedModel([CALL]), tools=[ask_researcher]
+    ) as branch:
+        with caplog.at_level(logging.WARNING, logger="pride.operations"):
+            answer = await pride.ask(branch, command)
+    note = "(requested actions, not executed: ask_researcher({'question': 'why actors?'}))"
+    assert answer == note
+    if not isinstance(command, Chat):
+        assert kinds(branch.messages) == ["Instruction", "AssistantResponse"]
+        assert branch.messages[-1].text == note
+    [record] = [r for r in caplog.records if r.name == "pride.operations"]
+    assert record.levelno == logging.WARNING
+    message = record.getMessage()
+    assert "'planner'" in message and type(command).__name__ in message, message
+    assert "Run, ReAct or Operate(actions=True)" in message, message
+
+
+async def test_issue35_text_beside_tool_calls_is_kept_and_the_calls_noted() -> None:
+    """A reply with text and tool calls answers the text, then the note of the calls."""
+    reply = ScriptedReply("Let me ask.", (CALL,))
+    async with Branch(chat_model=ScriptedModel([reply])) as branch:
+        answer = await branch.chat_and_record("brief me")
+    assert answer.startswith("Let me ask.\n\n(requested actions, not executed: ask_researcher(")
+    assert branch.messages[-1].text == answer
