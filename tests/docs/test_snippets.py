@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +20,15 @@ RUNNER = Path(__file__).with_name("snippets.py")
 SNIPPETS = python_snippets()
 PROGRAMS = [s for s in SNIPPETS if not s.is_fragment]
 FRAGMENTS = [s for s in SNIPPETS if s.is_fragment]
+
+#: Programs that run on a real provider's model with the key from the environment.
+ON_A_REAL_MODEL = [
+    s
+    for s in PROGRAMS
+    if "trio.run(" in s.code
+    and re.search(r'"(openai|anthropic)/', s.code)
+    and "api_key=" not in s.code
+]
 
 #: A program the runner must report as failed, with the document's line number.
 BROKEN = Snippet("broken.md", 7, "python", "", "x = 1\nraise RuntimeError('broken on purpose')\n")
@@ -85,3 +96,32 @@ def test_extract_reads_the_convention(tmp_path: Path) -> None:
     assert (fragment.line, fragment.code) == (4, 'await branch.chat("hi")\n')
     assert (program.is_fragment, program.title, program.code) == (False, "team.py", "import trio\n")
     assert (shell.is_python, shell.lang) == (False, "sh")
+
+
+@pytest.mark.parametrize("snippet", ON_A_REAL_MODEL, ids=lambda s: s.where)
+def test_a_program_on_a_real_model_without_its_key_says_so_in_one_line(
+    snippet: Snippet, tmp_path: Path
+) -> None:
+    """Run as a reader would, with no key set: exit 1 and one line naming the variable.
+
+    Issue 35, item 3: the first programs of docs/index.md and docs/sessions.md
+    ended in a 64-line traceback (the README's copy caught ``ProviderError``).
+    No request leaves the machine: a missing key fails before any is sent.
+    """
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PRIDE_CHAT_MODEL"}
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", snippet.code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env=env,
+    )
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert "no API key for" in lines[0] and "_API_KEY environment variable" in lines[0], lines
