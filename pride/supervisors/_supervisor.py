@@ -249,9 +249,11 @@ class Supervisor:
 
     async def _on_crash(self, child: Child, crash: Exception) -> None:
         """Apply the strategy to a crash of ``child`` (its run has ended)."""
-        log.warning(
-            "session %r: child %r crashed: %r", self.name, child.name, crash, exc_info=crash
-        )
+        # Handled here (restarted, or the session fails with SupervisorFailed, which
+        # carries it): one line says who crashed and why; where it was raised is for
+        # DEBUG. A crash raised on purpose (Escalate) printed ~50 lines mid-run.
+        log.warning("session %r: child %r crashed: %r", self.name, child.name, crash)
+        log.debug("session %r: child %r crashed here:", self.name, child.name, exc_info=crash)
         child.state = "stopped"
         await self._announce_stop(child, "crash", crash)
         if not restarts_after_crash(child.restart):

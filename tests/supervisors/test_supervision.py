@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -387,3 +388,24 @@ class TestIntensity:
         assert queued is not None
         with pytest.raises(pride.BranchClosed):
             await queued.result()
+
+
+async def test_issue35_a_handled_crash_is_one_line_at_warning_its_traceback_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The supervisor restarted it: the WARNING says who crashed and why, in one line;
+    where it was raised is for DEBUG (it printed ~50 lines mid-run in an example)."""
+    session, _ = observed_session(name="s")
+    with caplog.at_level(logging.DEBUG, logger="pride.session"):
+        async with session:
+            await session.spawn(Branch(name="a", chat_model=echo_model()))
+            with pytest.raises(Escalate):
+                await session.ask("a", Call("escalate"))
+            await settle()
+    records = [r for r in caplog.records if "crashed" in r.getMessage()]
+    [warning] = [r for r in records if r.levelno == logging.WARNING]
+    assert warning.getMessage() == "session 's': child 'a' crashed: Escalate('state is corrupt')"
+    assert warning.exc_info is None and "\n" not in warning.getMessage()
+    [debug] = [r for r in records if r.levelno == logging.DEBUG]
+    assert debug.exc_info is not None and debug.exc_info[1] is not None
+    assert isinstance(debug.exc_info[1], Escalate)
