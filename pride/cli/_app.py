@@ -305,7 +305,9 @@ def mcp(
     )
 
 
-@app.command(cls=_Command, short_help="Serve a supervisor tree over HTTP (native API and OpenAI's).")
+@app.command(
+    cls=_Command, short_help="Serve a supervisor tree over HTTP (native API and OpenAI's)."
+)
 def serve(
     app: Annotated[
         str,
