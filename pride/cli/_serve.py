@@ -37,12 +37,13 @@ from typing import Any
 import attrs
 import trio
 
-from ..errors import PrideError, StoreError, SupervisorFailed
+from ..errors import StoreError, SupervisorFailed
 from ..messages import SessionFailed, Signal
 from ..supervisors import Session
 from ._extras import placement, start_tracing, stop_tracing
-from ._loader import AppError, call_app, load_app
+from ._loader import AppError, app_failed, call_app, load_app
 from ._logs import configure
+from ._startup import cannot_start
 
 __all__ = ["ServeCommand", "serve_command"]
 
@@ -67,31 +68,30 @@ class ServeCommand:
 
 def serve_command(command: ServeCommand) -> int:
     """Run ``pride serve`` to its end; return the exit status (module docstring)."""
-    configure(command.log_level)
+    try:
+        configure(command.log_level)
+    except ValueError as exc:
+        return cannot_start("serve", str(exc))
     try:
         import hypercorn  # noqa: F401  (the extra)
     except ImportError:
-        log.error("pride serve needs hypercorn: pip install 'pride[serve]'")
-        return 2
+        return cannot_start("serve", "needs hypercorn: pip install 'pride[serve]'")
     from ..serve import TokenError, Tokens
 
     try:
         function = load_app(command.app)
     except AppError as exc:
-        log.error("%s", exc)
-        return 2
+        return app_failed("serve", exc)
     try:
         tokens, generated = Tokens.load(os.environ.get(TOKEN_ENV), command.token_file)
     except TokenError as exc:
-        log.error("%s", exc)
-        return 2
+        return cannot_start("serve", str(exc))
     provider = None
     if command.otel:
         try:
             provider = start_tracing()
         except (ImportError, ValueError) as exc:
-            log.error("%s", exc)
-            return 2
+            return cannot_start("serve", str(exc))
     try:
         return trio.run(_Process(command, function, tokens, generated).main)
     except KeyboardInterrupt:
@@ -160,18 +160,14 @@ class _Process:
                         await self._stopped.wait()
                         outer.cancel_scope.cancel()
             except AppError as exc:
-                cause = exc.__cause__
-                log.error("%s", exc, exc_info=None if isinstance(cause, PrideError) else cause)
-                return 2
+                return app_failed("serve", exc)
             except StoreError as exc:
-                log.error("cannot use the store: %s", exc)
-                return 2
+                return cannot_start("serve", f"cannot use the store: {exc}")
             except SupervisorFailed as exc:
                 log.error("the root session failed: %s", exc)
                 return 1
             except (ImportError, OSError) as exc:  # --cluster without ray; a port in use
-                log.error("%s", exc)
-                return 2
+                return cannot_start("serve", str(exc))
         log.info("stopped (exit status %d)", self.exit_code)
         return self.exit_code
 

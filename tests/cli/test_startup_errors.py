@@ -42,7 +42,7 @@ def startup_error(*args: str) -> str:
 
 CASES = {
     # click's own usage errors, as one line naming the command
-    "no such command": (("frobnicate",), "pride: ", ("'frobnicate'", "chat, run, mcp, inspect")),
+    "no such command": (("frobnicate",), "pride: ", ("'frobnicate'", "chat, run, mcp, serve, inspect")),
     "run: no APP": (("run",), "pride run: ", ("APP", "pride run --help")),
     "run: a bad value": (("run", APP, "--grace", "-1"), "pride run: ", ("--grace", "0")),
     "run: no such option": (("run", APP, "--stor", "x"), "pride run: ", ("--stor",)),
@@ -76,6 +76,22 @@ CASES = {
         "pride mcp: ",
         ("no branch 'nobody'", "researcher, critic, planner"),
     ),
+    "serve: a malformed APP": (("serve", "nosuch"), "pride serve: ", ("'nosuch'",)),
+    "serve: no such function": (
+        ("serve", "examples/demo.py:nothing", "--port", "0"),
+        "pride serve: ",
+        ("no function 'nothing'", "spawn_team"),
+    ),
+    "serve: a bad log level": (
+        ("serve", APP, "--log-level", "LOUD"),
+        "pride serve: ",
+        ("'LOUD'",),
+    ),
+    "serve: the app fails": (
+        ("serve", "tests/cli/app.py:broken", "--port", "0"),
+        "pride serve: ",
+        ("the app failed to start: RuntimeError: no configuration found",),
+    ),
     "chat: an unknown provider": (
         ("chat", "--model", "nosuch/model"),
         "pride chat: ",
@@ -103,3 +119,5 @@ def test_a_store_that_cannot_be_used_is_one_line(tmp_path: Path) -> None:
     line = startup_error("run", APP, "--store", str(path))
     assert line.startswith("pride run: cannot use the store") and "not a SQLite database" in line
     assert path.read_bytes() == b"not a database" * 200
+    line = startup_error("serve", APP, "--store", str(path), "--port", "0")
+    assert line.startswith("pride serve: cannot use the store") and "not a SQLite database" in line
