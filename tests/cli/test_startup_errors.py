@@ -42,7 +42,11 @@ def startup_error(*args: str) -> str:
 
 CASES = {
     # click's own usage errors, as one line naming the command
-    "no such command": (("frobnicate",), "pride: ", ("'frobnicate'", "chat, run, mcp, serve, inspect")),
+    "no such command": (
+        ("frobnicate",),
+        "pride: ",
+        ("'frobnicate'", "chat, run, mcp, serve, inspect"),
+    ),
     "run: no APP": (("run",), "pride run: ", ("APP", "pride run --help")),
     "run: a bad value": (("run", APP, "--grace", "-1"), "pride run: ", ("--grace", "0")),
     "run: no such option": (("run", APP, "--stor", "x"), "pride run: ", ("--stor",)),
