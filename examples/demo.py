@@ -376,7 +376,22 @@ async def main() -> None:
     )
 
 
+def check_model() -> None:
+    """Exit with one line if PRIDE_CHAT_MODEL names a model pride cannot make.
+
+    Checked before the team starts, so the reason is the demo's only output
+    rather than the end of a traceback from inside the session.
+    """
+    if not REAL_MODEL:
+        return
+    try:
+        iModel.from_spec(REAL_MODEL)
+    except ValueError as exc:  # an unknown provider: the message says what to use instead
+        raise SystemExit(f"demo: PRIDE_CHAT_MODEL={REAL_MODEL}: {exc}") from None
+
+
 if __name__ == "__main__":
+    check_model()
     try:
         trio.run(main)
     except pride.ProviderError as exc:  # no API key, a provider down: the one line that matters

@@ -52,3 +52,13 @@ def test_through_a_pipe_the_demo_prints_plain_lines() -> None:
     assert "╭" not in done.stdout
     assert "\nplanner: Brief:" in done.stdout
     assert "researcher calls search_notes(" in done.stdout
+
+
+def test_a_model_pride_cannot_use_is_one_line() -> None:
+    """``PRIDE_CHAT_MODEL=nosuch/model make demo``: the reason in one line, no traceback."""
+    env = {**ENV, "PRIDE_CHAT_MODEL": "nosuch/model"}
+    done = subprocess.run(DEMO, capture_output=True, text=True, timeout=60, check=False, env=env)
+    assert done.returncode == 1
+    assert not done.stdout, done.stdout
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("demo: PRIDE_CHAT_MODEL=nosuch/model: unknown provider 'nosuch'"), line
