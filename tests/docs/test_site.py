@@ -93,3 +93,11 @@ def test_strict_build_fails_on_an_unresolved_reference(tmp_path: Path) -> None:
     assert build.returncode != 0, build.stderr
     assert "sample.h" in build.stderr
     assert "sample.g" not in build.stderr
+
+
+def test_the_cli_manual_says_what_a_user_does_not_what_was_measured() -> None:
+    """Issue 35, item 6: docs/cli.md is a manual; figures with the commit they were
+    measured on, and profiling notes, belong in docs/benchmarks.md."""
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    measured = re.findall(r"\bmain [0-9a-f]{7,}\b|\d\s*µs|requests/s|cProfile", text)
+    assert not measured, measured
