@@ -101,3 +101,15 @@ def test_the_cli_manual_says_what_a_user_does_not_what_was_measured() -> None:
     text = (DOCS / "cli.md").read_text(encoding="utf-8")
     measured = re.findall(r"\bmain [0-9a-f]{7,}\b|\d\s*µs|requests/s|cProfile", text)
     assert not measured, measured
+
+
+def test_the_readme_leads_with_what_a_user_gets_then_the_two_commands() -> None:
+    """Issue 35, item 8: the first paragraph says what pride is for (a team that runs
+    concurrently, never corrupts a conversation, survives crashes, is served to other
+    programs); ``make demo`` and ``make test`` come next, before how it is built."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    first, commands, *_ = text.split("\n\n")[1:]
+    for promise in ("team", "concurrently", "corrupts", "restarted", "served"):
+        assert promise in first, first
+    assert "actor" not in first and "trio" not in first, first
+    assert "make demo" in commands and "make test" in commands, commands
