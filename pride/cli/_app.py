@@ -8,7 +8,6 @@ from typing import Annotated
 
 import trio
 import typer
-import typer.core
 from rich.console import Console
 
 from .._version import __version__
@@ -20,26 +19,12 @@ from ._mcp import serve_app
 from ._run import RunOptions, run_app
 from ._serve import ServeCommand, serve_command
 from ._startup import CannotStart, cannot_start
+from ._usage import ClickException, PlainUsage, UsageError, usage_error
 
 __all__ = ["ALLOW_IMAGE_URL_HELP", "PIPE_WIDTH", "app", "main"]
 
 PIPE_WIDTH = 160
 """Columns rich lays tables out in when standard output is not a terminal."""
-
-
-class _Command(typer.core.TyperCommand):
-    """A command whose usage line names its arguments as the help does:
-    ``pride run [OPTIONS] APP`` (typer writes a required one as ``{APP}``)."""
-
-    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:  # type: ignore[override]
-        pieces = [self.options_metavar] if self.options_metavar else []
-        for param in self.get_params(ctx):
-            if param.param_type_name != "argument":
-                continue
-            name = param.metavar or (param.name or "").upper()
-            name = name if param.required else f"[{name}]"
-            pieces.append(name + ("..." if param.nargs != 1 else ""))
-        return pieces
 
 
 app = typer.Typer(
@@ -87,7 +72,7 @@ def _root(
     """pride: an actor runtime for LLM-agent conversations, on trio."""
 
 
-@app.command(cls=_Command)
+@app.command(cls=PlainUsage)
 def chat(
     *,
     model: Annotated[
@@ -150,7 +135,7 @@ def chat(
     raise typer.Exit(run_chat(options))
 
 
-@app.command(cls=_Command, short_help="Serve a supervisor tree; JSON-line requests on stdin.")
+@app.command(cls=PlainUsage, short_help="Serve a supervisor tree; JSON-line requests on stdin.")
 def run(
     app: Annotated[
         str,
@@ -240,7 +225,7 @@ def run(
     raise typer.Exit(run_app(options))
 
 
-@app.command(cls=_Command, short_help="Serve an app's branches to MCP clients as tools.")
+@app.command(cls=PlainUsage, short_help="Serve an app's branches to MCP clients as tools.")
 def mcp(
     app: Annotated[
         str,
@@ -306,7 +291,7 @@ def mcp(
 
 
 @app.command(
-    cls=_Command, short_help="Serve a supervisor tree over HTTP (native API and OpenAI's)."
+    cls=PlainUsage, short_help="Serve a supervisor tree over HTTP (native API and OpenAI's)."
 )
 def serve(
     app: Annotated[
@@ -455,7 +440,7 @@ def serve(
     raise typer.Exit(serve_command(command))
 
 
-@app.command(cls=_Command)
+@app.command(cls=PlainUsage)
 def inspect(
     store: Annotated[Path, typer.Argument(metavar="STORE", help="The SQLite branch store.")],
     branch: Annotated[
@@ -474,17 +459,11 @@ LOCAL_CLUSTER = "local"
 """What ``pride run --cluster`` without an address means: start a local Ray cluster."""
 
 
-# typer re-exports click's BadParameter (from its own copy of click since typer 0.2x,
-# from click before); its bases are that click's UsageError and ClickException.
-_UsageError: type[Exception] = typer.BadParameter.__bases__[0]
-_ClickException: type[Exception] = _UsageError.__bases__[0]
-
-
 def main() -> None:
     """The console-script entry point (``pride``); exits with the command's status.
 
     A usage error found by click and a `CannotStart` raised by a command are
-    one line on stderr and exit status 2 (`pride.cli._startup`); ``pride``
+    one line on stderr and exit status 2; ``pride``
     alone prints the help.
     """
     argv = _optional_cluster_address(sys.argv[1:]) or ["--help"]
@@ -492,24 +471,13 @@ def main() -> None:
         code = app(args=argv, prog_name="pride", standalone_mode=False)
     except CannotStart as exc:
         code = cannot_start(exc.command, exc.message)
-    except _UsageError as exc:
-        code = _usage_error(exc)
-    except _ClickException as exc:  # click's other errors (a file it could not open)
+    except UsageError as exc:
+        code = usage_error(exc, _command_names())
+    except ClickException as exc:  # click's other errors (a file it could not open)
         code = cannot_start(None, exc.format_message())  # type: ignore[attr-defined]
     except typer.Abort:
         code = cannot_start(None, "aborted")
     sys.exit(code if isinstance(code, int) else 0)
-
-
-def _usage_error(exc: Exception) -> int:
-    """click's usage error as one line, naming the commands when none was recognised."""
-    ctx = getattr(exc, "ctx", None)
-    message = exc.format_message()  # type: ignore[attr-defined]
-    if ctx is None or ctx.parent is None:  # at the top: the command itself was wrong
-        names = ", ".join(_command_names())
-        return cannot_start(None, f"{message} (commands: {names})")
-    command = ctx.command_path.removeprefix("pride").strip()
-    return cannot_start(command, f"{message} (pride {command} --help shows the usage)")
 
 
 def _optional_cluster_address(argv: list[str]) -> list[str]:

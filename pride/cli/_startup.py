@@ -4,9 +4,11 @@ A usage error (an unknown command or option, a missing argument, a value
 out of range: click finds those while parsing) and a startup error (an app
 that cannot be imported or fails while starting, a store that cannot be
 opened, a name that is not a branch, an extra that is not installed) are
-reported alike by every command, those to come included::
+reported alike by every command, those to come included:
 
-    pride mcp: --expose nobody: no branch 'nobody' in app.py:team (branches: critic, planner)
+```text
+pride mcp: --expose nobody: no branch 'nobody' in app.py:team (branches: critic, planner)
+```
 
 One line, ``pride COMMAND: what is wrong``, naming what exists when a name
 was wrong, on standard error; exit status 2. Not a log record (``pride run``
