@@ -12,7 +12,8 @@ an instruction appended to the system text asking for the JSON in a
 
 Usage: Anthropic's ``input_tokens`` excludes cache reads and writes; pride's
 ``Usage.input_tokens`` counts all prompt tokens, so the three are added, and
-``cached_tokens`` is ``cache_read_input_tokens``.
+``cached_tokens`` is ``cache_read_input_tokens`` and ``cache_write_tokens`` is
+``cache_creation_input_tokens``.
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ class AnthropicEndpoint(HttpEndpoint):
             input_tokens=figures.get("input_tokens", 0) + cached + written,
             output_tokens=figures.get("output_tokens", 0),
             cached_tokens=cached,
+            cache_write_tokens=written,
         )
 
     def read_reply(self, data: dict[str, Any], reply: ReplyParts) -> None:

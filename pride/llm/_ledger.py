@@ -37,7 +37,7 @@ class CallLedger:
         self.failures = 0
         self.in_flight = 0
         # Running usage totals, kept as plain numbers (a Usage per call is garbage).
-        self._usage_totals = [0, 0, 0]
+        self._usage_totals = [0, 0, 0, 0, 0]
         self._cost_total: float | None = None
 
     def admit_now(self) -> int | None:
@@ -89,6 +89,8 @@ class CallLedger:
             totals[0] += usage.input_tokens
             totals[1] += usage.output_tokens
             totals[2] += usage.cached_tokens
+            totals[3] += usage.cache_write_tokens
+            totals[4] += usage.reasoning_tokens
             if usage.cost_usd is not None:
                 self._cost_total = (self._cost_total or 0.0) + usage.cost_usd
             if limiter is not None:
@@ -132,5 +134,7 @@ class CallLedger:
                 output_tokens=self._usage_totals[1],
                 cached_tokens=self._usage_totals[2],
                 cost_usd=self._cost_total,
+                cache_write_tokens=self._usage_totals[3],
+                reasoning_tokens=self._usage_totals[4],
             ),
         )

@@ -75,11 +75,15 @@ def _read_usage(data: dict[str, Any], path: str, reply: ReplyParts) -> None:
         return
     path = where(path, "usage")
     details = object_field(usage, "prompt_tokens_details", path) or {}
+    output_details = object_field(usage, "completion_tokens_details", path) or {}
     reply.usage = {
         "prompt_tokens": count_field(usage, "prompt_tokens", path),
         "completion_tokens": count_field(usage, "completion_tokens", path),
         "cached_tokens": count_field(
             details, "cached_tokens", where(path, "prompt_tokens_details")
+        ),
+        "reasoning_tokens": count_field(
+            output_details, "reasoning_tokens", where(path, "completion_tokens_details")
         ),
         "cost": cost_field(usage, "cost", path),
     }
@@ -152,6 +156,7 @@ class OpenAIEndpoint(HttpEndpoint):
             output_tokens=figures["completion_tokens"],
             cached_tokens=figures["cached_tokens"],
             cost_usd=figures["cost"],
+            reasoning_tokens=figures["reasoning_tokens"],
         )
 
     def read_reply(self, data: dict[str, Any], reply: ReplyParts) -> None:

@@ -1,6 +1,8 @@
 """A small price table, so usage can carry a cost when the provider does not.
 
-Cost comes, in order of preference, from the provider itself (OpenRouter
+Each kind of token has its price: fresh input, cached input (a cache read),
+cache writes, and output (reasoning tokens are part of the output and billed as
+it). Cost comes, in order of preference, from the provider itself (OpenRouter
 reports ``usage.cost``), from this table, or not at all (``cost_usd=None``).
 Prices are US dollars per million tokens as published by OpenAI and Anthropic
 in 2025 and will go stale; they are an estimate for dashboards, not billing.
@@ -21,18 +23,21 @@ from ._types import Usage
 
 __all__ = ["PRICES", "price_reply", "price_usage"]
 
-#: (provider, model prefix) -> (input, cached input, output) USD per 1M tokens.
-PRICES: dict[tuple[str, str], tuple[float, float, float]] = {
-    ("openai", "gpt-4.1-nano"): (0.10, 0.025, 0.40),
-    ("openai", "gpt-4.1-mini"): (0.40, 0.10, 1.60),
-    ("openai", "gpt-4.1"): (2.00, 0.50, 8.00),
-    ("openai", "gpt-4o-mini"): (0.15, 0.075, 0.60),
-    ("openai", "gpt-4o"): (2.50, 1.25, 10.00),
-    ("openai", "o4-mini"): (1.10, 0.275, 4.40),
-    ("anthropic", "claude-3-5-haiku"): (0.80, 0.08, 4.00),
-    ("anthropic", "claude-3-7-sonnet"): (3.00, 0.30, 15.00),
-    ("anthropic", "claude-sonnet-4"): (3.00, 0.30, 15.00),
-    ("anthropic", "claude-opus-4"): (15.00, 1.50, 75.00),
+#: (provider, model prefix) -> (input, cached input, cache write, output) USD per
+#: 1M tokens. Anthropic bills a cache write (its 5-minute cache) at 1.25x input;
+#: OpenAI caches without a write charge, so its write price is the input price.
+#: Reasoning tokens are billed as output by both, so they need no column.
+PRICES: dict[tuple[str, str], tuple[float, float, float, float]] = {
+    ("openai", "gpt-4.1-nano"): (0.1, 0.025, 0.1, 0.4),
+    ("openai", "gpt-4.1-mini"): (0.4, 0.1, 0.4, 1.6),
+    ("openai", "gpt-4.1"): (2, 0.5, 2, 8),
+    ("openai", "gpt-4o-mini"): (0.15, 0.075, 0.15, 0.6),
+    ("openai", "gpt-4o"): (2.5, 1.25, 2.5, 10),
+    ("openai", "o4-mini"): (1.1, 0.275, 1.1, 4.4),
+    ("anthropic", "claude-3-5-haiku"): (0.8, 0.08, 1, 4),
+    ("anthropic", "claude-3-7-sonnet"): (3, 0.3, 3.75, 15),
+    ("anthropic", "claude-sonnet-4"): (3, 0.3, 3.75, 15),
+    ("anthropic", "claude-opus-4"): (15, 1.5, 18.75, 75),
 }
 
 _BY_LENGTH = sorted(PRICES.items(), key=lambda item: -len(item[0][1]))
@@ -40,10 +45,17 @@ _BY_LENGTH = sorted(PRICES.items(), key=lambda item: -len(item[0][1]))
 
 def price_usage(provider: str, model: str, usage: Usage) -> float | None:
     """The estimated cost of ``usage`` for ``provider``/``model``, or ``None`` if unpriced."""
-    for (known_provider, prefix), (inp, cached, out) in _BY_LENGTH:
+    for (known_provider, prefix), (inp, cached, write, out) in _BY_LENGTH:
         if provider == known_provider and model.startswith(prefix):
-            fresh = max(0, usage.input_tokens - usage.cached_tokens)
-            total = fresh * inp + usage.cached_tokens * cached + usage.output_tokens * out
+            # Figures are hostile: a read-plus-write larger than the input never
+            # makes the fresh part negative, so nothing prices below zero.
+            fresh = max(0, usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens)
+            total = (
+                fresh * inp
+                + usage.cached_tokens * cached
+                + usage.cache_write_tokens * write
+                + usage.output_tokens * out
+            )
             return total / 1_000_000
     return None
 

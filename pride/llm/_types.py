@@ -55,7 +55,11 @@ class Usage:
     """Token usage of one call, or a sum of calls.
 
     ``input_tokens`` counts every prompt token, including those served from a
-    provider cache; ``cached_tokens`` says how many of them were. ``cost_usd``
+    provider cache (``cached_tokens`` says how many of them were) and those
+    written to it (``cache_write_tokens``, Anthropic's
+    ``cache_creation_input_tokens``; OpenAI reports none). ``output_tokens``
+    counts every generated token, including the model's hidden reasoning
+    (``reasoning_tokens`` says how many of them were). ``cost_usd``
     is ``None`` when unknown (neither reported by the provider nor priced).
     Adding two usages sums the fields; a known cost plus an unknown one is the
     known cost.
@@ -65,6 +69,8 @@ class Usage:
     output_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -85,6 +91,8 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             cost_usd=cost,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

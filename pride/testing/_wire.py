@@ -85,6 +85,7 @@ def _openai_usage(usage: Usage) -> dict[str, Any]:
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.input_tokens + usage.output_tokens,
         "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     }
     if usage.cost_usd is not None:  # as OpenRouter reports it
         wire["cost"] = usage.cost_usd
@@ -172,10 +173,10 @@ def openai_error(status: int, message: str) -> dict[str, Any]:
 
 def _anthropic_usage(usage: Usage) -> dict[str, Any]:
     return {
-        "input_tokens": max(0, usage.input_tokens - usage.cached_tokens),
+        "input_tokens": max(0, usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens),
         "output_tokens": usage.output_tokens,
         "cache_read_input_tokens": usage.cached_tokens,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
     }
 
 

@@ -136,3 +136,18 @@ async def test_an_error_event_in_the_stream_is_raised():
                 async with model.stream(_request()) as stream:
                     async for _ in stream:
                         pass
+
+
+async def test_cache_writes_are_read_from_usage_and_priced_at_the_write_rate():
+    """cache_creation_input_tokens become Usage.cache_write_tokens, priced at 1.25x input."""
+    usage = Usage(input_tokens=1000, output_tokens=100, cached_tokens=400, cache_write_tokens=300)
+    async with openai_server([ScriptedReply("Hi", usage=usage)]) as server:
+        async with _model(server) as model:
+            reply = await model.invoke(_request())
+            statistics = model.statistics()
+    assert (reply.usage.input_tokens, reply.usage.cached_tokens) == (1000, 400)
+    assert reply.usage.cache_write_tokens == 300
+    # claude-sonnet-4: 300 fresh at $3, 400 read at $0.30, 300 written at $3.75, 100 out at $15
+    expected = (300 * 3 + 400 * 0.3 + 300 * 3.75 + 100 * 15) / 1e6
+    assert reply.usage.cost_usd == pytest.approx(expected)
+    assert statistics.usage.cache_write_tokens == 300

@@ -217,3 +217,23 @@ async def test_statistics_sum_usage_over_calls():
     stats = model.statistics()
     assert (stats.calls, stats.retries, stats.failures, stats.in_flight) == (2, 0, 0, 0)
     assert stats.usage == Usage(4, 6)
+
+
+async def test_reasoning_tokens_are_read_from_usage_and_priced_as_output():
+    """completion_tokens_details.reasoning_tokens become Usage.reasoning_tokens; they are
+    part of the output tokens, and billed as output."""
+    usage = Usage(input_tokens=1000, output_tokens=500, cached_tokens=200, reasoning_tokens=300)
+    async with openai_server([ScriptedReply("ok", usage=usage)]) as server:
+        async with _model(server, "openai/o4-mini") as model:
+            reply = await model.invoke(_request())
+            statistics = model.statistics()
+    assert (reply.usage.output_tokens, reply.usage.reasoning_tokens) == (500, 300)
+    assert reply.usage.cost_usd == pytest.approx((800 * 1.10 + 200 * 0.275 + 500 * 4.40) / 1e6)
+    assert statistics.usage.reasoning_tokens == 300
+
+
+def test_usage_by_kind_adds_up():
+    """Summed usages sum every kind of token."""
+    one = Usage(10, 5, cached_tokens=2, cache_write_tokens=3, reasoning_tokens=4)
+    total = one + one
+    assert (total.cache_write_tokens, total.reasoning_tokens) == (6, 8)

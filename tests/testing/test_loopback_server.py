@@ -114,7 +114,8 @@ async def test_unknown_routes_are_404():
 
 async def test_usage_from_the_script_is_reported():
     """A ScriptedReply's usage appears in OpenAI and Anthropic wire shapes."""
-    reply = ScriptedReply("x", usage=Usage(100, 20, 30, 0.01))
+    usage = Usage(100, 20, 30, 0.01, cache_write_tokens=10, reasoning_tokens=5)
+    reply = ScriptedReply("x", usage=usage)
     async with openai_server([reply, reply]) as server:
         openai_usage = (await _post(server)).json()["usage"]
         anthropic_usage = (await _post(server, path="/messages")).json()["usage"]
@@ -123,13 +124,14 @@ async def test_usage_from_the_script_is_reported():
         "completion_tokens": 20,
         "total_tokens": 120,
         "prompt_tokens_details": {"cached_tokens": 30},
+        "completion_tokens_details": {"reasoning_tokens": 5},
         "cost": 0.01,
     }
     assert anthropic_usage == {
-        "input_tokens": 70,
+        "input_tokens": 60,
         "output_tokens": 20,
         "cache_read_input_tokens": 30,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": 10,
     }
 
 
