@@ -77,6 +77,10 @@ ALLOWED: dict[str, set[str]] = {
         "telemetry",
         "flows",
     },
+    # asyncio programs (pride.aio): a Session run as a guest of an asyncio loop.
+    "aio": BASE
+    | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
+    | {"store"},
 }
 
 # Packages whose modules import no module of their own package back (type-only
@@ -223,11 +227,12 @@ def test_operations_never_see_the_actor_runtime() -> None:
 
 
 def test_no_asyncio_in_pride() -> None:
-    """pride is trio-only, except the Ray host glue in pride/cluster/ (Ray's loop is asyncio)."""
+    """pride is trio-only, except the Ray host glue in pride/cluster/ (Ray's loop is asyncio)
+    and pride/aio/, which runs pride as a guest of an asyncio loop."""
     offenders = [
         f"{path.relative_to(ROOT)}:{imp.line}"
         for path in ROOT.rglob("*.py")
-        if _layer(path) != "cluster"
+        if _layer(path) not in {"cluster", "aio"}
         for imp in imports(path)
         if imp.module.split(".")[0] == "asyncio"
     ]
@@ -280,6 +285,23 @@ def test_low_packages_import_only_what_is_below_them(
         and not any(module == ok or module.startswith(ok + ".") for ok in permitted)
     }
     assert offenders == set()
+
+
+def test_import_pride_does_not_import_asyncio() -> None:
+    """`import pride` loads neither asyncio nor pride.aio: only `import pride.aio` does."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pride; "
+        "assert 'asyncio' not in sys.modules, 'asyncio imported'; "
+        "assert 'pride.aio' not in sys.modules, 'pride.aio imported'; "
+        "import pride.aio; assert 'asyncio' in sys.modules"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_import_pride_does_not_import_ray() -> None:
