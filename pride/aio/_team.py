@@ -1,0 +1,477 @@
+"""The team: a pride Session in trio, offered to asyncio code as coroutines.
+
+A team's session runs in a trio task of the loop's guest run (`_hold`): it
+enters ``async with Session(**kwargs)``, waits until asyncio closes the team,
+and leaves, which stops the members with the session's grace. Every verb is a
+`Call` into that session. The team's life on the asyncio side:
+
+* opened by ``async with open_session(...)`` (or ``await open_session(...)``,
+  closed later by ``await team.aclose()``, for notebooks);
+* while open, calls run; the session failing (`pride.SupervisorFailed`)
+  cancels the task that entered ``async with``, as an ``asyncio.TaskGroup``
+  does when a child fails, and leaving the block raises the failure;
+* closing: new calls raise `TeamClosed`; the session stops (at once if the
+  block raised); calls still running then are cancelled and answered
+  `TeamClosed`; the observers' handlers get the signals still queued; the
+  guest run ends with the loop's last team.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+from uuid import UUID
+
+import trio
+
+from ..actors import Branch, BranchRef, Reply
+from ..flows import Flow, FlowResult
+from ..messages import Command, Signal, WorkCommand
+from ..supervisors import Session
+from ._calls import Call
+from ._errors import TeamClosed, WrongLoop
+from ._guest import Guest, acquire, release
+from ._observe import Subscriber
+from ._stream import Items, open_stream
+
+__all__ = ["Sent", "Team"]
+
+log = logging.getLogger("pride.aio")
+
+T = TypeVar("T")
+H = TypeVar("H", bound=Callable[[Signal], Any])
+M = TypeVar("M", Branch, Session)
+
+TeamState = Literal["new", "opening", "open", "failed", "closing", "closed"]
+
+
+class Team:
+    """A pride [`Session`][pride.Session] run on trio as a guest of the running asyncio loop.
+
+    Made by [`open_session`][pride.aio.open_session]; every coroutine here runs
+    the Session verb of the same name in trio and returns its result, in the
+    loop's thread.
+
+    Errors arrive as pride's own classes, as from the trio API (no exception
+    group, no ``trio.Cancelled``); a ``timeout=`` that runs out raises the
+    builtin ``TimeoutError``.
+
+    Cancellation: cancelling the asyncio task awaiting a call cancels the trio
+    work behind it (a queued command never starts, a running turn is
+    cancelled and ends with its one terminal signal) and waits for it to
+    finish before the ``CancelledError`` goes on.
+
+    Raises (every method):
+        WrongLoop: called outside the loop (thread) that opened the team.
+        TeamClosed: called before the team opened or after it closed.
+    """
+
+    def __init__(self, session_kwargs: Mapping[str, Any]) -> None:
+        self._kwargs = dict(session_kwargs)
+        self._state: TeamState = "new"
+        # Set when the team opens; until then every call is refused (`check`).
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.guest: Guest = None  # type: ignore[assignment]
+        self.calls: set[Call] = set()
+        self._session: Session | None = None
+        self._leave = trio.Event()
+        self._at_once = False  # the block raised: stop the session without its grace
+        self._calls_done: trio.Event | None = None
+        self._ended: asyncio.Future[BaseException | None] | None = None
+        self._owner: asyncio.Task[Any] | None = None  # the task in `async with`
+        self._owner_cancelled = False
+        self._subscribers: list[Subscriber] = []
+        self._closed: asyncio.Future[None] | None = None
+
+    def __repr__(self) -> str:
+        name = self._session.name if self._session is not None else self._kwargs.get("name")
+        return f"<pride.aio.Team {name!r} {self._state}>"
+
+    # ------------------------------------------------------------ opening and closing
+
+    def __await__(self) -> Generator[Any, None, Self]:
+        """``team = await pride.aio.open_session(...)``: open it; close with `aclose`."""
+        return self._open().__await__()
+
+    async def __aenter__(self) -> Self:
+        self._owner = asyncio.current_task()
+        return await self._open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        ours = self._owner_cancelled and isinstance(exc, asyncio.CancelledError)
+        if self._owner_cancelled and self._owner is not None:
+            self._owner.uncancel()
+        failure = await self._close(at_once=exc is not None)
+        if failure is not None and (exc is None or ours):
+            raise failure
+        return False
+
+    async def aclose(self) -> None:
+        """Close the team: stop its session (with its grace) and wait for everything to end.
+
+        Idempotent. Raises the session's failure ([`SupervisorFailed`][pride.SupervisorFailed])
+        if it failed.
+        """
+        self._check_loop()
+        failure = await self._close(at_once=False)
+        if failure is not None:
+            raise failure
+
+    async def _open(self) -> Self:
+        if self._state != "new":
+            raise RuntimeError("a team opens once: call pride.aio.open_session() again")
+        try:
+            self.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "pride.aio.open_session() needs a running asyncio loop (inside asyncio.run, "
+                "a FastAPI lifespan, a notebook cell...)"
+            ) from None
+        self._state = "opening"
+        self.guest = await acquire(self.loop)
+        self.guest.members.add(self)
+        opened: asyncio.Future[None] = self.loop.create_future()
+        self._ended = self.loop.create_future()
+        nursery = self.guest.nursery
+        assert nursery is not None
+        contextvars.Context().run(nursery.start_soon, self._hold, opened)
+        try:
+            await asyncio.wait((opened, self._ended), return_when=asyncio.FIRST_COMPLETED)
+            if not opened.done():
+                opened.cancel()
+                error = self._ended.result()
+                assert error is not None
+                raise error
+        except BaseException:
+            failure = await self._close(at_once=True)
+            if failure is not None:
+                raise failure from None
+            raise
+        return self
+
+    async def _close(self, *, at_once: bool) -> BaseException | None:
+        """Close (or wait for the close already under way); return the session's failure."""
+        ended = self._ended
+        if ended is None:  # never opened
+            self._state = "closed"
+            return None
+        if self._closed is not None:  # closed, or being closed by another caller: wait
+            cancelled = await _wait_through(self._closed)
+        else:
+            self._closed = closed = self.loop.create_future()
+            self._state = "closing"
+            self._at_once = self._at_once or at_once
+            if not self.guest.finished.done():
+                self._leave.set()
+            cancelled = await _wait_through(ended)
+            for subscriber in self._subscribers:
+                try:
+                    await subscriber.drain()
+                except asyncio.CancelledError as exc:
+                    cancelled = exc
+            self._subscribers.clear()
+            self.guest.members.discard(self)
+            try:
+                await release(self.guest)
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+            self._state = "closed"
+            closed.set_result(None)
+        if cancelled is not None:
+            raise cancelled
+        return ended.result()
+
+    async def _hold(self, opened: asyncio.Future[None]) -> None:
+        """The trio task of the team: its session, from start to stop."""
+        failure: BaseException | None = None
+        try:
+            session = Session(**self._kwargs)
+            async with session:
+                self._session = session
+                if not opened.cancelled():
+                    self._state = "open"
+                    opened.set_result(None)
+                await self._leave.wait()
+                if self._at_once:
+                    await session.stop(grace=0)
+        except trio.Cancelled:
+            failure = TeamClosed("the trio guest run was cancelled")
+            raise
+        except BaseException as exc:
+            failure = exc
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._cancel_calls()
+            if failure is not None and self._state == "open":
+                self._session_failed()
+            assert self._ended is not None
+            if not self._ended.done():
+                self._ended.set_result(failure)
+            self.guest.after_call()
+            failure = None
+
+    def _session_failed(self) -> None:
+        # The session failed while the block ran: refuse calls, and cancel the block.
+        self._state = "failed"
+        owner = self._owner
+        if owner is not None and not owner.done():
+            self._owner_cancelled = True
+            owner.cancel()
+
+    async def _cancel_calls(self) -> None:
+        if not self.calls:
+            return
+        self._calls_done = trio.Event()
+        for call in list(self.calls):
+            call.cancel(requested=False)
+        await self._calls_done.wait()
+
+    def call_done(self, call: Call) -> None:
+        """A call was answered (see `CallOwner`)."""
+        calls = self.calls
+        calls.discard(call)
+        if not calls and self._calls_done is not None:
+            self._calls_done.set()
+
+    def guest_ended(self, error: BaseException) -> None:
+        """The guest run ended under the team (trio failed): answer everything."""
+        if self._state == "open":
+            self._state = "failed"
+        for call in list(self.calls):
+            call.fail(error)
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(error)
+
+    # ------------------------------------------------------------ checks
+
+    def _check_loop(self) -> None:
+        if self._state == "new":  # not opened: no loop to belong to yet
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not self.loop or running is None:
+            raise WrongLoop(
+                f"{self!r} belongs to the asyncio loop that opened it; it was used from "
+                + ("another loop" if running is not None else "a thread without a running loop")
+                + ". Hand the call to its loop: asyncio.run_coroutine_threadsafe(coro, loop)"
+            )
+
+    def check(self) -> None:
+        """Raise unless the team takes calls here and now (its loop, and open)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._state != "open" or running is not self.loop:
+            self._check_loop()
+            raise TeamClosed(
+                f"{self!r} takes no calls: "
+                + (
+                    "open it first (async with pride.aio.open_session(...))"
+                    if self._state in {"new", "opening"}
+                    else "it was closed; open a new team"
+                )
+            )
+
+    def resolve_target(self, target: Any) -> Any:
+        """``target`` as the send API takes it: a name or id looked up in the session's tree."""
+        if isinstance(target, str | UUID):
+            return self.session.resolve_name(target)
+        return target
+
+    async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        self.check()
+        result: T = await Call(self, fn, args).wait()
+        return result
+
+    # ------------------------------------------------------------ the session's verbs
+
+    @property
+    def session(self) -> Session:
+        """The trio Session. From asyncio code use only its plain, synchronous members
+        (``name``, ``branches``, ``get_branch``, ``statistics()``, ``usage``...)."""
+        self._check_loop()
+        if self._session is None:
+            raise TeamClosed(f"{self!r} has no session yet: open it first")
+        return self._session
+
+    async def spawn(self, member: M, **options: Any) -> M:
+        """[`Session.spawn`][pride.supervisors.session.Session.spawn]: start ``member``
+        (a Branch, a child Session) under the session; returns it once attached."""
+        session = self.session
+        self.check()
+        if options:
+            return await self._call(functools.partial(session.spawn, member, **options))
+        return await self._call(session.spawn, member)
+
+    async def ask(self, target: Any, command: Command, timeout: float | None = None) -> Any:
+        """[`Session.ask`][pride.supervisors.session.Session.ask]: send ``command`` to
+        ``target`` (a Branch, a BranchRef, a name or an id) and return its result.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed (the command was cancelled).
+            UnknownBranch, BranchClosed, ...: as the session raises them.
+            Exception: what the command raised.
+        """
+        self.check()
+        session = self._session
+        assert session is not None
+        return await Call(self, session.ask, (target, command, timeout)).wait()
+
+    async def send(self, target: Any, command: Command, *, tag: str | int | None = None) -> Sent:
+        """[`Session.send`][pride.supervisors.session.Session.send]: queue ``command`` and
+        return a [`Sent`][pride.aio.Sent] handle at once (waits while the mailbox is full).
+        Sends from one caller are served in the order they were awaited."""
+        self.check()
+        session = self._session
+        assert session is not None
+        if tag is None:
+            reply = await self._call(session.send, target, command)
+        else:
+            reply = await self._call(functools.partial(session.send, target, command, tag=tag))
+        return Sent(self, reply)
+
+    def stream(
+        self, target: Any, command: WorkCommand, *, tag: str | int | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Items]:
+        """``async with team.stream(target, command) as items: async for item in items``.
+
+        Nothing is queued before the block is entered. The turn produces each
+        item only when the loop asks for it (backpressure, no buffer between);
+        leaving the block ends the stream and waits for the turn to finalise.
+        See [`pride.stream`][pride.stream].
+        """
+        return open_stream(self, target, command, tag)
+
+    async def resolve(self, turn_id: UUID | str, decisions: Mapping[str, Any] | None = None) -> Any:
+        """[`Session.resolve`][pride.supervisors.session.Session.resolve]: continue a turn
+        that stopped for approval with ``{call_id: Approve() | Deny(reason)}``; returns its
+        result."""
+        session = self.session
+        return await self._call(session.resolve, turn_id, decisions)
+
+    async def flow(self, flow: Flow, **options: Any) -> FlowResult:
+        """[`Session.flow`][pride.supervisors.session.Session.flow]: run ``flow`` across
+        the members (``max_concurrent``, ``budget``, ``fail_fast``...)."""
+        session = self.session
+        return await self._call(functools.partial(session.flow, flow, **options))
+
+    async def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run the trio async function ``fn(*args)`` in pride's trio run; return its result.
+
+        ``fn`` runs in a trio task of its own: it may use any trio or pride API
+        (``pride.ask``, ``trio.sleep``, nurseries). An exception group it
+        raises from a nursery it opened reaches the caller as it is.
+        """
+        return await self._call(fn, *args)
+
+    def ref(self, name: str | UUID) -> BranchRef:
+        """The [`BranchRef`][pride.BranchRef] of the member branch ``name`` (or id): an
+        address ``ask``/``send``/``stream`` take, and that can be stored or logged.
+
+        Raises:
+            UnknownBranch: no branch of the session's tree has that name.
+        """
+        branch = self.session.resolve_name(name)
+        return BranchRef(branch.id, branch.name)
+
+    # ------------------------------------------------------------ observation
+
+    def observe(self, *filters: Any, handler: H | None = None) -> Any:
+        """Run ``handler`` on the asyncio side for each matching signal of the members.
+
+        ``filters`` are those of [`Session.observe`][pride.supervisors.session.Session.observe]
+        (signal classes, tuples of them, predicates). ``handler`` is a plain
+        function or a coroutine function; it runs in a task of the loop, one
+        signal at a time in order, and never holds up a turn (a slow handler
+        falls behind on a bounded queue; see docs/asyncio.md). Without
+        ``handler``, returns a decorator.
+        """
+        if handler is None:
+
+            def decorate(fn: H) -> H:
+                self.observe(*filters, handler=fn)
+                return fn
+
+            return decorate
+        session = self.session
+        self.check()
+        subscriber = Subscriber(self.guest, handler)
+        self._subscribers.append(subscriber)
+        session.observe(*filters, handler=subscriber.forward)
+        return handler
+
+    def unobserve(self, handler: Callable[[Signal], Any]) -> int:
+        """Remove ``handler``'s subscriptions (each still handles what it already queued);
+        returns how many there were."""
+        session = self.session
+        removed = 0
+        for subscriber in [s for s in self._subscribers if s.handler == handler]:
+            removed += session.unobserve(subscriber.forward)
+            subscriber.end()
+            self._subscribers.remove(subscriber)
+        return removed
+
+
+class Sent:
+    """The handle ``await team.send(...)`` returns (a [`Reply`][pride.Reply] seen from asyncio)."""
+
+    __slots__ = ("_reply", "_team")
+
+    def __init__(self, team: Team, reply: Reply) -> None:
+        self._team = team
+        self._reply = reply
+
+    def __repr__(self) -> str:
+        return f"<pride.aio.Sent {self._reply!r}>"
+
+    @property
+    def turn_id(self) -> UUID | None:
+        """The turn's id once it has started (None before, and for non-turn commands)."""
+        return self._reply.turn_id
+
+    @property
+    def done(self) -> bool:
+        """True once the command has an outcome."""
+        return self._reply.done
+
+    async def result(self) -> Any:
+        """Wait for the command's result (or raise its error), once.
+
+        Cancellation: cancelling the wait does not cancel the command; use `cancel`.
+
+        Raises:
+            ReplyConsumedError: the result was already taken.
+            TurnCancelled, BranchClosed, Exception: as
+                [`Reply.result`][pride.actors.reply.Reply.result].
+        """
+        return await self._team._call(self._reply.result)
+
+    def cancel(self, reason: str = "caller") -> None:
+        """Give up on the command: dropped if still queued, cancelled if running. Idempotent."""
+        self._team._check_loop()
+        self._reply.cancel(reason)
+
+
+async def _wait_through(future: asyncio.Future[Any]) -> asyncio.CancelledError | None:
+    """Wait for ``future`` whatever happens; return the cancellation that came meanwhile."""
+    cancelled = None
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    return cancelled

@@ -1,0 +1,67 @@
+"""What the asyncio tests share: branches whose turns wait, stream or count, and a run helper.
+
+pytest-trio runs every ``async def`` test on trio (trio_mode), so these tests
+are plain functions that call ``asyncio.run`` themselves: the asyncio program
+is the test, and pride runs as its guest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import trio
+
+import pride
+from pride import Branch, ScriptedModel
+
+T = TypeVar("T")
+
+#: A bound for every asyncio program of these tests: a hang fails, it never stalls.
+DEADLINE = 30.0
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    """``asyncio.run(main())`` within `DEADLINE`, leaving no asyncio task behind."""
+
+    async def bounded() -> T:
+        async with asyncio.timeout(DEADLINE):
+            result = await main()
+        assert asyncio.all_tasks() == {asyncio.current_task()}, asyncio.all_tasks()
+        return result
+
+    return asyncio.run(bounded())
+
+
+def echo() -> ScriptedModel:
+    """A model answering each request with its last user message, upper-cased."""
+
+    def reply(request: Any) -> str:
+        return str(request.messages[-1]["content"]).upper()
+
+    return ScriptedModel(reply)
+
+
+def waiting(gate: list[trio.Event] | None = None, seconds: float = 30.0) -> ScriptedModel:
+    """A model whose every answer takes ``seconds`` (a running turn to cancel)."""
+
+    async def reply(request: Any) -> str:
+        await trio.sleep(seconds)
+        return "late"
+
+    return ScriptedModel(reply)
+
+
+async def counted(branch: Branch, *, n: int, produced: list[int]) -> str:
+    """A registered operation streaming ``n`` integers, noting each one it produced."""
+    turn = pride.current_turn()
+    assert turn is not None
+    for index in range(n):
+        produced.append(index)
+        await turn.emit(index)
+    return f"counted {n}"
+
+
+def branch(name: str, model: ScriptedModel | None = None, **options: Any) -> Branch:
+    return Branch(name=name, chat_model=model or echo(), **options)

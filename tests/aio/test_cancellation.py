@@ -1,0 +1,183 @@
+"""Issue 30: cancellation both ways, many callers at once, and nothing left on either side."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import random
+from typing import Any
+
+import pytest
+import trio
+
+import pride
+import pride.aio
+from pride import Chat, RunEnd, RunFailed, RunStart, Signal
+
+from .kit import branch, counted, run, waiting
+
+
+class Terminals:
+    """Every turn's start and terminal signals, as the asyncio side saw them."""
+
+    def __init__(self) -> None:
+        self.starts: set[Any] = set()
+        self.ends: collections.Counter[Any] = collections.Counter()
+        self._changed = asyncio.Event()
+
+    def __call__(self, signal: Signal) -> None:
+        if isinstance(signal, RunStart):
+            self.starts.add(signal.turn_id)
+        else:
+            self.ends[signal.turn_id] += 1
+        self._changed.set()
+
+    async def settled(self) -> None:
+        """Wait until every turn seen starting has had its terminal (woken by each signal)."""
+        while set(self.ends) != self.starts:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def check(self) -> None:
+        assert set(self.ends) == self.starts, "a turn without a terminal, or the reverse"
+        assert set(self.ends.values()) <= {1}, "a turn with two terminals"
+
+
+async def _trio_tasks_left() -> int:
+    """Tasks of the trio run other than the guest's own (its hot task, parked workers)."""
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    found = 0
+    stack = [root]
+    while stack:
+        task = stack.pop()
+        found += 1
+        stack.extend(child for nursery in task.child_nurseries for child in nursery.child_tasks)
+    return found
+
+
+def test_a_thousand_callers_over_ten_branches_are_each_answered_once() -> None:
+    async def main() -> None:
+        terminals = Terminals()
+        async with pride.aio.open_session() as team:
+            team.observe(RunStart, RunEnd, RunFailed, handler=terminals)
+            for index in range(10):
+                await team.spawn(branch(f"b{index}"))
+            answers = await asyncio.gather(
+                *(team.ask(f"b{i % 10}", Chat(f"caller {i}")) for i in range(1000))
+            )
+        assert answers == [f"CALLER {i}" for i in range(1000)]
+        assert len(terminals.starts) == 1000
+        terminals.check()
+
+    run(main)
+
+
+def test_cancelling_the_asyncio_caller_cancels_the_running_turn() -> None:
+    async def main() -> None:
+        terminals = Terminals()
+        async with pride.aio.open_session() as team:
+            team.observe(RunStart, RunEnd, RunFailed, handler=terminals)
+            await team.spawn(branch("slow", waiting()))
+            started = asyncio.Event()
+            team.observe(RunStart, handler=lambda s: started.set())
+            task = asyncio.create_task(team.ask("slow", Chat("forever")))
+            await started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The trio call ended before the cancellation went on; the turn ends promptly.
+            assert not team.calls
+            async with asyncio.timeout(1):
+                await terminals.settled()
+            assert team.session.statistics().turns_failed == 1
+        terminals.check()
+        assert len(terminals.starts) == 1
+
+    run(main)
+
+
+def test_a_timeout_raises_timeouterror_and_the_turn_ends() -> None:
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            await team.spawn(branch("slow", waiting()))
+            with pytest.raises(TimeoutError):
+                await team.ask("slow", Chat("forever"), timeout=0.01)
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.01):
+                    await team.ask("slow", Chat("forever"))
+            assert team.session.statistics().turns_failed == 2
+
+    run(main)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_callers_cancelled_at_random_points_leave_one_terminal_per_turn(seed: int) -> None:
+    """Queued, running and streaming callers cancelled anywhere: every turn that started
+    ends with exactly one terminal, and no work is left in trio or asyncio."""
+    rng = random.Random(seed)
+    produced: list[int] = []
+
+    async def asker(team: pride.aio.Team, name: str) -> None:
+        await team.ask(name, Chat("hi"))
+
+    async def streamer(team: pride.aio.Team, name: str) -> None:
+        async with team.stream(name, pride.Call("counted", n=50)) as items:
+            async for _ in items:
+                await asyncio.sleep(0)
+
+    async def main() -> None:
+        terminals = Terminals()
+        async with pride.aio.open_session() as team:
+            team.observe(RunStart, RunEnd, RunFailed, handler=terminals)
+            for index in range(4):
+                model = waiting(seconds=0.002) if index % 2 else None
+                member = branch(f"b{index}", model)
+                member.register_operation("counted", functools.partial(counted, produced=produced))
+                await team.spawn(member)
+            tasks = []
+            for index in range(60):
+                name = f"b{index % 4}"
+                work = streamer if index % 3 == 0 else asker
+                tasks.append(asyncio.create_task(work(team, name)))
+            for task in rng.sample(tasks, 40):
+                # A random number of loop passes (not of seconds): the point each caller is
+                # cancelled at (queued, running, streaming) varies by seed, not by load.
+                for _ in range(rng.randrange(12)):
+                    await asyncio.sleep(0)
+                task.cancel()
+            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+            kinds = {type(outcome).__name__ for outcome in outcomes}
+            assert kinds <= {"NoneType", "CancelledError"}, outcomes
+            assert "CancelledError" in kinds
+            assert not team.calls
+            async with asyncio.timeout(5):
+                await terminals.settled()
+            assert team.session.statistics().queued == 0
+            left = await team.run(_trio_tasks_left)
+            left_again = await team.run(_trio_tasks_left)
+            assert left == left_again  # nothing is still winding down
+        terminals.check()
+
+    run(main)
+
+
+def test_a_failure_on_the_trio_side_arrives_as_prides_own_class() -> None:
+    async def boom() -> None:
+        async with trio.open_nursery() as nursery:  # a group raised by the user's own nursery
+            nursery.start_soon(trio.sleep, 1)
+            raise KeyError("inside")
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            await team.spawn(branch("echo"))
+            with pytest.raises(pride.UnknownBranch):
+                await team.ask("nobody", Chat("hi"))
+            with pytest.raises(pride.BudgetExceeded):
+                await team.ask("echo", Chat("hi", budget=pride.Budget(max_model_calls=0)))
+            with pytest.raises(ExceptionGroup) as group:  # run(): the fn's own nursery
+                await team.run(boom)
+            assert group.group_contains(KeyError)
+
+    run(main)
