@@ -29,7 +29,8 @@ from pride import (
     Session,
     Usage,
 )
-from pride.llm import ScriptedReply, ToolCall, Usage as CallUsage
+from pride.llm import ScriptedReply, ToolCall, Usage as CallUsage, iModel
+from pride.testing import openai_server
 from tests.helpers import Recorder
 
 
@@ -363,3 +364,18 @@ def test_budget_exceeded_survives_pickling() -> None:
     assert (copy.limit, copy.used, copy.allowed) == ("max_cost_usd", 0.6, 0.5)
     assert copy.scope == "session s"
     assert str(copy) == str(error) and isinstance(copy, pride.PrideError)
+
+
+async def test_max_cost_usd_counts_cache_writes_at_their_own_price() -> None:
+    """An Anthropic cache write costs 1.25x input, and the budget counts it so: a call
+    whose prompt is all cache writes costs $3.75 per million on claude-sonnet-4, past
+    a $3.50 limit that the same tokens priced as fresh input ($3.00) would not pass."""
+    usage = CallUsage(input_tokens=1_000_000, cache_write_tokens=1_000_000)
+    async with openai_server([ScriptedReply("x", usage=usage)]) as server:
+        model = iModel(
+            "anthropic/claude-sonnet-4-20250514", base_url=server.base_url, api_key="sk-ant-x"
+        )
+        async with Branch(chat_model=model, budget=Budget(max_cost_usd=3.5)) as branch:
+            with pytest.raises(BudgetExceeded) as info:
+                await branch.chat("q")
+    assert info.value.used == pytest.approx(3.75)
