@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,9 +11,15 @@ from typing import Any
 
 import trio
 
+import pride
 from pride import ScriptedModel
 from pride.llm import ModelRequest
 from pride.messages import Signal
+
+# pride's own source files, by where the imported package lives: not by a
+# "/pride/" in the path, which every file of a checkout named pride has too
+# (the tests' own frames would then count as pride's).
+PRIDE_SOURCE = Path(pride.__file__).resolve().parent
 
 
 class Recorder:
@@ -106,6 +111,11 @@ def holding_write_lock(path: Path) -> Iterator[sqlite3.Connection]:
         db.close()
 
 
+def is_pride_source(filename: str | Path) -> bool:
+    """Whether ``filename`` (a code object's, a module's) is a file of the imported pride."""
+    return Path(filename).resolve().is_relative_to(PRIDE_SOURCE)
+
+
 def frames_holding(error: BaseException) -> list[str]:
     """The frames of pride's in ``error``'s traceback whose locals still hold ``error``.
 
@@ -120,7 +130,7 @@ def frames_holding(error: BaseException) -> list[str]:
     while tb is not None:
         frame, tb = tb.tb_frame, tb.tb_next
         code = frame.f_code
-        if f"{os.sep}pride{os.sep}" not in code.co_filename:
+        if not is_pride_source(code.co_filename):
             continue
         for name, value in frame.f_locals.items():
             if value is error or any(held is error for held in _contained(value)):

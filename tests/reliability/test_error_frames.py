@@ -37,7 +37,7 @@ from pride.llm import RetryPolicy
 from pride.messages import ActionCall
 from pride.tools import ActionManager
 from tests.flows.support import team
-from tests.helpers import frames_holding
+from tests.helpers import frames_holding, is_pride_source
 
 
 def _rename(path: Path, old: str, new: str) -> None:
@@ -47,6 +47,25 @@ def _rename(path: Path, old: str, new: str) -> None:
         db.commit()
     finally:
         db.close()
+
+
+async def test_the_check_reads_pride_s_frames_and_only_those(tmp_path: Path) -> None:
+    """Which frames are pride's is told by the imported package's directory, not by
+    the path's words: in a checkout named ``pride`` every test file's path holds a
+    ``/pride/`` too, and a test's frame holding the error (as pytest's rewritten
+    asserts do) must not count as pride's."""
+    clone = tmp_path / "pride"
+    (clone / "tests").mkdir(parents=True)
+    (clone / "tests" / "test_x.py").write_text("")
+    assert not is_pride_source(clone / "tests" / "test_x.py")
+    assert not is_pride_source(__file__)
+    scripted = Branch(chat_model=ScriptedModel(lambda request: RuntimeError("scripted")))
+    async with scripted:
+        with pytest.raises(RuntimeError, match="scripted") as raised:
+            await ask(scripted, Chat("hi"))
+    held = raised.value  # this test's own frame holds the error: not pride's
+    assert any(is_pride_source(entry.path) for entry in raised.traceback)
+    assert frames_holding(held) == []
 
 
 async def test_a_flow_stream_ending_on_the_runner_s_error(tmp_path: Path) -> None:
