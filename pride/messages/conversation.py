@@ -16,7 +16,7 @@ The returned dicts are shared by every later request: treat them as read-only.
 Merging adjacent entries of the same role is the request compiler's job.
 
 Text is always encodable. A message never holds a lone UTF-16 surrogate
-(``"\ud800"``, which a provider's JSON, a tool reading file names, or any
+(``"\\ud800"``, which a provider's JSON, a tool reading file names, or any
 ``surrogateescape`` decoding can produce): no UTF-8 encoding exists for it,
 so once recorded it would fail every later request of its branch (the HTTP
 body cannot be encoded), the store's commit and ``pride run``'s answer line.
