@@ -48,6 +48,19 @@ CREATE TABLE IF NOT EXISTS envelopes (
 """
 
 
+def _prepare(db: sqlite3.Connection) -> str:
+    """Set the journal up (WAL, its tables, its owner row); return the owner it names."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(_SCHEMA)
+    db.execute(
+        "INSERT OR IGNORE INTO journal_meta(key, value) VALUES ('application', ?)",
+        (_APPLICATION,),
+    )
+    (owner,) = db.execute("SELECT value FROM journal_meta WHERE key='application'").fetchone()
+    return str(owner)
+
+
 class EnvelopeJournal:
     """Envelope ids a host has accepted (see the module docstring).
 
@@ -60,18 +73,19 @@ class EnvelopeJournal:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-            db.execute(
-                "INSERT OR IGNORE INTO journal_meta(key, value) VALUES ('application', ?)",
-                (_APPLICATION,),
-            )
-            (owner,) = db.execute(
-                "SELECT value FROM journal_meta WHERE key='application'"
-            ).fetchone()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the envelope journal {path}: {exc}") from exc
+        # Every refusal closes the connection: one is freed by the garbage collector
+        # only (it is in a cycle with its statement cache), so a refused file left
+        # to it stays open until a collection.
+        try:
+            owner = _prepare(db)
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # a damaged schema's text
+            db.close()
+            raise StoreError(f"cannot open the envelope journal {path}: {exc}") from exc
+        except BaseException:
+            db.close()
+            raise
         if owner != _APPLICATION:
             db.close()
             raise StoreError(f"{path} belongs to {owner!r}, not a pride envelope journal")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pride import StoreError
@@ -60,3 +62,26 @@ def test_a_foreign_file_is_refused_not_adopted(tmp_path: Path) -> None:
     (tmp_path / "garbage.db").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError):
         EnvelopeJournal(tmp_path / "garbage.db")
+
+
+@pytest.mark.parametrize("damage", ["not sqlite", "a truncated journal"])
+def test_a_journal_file_that_is_refused_is_not_left_open(tmp_path: Path, damage: str) -> None:
+    """The connection to a file the journal refuses is closed before the StoreError: a
+    connection is freed only by the garbage collector (it is in a reference cycle with
+    its statement cache), so one left to it kept the damaged file open until a
+    collection (Python 3.13 reports it, as a ResourceWarning)."""
+    path = tmp_path / "journal.db"
+    if damage == "not sqlite":
+        path.write_bytes(b"this is not sqlite" * 100)
+    else:
+        journal = EnvelopeJournal(path)
+        journal.record([("e1", "b")])
+        journal.close()
+        path.write_bytes(path.read_bytes()[:200])
+    gc.disable()  # the collector would close it, at a time of its own
+    try:
+        with pytest.raises(StoreError, match="envelope journal"):
+            EnvelopeJournal(path)
+        assert str(path) not in {opened.path for opened in psutil.Process().open_files()}
+    finally:
+        gc.enable()
