@@ -8,6 +8,7 @@ keep their outcome, and the resumed run does not run them again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -203,7 +204,8 @@ async def test_a_node_s_outcome_is_committed_with_its_turn(tmp_path: Path) -> No
     seen: dict[str, list[tuple[str, str]]] = {}
 
     def on_terminal(signal: RunEnd | RunFailed) -> None:
-        with sqlite3.connect(path) as db:  # what a process started now would read
+        # what a process started now would read (closed: the with block alone only commits)
+        with contextlib.closing(sqlite3.connect(path)) as db:
             rows = db.execute("SELECT data FROM flow_events ORDER BY seq").fetchall()
         events = [json.loads(data) for (data,) in rows]
         seen[signal.branch_name] = [(e["node"], e["outcome"]) for e in events]

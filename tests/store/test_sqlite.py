@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from pathlib import Path
@@ -308,7 +309,8 @@ async def test_issue19_updated_at_is_rewritten_once_it_is_a_grain_old(tmp_path: 
     path = tmp_path / "store.db"
 
     def stamp(value: float | None = None) -> float:
-        with sqlite3.connect(path) as db:  # beside the writer, as a test may
+        # beside the writer, as a test may: committed by `db`, then closed
+        with contextlib.closing(sqlite3.connect(path)) as db, db:
             if value is not None:
                 db.execute("UPDATE branches SET updated_at=? WHERE name='ada'", (value,))
             return float(db.execute("SELECT updated_at FROM branches").fetchone()[0])
