@@ -5,11 +5,11 @@ Python 3.13 cleans docstrings when it compiles them, through UTF-8, which has
 no encoding for a lone UTF-16 surrogate: a docstring holding one (an escape
 such as ``"\\ud800"`` written in a non-raw string) stops its module from
 compiling there (``UnicodeEncodeError``), so ``import pride`` failed on 3.13
-while 3.11 and 3.12 imported it fine. A lone surrogate anywhere else in a
-string constant compiles on every version (the tests feed them to pride on
-purpose, and ``pride.messages`` matches them with a pattern); only docstrings
-are checked for one, and they are checked on every version, not only where
-they break.
+while 3.11 and 3.12 imported it fine. No string constant of any source file
+holds one, docstring or not (a constant becomes a docstring when code moves,
+and the check holds on every version, not only where it breaks): a test that
+feeds pride a lone surrogate builds it (``chr(0xD800)``), and a pattern that
+matches one writes the escape for ``re`` to read (``r"[\\ud800-\\udfff]"``).
 
 ``with sqlite3.connect(...) as db`` commits or rolls back at the block's end
 but does not close the connection, which only the garbage collector frees (its
@@ -30,22 +30,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("pride", "tests", "examples", "benchmarks")
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-_DOCUMENTED = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _sources() -> list[Path]:
     return sorted(path for folder in FOLDERS for path in (ROOT / folder).rglob("*.py"))
 
 
-def _surrogate_docstrings(tree: ast.Module) -> list[str]:
+def _lone_surrogates(tree: ast.Module) -> list[str]:
+    """Where a string constant (a docstring, an f-string's text too) holds a lone surrogate."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, _DOCUMENTED):
-            doc = ast.get_docstring(node, clean=False)
-            if doc is not None and (match := LONE_SURROGATE.search(doc)):
-                where, at = getattr(node, "lineno", 1), match.start()
-                found.append(f"docstring at line {where}: ...{doc[max(at - 30, 0) : at + 10]!r}")
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and (match := LONE_SURROGATE.search(text)):
+            at = match.start()
+            found.append(f"line {node.lineno}: ...{text[max(at - 30, 0) : at + 10]!r}")
     return found
 
 
@@ -57,28 +56,31 @@ def test_the_sources_are_found() -> None:
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
-def test_no_docstring_holds_a_lone_surrogate_and_every_file_compiles(folder: str) -> None:
+def test_no_string_constant_holds_a_lone_surrogate_and_every_file_compiles(folder: str) -> None:
     """Each file is UTF-8, compiles on this Python, and has no lone surrogate in a
-    docstring (write the escape doubled, ``"\\\\ud800"``, or in a raw string)."""
+    string constant (build one with ``chr``, or write the escape for ``re``)."""
     offenders = []
     for path in sorted((ROOT / folder).rglob("*.py")):
         relative = path.relative_to(ROOT)
         text = path.read_bytes().decode("utf-8")  # strict: a source file is UTF-8
-        tree = ast.parse(text, filename=str(relative))
-        offenders += [f"{relative}: {found}" for found in _surrogate_docstrings(tree)]
+        offenders += [f"{relative}: {found}" for found in _lone_surrogates(ast.parse(text))]
         try:
-            compile(tree, str(relative), "exec", dont_inherit=True)
+            compile(text, str(relative), "exec", dont_inherit=True)
         except (SyntaxError, UnicodeError) as error:
             offenders.append(f"{relative}: does not compile: {type(error).__name__}: {error}")
     assert not offenders, "\n".join(offenders)
 
 
-def test_the_check_finds_a_lone_surrogate_in_any_docstring() -> None:
-    """A module's, a class's and a function's docstring, written as a non-raw escape."""
-    source = '"""a \\ud800"""\nclass C:\n    """b \\udfff"""\nasync def f():\n    """\\udc80"""\n'
-    assert len(_surrogate_docstrings(ast.parse(source))) == 3
-    plain = 'x = "\\ud800"\ndef f():\n    """\\\\ud800, the escape written doubled"""\n'
-    assert _surrogate_docstrings(ast.parse(plain)) == []
+def test_the_check_finds_a_lone_surrogate_in_any_string_constant() -> None:
+    """Docstrings (a module's, a class's, a function's), plain and f-string text: the
+    escape written in a non-raw string; not the escape doubled, nor a ``chr`` call."""
+    source = (
+        '"""a \\ud800"""\nclass C:\n    """b \\udfff"""\nasync def f():\n    """\\udc80"""\n'
+        'x = "\\ud800"\ny = f"{x} \\udbff"\n'
+    )
+    assert len(_lone_surrogates(ast.parse(source))) == 5
+    clean = 'x = chr(0xD800)\ndef f():\n    """\\\\ud800, the escape written doubled"""\n'
+    assert _lone_surrogates(ast.parse(clean)) == []
 
 
 def _sqlite_connect_as_context(tree: ast.Module) -> list[int]:

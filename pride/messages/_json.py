@@ -64,7 +64,7 @@ _LONGEST_INT = 20
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # 19 digits in a row: the only way an out-of-range integer can appear in text.
 _LONG_DIGITS = re.compile(r"\d{19}")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class _Refused(Exception):

@@ -37,7 +37,7 @@ def test_a_turn_record_has_every_documented_field() -> None:
     )
     record.branch, record.turn_id, record.request_id = "ada", 12, None
     record.usage = {"input_tokens": 3, "cost_usd": None}
-    record.in_flight = ["bob", "\ud800"]
+    record.in_flight = ["bob", chr(0xD800)]
     line = JsonFormatter().format(record)
     line.encode("utf-8")
     entry = json.loads(line)

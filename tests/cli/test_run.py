@@ -368,7 +368,7 @@ async def test_issue14_lone_surrogates_are_refused_in_requests_and_replaced_in_m
 
     def model(body: dict[str, Any]) -> str:
         text = last_text(body)
-        return "bad \ud800 reply" if text == "surrogate, please" else f"re: {text}"
+        return f"bad {chr(0xD800)} reply" if text == "surrogate, please" else f"re: {text}"
 
     async with openai_server(model) as server:
         env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)

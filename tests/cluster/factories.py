@@ -39,7 +39,7 @@ class Worker(Branch):
 
     async def lone_surrogate(self) -> dict[str, str]:
         """A result with a lone surrogate in a value and a key (no UTF-8 form)."""
-        return {"text": "bad \ud800 text", "key \udfff": "value"}
+        return {"text": f"bad {chr(0xD800)} text", f"key {chr(0xDFFF)}": "value"}
 
     async def escalate(self) -> None:
         raise Escalate("this branch's state is not to be trusted")

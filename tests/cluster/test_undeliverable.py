@@ -27,13 +27,13 @@ from tests.cluster import factories
 
 ECHO = "tests.cluster.factories:echo"
 WORKER = "tests.cluster.factories:worker"
-BAD = "bad \ud800 text"
+BAD = f"bad {chr(0xD800)} text"
 
 
 async def test_a_command_with_a_lone_surrogate_is_answered_as_a_local_branch_answers(
     cluster: Cluster, name: str
 ) -> None:
-    command = ChatAndRecord(BAD, context={"k \udfff": BAD})
+    command = ChatAndRecord(BAD, context={f"k {chr(0xDFFF)}": BAD})
     async with factories.echo(name="local") as local:
         expected = await pride.ask(local, command)
         recorded = [message.text for message in local.messages]
@@ -50,7 +50,7 @@ async def test_a_host_s_answer_with_a_lone_surrogate_arrives_with_u_fffd(
     async with factories.worker(name="local") as local:
         assert await pride.ask(local, Call("lone_surrogate")) == {
             "text": BAD,
-            "key \udfff": "value",
+            f"key {chr(0xDFFF)}": "value",
         }  # in this process, nothing needs to be written out
     ref = await cluster.spawn(WORKER, name=name, host="shared")
     assert await pride.ask(ref, Call("lone_surrogate")) == {

@@ -117,10 +117,10 @@ def test_issue19_a_lone_surrogate_in_a_field_no_converter_scrubs_goes_the_codec_
     """Text fields are scrubbed when a message is built, but ``image_detail`` (and
     what a caller sets past the converters) is not: msgspec refuses a lone
     surrogate, so the short way steps aside and the codec's replacement applies."""
-    message = Instruction(instruction="hi", image_detail="\ud800")  # type: ignore[arg-type]
+    message = Instruction(instruction="hi", image_detail=chr(0xD800))  # type: ignore[arg-type]
     assert message_text(message) is None
     assert "\\ufffd" in dump_json(unstructure(message), replace=True) or "\ufffd" in dump_json(
         unstructure(message), replace=True
     )
-    mapped = Instruction(instruction="hi", tool_schemas=({"name": "\udc80"},))
+    mapped = Instruction(instruction="hi", tool_schemas=({"name": chr(0xDC80)},))
     assert message_text(mapped) is None
