@@ -29,3 +29,19 @@ def test_build_backend_supports_pep_639() -> None:
     floor = re.fullmatch(r"setuptools>=(\d+)(?:\.\d+)*", setuptools.replace(" ", ""))
     assert floor is not None, setuptools
     assert int(floor.group(1)) >= 77
+
+
+def test_every_python_claimed_is_proven() -> None:
+    """The versions the classifiers claim are those CI runs the suite on: `make test`'s
+    interpreter (the lowest, requires-python's floor) and `make versions`' others, which
+    `.ci/run` runs after it. A version claimed but not run is a claim nobody checks."""
+    classifiers = PYPROJECT["project"]["classifiers"]
+    claimed = [c.rsplit(" ", 1)[1] for c in classifiers if re.fullmatch(r".* :: 3\.\d+", c)]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    first = re.search(r"^PYTHON \?= \$\(shell command -v python(3\.\d+) ", makefile, re.M)
+    others = re.search(r"^OTHER_PYTHONS := (.+)$", makefile, re.M)
+    assert first is not None and others is not None
+    assert claimed == [first.group(1), *others.group(1).split()]
+    assert PYPROJECT["project"]["requires-python"] == f">={claimed[0]}"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci[-2:] == ["make test", "make versions"]

@@ -18,12 +18,19 @@ database as a ResourceWarning, in whichever test the collector happens to run
 (two such blocks in the tests failed test_store_files.py and test_run.py on 3.13
 only, each passing alone). A connection is closed explicitly
 (``contextlib.closing``, or ``try``/``finally``).
+
+Which files are pride's is told by where the imported package lives
+(``Path(pride.__file__).parent``), never by a ``/pride/`` in a path: every file
+of a checkout named ``pride``, what ``git clone`` makes, has one too (a frame
+check once counted the tests' own frames as pride's there, and failed only in
+such a clone).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -81,6 +88,90 @@ def test_the_check_finds_a_lone_surrogate_in_any_string_constant() -> None:
     assert len(_lone_surrogates(ast.parse(source))) == 5
     clean = 'x = chr(0xD800)\ndef f():\n    """\\\\ud800, the escape written doubled"""\n'
     assert _lone_surrogates(ast.parse(clean)) == []
+
+
+# Compiles each file named on stdin, without writing bytecode; prints what fails.
+_COMPILE_ALL = """
+import sys
+for name in sys.stdin.read().split("\\0"):
+    try:
+        with open(name, "rb") as file:
+            compile(file.read(), name, "exec", dont_inherit=True)
+    except (SyntaxError, UnicodeError, ValueError) as error:
+        print(f"{name}: {type(error).__name__}: {error}")
+"""
+
+
+def _other_pythons() -> list[str]:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    found = re.search(r"^OTHER_PYTHONS := (.+)$", makefile, re.MULTILINE)
+    assert found is not None, "the Makefile names the other Pythons pride claims"
+    return found.group(1).split()
+
+
+@pytest.mark.parametrize("version", _other_pythons())
+def test_every_file_compiles_on_every_other_python_claimed(version: str) -> None:
+    """What the unit suite on each version (``make versions``, run by CI) proves at
+    length, checked in seconds in every ``make test``: each file compiles there (the
+    3.13 docstring failure was a compile error)."""
+    lookup = subprocess.run(
+        [ROOT / ".ci" / "python", version], capture_output=True, text=True, check=False
+    )
+    assert lookup.returncode == 0, lookup.stderr
+    names = "\0".join(str(path) for path in _sources())
+    result = subprocess.run(
+        [lookup.stdout.strip(), "-I", "-c", _COMPILE_ALL],
+        input=names,
+        capture_output=True,
+        text=True,
+        timeout=600,  # a hang guard: about 2 s of CPU for the whole tree
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "", result.stdout
+
+
+def _path_words(tree: ast.Module) -> list[int]:
+    """Lines of a string constant holding ``/pride/`` (docstrings aside): a path test by name."""
+    documented = ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, documented)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and re.search(r"[/\\]pride[/\\]", node.value)
+    ]
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_no_file_is_told_pride_s_by_its_path_s_words(folder: str) -> None:
+    """No ``"/pride/" in path``: use ``tests.helpers.is_pride_source`` (see above)."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line in _path_words(ast.parse(path.read_bytes()))
+    ]
+    assert not offenders, "tell pride's files by is_pride_source: " + ", ".join(offenders)
+
+
+def test_the_check_finds_a_path_told_by_its_words() -> None:
+    word = "pride"  # not written between slashes here, or this file would hold one
+    source = (
+        f'"""files under /{word}/ are not all {word}\'s"""\n'
+        f'mine = "/{word}/" in path\n'
+        f"def f(p):\n    return p.find('\\\\{word}\\\\')\n"
+        f'url = "/{word}s/x"\n'
+    )
+    assert _path_words(ast.parse(source)) == [2, 4]
 
 
 def _sqlite_connect_as_context(tree: ast.Module) -> list[int]:
