@@ -2,8 +2,10 @@
 
 Every branch answers from a script (no network): ``echo: <instruction>`` by
 default; an instruction ``hang`` waits until cancelled, ``slow S`` takes S
-seconds, ``count`` answers how many turns of that branch have started
-(each turn's instruction is counted, so a turn run twice shows).
+seconds, ``count:TEXT`` answers how many turns with instruction TEXT have
+started (each turn's instruction is counted, so a turn run twice shows), and
+``repeated:PREFIX`` the instructions starting with PREFIX that started more
+than once (``none`` when there is none).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ async def _script(request: ModelRequest) -> Any:
         return f"slept {text.split()[1]}"
     if text.startswith("count:"):
         return str(STARTED[text.removeprefix("count:")])
+    if text.startswith("repeated:"):
+        prefix = text.removeprefix("repeated:")
+        twice = sorted(t for t, n in STARTED.items() if t.startswith(prefix) and n > 1)
+        return ", ".join(twice) or "none"
     if text == "use the tool":
         return ToolCall(name="launch", arguments={"target": "moon"}, id="call-1")
     return f"echo: {text}"
