@@ -9,6 +9,7 @@ that is read by tests/aio/test_signals.py.
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from typing import Any
 
@@ -41,6 +42,11 @@ async def main() -> None:
         print("block left; branch running:", member.running, flush=True)
 
 
+if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    # Started with SIGINT ignored (a background job of a shell without job control
+    # passes SIG_IGN on), Ctrl-C would do nothing and the test would wait for nothing:
+    # say so at once instead. test_signals.py starts this as a terminal would.
+    sys.exit(f"SIGINT was {signal.getsignal(signal.SIGINT)!r} at start, not Python's default")
 if sys.argv[1] == "run":
     asyncio.run(main())
 else:
