@@ -13,6 +13,7 @@ from rich.console import Console
 from .._version import __version__
 from ..messages.limits import image_url_prefixes
 from ._chat import CHAT_TIMEOUT, ChatOptions, run_chat
+from ._http_options import AllowHost, AllowOrigin
 from ._inspect import inspect_store
 from ._lines import MAX_LINE
 from ._mcp import serve_app
@@ -276,6 +277,8 @@ def mcp(
             help=ALLOW_IMAGE_URL_HELP.replace("requests", "a client's operation arguments"),
         ),
     ] = None,
+    allow_host: AllowHost = None,
+    allow_origin: AllowOrigin = None,
 ) -> None:
     """Serve an app's branches as MCP tools over stdio (or streamable HTTP with --http)."""
     raise typer.Exit(
@@ -286,6 +289,8 @@ def mcp(
             grace=grace,
             log_level=log_level,
             image_urls=tuple(allow_image_url or ()),
+            allow_hosts=tuple(allow_host or ()),
+            allow_origins=tuple(allow_origin or ()),
         )
     )
 
@@ -364,26 +369,8 @@ def serve(
             help="Seconds between keep-alive comments of an idle event stream.",
         ),
     ] = 15.0,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allow-host",
-            metavar="HOST",
-            show_default=False,
-            help="A Host header to accept besides the server's own (a reverse proxy's "
-            "name; NAME or NAME:PORT; repeat it). Others are refused (421): DNS rebinding.",
-        ),
-    ] = None,
-    allow_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allow-origin",
-            metavar="ORIGIN",
-            show_default=False,
-            help="A browser Origin to accept besides the server's own, e.g. "
-            "https://chat.example.com (repeat it). Others are refused (403).",
-        ),
-    ] = None,
+    allow_host: AllowHost = None,
+    allow_origin: AllowOrigin = None,
     allow_image_url: Annotated[
         list[str] | None,
         typer.Option(

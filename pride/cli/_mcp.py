@@ -53,11 +53,15 @@ def serve_app(
     grace: float = 5.0,
     log_level: str = "INFO",
     image_urls: tuple[str, ...] = (),
+    allow_hosts: tuple[str, ...] = (),
+    allow_origins: tuple[str, ...] = (),
 ) -> int:
     """Run ``pride mcp``; return the exit status (see the module docstring).
 
     ``image_urls``: image URL prefixes an operation's arguments may carry
     besides ``data:`` URLs (``--allow-image-url``; see `pride.messages.limits`).
+    ``allow_hosts`` and ``allow_origins``: the ``Host`` and ``Origin`` headers
+    the HTTP endpoint answers besides its own (`pride.messages.origins`).
     """
     try:
         configure(log_level)
@@ -76,9 +80,13 @@ def serve_app(
     except AppError as exc:
         return app_failed("mcp", exc)
     try:
-        main = functools.partial(
-            _main, app, function, list(expose), http=http, grace=grace, image_urls=image_urls
-        )
+        serving = {
+            "http": http,
+            "image_urls": image_urls,
+            "allow_hosts": allow_hosts,
+            "allow_origins": allow_origins,
+        }
+        main = functools.partial(_main, app, function, list(expose), grace=grace, serving=serving)
         return trio.run(main)
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
@@ -89,10 +97,10 @@ async def _main(
     function: Callable[..., Any],
     expose: list[str],
     *,
-    http: int | None,
     grace: float,
-    image_urls: tuple[str, ...],
+    serving: dict[str, Any],
 ) -> int:
+    """Serve the app; ``serving`` holds `serve_mcp`'s keyword arguments."""
     from ..mcp import serve_mcp
 
     try:
@@ -109,9 +117,7 @@ async def _main(
                 nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
 
                 async def serve(task_status: trio.TaskStatus[str | None]) -> None:
-                    await serve_mcp(
-                        session, expose, http=http, image_urls=image_urls, task_status=task_status
-                    )
+                    await serve_mcp(session, expose, task_status=task_status, **serving)
                     nursery.cancel_scope.cancel()  # stdio: the client closed its input
 
                 url = await nursery.start(serve)

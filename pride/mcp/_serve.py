@@ -54,7 +54,10 @@ from ..messages import (
 )
 from ..messages.codec import dump_json
 from ..messages.limits import check_untrusted, image_url_prefixes
+from ..messages.origins import Guard
 from ..tools import Tool
+from ._describe import ask_description
+from ._door import Departures, door
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 from ._tool import local_name
 
@@ -76,6 +79,7 @@ class _Exposed:
             raise TypeError(f"image_urls is a sequence of URL prefixes, got {image_urls!r}")
         self.session = session
         self.image_urls = image_url_prefixes(*image_urls)  # this server's own, never global
+        self.departures = Departures()  # calls whose HTTP client went away
         self.tools: dict[str, tuple[Branch, str | None, types.Tool]] = {}
         for name in expose:
             branch = session.get_branch(name)  # UnknownBranch names what is missing
@@ -109,15 +113,18 @@ class _Exposed:
             check_untrusted(command, image_urls=self.image_urls)
         context = server.request_context
         token = context.meta.progressToken if context.meta is not None else None
-        if token is None:
-            reply = await send(branch, command)
-            try:
-                result = await reply.result()
-            except BaseException:
-                reply.cancel("the MCP client cancelled the request")
-                raise
-        else:
-            result = await _with_progress(self.session, branch, command, context, token)
+        with self.departures.watch(context) as watched:
+            if token is None:
+                reply = await send(branch, command)
+                try:
+                    result = await reply.result()
+                except BaseException:
+                    reply.cancel("the MCP client cancelled the request")
+                    raise
+            else:
+                result = await _with_progress(self.session, branch, command, context, token)
+        if watched.cancelled_caught:
+            raise ConnectionError(f"the client of the call to {name!r} closed its connection")
         if isinstance(result, dict):
             return result
         text = result if isinstance(result, str) else dump_json(result, replace=True)
@@ -127,10 +134,7 @@ class _Exposed:
 def _ask_tool(branch: Branch) -> types.Tool:
     return types.Tool(
         name=local_name("ask_", branch.name),
-        description=(
-            f"Ask the agent {branch.name!r}: one conversation turn (pride ChatAndRecord); "
-            "returns its reply. The conversation is kept between calls."
-        ),
+        description=ask_description(branch),
         inputSchema={
             "type": "object",
             "properties": {"instruction": {"type": "string", "description": "What to ask."}},
@@ -271,7 +275,10 @@ def build_server(
         ValueError: ``expose`` is empty, two tools would share a name, or a
             prefix in ``image_urls`` allows too much.
     """
-    exposed = _Exposed(session, expose, image_urls)
+    return _server(_Exposed(session, expose, image_urls))
+
+
+def _server(exposed: _Exposed) -> Server[Any, Any]:
     server: Server[Any, Any] = Server("pride", version=__version__)
 
     @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator]
@@ -292,6 +299,8 @@ async def serve_mcp(
     http: int | None = None,
     host: str = "127.0.0.1",
     image_urls: Sequence[str] = (),
+    allow_hosts: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
     task_status: trio.TaskStatus[str | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``session``'s branches named in ``expose`` to MCP clients, until cancelled.
@@ -302,6 +311,12 @@ async def serve_mcp(
     deliberate choice) until cancelled; ``http=0`` lets the system choose a
     free port. ``image_urls`` are as for `build_server`.
 
+    Over HTTP a request whose ``Host`` is not the server's own is refused
+    with 421 and one from a foreign browser ``Origin`` with 403, against DNS
+    rebinding (`pride.messages.origins`); ``allow_hosts`` and
+    ``allow_origins`` name more to accept (a reverse proxy's name, ``*`` for
+    any).
+
     Started with ``await nursery.start(serve_mcp, ...)``, it reports the
     endpoint's URL once the socket listens (with the port actually bound,
     which is how a caller learns the port ``http=0`` got), or None over stdio.
@@ -311,14 +326,22 @@ async def serve_mcp(
         ValueError: ``expose`` is empty, or a prefix in ``image_urls`` allows too much.
         OSError: the HTTP address cannot be bound (a port in use, say).
     """
-    server = build_server(session, expose, image_urls=image_urls)
+    exposed = _Exposed(session, expose, image_urls)
+    server = _server(exposed)
     options = server.create_initialization_options()
     if http is None:
         async with _stdio() as (read, write):
             task_status.started(None)
             await server.run(read, write, options)
         return
-    await _serve_http(server, host, http, task_status)
+    await _serve_http(
+        server,
+        host=host,
+        port=http,
+        allowed=(allow_hosts, allow_origins),
+        departures=exposed.departures,
+        task_status=task_status,
+    )
 
 
 @contextlib.asynccontextmanager
@@ -377,34 +400,26 @@ class _Endpoint:
 
 
 async def _serve_http(
-    server: Server[Any, Any], host: str, port: int, task_status: trio.TaskStatus[str | None]
+    server: Server[Any, Any],
+    *,
+    host: str,
+    port: int,
+    allowed: tuple[Sequence[str], Sequence[str]],
+    departures: Departures,
+    task_status: trio.TaskStatus[str | None],
 ) -> None:
     from hypercorn.config import Config, Sockets
     from hypercorn.trio import serve
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     manager = StreamableHTTPSessionManager(app=server)
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                event = await receive()
-                if event["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif event["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["type"] == "http" and scope["path"].rstrip("/") == "/mcp":
-            await manager.handle_request(scope, receive, send)
-            return
-        await send({"type": "http.response.start", "status": 404, "headers": []})
-        await send({"type": "http.response.body", "body": b"not found: the MCP endpoint is /mcp"})
-
     # pride binds the socket itself, and hypercorn serves that very socket: a
     # refused address (a port in use) is an OSError before anything else is
     # opened (hypercorn's own bind leaves its socket to the garbage collector
     # when it fails), and the one socket object is closed here on every path.
     listening = await _bound_socket(host, port)
+    guard = Guard(host, listening.getsockname()[1], *allowed)
+    app = door(guard, departures, manager.handle_request)
 
     class _Config(Config):
         def create_sockets(self) -> Sockets:

@@ -24,8 +24,9 @@ import trio
 from ..actors import Branch, Reply, Target, send
 from ..errors import MailboxFull, UnknownBranch
 from ..messages import WorkCommand
+from ..messages.origins import Guard
 from ..messages.requests import for_branch, for_remote
-from ._auth import Grant, Guard, Tokens
+from ._auth import Grant, Tokens
 from ._http import HttpError
 from ._metrics import Metrics
 from ._options import ServeOptions

@@ -1,4 +1,4 @@
-"""Who may reach what: bearer tokens with their scopes, and the Host and Origin checks.
+"""Who may reach what: bearer tokens with their scopes.
 
 **Tokens.** Every request but the health checks carries ``Authorization:
 Bearer TOKEN``. Tokens come from ``PRIDE_SERVE_TOKEN`` (one token that
@@ -11,16 +11,8 @@ unauthenticated. A token is compared by its SHA-256 digest against every
 configured one, each with ``hmac.compare_digest`` and without stopping at a
 match, so the time taken says nothing about which token came close.
 
-**Host and Origin.** A page on another site can make a browser send requests
-to a server on 127.0.0.1 by rebinding its own host name to that address
-(DNS rebinding); the request then carries the attacker's name in ``Host``.
-So ``Host`` must be one of the server's own names (``127.0.0.1:PORT``,
-``localhost:PORT``, ``[::1]:PORT`` for a loopback server, the bound address
-otherwise) or one allowed with ``--allow-host`` (a proxy's public name); a
-request with another is refused with 421. A request with an ``Origin`` (sent
-by browsers) must come from the server's own origin or one allowed with
-``--allow-origin``, else 403; no ``Origin`` at all is a client that is not a
-browser, and allowed.
+The Host and Origin checks are `pride.messages.origins.Guard`, shared with
+``pride mcp --http``.
 """
 
 from __future__ import annotations
@@ -28,14 +20,13 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import hmac
-import ipaddress
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 
-__all__ = ["MIN_TOKEN_LENGTH", "Grant", "Guard", "TokenError", "Tokens"]
+__all__ = ["MIN_TOKEN_LENGTH", "Grant", "TokenError", "Tokens"]
 
 MIN_TOKEN_LENGTH = 16
 """The shortest token accepted: a short one could be guessed over the network."""
@@ -141,87 +132,3 @@ def _read_file(path: Path) -> list[tuple[str, Grant]]:
     if not entries:
         raise TokenError(f"the token file {path} holds no token")
     return entries
-
-
-# ------------------------------------------------------------------ Host and Origin
-
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _is_local(host: str) -> bool:
-    if host in ("localhost", "", "0.0.0.0", "::"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _bracketed(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-class Guard:
-    """The Host and Origin checks of one server (see the module docstring).
-
-    Args:
-        host: the address the server is bound to.
-        port: the port it got.
-        allow_hosts: ``--allow-host`` values: ``NAME`` (any port) or
-            ``NAME:PORT``; ``*`` allows every Host.
-        allow_origins: ``--allow-origin`` values (``https://chat.example.com``);
-            ``*`` allows every origin.
-    """
-
-    def __init__(
-        self, host: str, port: int, allow_hosts: Sequence[str], allow_origins: Sequence[str]
-    ) -> None:
-        names = list(_LOOPBACK_NAMES) if _is_local(host) else [_bracketed(host)]
-        own = {f"{name}:{port}" for name in names}
-        if port == 80:
-            own.update(names)
-        self.any_host = "*" in allow_hosts
-        self._hosts = {value.lower() for value in own}
-        self._names: set[str] = set()  # allowed on any port
-        for given in allow_hosts:
-            value = given.strip().lower()
-            if value == "*":
-                continue
-            name, colon, rest = value.rpartition(":")
-            if colon and rest.isdigit() and not name.endswith(":"):
-                self._hosts.add(value)
-            else:
-                self._names.add(value)
-        self.any_origin = "*" in allow_origins
-        self._own_origins = {f"http://{value}" for value in own}
-        self._origins = {value.strip().rstrip("/").lower() for value in allow_origins} - {"*"}
-
-    def host_allowed(self, value: bytes | None) -> bool:
-        """True when a request's ``Host`` header names this server."""
-        if self.any_host:
-            return True
-        if value is None:
-            return False
-        host = value.decode("latin-1").strip().lower()
-        if host in self._hosts:
-            return True
-        name, colon, port = host.rpartition(":")
-        if colon and port.isdigit() and "]" not in port:
-            return name in self._names
-        return host in self._names
-
-    def origin_allowed(self, value: bytes | None) -> bool:
-        """True when a request has no ``Origin`` or comes from an allowed one."""
-        if value is None:
-            return True
-        origin = value.decode("latin-1").strip().rstrip("/").lower()
-        if origin in self._own_origins:
-            return True
-        return self.any_origin or origin in self._origins
-
-    def cross_origin(self, value: bytes | None) -> bool:
-        """True for an allowed ``Origin`` other than the server's own (CORS headers due)."""
-        if value is None:
-            return False
-        origin = value.decode("latin-1").strip().rstrip("/").lower()
-        return origin not in self._own_origins and self.origin_allowed(value)

@@ -21,6 +21,7 @@ async def steps(count: int) -> str:
     """
     for step in range(1, count + 1):
         await report_progress(step, total=count, message=f"step {step}")
+        await trio.sleep(0)  # a long count is a long turn, cancellable at each step
     return f"{count} steps done"
 
 

@@ -206,3 +206,38 @@ async def test_serve_mcp_reports_the_port_it_bound() -> None:
             with pytest.raises(OSError):
                 await nursery.start(functools.partial(serve_mcp, session, ["helper"], http=port))
             nursery.cancel_scope.cancel()
+
+
+async def test_each_branch_is_described_by_what_its_application_says() -> None:
+    """Issue 35 item 7: a client's model tells the agents apart by their tools'
+    descriptions: the description given in the branch's metadata, else its system
+    message (on one line, shortened), else a plain one naming the agent."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from pride import Branch, ScriptedModel, Session
+    from pride.mcp import build_server
+
+    long = "You review drafts.\n\n" + "Be thorough. " * 200
+    async with Session() as session:
+        for branch in (
+            Branch(
+                name="critic",
+                system=long,
+                metadata={"description": "Reviews drafts and lists their weak points."},
+                chat_model=ScriptedModel(["ok"]),
+            ),
+            Branch(name="writer", system=long, chat_model=ScriptedModel(["ok"])),
+            Branch(name="plain", chat_model=ScriptedModel(["ok"])),
+        ):
+            await session.spawn(branch)
+        server = build_server(session, ["critic", "writer", "plain"])
+        async with create_connected_server_and_client_session(server) as client:
+            listed = await client.list_tools()
+    described = {tool.name: tool.description or "" for tool in listed.tools}
+    assert "Reviews drafts and lists their weak points." in described["ask_critic"]
+    assert "You review drafts. Be thorough." in described["ask_writer"]
+    assert "\n" not in described["ask_writer"] and len(described["ask_writer"]) < 1000
+    assert described["ask_plain"].startswith("Ask the agent 'plain'.")
+    assert len(set(described.values())) == 3
+    for text in described.values():
+        assert "remembers" in text  # every one says the conversation is kept
