@@ -157,12 +157,15 @@ async def _pump(front: Front, request: Request, items: Any, timeout: float | Non
     async def body(data: bytes) -> None:
         await send({"type": "http.response.body", "body": data, "more_body": True})
 
-    async def start() -> None:
+    def start() -> bytes:
+        """The ``start`` event, the first time only. It goes out in one write with the
+        event after it: each write is a send on the socket, on the first item's path."""
         nonlocal started
-        if not started:
-            started = True
-            turn_id = str(reply.turn_id) if reply.turn_id is not None else None
-            await body(encode_sse("start", {"event": "start", "turn_id": turn_id}))
+        if started:
+            return b""
+        started = True
+        turn_id = str(reply.turn_id) if reply.turn_id is not None else None
+        return encode_sse("start", {"event": "start", "turn_id": turn_id})
 
     deadline = trio.current_time() + timeout if timeout is not None else math.inf
     while True:
@@ -183,9 +186,8 @@ async def _pump(front: Front, request: Request, items: Any, timeout: float | Non
                 break
             await body(KEEPALIVE_COMMENT)
             continue
-        await start()
-        await body(encode_sse("item", {"event": "item", "item": plain_result(item)}))
-    await start()
+        await body(start() + encode_sse("item", {"event": "item", "item": plain_result(item)}))
+    opening = start()
     turn_id = str(reply.turn_id) if reply.turn_id is not None else None
     if error is None:
         final = encode_sse("end", {"event": "end", "ok": True, "turn_id": turn_id})
@@ -194,7 +196,7 @@ async def _pump(front: Front, request: Request, items: Any, timeout: float | Non
 
         described = {"event": "error", **native_error(error), "turn_id": turn_id}
         final = encode_sse("error", described)
-    await send({"type": "http.response.body", "body": final, "more_body": False})
+    await send({"type": "http.response.body", "body": opening + final, "more_body": False})
 
 
 async def send_turn(front: Front, request: Request, grant: Grant, name: str) -> None:
