@@ -17,9 +17,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from ..actors import Branch
+from ..actors.journal import Durability
 from ..errors import InvalidMessage, StoreLocked
 from ..messages import BranchStopped
 from ..supervisors import Session
@@ -141,7 +143,8 @@ class HostRuntime:
                 await trio.sleep(0.2)
                 continue
             break
-        session = Session(name=f"host:{self.name}", store=store, **self.session_options)
+        options = _abandoning(self.session_options)
+        session = Session(name=f"host:{self.name}", store=store, **options)
         self._store = store
         return session
 
@@ -248,3 +251,26 @@ class HostRuntime:
     def forget(self, conn_id: str) -> None:
         """A connection is gone: cancel what it still has running."""
         self.connections.forget(conn_id)
+
+
+def _abandoning(session_options: dict[str, Any]) -> dict[str, Any]:
+    """The host session's options, its durability set to abandon interrupted turns.
+
+    Every turn on a host was sent by a caller in another process, and when the
+    host dies that caller is answered `HostLost` and told to send again (its
+    journalled turn was not committed). A restarted host that resumed the turn
+    would run it a second time beside the caller's resend, so the turns a death
+    interrupted are abandoned (`TurnAbandoned`, nothing recorded), whatever the
+    options say; turns suspended for approval are kept, as their callers were
+    answered `ApprovalRequired`.
+    """
+    durability = session_options.get("durability") or Durability()
+    if durability.resume != "abandon":
+        if "durability" in session_options:
+            log.info(
+                "host sessions abandon the turns a host's death interrupted (their callers "
+                "were answered HostLost): Durability(resume=%r) is not applied",
+                durability.resume,
+            )
+        durability = attrs.evolve(durability, resume="abandon")
+    return {**session_options, "durability": durability}

@@ -120,9 +120,9 @@ def effects(log: str, *, name: str) -> Branch:
     """A ReAct agent whose one turn runs three tool calls in turn, each a side effect.
 
     The tool ``effect(n)`` appends ``n`` to the file ``log`` (over every process),
-    and call 2, once it has done so, hangs (a host killed then is killed mid-turn).
-    The turn: a model call asking for the three calls, the calls, an analysis,
-    the answer (`EFFECTS_ANSWER`).
+    and the first call 2 the log sees, once it has done so, hangs (a host killed
+    then is killed mid-turn); later turns run through. The turn: a model call
+    asking for the three calls, the calls, an analysis, the answer (`EFFECTS_ANSWER`).
     """
 
     async def effect(n: int) -> str:
@@ -131,7 +131,7 @@ def effects(log: str, *, name: str) -> Branch:
             file.write(f"{n}\n")
             file.flush()
             os.fsync(file.fileno())
-        if n == 2:
+        if n == 2 and Path(log).read_text().split().count("2") == 1:
             await trio.sleep_forever()
         return f"effect {n} done"
 
@@ -141,7 +141,9 @@ def effects(log: str, *, name: str) -> Branch:
         )
         if ANSWER_PROMPT in str(last_user.get("content")):
             return ScriptedReply(json.dumps({"answer": EFFECTS_ANSWER}))
-        if any(message.get("role") == "tool" for message in request.messages):
+        users = [i for i, m in enumerate(request.messages) if m.get("role") == "user"]
+        this_turn = request.messages[users[-1] if users else 0 :]
+        if any(message.get("role") == "tool" for message in this_turn):
             return ScriptedReply(json.dumps({"analysis": "done", "extension_needed": False}))
         calls = tuple(ToolCall("effect", {"n": n}, id=f"call_{n}") for n in (1, 2, 3))
         return ScriptedReply(tool_calls=calls)

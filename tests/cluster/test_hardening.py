@@ -14,12 +14,14 @@ import trio
 import trio.testing
 
 import pride
-from pride import Call, Chat, ChatAndRecord, InvalidMessage
+from pride import Call, Chat, ChatAndRecord, InvalidMessage, ReAct
 from pride.cluster import Cluster
 from pride.cluster._wire import dumps, loads
 from pride.messages import unstructure
+from pride.store import BranchStore
 
 from .conftest import NAMESPACE, start_host_actor
+from .factories import EFFECTS_ANSWER
 
 ECHO = "tests.cluster.factories:echo"
 WORKER = "tests.cluster.factories:worker"
@@ -45,6 +47,53 @@ async def _until(check: Any, seconds: float = 30.0) -> None:
     with trio.fail_after(seconds):
         while not check():
             await trio.sleep(0.01)
+
+
+# ------------------------------------------------------------------ 14
+
+
+async def test_a_turn_its_caller_was_told_is_lost_never_runs_again(
+    ray_session: Path, name: str, tmp_path: Path
+) -> None:
+    """Issue 36 item 14: a host killed mid-turn answers its caller HostLost, and the
+    restarted host abandons that turn instead of resuming it. The caller sends again,
+    as the docs say, and the work runs once more, whole: the instruction is recorded
+    once, and the effects are the interrupted turn's and the new turn's, none resumed."""
+    host = f"victim-{name}"
+    log = tmp_path / "effects.log"
+
+    def effects() -> list[str]:
+        return log.read_text().split() if log.exists() else []
+
+    async with Cluster(namespace=NAMESPACE, storage=ray_session, runtime_env={}) as cluster:
+        ref = await cluster.spawn(EFFECTS, str(log), name=name, host=host)
+        lost: list[BaseException] = []
+
+        async def interrupted() -> None:
+            try:
+                await pride.ask(ref, ReAct("do the three effects"))
+            except pride.HostLost as exc:
+                lost.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(interrupted)
+            await _until(lambda: sorted(effects()) == ["1", "2", "3"])  # 2 hangs on the host
+            await trio.to_thread.run_sync(_kill, host)
+        assert lost, "the caller of the killed turn got no HostLost"
+
+        with trio.fail_after(60):
+            answer = await pride.ask(ref, ReAct("do the three effects"))
+        assert answer == EFFECTS_ANSWER
+        # The restarted host is serving: anything it would resume has been queued
+        # before this ask, so it has run by the time this is answered.
+        await pride.ask(ref, Call("pid"))
+    # The turn's calls run concurrently: the interrupted turn's three, then the new turn's.
+    assert sorted(effects()[:3]) == sorted(effects()[3:]) == ["1", "2", "3"]
+
+    async with BranchStore(ray_session / NAMESPACE / host / "branches.db") as store:
+        stored = await store.load_messages(name)
+    asked = [m for m in stored if getattr(m, "instruction", None) == "do the three effects"]
+    assert len(asked) == 1, [type(m).__name__ for m in stored]
 
 
 # ------------------------------------------------------------------ 15
