@@ -22,6 +22,7 @@ Use::
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -130,7 +131,7 @@ class Browser:
         )
         page = Page(self, attached["sessionId"])
         self._pages[page.session] = page
-        for domain in ("Page", "Runtime", "Network"):
+        for domain in ("Page", "Runtime", "Network", "Log"):
             await self.call(f"{domain}.enable", session=page.session)
         return page
 
@@ -164,6 +165,10 @@ class Page:
         self.session = session
         self.requests: list[str] = []
         """Every URL the page asked for, in order (its workers' imports included)."""
+        self.errors: list[str] = []
+        """What the browser's console showed as errors: uncaught exceptions,
+        ``console.error`` calls, and the browser's own error entries (a failed
+        load, a refused script)."""
         self._loaded = trio.Event()
 
     async def goto(self, url: str) -> None:
@@ -196,6 +201,35 @@ class Page:
             raise BrowserError(f"JavaScript threw: {thrown}")
         return result["result"].get("value")
 
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One DevTools protocol command for this tab (see `Browser.call`)."""
+        return await self._browser.call(method, params, session=self.session)
+
+    async def click(self, selector: str) -> None:
+        """Click the middle of the first element ``selector`` matches, as a mouse does.
+
+        Raises:
+            BrowserError: nothing matches it.
+        """
+        box = await self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            " if (!e) return null; e.scrollIntoView({block: 'center'});"
+            " const r = e.getBoundingClientRect();"
+            " return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()"
+        )
+        if box is None:
+            raise BrowserError(f"nothing matches {selector!r} to click")
+        for kind in ("mousePressed", "mouseReleased"):
+            await self.call(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": box["x"], "y": box["y"], "button": "left", "clickCount": 1},
+            )
+
+    async def screenshot(self, path: Path) -> None:
+        """Write what the tab shows to ``path`` as PNG."""
+        shot = await self.call("Page.captureScreenshot", {"format": "png"})
+        path.write_bytes(base64.b64decode(shot["data"]))
+
     async def type(self, text: str) -> None:
         """Type ``text`` into the focused element, one key press per character."""
         for char in text:
@@ -210,6 +244,15 @@ class Page:
             self.requests.append(params["request"]["url"])
         elif method == "Page.loadEventFired":
             self._loaded.set()
+        elif method == "Runtime.exceptionThrown":
+            details = params["exceptionDetails"]
+            self.errors.append(details.get("exception", {}).get("description", details["text"]))
+        elif method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
+            self.errors.append(
+                " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+            )
+        elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+            self.errors.append(f"{params['entry']['text']} ({params['entry'].get('url', '')})")
 
 
 @asynccontextmanager

@@ -371,6 +371,14 @@ def serve(
     ] = 15.0,
     allow_host: AllowHost = None,
     allow_origin: AllowOrigin = None,
+    console: Annotated[
+        bool,
+        typer.Option(
+            "--console",
+            show_default=False,
+            help="Serve the live console (a web page of the tree, its turns and approvals) at /.",
+        ),
+    ] = False,
     allow_image_url: Annotated[
         list[str] | None,
         typer.Option(
@@ -413,6 +421,7 @@ def serve(
         image_urls=tuple(allow_image_url or ()),
         allow_hosts=tuple(allow_host or ()),
         allow_origins=tuple(allow_origin or ()),
+        console=console,
     )
     command = ServeCommand(
         app=app,

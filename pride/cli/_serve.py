@@ -16,6 +16,10 @@ answered ``BranchClosed``); every request in flight is answered and the
 process exits 0. A second signal cancels the running turns at once and the
 process exits ``128 + signal number``; a third exits without waiting.
 
+With ``--console`` the live console is served at ``/`` (docs/console.md);
+with a generated token, the link that signs a browser in is printed on
+standard error beside it.
+
 With ``--store``, a turn a crash interrupted is resumed when its branch is
 restored, and its outcome is reported by ``GET /v1/turns/{turn_id}``.
 
@@ -149,6 +153,12 @@ class _Process:
                                 file=sys.stderr,
                                 flush=True,
                             )
+                            if command.serve.console:  # Jupyter's link: it signs a browser in
+                                print(
+                                    f"pride serve: the console is at {url}/?token={self.generated}",
+                                    file=sys.stderr,
+                                    flush=True,
+                                )
                         stats = session.statistics()
                         log.info(
                             "app %s started (branches: %d); serving on %s",

@@ -96,6 +96,12 @@ class Guard:
             return True
         return self.any_origin or origin in self._origins
 
+    def own_origin(self, value: bytes | None) -> bool:
+        """True when a request carries an ``Origin`` naming this very server."""
+        if value is None:
+            return False
+        return value.decode("latin-1").strip().rstrip("/").lower() in self._own_origins
+
     def cross_origin(self, value: bytes | None) -> bool:
         """True for an allowed ``Origin`` other than the server's own (CORS headers due)."""
         if value is None:

@@ -26,7 +26,9 @@ from ..errors import MailboxFull, UnknownBranch
 from ..messages import WorkCommand
 from ..messages.origins import Guard
 from ..messages.requests import for_branch, for_remote
+from ._activity import Activity
 from ._auth import Grant, Tokens
+from ._console import Logins
 from ._http import HttpError
 from ._metrics import Metrics
 from ._options import ServeOptions
@@ -67,11 +69,15 @@ class Front:
         self.clones: set[UUID] = set()  # transient branches of the OpenAI endpoint
         self._adopted: list[Reply] = []  # resumed before serving began
         self._slots = trio.Semaphore(options.max_concurrent)
+        self.activity = Activity()
+        self.logins: Logins | None = None  # browser sign-ins, with --console once bound
 
     def bound(self, port: int) -> None:
         """The server listens on ``port`` (the one port 0 was given): its own Host names."""
         options = self.options
         self.guard = Guard(options.host, port, options.allow_hosts, options.allow_origins)
+        if options.console:
+            self.logins = Logins(port)
 
     def adopt(self, reply: Reply) -> None:
         """Follow a turn the store's journal held and the session resumed (a
@@ -86,6 +92,7 @@ class Front:
     def serving(self, nursery: trio.Nursery) -> None:
         """Requests are served now; ``nursery`` holds the server's own tasks."""
         self.nursery = nursery
+        self.activity.watch(self.session)
         adopted, self._adopted = self._adopted, []
         for reply in adopted:
             self.adopt(reply)

@@ -3,7 +3,9 @@
 Each request goes through the same gates, in order, before any handler
 runs: its ``Host`` must be the server's (421), its ``Origin``, if any, its
 own or allowed (403); ``GET /healthz`` and ``GET /readyz`` answer then;
-everything else needs a bearer token (401 with ``WWW-Authenticate``). Then
+everything else needs a bearer token (401 with ``WWW-Authenticate``), or,
+with ``--console``, the console's cookie (`pride.serve._console`; a request
+it signs that is not a GET must come from the server's own Origin). Then
 the route (`pride.serve._routes`): a handler of the native API
 (`pride.serve._native`), of the OpenAI-compatible one
 (`pride.serve._openai`), or the events, metrics and OpenAPI documents.
@@ -20,6 +22,7 @@ from urllib.parse import unquote
 
 import trio
 
+from . import _console
 from ._app import Front
 from ._http import HttpError, Receive, Request, Scope, Send, respond, respond_json
 from ._routes import route
@@ -35,6 +38,7 @@ _CORS = [
     (b"access-control-allow-headers", b"authorization, content-type"),
     (b"access-control-max-age", b"600"),
 ]
+_SAFE = {"GET", "HEAD"}
 _OPENAI_PATHS = {"/v1/chat/completions", "/v1/models"}
 
 
@@ -97,13 +101,31 @@ class App:
                 label = path
                 await self._health(request, path)
                 return
+            logins = self.front.logins
             grant = self.front.tokens.grant(request.header(b"authorization"))
+            by_cookie = False
+            if grant is None and logins is not None:
+                grant = logins.grant(request.header(b"cookie"))
+                by_cookie = grant is not None
+            if logins is not None and (path == "/" or path.startswith("/console/")):
+                label = "/" if path == "/" else "/console/{name}"
+                if path == "/":
+                    await _console.page(request, self.front.tokens, logins, grant)
+                    return
+                if grant is None:
+                    raise _unauthorized()
+                await _console.asset(request, path.removeprefix("/console/"))
+                return
             if grant is None:
+                raise _unauthorized()
+            if by_cookie and request.method not in _SAFE and not guard.own_origin(origin):
+                # A browser sends Origin on every such request; one forged from
+                # another site cannot name this server (docs/console.md).
                 raise HttpError(
-                    401,
-                    "Unauthorized",
-                    "send Authorization: Bearer TOKEN (PRIDE_SERVE_TOKEN or --token-file)",
-                    headers=[(b"www-authenticate", b'Bearer realm="pride"')],
+                    403,
+                    "Forbidden",
+                    "a request signed in by the console's cookie that changes state must "
+                    "come from the console's own page (its Origin)",
                 )
             segments = [unquote(part) for part in request.scope["raw_path"].decode().split("/")]
             label, family, handler, arguments = route(request.method, segments)
@@ -141,6 +163,15 @@ class App:
         ready = not front.draining and front.session.running
         body = {"ok": ready, "draining": front.draining}
         await respond_json(request.send, 200 if ready else 503, body)
+
+
+def _unauthorized() -> HttpError:
+    return HttpError(
+        401,
+        "Unauthorized",
+        "send Authorization: Bearer TOKEN (PRIDE_SERVE_TOKEN or --token-file)",
+        headers=[(b"www-authenticate", b'Bearer realm="pride"')],
+    )
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -299,16 +299,27 @@ async def approvals(front: Front, request: Request, grant: Grant) -> None:
     await respond_json(request.send, 200, {"ok": True, "approvals": waiting})
 
 
-def _describe_branch(branch: Any) -> dict[str, Any]:
+def _describe_branch(front: Front, branch: Any) -> dict[str, Any]:
     mailbox = branch.mailbox_statistics()
     turn_id = branch.active_turn_id
     state = "stopped" if not branch.running else "busy" if turn_id is not None else "idle"
+    activity = front.activity
+    last = activity.last_turn(branch.id)
+    usage = branch.usage
     return {
         "name": branch.name,
         "id": str(branch.id),
         "state": state,
         "queued": mailbox.queued if mailbox is not None else 0,
         "turn_id": str(turn_id) if turn_id is not None else None,
+        "turn_elapsed": activity.elapsed(branch.id, turn_id),
+        "restarts": activity.restarts(branch.id),
+        "last_turn": last.describe() if last is not None else None,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cost_usd": usage.cost_usd,
+        },
     }
 
 
@@ -317,7 +328,7 @@ def tree(front: Front, session: Any, grant: Grant) -> dict[str, Any]:
     return {
         "name": session.name,
         "branches": [
-            _describe_branch(branch)
+            _describe_branch(front, branch)
             for branch in session.branches
             if branch.id not in front.clones and grant.reaches(branch.name)
         ],

@@ -46,6 +46,7 @@ class ServeOptions:
             URLs (``--allow-image-url``).
         allow_hosts: ``Host`` values allowed besides the server's own (``--allow-host``).
         allow_origins: ``Origin`` values allowed besides its own (``--allow-origin``).
+        console: serve the live console at ``/`` (``--console``; docs/console.md).
     """
 
     host: str = "127.0.0.1"
@@ -59,6 +60,7 @@ class ServeOptions:
     image_urls: tuple[str, ...] = attrs.field(default=(), converter=_prefixes)
     allow_hosts: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     allow_origins: tuple[str, ...] = attrs.field(default=(), converter=_strings)
+    console: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -129,6 +129,7 @@ class Server:
             raise sole from None
         finally:
             front.nursery = None
+            front.activity.close()
 
 
 async def _bound_socket(host: str, port: int) -> socket.socket:
