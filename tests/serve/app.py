@@ -70,10 +70,11 @@ def agent(name: str, **options: Any) -> Branch:
 
 
 async def build(session: Session) -> None:
-    """``writer``, ``reader``, ``support-1``, ``frugal`` (no model call allowed) and
-    ``pilot`` (a tool that needs approval)."""
+    """``writer``, ``reader``, ``support-1``, ``frugal`` (no model call allowed),
+    ``pilot`` (a tool that needs approval) and ``narrow`` (a mailbox of one)."""
     await session.spawn(agent("writer"))
     await session.spawn(agent("reader"))
     await session.spawn(agent("support-1"))
     await session.spawn(agent("frugal", budget=Budget(max_model_calls=0)))
     await session.spawn(agent("pilot", tools=[launch]))
+    await session.spawn(agent("narrow", mailbox_size=1))

@@ -12,6 +12,7 @@ import random
 import signal
 import subprocess
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -290,6 +291,76 @@ class KeepAlive:
         if not chunk:
             raise AssertionError("the server closed a keep-alive connection")
         self.buffer += chunk
+
+
+async def _hang_until_busy(
+    http: httpx.AsyncClient, nursery: trio.Nursery, branch: str, *, queued: int = 0
+) -> None:
+    """Start an ask of ``hang`` on ``branch`` and wait until the branch is busy with
+    it and holds ``queued`` envelopes behind it (the server's own view: there is no
+    event to wait on across a process, so its tree is polled)."""
+    nursery.start_soon(partial(http.post, f"/v1/branches/{branch}/ask", json=work("hang")))
+    with trio.fail_after(30):
+        while (await _state(http))[branch] != "busy" or (await _queued(http))[branch] < queued:
+            await trio.sleep(0.01)
+
+
+async def test_past_max_concurrent_a_request_is_503_with_retry_after(tmp_path: Path) -> None:
+    """Beyond ``--max-concurrent`` a request waits briefly for a place, then is
+    answered 503 with ``Retry-After``; health and the tree still answer, and once
+    the requests holding the places are gone the next one is served."""
+    with start_server(tmp_path, "--max-concurrent", "2") as server:
+        async with httpx.AsyncClient(
+            base_url=server.url, headers=server.headers(), timeout=60
+        ) as http:
+            async with trio.open_nursery() as holders:
+                await _hang_until_busy(http, holders, "writer")
+                await _hang_until_busy(http, holders, "reader")
+                refused = await http.post("/v1/branches/support-1/ask", json=work("hello"))
+                assert refused.status_code == 503, refused.text
+                assert int(refused.headers["retry-after"]) >= 1
+                error = refused.json()["error"]
+                assert error["type"] == "Overloaded"
+                assert "--max-concurrent" in error["message"]
+                assert (await http.get("/healthz")).status_code == 200
+                # The refused ask never reached its branch.
+                assert (await _state(http))["support-1"] == "idle"
+                holders.cancel_scope.cancel()  # the two clients go away: their turns end
+            with trio.fail_after(30):
+                while "busy" in (await _state(http)).values():
+                    await trio.sleep(0.01)
+            served = await http.post("/v1/branches/support-1/ask", json=work("hello"))
+            assert served.status_code == 200, served.text
+            assert served.json()["result"] == "echo: hello"
+            assert (await http.post("/v1/branches/support-1/ask", json=work("count:hello"))).json()[
+                "result"
+            ] == "1"
+
+
+async def test_a_full_mailbox_is_503_with_retry_after_and_nothing_is_queued(
+    tmp_path: Path,
+) -> None:
+    """A branch whose mailbox stays full for the server's wait answers 503
+    ``MailboxFull`` with ``Retry-After``; the refused command was never queued, so
+    it never runs, and the branch serves the next request once it has room."""
+    with start_server(tmp_path) as server:
+        async with httpx.AsyncClient(
+            base_url=server.url, headers=server.headers(), timeout=60
+        ) as http:
+            async with trio.open_nursery() as holders:
+                await _hang_until_busy(http, holders, "narrow")  # running
+                await _hang_until_busy(http, holders, "narrow", queued=1)  # the one place
+                refused = await http.post("/v1/branches/narrow/ask", json=work("refused"))
+                assert refused.status_code == 503, refused.text
+                assert int(refused.headers["retry-after"]) >= 1
+                assert refused.json()["error"]["type"] == "MailboxFull"
+                assert (await _queued(http))["narrow"] == 1
+                holders.cancel_scope.cancel()
+            with trio.fail_after(30):
+                while (await _state(http))["narrow"] == "busy":
+                    await trio.sleep(0.01)
+            count = await http.post("/v1/branches/narrow/ask", json=work("count:refused"))
+            assert count.json()["result"] == "0", "a refused command was queued and ran"
 
 
 REQUESTS = 10_000

@@ -126,7 +126,7 @@ async def test_the_requests_messages_are_the_conversation_and_nothing_is_recorde
         assert after == before
         tree = (await http.get("/v1/branches")).json()["session"]
         assert "support-1" in {b["name"] for b in tree["branches"]}
-        assert len(tree["branches"]) == 5  # no transient clone left behind
+        assert len(tree["branches"]) == 6  # the app's own, no transient clone left behind
 
 
 async def test_errors_are_the_sdks_exception_classes(served: Served) -> None:
