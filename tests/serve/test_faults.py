@@ -225,6 +225,38 @@ async def test_sigterm_answers_every_turn_in_flight_and_exits_0(tmp_path: Path) 
     assert queued.json()["error"]["type"] == "BranchClosed"
 
 
+async def test_a_second_sigterm_cancels_the_turns_in_flight_and_exits_143(tmp_path: Path) -> None:
+    """The first SIGTERM drains (the running turn may finish within --grace); a
+    second forces: the running turn is cancelled and answered ``TurnCancelled`` at
+    once, and the process exits 128 + SIGTERM."""
+    with start_server(tmp_path, "--grace", "300") as server:
+        async with httpx.AsyncClient(
+            base_url=server.url, headers=server.headers(), timeout=60
+        ) as http:
+            answers: list[httpx.Response] = []
+
+            async def ask_hang() -> None:
+                answers.append(await http.post("/v1/branches/writer/ask", json=work("hang")))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask_hang)
+                with trio.fail_after(30):
+                    while (await _state(http))["writer"] != "busy":
+                        await trio.sleep(0.01)
+                server.process.send_signal(signal.SIGTERM)
+                with trio.fail_after(30):
+                    while "draining" not in server.logs():
+                        await trio.sleep(0.01)
+                server.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(30):
+                while server.process.poll() is None:
+                    await trio.sleep(0.05)
+        assert server.process.returncode == 128 + signal.SIGTERM, server.logs()
+    [answer] = answers
+    assert answer.json()["error"]["type"] == "TurnCancelled", answer.text
+    assert "SIGTERM again: forcing" in server.logs()
+
+
 async def test_an_answered_ask_is_on_disk_when_the_process_is_killed(tmp_path: Path) -> None:
     """With --store, an ask's answer means its turn is committed: kill -9 right after
     it, restart on the same store, and the conversation has it."""
