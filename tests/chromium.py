@@ -33,6 +33,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 TIMEOUT = 30.0
@@ -44,6 +45,11 @@ INSTALL = (
     "install Debian's package (`apt-get install chromium`), or set PRIDE_CHROMIUM "
     "to a Chromium or Chrome executable"
 )
+
+REQUIRED = "PRIDE_REQUIRE_CHROMIUM"
+"""Set (to anything but empty) where a missing browser must fail the browser
+tests instead of skipping them: ``.ci/run`` installs Chromium and sets it, so
+CI can never pass without having run them."""
 
 # Flags for a quiet, disposable, offline browser. --no-sandbox because the
 # suite may run as root (in a container), where Chromium's sandbox refuses to
@@ -69,16 +75,30 @@ class BrowserError(RuntimeError):
     """Chromium failed a command, threw in a page, or exited."""
 
 
+def _found() -> str | None:
+    return os.environ.get("PRIDE_CHROMIUM") or shutil.which("chromium")
+
+
 def executable() -> str:
     """The Chromium to run: ``$PRIDE_CHROMIUM``, else ``chromium`` on PATH.
 
     Raises:
         BrowserError: there is none; the message says how to install it.
     """
-    found = os.environ.get("PRIDE_CHROMIUM") or shutil.which("chromium")
+    found = _found()
     if not found:
         raise BrowserError(INSTALL)
     return found
+
+
+needed = pytest.mark.skipif(
+    _found() is None and not os.environ.get(REQUIRED),
+    reason=INSTALL,
+)
+"""Mark a browser test (or a module, as ``pytestmark``) with this: a developer's
+machine without Chromium skips it and the run ends by saying so plainly
+(tests/conftest.py); with :data:`REQUIRED` set it runs, and fails for want of
+a browser."""
 
 
 class Browser:

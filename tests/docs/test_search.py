@@ -79,6 +79,7 @@ def _page_text(site: Path, url: str) -> str:
     return file.read_text(encoding="utf-8")
 
 
+@chromium.needed
 async def test_search_finds_pages_on_the_served_site_with_no_network(
     built_site: Path, tmp_path: Path
 ) -> None:
