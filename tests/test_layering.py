@@ -267,15 +267,17 @@ def test_messages_import_nothing_else_of_pride() -> None:
         ("tools", ("pride.errors", "pride.messages")),
         ("memory", ("pride.errors", "pride.messages")),
         ("context", ("pride.errors", "pride.messages", "pride.llm")),
-        ("llm", ("pride.errors",)),
-        ("testing", ("pride.errors", "pride.llm")),
+        ("llm", ("pride.errors", "pride.messages")),
+        ("testing", ("pride.errors", "pride.llm", "pride.messages")),
     ],
 )
 def test_low_packages_import_only_what_is_below_them(
     package: str, permitted: tuple[str, ...]
 ) -> None:
     """tools and memory: errors and messages; context also counts tokens with llm; llm
-    depends on errors alone; testing uses llm (and errors)."""
+    depends on errors and messages (a reply's reasoning is a conversation message,
+    `pride.messages.reasoning`, the one type the codec keeps); testing uses llm (and
+    errors and messages)."""
     inside = f"pride.{package}"
     offenders = {
         module

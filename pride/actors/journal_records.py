@@ -19,7 +19,14 @@ import attrs
 
 from ..errors import InvalidMessage
 from ..llm import ModelResponse, ToolCall, Usage
-from ..messages import ActionCall, PendingCall, WorkCommand, structure, unstructure
+from ..messages import (
+    ActionCall,
+    PendingCall,
+    Reasoning,
+    WorkCommand,
+    structure,
+    unstructure,
+)
 from ..messages.codec import dump_json, parse_json
 from ..tools import ActionOutcome
 
@@ -150,6 +157,8 @@ class _ResponseWire:
     model: str = ""
     provider: str = ""
     finish_reason: str | None = None
+    # A resumed tool loop sends the reply's reasoning back (Anthropic refuses it otherwise).
+    reasoning: tuple[Reasoning, ...] = ()
 
     @classmethod
     def of(cls, response: ModelResponse) -> _ResponseWire:
@@ -166,6 +175,7 @@ class _ResponseWire:
             response.model,
             response.provider,
             response.finish_reason,
+            response.reasoning,
         )
 
     def response(self) -> ModelResponse:
@@ -180,6 +190,7 @@ class _ResponseWire:
             self.model,
             self.provider,
             self.finish_reason,
+            self.reasoning,
         )
 
 

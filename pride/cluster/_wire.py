@@ -9,7 +9,8 @@ shape as a one-key object naming it:
 {"$tuple": [...]}                 a tuple
 {"$dict": {...}}                  a str-keyed dict (or a user's attrs, dataclass or
                                   pydantic value, as its fields)
-{"$pride": {...}}                 a codec type (Instruction, AssistantResponse, RunEnd, ...)
+{"$pride": {...}}                 a codec type (Instruction, AssistantResponse, RunEnd,
+                                  ReasoningDelta, ...)
 {"$result": {"class": "OperateResult", "fields": {...}}}   one of pride's result types
 ```
 
@@ -38,7 +39,15 @@ import msgspec
 
 from .. import errors
 from ..errors import InvalidMessage, PrideError, RemoteError
-from ..messages import ActionCall, Command, RoledMessage, Signal, structure, unstructure
+from ..messages import (
+    ActionCall,
+    Command,
+    ReasoningDelta,
+    RoledMessage,
+    Signal,
+    structure,
+    unstructure,
+)
 from ..messages.codec import is_scalar_text, registered_types, scrub
 from ..operations import Analysis, OperateResult, ReActAnalysis, Reason, Unparsed
 
@@ -62,7 +71,7 @@ _RESULT_TYPES: dict[str, type] = {
     for cls in (OperateResult, Reason, ReActAnalysis, Analysis, Unparsed, ActionCall)
 }
 _TAGGED: dict[str, type] = {cls.__name__: cls for cls in registered_types()}
-_WIRE_TYPES = (RoledMessage, Command, Signal)
+_WIRE_TYPES = (RoledMessage, Command, Signal, ReasoningDelta)
 
 # Builtin exceptions that come back as themselves (anything else builtin is RemoteError).
 _BUILTIN_ERRORS = frozenset(

@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from pride.messages import Reasoning
+
 __all__ = [
     "ModelRequest",
     "ModelResponse",
@@ -133,6 +135,10 @@ class ModelResponse:
 
     ``finish_reason`` uses the OpenAI vocabulary (``"stop"``, ``"tool_calls"``,
     ``"length"``, ...); Anthropic stop reasons are mapped onto it.
+
+    ``reasoning`` holds the model's reasoning blocks or items, in the order
+    given (see `pride.messages.reasoning`): never part of ``text``, and
+    recorded before the reply's other messages so they are sent back with it.
     """
 
     text: str
@@ -141,6 +147,7 @@ class ModelResponse:
     model: str = ""
     provider: str = ""
     finish_reason: str | None = None
+    reasoning: tuple[Reasoning, ...] = attrs.field(default=(), converter=_to_tuple)
 
 
 @attrs.frozen

@@ -41,6 +41,7 @@ from .conversation import (
     RoledMessage,
     System,
 )
+from .reasoning import Reasoning, ReasoningDelta
 from .signals import (
     SIGNAL_SCHEMA_VERSION,
     ApprovalRequested,
@@ -108,6 +109,8 @@ __all__ = [
     "PriorityCommand",
     "ReAct",
     "ReActStream",
+    "Reasoning",
+    "ReasoningDelta",
     "Resume",
     "RoledMessage",
     "Run",

@@ -36,7 +36,7 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
-from . import commands, conversation, signals
+from . import commands, conversation, reasoning, signals
 from ._errors import InvalidMessage
 from ._hooks import (
     OPTIONS_MODEL,
@@ -88,6 +88,7 @@ _MESSAGE_TYPES: tuple[type, ...] = (
     conversation.AssistantResponse,
     conversation.ActionRequest,
     conversation.ActionResponse,
+    reasoning.Reasoning,
 )
 _COMMAND_TYPES: tuple[type, ...] = (
     commands.Chat,
@@ -128,8 +129,11 @@ _SIGNAL_TYPES: tuple[type, ...] = (
     signals.NodeCancelled,
 )
 _DECISION_TYPES: tuple[type, ...] = (commands.Approve, commands.Deny)
+# Stream items of their own kind (beside text chunks, messages and signals).
+_STREAM_TYPES: tuple[type, ...] = (reasoning.ReasoningDelta,)
 _TAGGED: dict[str, type] = {
-    cls.__name__: cls for cls in _MESSAGE_TYPES + _COMMAND_TYPES + _SIGNAL_TYPES + _DECISION_TYPES
+    cls.__name__: cls
+    for cls in _MESSAGE_TYPES + _COMMAND_TYPES + _SIGNAL_TYPES + _DECISION_TYPES + _STREAM_TYPES
 }
 # Fields renamed by a signal schema version: (old name, new name, the last
 # version that used the old name). Data of that version or older (or without

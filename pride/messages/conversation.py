@@ -13,6 +13,9 @@ Two provider shapes are rendered:
   prompt travels separately, so [`System`][pride.System] renders to plain text).
 
 The returned dicts are shared by every later request: treat them as read-only.
+A message that has no place in a shape renders to ``None`` there and is left
+out of the request (another provider's [`Reasoning`][pride.Reasoning], see
+`pride.messages.reasoning`).
 Merging adjacent entries of the same role is the request compiler's job.
 
 Text is always encodable. A message never holds a lone UTF-16 surrogate
@@ -50,12 +53,14 @@ __all__ = [
     "System",
 ]
 
-MessageRole = Literal["system", "user", "assistant", "action"]
+MessageRole = Literal["system", "user", "assistant", "action", "reasoning"]
 
 DEFAULT_SYSTEM_MESSAGE = "You are a helpful AI assistant. Let's think step by step."
 
 _OPENAI = 0
 _ANTHROPIC = 1
+# A rendering not made yet (None is a rendering: "no entry in this format").
+_UNRENDERED: Any = object()
 
 
 # Converters run for every text field of every message made: plain ASCII text
@@ -125,29 +130,33 @@ class RoledMessage:
         """The message's content as plain text (what a human reader sees)."""
         raise NotImplementedError
 
-    def to_openai(self) -> dict[str, Any]:
-        """This message as an OpenAI chat-completions entry (cached; read-only)."""
+    def to_openai(self) -> dict[str, Any] | None:
+        """This message as an OpenAI chat-completions entry (cached; read-only), or
+        None when that format has no place for it (another provider's
+        [`Reasoning`][pride.Reasoning])."""
         return self._cached(_OPENAI)  # type: ignore[no-any-return]
 
-    def to_anthropic(self) -> dict[str, Any]:
-        """This message as an Anthropic Messages entry (cached; read-only)."""
+    def to_anthropic(self) -> dict[str, Any] | None:
+        """This message as an Anthropic Messages entry (cached; read-only), or None
+        when that format has no place for it (another provider's
+        [`Reasoning`][pride.Reasoning])."""
         return self._cached(_ANTHROPIC)  # type: ignore[no-any-return]
 
     def _cached(self, shape: int) -> Any:
         rendered = self._rendered
         if rendered is None:
-            rendered = [None, None]
+            rendered = [_UNRENDERED, _UNRENDERED]
             object.__setattr__(self, "_rendered", rendered)
         entry = rendered[shape]
-        if entry is None:
+        if entry is _UNRENDERED:
             entry = self._render_openai() if shape == _OPENAI else self._render_anthropic()
             rendered[shape] = entry
         return entry
 
-    def _render_openai(self) -> dict[str, Any]:
+    def _render_openai(self) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def _render_anthropic(self) -> dict[str, Any]:
+    def _render_anthropic(self) -> dict[str, Any] | None:
         raise NotImplementedError
 
 

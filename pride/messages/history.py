@@ -15,7 +15,12 @@ Compilation rules (both shapes):
   tool calls concatenated), so a reply and the tool calls it made form one
   entry as the API expects;
 * Anthropic: consecutive entries of the same role merge into one entry with
-  their content blocks concatenated, as the Messages API requires alternation.
+  their content blocks concatenated, as the Messages API requires alternation;
+* a message with no place in the shape (another provider's
+  [`Reasoning`][pride.Reasoning]: see `pride.messages.reasoning`) is left out,
+  and the messages around it merge as if it were not there. A reply's
+  reasoning is recorded right before the rest of the reply, so it lands first
+  in the reply's own entry, beside the tool calls it led to.
 """
 
 from __future__ import annotations
@@ -217,12 +222,17 @@ class History:
         return list(entries)
 
 
-def _render(message: RoledMessage, shape: str) -> dict[str, Any]:
+def _render(message: RoledMessage, shape: str) -> dict[str, Any] | None:
     return message.to_openai() if shape == "openai" else message.to_anthropic()
 
 
-def merge_entry(entries: list[dict[str, Any]], entry: dict[str, Any], shape: str) -> None:
-    """Append ``entry`` to ``entries``, merging with the last one when the shape requires."""
+def merge_entry(entries: list[dict[str, Any]], entry: dict[str, Any] | None, shape: str) -> None:
+    """Append ``entry`` to ``entries``, merging with the last one when the shape requires.
+
+    ``None`` (a message with no place in the shape) leaves ``entries`` as they are.
+    """
+    if entry is None:
+        return
     if entries:
         last = entries[-1]
         if last["role"] == entry["role"]:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+import attrs
+
 from ..messages import (
     AssistantResponse,
     Chat,
@@ -30,6 +32,7 @@ from ..messages import (
     Operate,
     ReAct,
     ReActStream,
+    Reasoning,
     Run,
 )
 from ._request import build_request
@@ -48,6 +51,7 @@ __all__ = [
     "communicate",
     "make_instruction",
     "make_response",
+    "record_reasoning",
 ]
 
 log = logging.getLogger("pride.operations")
@@ -140,6 +144,22 @@ def make_response(
     )
 
 
+def record_reasoning(turn: TurnView, response: ModelResponse) -> list[Reasoning]:
+    """Record the reply's reasoning, if any; call it before recording the rest of the reply.
+
+    Recorded first, the reasoning renders first in the reply's own provider
+    entry, beside the tool calls it led to (`pride.messages.reasoning`): a
+    thinking model's tool loop needs it back there.
+    """
+    if not response.reasoning:
+        return []
+    sender, recipient = turn.id_str, turn.user or "user"
+    return [
+        turn.add_message(attrs.evolve(block, sender=sender, recipient=recipient))
+        for block in response.reasoning
+    ]
+
+
 def _answer(
     turn: TurnView, command: Chat | ChatAndRecord | Communicate, response: ModelResponse
 ) -> str:
@@ -193,6 +213,7 @@ async def chat_and_record(turn: TurnView, command: ChatAndRecord) -> str:
     instruction, response = await _exchange(turn, command)
     assistant = make_response(turn, response, _answer(turn, command, response))
     turn.add_message(instruction)
+    record_reasoning(turn, response)
     turn.add_message(assistant)
     return assistant.assistant_response
 
@@ -204,6 +225,7 @@ async def communicate(turn: TurnView, command: Communicate) -> Any:
     instruction, response = await _exchange(turn, command)
     assistant = make_response(turn, response, _answer(turn, command, response))
     turn.add_message(instruction)
+    record_reasoning(turn, response)
     turn.add_message(assistant)
     if command.response_format is None or command.skip_validation:
         return assistant.assistant_response

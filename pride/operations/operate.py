@@ -48,7 +48,7 @@ from ..messages import ActionCall, ActionResponse, Operate
 from ._operative import Operative, Parsed
 from ._request import build_request
 from .act import action_calls, run_actions, unexecuted_note
-from .chat import make_instruction, make_response
+from .chat import make_instruction, make_response, record_reasoning
 from .parse import parse_text
 from .results import OperateResult
 
@@ -194,8 +194,10 @@ class _Rounds:
     def record_reply(
         self, response: ModelResponse, calls: Sequence[ActionCall], *, executed: bool
     ) -> None:
-        """Record the reply; native calls that will not run are noted in its text."""
+        """Record the reply (its reasoning first); native calls that will not run are
+        noted in its text."""
         self.requested.extend(calls)
+        record_reasoning(self.turn, response)
         text = response.text
         if self.native and calls and not executed:
             if self.command.invoke_actions:

@@ -1,7 +1,9 @@
 """run: stream a turn's messages as they are produced, tool loop included.
 
 Items, in order: the Instruction (recorded first), the reply's text chunks
-(``str``) while the model streams, the AssistantResponse, then for each
+(``str``) while the model streams (and its reasoning as
+[`ReasoningDelta`][pride.ReasoningDelta] items, for a model that thinks), the
+reply's [`Reasoning`][pride.Reasoning] messages, the AssistantResponse, then for each
 round of tool calls the ActionRequests (before the calls run) and the
 ActionResponses. The model is offered the selected tools natively (a model
 without native tool calling is offered none); its calls are executed inside
@@ -27,7 +29,7 @@ from ..errors import StopStream
 from ..messages import Run
 from ._request import build_request
 from .act import action_calls, run_actions, unexecuted_note
-from .chat import make_instruction, make_response
+from .chat import make_instruction, make_response, record_reasoning
 from .formats import format_schema
 
 if TYPE_CHECKING:
@@ -93,6 +95,8 @@ async def run(turn: TurnView, command: Run) -> list[Any] | None:
                 calls = []
             else:
                 text = response.text
+            for block in record_reasoning(turn, response):
+                await put(block)
             if text or not calls:
                 assistant = make_response(turn, response, text)
                 turn.add_message(assistant)

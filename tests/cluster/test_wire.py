@@ -55,6 +55,8 @@ class _Opaque:
         Instruction(instruction="hi"),
         (Instruction(instruction="q"), AssistantResponse(assistant_response="a")),
         RunEnd(turn_id=None),
+        pride.Reasoning(provider="anthropic", reasoning="r", signature="s"),
+        pride.ReasoningDelta("thinking", provider="anthropic"),
         OperateResult(
             output={"k": 1},
             reason=Reason(title="t", content="c", confidence_score=0.5),

@@ -1,0 +1,153 @@
+"""Reasoning content: what a model reasoned before it answered, kept to be sent back.
+
+Problem: reasoning models return, beside their answer, a record of their
+reasoning that the provider needs back. Anthropic's extended thinking returns
+``thinking`` blocks (readable text and a ``signature``) and
+``redacted_thinking`` blocks (encrypted ``data``); in a tool loop the
+assistant's blocks must come back unchanged, first in its message, or the API
+refuses the request. OpenAI's Responses API returns reasoning items (an id, a
+readable summary, and ``encrypted_content`` when nothing is stored server
+side) that carry the reasoning across tool calls only if they are sent back.
+Neither is the answer: shown as the answer's text it would leak the model's
+scratchpad, and edited it no longer verifies.
+
+Options: a field on [`AssistantResponse`][pride.AssistantResponse] (a reply of
+tool calls alone records no AssistantResponse, only ActionRequests, so the
+reasoning would have nowhere to go); a field on every assistant-side message
+(one reply's reasoning spread over several messages); or a message of its
+own. Choice: a message of its own, [`Reasoning`][pride.Reasoning], one per
+block or item, in the order the provider gave them.
+
+Where it sits: the operations record a reply's `Reasoning` messages right
+before the rest of that reply (its AssistantResponse and ActionRequests).
+Context compilation (`pride.messages.history`) merges consecutive entries of
+one role, so the reasoning lands first in the very assistant entry that holds
+the reply's tool calls, which is where Anthropic wants it; it is never split
+from the call it belongs to, because nothing is recorded between them.
+
+Who can read it: ``provider`` names the wire format that made it and alone can
+read it back (``"anthropic"`` for Anthropic Messages; the OpenAI Responses
+API's reasoning items use the name of that wire format). A `Reasoning` renders
+into that format only; rendered for any other (OpenAI chat completions, or
+another provider's format) it is left out: a conversation moved to another
+provider drops the reasoning that provider cannot read, and keeps everything
+else (the answers and tool calls stay). The messages stay recorded, so moving
+back sends them again. ``provider="scripted"`` (a [`ScriptedModel`][pride.ScriptedModel]'s)
+renders nowhere.
+
+Fields, all opaque to pride except as said here:
+
+* ``reasoning``: the readable text (Anthropic's thinking text, which may be a
+  summary; an OpenAI reasoning summary). It is what ``.text`` shows a person
+  reading the conversation; it is never part of the answer's text, and the
+  role ``"reasoning"`` keeps it out of everything that looks for
+  ``"assistant"`` messages;
+* ``signature``: the provider's proof that ``reasoning`` is unchanged
+  (Anthropic's ``signature``);
+* ``encrypted``: reasoning the provider sent encrypted (Anthropic's
+  ``redacted_thinking`` ``data``; OpenAI's ``encrypted_content``);
+* ``data``: anything else the provider needs back, as it sent it (an OpenAI
+  reasoning item's ``id`` and ``summary`` parts). Anthropic blocks need none.
+
+Anthropic rendering: a `Reasoning` with ``encrypted`` set is
+``{"type": "redacted_thinking", "data": encrypted}``, otherwise
+``{"type": "thinking", "thinking": reasoning, "signature": signature}``: the
+block exactly as received, built from the fields and nothing else, so a stored
+conversation (a file, so not trusted) cannot smuggle other blocks in.
+
+[`ReasoningDelta`][pride.ReasoningDelta] is a piece of reasoning text as a
+model streams it: a stream item of its own kind, never mixed into the text
+chunks (``str``) of the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from .conversation import (
+    MessageRole,
+    RoledMessage,
+    _hash_by_id,
+    _mapping,
+    _optional_text,
+    _text,
+)
+
+__all__ = ["ANTHROPIC", "SCRIPTED", "Reasoning", "ReasoningDelta"]
+
+#: The ``provider`` of reasoning made by Anthropic's Messages API.
+ANTHROPIC = "anthropic"
+
+#: The ``provider`` of reasoning a [`ScriptedModel`][pride.ScriptedModel] made up (read by none).
+SCRIPTED = "scripted"
+
+
+@attrs.frozen(kw_only=True, hash=False)
+class Reasoning(RoledMessage):
+    """One block or item of a model's reasoning, kept so it can be sent back.
+
+    See the module docstring (`pride.messages.reasoning`) for where it is
+    recorded, which provider reads it and what is dropped where.
+
+    Attributes:
+        provider: the wire format that made it and alone reads it back
+            (``"anthropic"``, ...).
+        reasoning: the readable reasoning (``""`` when the provider withheld it).
+        signature: the provider's proof the text is unchanged (Anthropic).
+        encrypted: reasoning sent encrypted (Anthropic's redacted thinking,
+            OpenAI's encrypted content).
+        data: other fields the provider needs back, as it sent them.
+    """
+
+    role: ClassVar[MessageRole] = "reasoning"
+    __hash__ = _hash_by_id
+
+    provider: str = attrs.field(converter=_text)
+    reasoning: str = attrs.field(default="", converter=_text)
+    signature: str | None = attrs.field(default=None, converter=_optional_text)
+    encrypted: str | None = attrs.field(default=None, converter=_optional_text)
+    data: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
+
+    @property
+    def redacted(self) -> bool:
+        """True when the provider sent the reasoning encrypted and no readable text."""
+        return self.encrypted is not None and not self.reasoning
+
+    @property
+    def text(self) -> str:
+        """The readable reasoning (for people reading the conversation; never the answer)."""
+        return self.reasoning
+
+    def _render_openai(self) -> dict[str, Any] | None:
+        return None  # chat completions have no place for reasoning
+
+    def _render_anthropic(self) -> dict[str, Any] | None:
+        if self.provider != ANTHROPIC:
+            return None
+        block: dict[str, Any]
+        if self.encrypted is not None:
+            block = {"type": "redacted_thinking", "data": self.encrypted}
+        else:
+            block = {"type": "thinking", "thinking": self.reasoning, "signature": self.signature}
+        return {"role": "assistant", "content": [block]}
+
+
+@attrs.frozen
+class ReasoningDelta:
+    """A piece of reasoning text as the model streams it (a stream item of its own).
+
+    Text chunks of the answer stream as ``str``; reasoning streams as these,
+    so a consumer that joins the ``str`` items gets the answer and nothing
+    else. The whole reasoning is recorded afterwards as
+    [`Reasoning`][pride.Reasoning] messages.
+
+    Attributes:
+        text: the piece of reasoning text.
+        provider: the wire format it came from (as `Reasoning.provider`).
+    """
+
+    text: str = attrs.field(converter=_text)
+    provider: str = attrs.field(default="", converter=_text)
