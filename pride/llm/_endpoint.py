@@ -141,9 +141,11 @@ class ReplyParts:
         usage: the usage figures read so far, already checked (format-specific keys).
         finish_reason: in the OpenAI vocabulary, once known.
         done: the stream's end marker was read.
+        items: items of the provider's own to keep in the conversation and send
+            back unchanged (the Responses API's reasoning items), in order.
     """
 
-    __slots__ = ("_tools", "done", "finish_reason", "model", "text", "usage")
+    __slots__ = ("_tools", "done", "finish_reason", "items", "model", "text", "usage")
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -152,6 +154,7 @@ class ReplyParts:
         self.usage: dict[str, Any] = {}
         self.finish_reason: str | None = None
         self.done = False
+        self.items: list[dict[str, Any]] = []
 
     def tool(self, index: int | None = None) -> _ToolParts:
         """The tool call at ``index`` (a new one after the last when ``None``)."""
@@ -164,6 +167,10 @@ class ReplyParts:
 
     def has_tool(self, index: int) -> bool:
         return index in self._tools
+
+    def tool_count(self) -> int:
+        """How many tool calls were read so far."""
+        return len(self._tools)
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls, in index order, with their arguments decoded."""

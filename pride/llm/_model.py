@@ -25,20 +25,19 @@ import httpx
 
 from pride.errors import ProviderError
 
-from ._anthropic import AnthropicEndpoint
 from ._attempts import send_with_retries, stream_with_retries
 from ._client import RunClient
 from ._endpoint import Endpoint
 from ._key import ApiKey
 from ._ledger import CallLedger
 from ._limiter import RateLimiter
-from ._openai import OpenAIEndpoint
 from ._providers import ProviderInfo, default_model_spec, provider_info, split_model
 from ._reading import Deadline, ResponseLimits
 from ._retry import RetryNotice, RetryPolicy
 from ._script import DEFAULT_CHUNK_SIZE, KEEP_CALLS, Script, ScriptedEndpoint
 from ._stream import ModelStream
 from ._types import ModelRequest, ModelResponse, ModelStatistics
+from ._wires import http_endpoint, openai_api_for
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -62,6 +61,7 @@ OnRetryNotice = Callable[[RetryNotice], None]
 
 #: The keyword options every model kind takes, beside where the model is and its key.
 _SETTINGS = (
+    "openai_api",
     "timeout",
     "call_timeout",
     "response_limits",
@@ -90,6 +90,8 @@ class iModel:
         provider: the provider, when ``model`` does not start with it.
         base_url: the API root; required for vLLM and unknown providers (which
             are then spoken to as OpenAI-compatible servers).
+        openai_api: an OpenAI-format model's wire, ``"chat_completions"`` or
+            ``"responses"``; ``None``: Responses for OpenAI's reasoning models.
         api_key: the key; by default read at each call from the provider's
             environment variable (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
             ...). Never serialised, logged or shown.
@@ -114,9 +116,10 @@ class iModel:
             an exception it raises is logged and ignored. Not serialised.
         **request_options: sent with every request (``temperature``,
             ``max_tokens``, ...); a request's own ``options`` override them.
+            ``reasoning_effort`` and ``reasoning_summary`` are checked here.
 
     Raises:
-        ValueError: unknown provider without ``base_url``, or a bad limit.
+        ValueError: unknown provider without ``base_url``, a bad limit or option.
 
     Use ``async with iModel(...) as model:`` (or ``await model.aclose()``) to
     close its HTTP connections deterministically.
@@ -129,6 +132,7 @@ class iModel:
         provider: str | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        openai_api: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
         response_limits: ResponseLimits | None = None,
@@ -153,6 +157,7 @@ class iModel:
         self.api_format = info.api_format
         self.supports_native_tools = info.native_tools
         self.supports_structured_output = info.structured_output
+        self.openai_api = openai_api_for(info, model_name, openai_api, request_options)
         self.request_options: dict[str, Any] = dict(request_options)
         self.timeout = timeout
         self.call_timeout = call_timeout
@@ -180,17 +185,14 @@ class iModel:
         if info.name == "scripted":
             # Nobody can read this endpoint's record of requests: keep none.
             return ScriptedEndpoint(None, model=self.model, calls=[], keep_calls=0)
-        assert self.base_url is not None
-        kind = AnthropicEndpoint if info.api_format == "anthropic" else OpenAIEndpoint
-        endpoint = kind(
-            provider=self.provider,
+        return http_endpoint(
+            info,
+            self.openai_api,
             model=self.model,
             base_url=self.base_url,
             access=self,
             limits=self.response_limits,
         )
-        endpoint.structured_output = info.structured_output
-        return endpoint
 
     # -- credentials and the HTTP client ----------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ._endpoint import ReplyParts, json_instruction
 from ._http import HttpEndpoint
+from ._reasoning import check_reasoning_options
 from ._shape import (
     WrongShape,
     as_object,
@@ -115,7 +116,12 @@ class OpenAIEndpoint(HttpEndpoint):
     def payload(
         self, request: ModelRequest, options: dict[str, Any], stream: bool
     ) -> dict[str, Any]:
-        """The JSON body for ``request`` (exposed for tests and debugging)."""
+        """The JSON body for ``request`` (exposed for tests and debugging).
+
+        Raises:
+            ValueError: a bad reasoning option (a summary, which chat completions lack).
+        """
+        check_reasoning_options(options, responses=False)
         messages = request.messages
         body: dict[str, Any] = {"model": self.model, **options}
         if request.tools:

@@ -16,10 +16,14 @@ import attrs
 __all__ = [
     "CHAT_MODEL_ENV",
     "DEFAULT_CHAT_MODEL",
+    "OPENAI_APIS",
+    "OPENAI_REASONING_MODELS",
     "PROVIDERS",
     "ProviderInfo",
     "default_model_spec",
+    "default_openai_api",
     "provider_info",
+    "reasons",
     "split_model",
 ]
 
@@ -107,6 +111,34 @@ def provider_info(name: str, base_url: str | None) -> ProviderInfo:
     if info.base_url is None and not base_url and info.name != "scripted":
         raise ValueError(f"provider {name!r} has no default address: give base_url=")
     return info
+
+
+#: The two OpenAI wire formats an ``"openai"``-format model can speak.
+OPENAI_APIS = ("chat_completions", "responses")
+
+#: OpenAI's reasoning model families, by name prefix. They keep their reasoning
+#: across the calls of a tool loop only over the Responses API (as encrypted
+#: reasoning items sent back), so an ``"openai"`` model of these families speaks
+#: it unless told otherwise; every other model, and every other provider (whose
+#: compatible servers may lack ``/responses``), speaks chat completions.
+OPENAI_REASONING_MODELS = ("o1", "o3", "o4", "gpt-5", "codex")
+
+
+def reasons(provider: str, model: str) -> bool:
+    """Whether ``model`` of ``provider`` is one of OpenAI's reasoning models.
+
+    ``gpt-5-chat-latest`` and its kin are the non-reasoning chat variants.
+    """
+    return (
+        provider == "openai"
+        and model.lower().startswith(OPENAI_REASONING_MODELS)
+        and "-chat" not in model.lower()
+    )
+
+
+def default_openai_api(provider: str, model: str) -> str:
+    """``"responses"`` for OpenAI's reasoning models, else ``"chat_completions"``."""
+    return "responses" if reasons(provider, model) else "chat_completions"
 
 
 def split_model(model: str | None, provider: str | None, base_url: str | None) -> tuple[str, str]:

@@ -1,9 +1,9 @@
 """What users need to test their own agents without a network.
 
 - [`openai_server`][pride.testing.openai_server]: a real HTTP server on 127.0.0.1 speaking the
-  OpenAI
-  chat-completions and Anthropic Messages APIs (plain and streaming) from a
-  script, with faults on demand ([`Fault`][pride.testing.Fault]).
+  OpenAI chat-completions and Responses APIs and the Anthropic Messages API
+  (plain and streaming) from a script, with faults on demand
+  ([`Fault`][pride.testing.Fault]).
 - [`pride.llm.ScriptedModel`][pride.ScriptedModel] (in [`pride.llm`][pride.llm]) is the in-process
   alternative when no HTTP is wanted.
 

@@ -33,7 +33,7 @@ def _openai_delta(text: str) -> bytes:
     return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
-def _anthropic_event(event: dict[str, Any]) -> bytes:
+def _typed_event(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
@@ -46,7 +46,7 @@ def endless_parts(kind: str, wire: str) -> tuple[list[tuple[str, str]], bytes, b
 
     ``kind`` is ``"body"`` (a JSON body whose string never closes), ``"line"``
     (an event stream whose first line never ends) or ``"events"`` (valid text
-    deltas forever); ``wire`` is ``"openai"`` or ``"anthropic"``.
+    deltas forever); ``wire`` is ``"openai"``, ``"anthropic"`` or ``"responses"``.
     """
     if kind == "body":
         if wire == "openai":
@@ -58,6 +58,15 @@ def endless_parts(kind: str, wire: str) -> tuple[list[tuple[str, str]], bytes, b
         return _SSE_HEAD, b'data: {"choices": [{"index": 0, "delta": {"content": "', _repeat(b"x")
     if wire == "openai":
         return _SSE_HEAD, b"", _repeat(_openai_delta("endless "))
+    if wire == "responses":
+        delta = {
+            "type": "response.output_text.delta",
+            "item_id": "msg_endless",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "endless ",
+        }
+        return _SSE_HEAD, b"", _repeat(_typed_event(delta))
     start: dict[str, Any] = {
         "type": "message_start",
         "message": {"type": "message", "role": "assistant", "model": "loopback", "content": []},
@@ -68,8 +77,8 @@ def endless_parts(kind: str, wire: str) -> tuple[list[tuple[str, str]], bytes, b
         "index": 0,
         "delta": {"type": "text_delta", "text": "endless "},
     }
-    opening = _anthropic_event(start) + _anthropic_event(block)
-    return _SSE_HEAD, opening, _repeat(_anthropic_event(delta))
+    opening = _typed_event(start) + _typed_event(block)
+    return _SSE_HEAD, opening, _repeat(_typed_event(delta))
 
 
 async def send_endless(

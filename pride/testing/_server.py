@@ -3,8 +3,9 @@
 It is a real HTTP/1.1 server (h11 on trio sockets, bound to 127.0.0.1), so a
 client under test goes through its whole HTTP stack: connection pooling,
 chunked transfer, SSE parsing, timeouts. It serves
-``POST /v1/chat/completions`` (OpenAI) and ``POST /v1/messages`` (Anthropic),
-plain and streaming, from a script, and misbehaves on demand ([`Fault`][pride.testing.Fault]).
+``POST /v1/chat/completions`` (OpenAI), ``POST /v1/responses`` (OpenAI's
+Responses API) and ``POST /v1/messages`` (Anthropic), plain and streaming,
+from a script, and misbehaves on demand ([`Fault`][pride.testing.Fault]).
 
 Pitfall: trio's ``MockClock`` with autojump advances virtual time whenever all
 tasks are blocked, including on real socket I/O, so tests talking to this
@@ -27,16 +28,9 @@ import trio
 
 from ._faults import Fault
 from ._floods import endless_parts, send_endless, send_trickle
-from ._wire import (
-    anthropic_error,
-    anthropic_events,
-    anthropic_message,
-    as_reply,
-    echo,
-    openai_completion,
-    openai_error,
-    openai_events,
-)
+from ._formats import document, render_events
+from ._responses import IssuedReasoning
+from ._wire import anthropic_error, as_reply, echo, openai_error
 
 __all__ = ["LoopbackServer", "RecordedRequest", "openai_server"]
 
@@ -45,7 +39,11 @@ logger = logging.getLogger("pride.testing")
 #: Bytes read from a socket at a time.
 RECEIVE_SIZE = 65536
 
-_ROUTES = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+_ROUTES = {
+    "/v1/chat/completions": "openai",
+    "/v1/responses": "responses",
+    "/v1/messages": "anthropic",
+}
 
 
 @attrs.frozen
@@ -88,6 +86,11 @@ class LoopbackServer:
             fault or a [`Fault.trickle`][pride.testing.Fault.trickle].
         errors: exceptions raised by script callables or bad script items
             (each answered with HTTP 500, or the connection closed, and logged).
+        issued_reasoning: the ``encrypted_content`` of every reasoning item
+            the Responses endpoint sent. A request sending back reasoning
+            that is not among them is refused with HTTP 400, as the real API
+            refuses reasoning it cannot decrypt; so a test sees that pride
+            sends reasoning back unchanged.
     """
 
     def __init__(self, script: Any, *, chunk_size: int, record: bool) -> None:
@@ -110,6 +113,8 @@ class LoopbackServer:
         self.request_count = 0
         self.disconnects = 0
         self.errors: list[Exception] = []
+        self._reasoning = IssuedReasoning()
+        self.issued_reasoning = self._reasoning.tokens
         self._changed = trio.Event()
 
     def _bind(self, host: str, port: int) -> None:
@@ -237,6 +242,11 @@ class LoopbackServer:
             message = f"loopback server: no route for {request.method} {request.path}"
             await self._send_json(conn, stream, 404, error(404, message))
             return True
+        if wire == "responses":
+            refusal = self._reasoning.refusal(request.body)
+            if refusal is not None:
+                await self._send_json(conn, stream, 400, openai_error(400, refusal))
+                return True
         try:
             item = self._next_item(request)
             if callable(item) and not isinstance(item, Fault):
@@ -271,11 +281,7 @@ class LoopbackServer:
         reply = as_reply(echo(body) if item is None else item)
         streaming = isinstance(body, dict) and body.get("stream") is True
         if not streaming:
-            doc = (
-                openai_completion(reply, body)
-                if wire == "openai"
-                else anthropic_message(reply, body)
-            )
+            doc = document(reply, body, wire, self._reasoning)
             if cut_after is None:
                 await self._send_json(conn, stream, 200, doc)
                 return True
@@ -284,10 +290,7 @@ class LoopbackServer:
             await self._send(conn, stream, h11.Response(status_code=200, headers=head))
             await stream.send_all(data[: len(data) // 2])
             return False  # the caller closes the connection: the body is cut short
-        if wire == "openai":
-            events = openai_events(reply, body, self.chunk_size)
-        else:
-            events = anthropic_events(reply, body, self.chunk_size)
+        events = render_events(reply, body, wire, self.chunk_size, self._reasoning)
         head = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
         await self._send(conn, stream, h11.Response(status_code=200, headers=head))
         if stall_after is not None:
@@ -316,10 +319,9 @@ class LoopbackServer:
         body = request.body
         reply = as_reply(echo(body) if item is None else item)
         if isinstance(body, dict) and body.get("stream") is True:
-            render = openai_events if wire == "openai" else anthropic_events
-            events = b"".join(render(reply, body, self.chunk_size))
+            events = b"".join(render_events(reply, body, wire, self.chunk_size, self._reasoning))
             return [("content-type", "text/event-stream"), ("cache-control", "no-cache")], events
-        doc = openai_completion(reply, body) if wire == "openai" else anthropic_message(reply, body)
+        doc = document(reply, body, wire, self._reasoning)
         data = json.dumps(doc).encode()
         return [("content-type", "application/json"), ("content-length", str(len(data)))], data
 
@@ -426,7 +428,7 @@ async def openai_server(
     host: str = "127.0.0.1",
     port: int = 0,
 ) -> AsyncIterator[LoopbackServer]:
-    """Run a loopback OpenAI- and Anthropic-compatible server for the block.
+    """Run a loopback OpenAI- (chat completions, Responses) and Anthropic-compatible server.
 
     ```python
     async with openai_server(["hello", Fault.status(429, retry_after=0), "again"]) as server:

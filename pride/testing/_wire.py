@@ -20,9 +20,12 @@ __all__ = [
     "anthropic_message",
     "as_reply",
     "echo",
+    "estimated_usage",
+    "model_name",
     "openai_completion",
     "openai_error",
     "openai_events",
+    "pieces",
 ]
 
 _CHARS_PER_TOKEN = 4
@@ -46,16 +49,37 @@ def as_reply(item: object) -> ScriptedReply:
         ) from None
 
 
+def _conversation(body: Any) -> list[Any]:
+    """A request's conversation: chat or Messages ``messages``, or Responses ``input``."""
+    if not isinstance(body, dict):
+        return []
+    entries = body.get("messages", body.get("input"))
+    if isinstance(entries, str):  # the Responses API takes a bare string as the user's input
+        return [{"role": "user", "content": entries}]
+    return entries if isinstance(entries, list) else []
+
+
+def _as_chat(entry: dict[str, Any]) -> dict[str, Any]:
+    content = entry.get("content")
+    if not isinstance(content, list):
+        return entry
+    parts = [
+        {**p, "type": "text"} if isinstance(p, dict) and p.get("type") == "input_text" else p
+        for p in content
+    ]
+    return {**entry, "content": parts}
+
+
 def echo(body: Any) -> str:
-    """``"echo: <last user text>"`` for an OpenAI or Anthropic request body."""
-    messages = body.get("messages") if isinstance(body, dict) else None
-    return echo_text([m for m in messages or [] if isinstance(m, dict)])
+    """``"echo: <last user text>"`` for an OpenAI, Anthropic or Responses request body."""
+    return echo_text([_as_chat(m) for m in _conversation(body) if isinstance(m, dict)])
 
 
-def _usage(reply: ScriptedReply, body: Any) -> Usage:
+def estimated_usage(reply: ScriptedReply, body: Any) -> Usage:
+    """The reply's own usage, else one estimated from the request and reply text."""
     if reply.usage is not None:
         return reply.usage
-    prompt = json.dumps(body.get("messages", []) if isinstance(body, dict) else [])
+    prompt = json.dumps(_conversation(body))
     output = reply.text + "".join(c.name + json.dumps(c.arguments) for c in reply.tool_calls)
     return Usage(
         input_tokens=-(-len(prompt) // _CHARS_PER_TOKEN),
@@ -63,11 +87,13 @@ def _usage(reply: ScriptedReply, body: Any) -> Usage:
     )
 
 
-def _model(body: Any) -> str:
+def model_name(body: Any) -> str:
+    """The model a request names (``"loopback"`` when it names none)."""
     return str(body.get("model") or "loopback") if isinstance(body, dict) else "loopback"
 
 
-def _chunks(text: str, size: int) -> list[str]:
+def pieces(text: str, size: int) -> list[str]:
+    """``text`` in pieces of ``size`` characters, as streamed."""
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
@@ -109,7 +135,7 @@ def openai_completion(reply: ScriptedReply, body: Any) -> dict[str, Any]:
         "id": f"chatcmpl-{secrets.token_hex(8)}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": _model(body),
+        "model": model_name(body),
         "choices": [
             {
                 "index": 0,
@@ -118,7 +144,7 @@ def openai_completion(reply: ScriptedReply, body: Any) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if reply.tool_calls else "stop",
             }
         ],
-        "usage": _openai_usage(_usage(reply, body)),
+        "usage": _openai_usage(estimated_usage(reply, body)),
     }
 
 
@@ -128,7 +154,7 @@ def openai_events(reply: ScriptedReply, body: Any, chunk_size: int) -> list[byte
         "id": f"chatcmpl-{secrets.token_hex(8)}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
-        "model": _model(body),
+        "model": model_name(body),
     }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -136,7 +162,7 @@ def openai_events(reply: ScriptedReply, body: Any, chunk_size: int) -> list[byte
         return {**base, "choices": [choice]}
 
     chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"content": piece}) for piece in _chunks(reply.text, chunk_size)]
+    chunks += [chunk({"content": piece}) for piece in pieces(reply.text, chunk_size)]
     for index, call in enumerate(reply.tool_calls):
         head = {
             "index": index,
@@ -152,7 +178,7 @@ def openai_events(reply: ScriptedReply, body: Any, chunk_size: int) -> list[byte
     chunks.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
     options = body.get("stream_options") if isinstance(body, dict) else None
     if isinstance(options, dict) and options.get("include_usage"):
-        chunks.append({**base, "choices": [], "usage": _openai_usage(_usage(reply, body))})
+        chunks.append({**base, "choices": [], "usage": _openai_usage(estimated_usage(reply, body))})
     events = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
     events.append(b"data: [DONE]\n\n")
     return events
@@ -197,17 +223,17 @@ def anthropic_message(reply: ScriptedReply, body: Any) -> dict[str, Any]:
         "id": f"msg_{secrets.token_hex(8)}",
         "type": "message",
         "role": "assistant",
-        "model": _model(body),
+        "model": model_name(body),
         "content": content,
         "stop_reason": _stop_reason(reply),
         "stop_sequence": None,
-        "usage": _anthropic_usage(_usage(reply, body)),
+        "usage": _anthropic_usage(estimated_usage(reply, body)),
     }
 
 
 def anthropic_events(reply: ScriptedReply, body: Any, chunk_size: int) -> list[bytes]:
     """The SSE events of a streamed Messages reply, ``message_stop`` last."""
-    usage = _anthropic_usage(_usage(reply, body))
+    usage = _anthropic_usage(estimated_usage(reply, body))
     start = anthropic_message(ScriptedReply(), body)
     start.update(content=[], stop_reason=None, usage={**usage, "output_tokens": 1})
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
@@ -223,7 +249,7 @@ def anthropic_events(reply: ScriptedReply, body: Any, chunk_size: int) -> list[b
         events.append({"type": "ping"})
         events += [
             {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}
-            for t in _chunks(reply.text, chunk_size)
+            for t in pieces(reply.text, chunk_size)
         ]
         events.append({"type": "content_block_stop", "index": 0})
         index = 1

@@ -4,8 +4,9 @@ Issue 14, point 5: valid JSON of the wrong shape (a string where ``message``
 should be an object, an int for ``tool_calls``, ``usage`` with non-numeric
 fields, the same in SSE deltas) surfaced as a raw AttributeError, TypeError
 or ValueError. Every reply here goes over a real loopback HTTP connection
-(``Fault.raw``), plain and streamed, OpenAI chat completions and Anthropic
-Messages; the property tests mutate real replies of each format at random.
+(``Fault.raw``), plain and streamed, OpenAI chat completions, OpenAI's
+Responses API (its typed events, issue 33) and Anthropic Messages; the
+property tests mutate real replies of each format at random.
 """
 
 from __future__ import annotations
@@ -178,6 +179,132 @@ ANTHROPIC_EVENTS: list[dict[str, Any]] = [
 ]
 
 
+RESPONSES_OBJECT: dict[str, Any] = {
+    "id": "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b",
+    "object": "response",
+    "created_at": 1741476542,
+    "status": "completed",
+    "error": None,
+    "incomplete_details": None,
+    "instructions": None,
+    "model": "o4-mini-2025-04-16",
+    "output": [
+        {
+            "type": "reasoning",
+            "id": "rs_67ccd2bf17f0819081ff3bb2cf6508e6",
+            "summary": [{"type": "summary_text", "text": "The user wants the weather."}],
+            "encrypted_content": "gAAAAABoISQ24OyVRYbkYfukO5E2...",
+        },
+        {
+            "type": "message",
+            "id": "msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}],
+        },
+        {
+            "type": "function_call",
+            "id": "fc_12345xyz",
+            "call_id": "call_abc123",
+            "name": "get_weather",
+            "arguments": '{"city": "Oslo"}',
+            "status": "completed",
+        },
+    ],
+    "parallel_tool_calls": True,
+    "store": False,
+    "tool_choice": "auto",
+    "tools": [],
+    "usage": {
+        "input_tokens": 36,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 87,
+        "output_tokens_details": {"reasoning_tokens": 64},
+        "total_tokens": 123,
+    },
+}
+
+_STARTED = {**RESPONSES_OBJECT, "status": "in_progress", "output": [], "usage": None}
+_REASONING, _MESSAGE, _CALL = RESPONSES_OBJECT["output"]
+RESPONSES_EVENTS: list[dict[str, Any]] = [
+    {"type": "response.created", "sequence_number": 0, "response": _STARTED},
+    {"type": "response.in_progress", "sequence_number": 1, "response": _STARTED},
+    {
+        "type": "response.output_item.added",
+        "sequence_number": 2,
+        "output_index": 0,
+        "item": {**_REASONING, "summary": [], "encrypted_content": None},
+    },
+    {
+        "type": "response.reasoning_summary_text.delta",
+        "sequence_number": 3,
+        "item_id": _REASONING["id"],
+        "output_index": 0,
+        "summary_index": 0,
+        "delta": "The user wants the weather.",
+    },
+    {
+        "type": "response.output_item.done",
+        "sequence_number": 4,
+        "output_index": 0,
+        "item": _REASONING,
+    },
+    {
+        "type": "response.output_item.added",
+        "sequence_number": 5,
+        "output_index": 1,
+        "item": {**_MESSAGE, "status": "in_progress", "content": []},
+    },
+    {
+        "type": "response.output_text.delta",
+        "sequence_number": 6,
+        "item_id": _MESSAGE["id"],
+        "output_index": 1,
+        "content_index": 0,
+        "delta": "Let me",
+    },
+    {
+        "type": "response.output_text.delta",
+        "sequence_number": 7,
+        "item_id": _MESSAGE["id"],
+        "output_index": 1,
+        "content_index": 0,
+        "delta": " check.",
+    },
+    {
+        "type": "response.output_item.done",
+        "sequence_number": 8,
+        "output_index": 1,
+        "item": _MESSAGE,
+    },
+    {
+        "type": "response.output_item.added",
+        "sequence_number": 9,
+        "output_index": 2,
+        "item": {**_CALL, "arguments": "", "status": "in_progress"},
+    },
+    {
+        "type": "response.function_call_arguments.delta",
+        "sequence_number": 10,
+        "item_id": _CALL["id"],
+        "output_index": 2,
+        "delta": '{"city": "Os',
+    },
+    {
+        "type": "response.function_call_arguments.delta",
+        "sequence_number": 11,
+        "item_id": _CALL["id"],
+        "output_index": 2,
+        "delta": 'lo"}',
+    },
+    {"type": "response.output_item.done", "sequence_number": 12, "output_index": 2, "item": _CALL},
+    {"type": "response.completed", "sequence_number": 13, "response": RESPONSES_OBJECT},
+]
+
+#: The provider each reply format belongs to ("responses" is OpenAI's other API).
+PROVIDER = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
+
+
 def _sse(provider: str, events: list[Any]) -> str:
     if provider == "openai":
         body = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
@@ -189,7 +316,11 @@ def _sse(provider: str, events: list[Any]) -> str:
 
 
 def _model(server: Any, provider: str) -> iModel:
-    name = "openai/gpt-4.1-mini" if provider == "openai" else "anthropic/claude-sonnet-4"
+    name = {
+        "openai": "openai/gpt-4.1-mini",
+        "responses": "openai/o4-mini",
+        "anthropic": "anthropic/claude-sonnet-4",
+    }[provider]
     return iModel(name, base_url=server.base_url, api_key=KEY, retry=RetryPolicy.never())
 
 
@@ -215,6 +346,8 @@ REAL = {
     ("openai", True): OPENAI_CHUNKS,
     ("anthropic", False): ANTHROPIC_MESSAGE,
     ("anthropic", True): ANTHROPIC_EVENTS,
+    ("responses", False): RESPONSES_OBJECT,
+    ("responses", True): RESPONSES_EVENTS,
 }
 FORMATS = pytest.mark.parametrize(("provider", "streamed"), list(REAL))
 
@@ -310,6 +443,41 @@ WRONG_SHAPES = [
     ),
     ("anthropic", True, (10, "usage"), [15], "event 11: usage"),
     ("anthropic", True, (6, "content_block"), "tool_use", "event 7: content_block"),
+    ("responses", False, ("output",), {"0": {}}, "output"),
+    ("responses", False, ("output", 1), "Let me check.", "output[1]"),
+    ("responses", False, ("output", 1, "content"), "x", "output[1].content"),
+    ("responses", False, ("output", 1, "content", 0, "text"), 5, "output[1].content[0].text"),
+    ("responses", False, ("output", 2, "arguments"), {"city": "Oslo"}, "output[2].arguments"),
+    ("responses", False, ("output", 2, "call_id"), 7, "output[2].call_id"),
+    ("responses", False, ("output", 0, "encrypted_content"), 1, "output[0].encrypted_content"),
+    ("responses", False, ("output", 0, "summary"), "s", "output[0].summary"),
+    ("responses", False, ("output", 0, "summary", 0, "text"), [], "output[0].summary[0].text"),
+    ("responses", False, ("status",), 200, "status"),
+    ("responses", False, ("usage", "input_tokens"), "36", "usage.input_tokens"),
+    ("responses", False, ("usage", "output_tokens_details"), 64, "usage.output_tokens_details"),
+    (
+        "responses",
+        False,
+        ("usage", "input_tokens_details", "cached_tokens"),
+        -1,
+        "usage.input_tokens_details.cached_tokens",
+    ),
+    ("responses", True, (6, "delta"), ["Let me"], "event 7: delta"),
+    ("responses", True, (6,), "text", "event 7: the top level"),
+    ("responses", True, (9, "item"), "function_call", "event 10: item"),
+    ("responses", True, (9, "output_index"), "2", "event 10: output_index"),
+    ("responses", True, (10, "delta"), 3, "event 11: delta"),
+    ("responses", True, (12, "item", "arguments"), {}, "event 13: item.arguments"),
+    ("responses", True, (4, "item", "encrypted_content"), {}, "event 5: item.encrypted_content"),
+    ("responses", True, (13, "response"), [], "event 14: response"),
+    (
+        "responses",
+        True,
+        (13, "response", "usage", "output_tokens"),
+        "87",
+        "event 14: response.usage.output_tokens",
+    ),
+    ("responses", True, (13, "type"), 1, "event 14: type"),
 ]
 
 
@@ -324,7 +492,7 @@ async def test_a_wrong_shape_is_a_malformed_response_naming_its_path(
     error = caught.value
     assert error.path == path
     assert path in str(error) and "wrong shape" in str(error)
-    assert error.provider == provider and error.url and error.url in str(error)
+    assert error.provider == PROVIDER[provider] and error.url and error.url in str(error)
     assert KEY not in str(error)
 
 
@@ -459,6 +627,18 @@ async def test_mutated_anthropic_messages_are_read_or_refused(reply):
 @given(mutated(ANTHROPIC_EVENTS))
 async def test_mutated_anthropic_streams_are_read_or_refused(reply):
     _check(await _outcome("anthropic", reply, True))
+
+
+@PROPERTY
+@given(mutated(RESPONSES_OBJECT))
+async def test_mutated_responses_are_read_or_refused(reply):
+    _check(await _outcome("responses", reply, False))
+
+
+@PROPERTY
+@given(mutated(RESPONSES_EVENTS))
+async def test_mutated_responses_streams_are_read_or_refused(reply):
+    _check(await _outcome("responses", reply, True))
 
 
 # -- the event-stream format itself ------------------------------------------------------

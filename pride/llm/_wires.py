@@ -1,0 +1,81 @@
+"""Which wire format an HTTP model speaks, and the endpoint that speaks it.
+
+A provider's ``api_format`` says how its conversation is shaped (OpenAI's
+chat-shaped messages, or Anthropic's Messages). OpenAI-format models speak one
+of two wire formats over it, ``openai_api``: chat completions, which every
+compatible server has, or the Responses API, which OpenAI's reasoning models
+need to keep their reasoning through a tool loop. So the default is the
+Responses API for those models (`reasons`) and chat completions for the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._anthropic import AnthropicEndpoint
+from ._http import HttpAccess, HttpEndpoint
+from ._openai import OpenAIEndpoint
+from ._providers import OPENAI_APIS, ProviderInfo, default_openai_api, reasons
+from ._reading import ResponseLimits
+from ._reasoning import check_reasoning_options
+from ._responses import ResponsesEndpoint
+
+__all__ = ["http_endpoint", "openai_api_for"]
+
+
+def openai_api_for(
+    info: ProviderInfo, model: str, openai_api: str | None, options: Mapping[str, Any]
+) -> str | None:
+    """The OpenAI wire format ``model`` speaks (``None`` for an Anthropic model),
+    having checked that the request ``options`` suit it.
+
+    Raises:
+        ValueError: an unknown wire format, one asked of an Anthropic model, or a
+            bad reasoning option (see ``pride.llm._reasoning``).
+    """
+    openai_api = _wire(info, model, openai_api)
+    check_reasoning_options(options, responses=openai_api == "responses")
+    return openai_api
+
+
+def _wire(info: ProviderInfo, model: str, openai_api: str | None) -> str | None:
+    if info.api_format != "openai":
+        if openai_api is not None:
+            raise ValueError(f"openai_api applies to OpenAI-format models, not {info.name!r} ones")
+        return None
+    if openai_api is None:
+        return default_openai_api(info.name, model)
+    if openai_api not in OPENAI_APIS:
+        raise ValueError(
+            f"openai_api must be one of {', '.join(map(repr, OPENAI_APIS))} (or None), "
+            f"got {openai_api!r}"
+        )
+    return openai_api
+
+
+def http_endpoint(
+    info: ProviderInfo,
+    openai_api: str | None,
+    *,
+    model: str,
+    base_url: str | None,
+    access: HttpAccess,
+    limits: ResponseLimits,
+) -> HttpEndpoint:
+    """The endpoint of an HTTP model of provider ``info`` speaking ``openai_api``."""
+    assert base_url is not None  # provider_info refused a provider without one
+    kind: type[AnthropicEndpoint | OpenAIEndpoint | ResponsesEndpoint]
+    if info.api_format == "anthropic":
+        kind = AnthropicEndpoint
+    elif openai_api == "responses":
+        kind = ResponsesEndpoint
+    else:
+        kind = OpenAIEndpoint
+    endpoint = kind(
+        provider=info.name, model=model, base_url=base_url, access=access, limits=limits
+    )
+    endpoint.structured_output = info.structured_output
+    if isinstance(endpoint, ResponsesEndpoint):
+        endpoint.reasoning = reasons(info.name, model)
+    return endpoint
