@@ -45,6 +45,7 @@ import trio.testing
 
 from ..errors import exception_leaves
 from ._errors import TeamClosed
+from ._wake import wake_on_signals
 
 __all__ = ["LINGER", "MAX_IDLE_WORKERS", "MAX_TICKS", "Guest", "Job", "acquire", "release"]
 
@@ -154,6 +155,8 @@ class Guest:
         self._cold_task: trio.lowlevel.Task | None = None
         # The pool: worker tasks parked for their next job, most recent last.
         self._idle: list[trio.lowlevel.Task] = []
+        # Undoes `wake_on_signals` when the run ends (None: it did nothing).
+        self._unwake: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ the run
 
@@ -176,6 +179,10 @@ class Guest:
                 f"runs trio ({exc}). Use pride's trio API directly there, or open the "
                 "team from a thread whose asyncio loop runs no other trio."
             ) from exc
+        # While trio sleeps in its I/O thread nothing wakes the loop for a signal handler
+        # that scheduled its work with a plain call_soon (ipykernel's interrupt): a signal
+        # wakes it now, where the host set no wake-up fd of its own (pride.aio._wake).
+        self._unwake = wake_on_signals(self.loop)
 
     async def _main(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -197,6 +204,9 @@ class Guest:
         await asyncio.wait((self.finished,))
 
     def _done(self, result: outcome.Outcome[None]) -> None:
+        unwake, self._unwake = self._unwake, None
+        if unwake is not None:
+            unwake()
         if _guests.get(self.loop) is self:
             del _guests[self.loop]
         self.stopping = True
