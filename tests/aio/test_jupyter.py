@@ -77,7 +77,9 @@ class Notebook:
 
     def run(self, code: str, *, on_output: Callable[[str], None] | None = None) -> Cell:
         """Execute ``code`` as a cell and collect its output until the kernel is idle."""
-        msg_id = self.client.execute(textwrap.dedent(code))
+        # stop_on_error=False: a cell run on its own, as a user runs them one by one. (With
+        # True, as in "run all", ipykernel 6 may abort the cell sent after an error.)
+        msg_id = self.client.execute(textwrap.dedent(code), stop_on_error=False)
         stdout: list[str] = []
         result = error = None
         while True:
