@@ -21,7 +21,7 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Branch, Reply, Target, send
+from ..actors import Branch, Reply, Target, instrument, send
 from ..errors import MailboxFull, UnknownBranch
 from ..messages import WorkCommand
 from ..messages.origins import Guard
@@ -33,6 +33,7 @@ from ._http import HttpError
 from ._metrics import Metrics
 from ._options import ServeOptions
 from ._status import RETRY_AFTER
+from ._traces import Recorder
 from ._turns import TrackedTurns
 
 __all__ = ["Front", "Handler"]
@@ -71,6 +72,7 @@ class Front:
         self._slots = trio.Semaphore(options.max_concurrent)
         self.activity = Activity()
         self.logins: Logins | None = None  # browser sign-ins, with --console once bound
+        self.traces: Recorder | None = None  # recent turns, with --console while serving
 
     def bound(self, port: int) -> None:
         """The server listens on ``port`` (the one port 0 was given): its own Host names."""
@@ -93,9 +95,19 @@ class Front:
         """Requests are served now; ``nursery`` holds the server's own tasks."""
         self.nursery = nursery
         self.activity.watch(self.session)
+        if self.options.console:
+            self.traces = Recorder(instrument.TRACER)
+            self.traces.install()
         adopted, self._adopted = self._adopted, []
         for reply in adopted:
             self.adopt(reply)
+
+    def closed(self) -> None:
+        """Serving is over: let go of the signals and the tracer slot."""
+        self.nursery = None
+        self.activity.close()
+        if self.traces is not None:
+            self.traces.uninstall()
 
     def drain(self) -> None:
         """Stop taking work: readyz turns false, event streams end."""

@@ -46,6 +46,7 @@ MAX_LOGINS = 1024
 ASSETS: dict[str, bytes] = {
     "console.js": b"text/javascript; charset=utf-8",
     "console.css": b"text/css; charset=utf-8",
+    "markdown.js": b"text/javascript; charset=utf-8",
 }
 """The files under ``/console/`` and their types (nothing else is served from there)."""
 

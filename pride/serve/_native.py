@@ -36,6 +36,7 @@ from ._auth import Grant
 from ._http import (
     KEEPALIVE_COMMENT,
     SSE_HEADERS,
+    HttpError,
     Request,
     encode_sse,
     respond_json,
@@ -53,6 +54,7 @@ __all__ = [
     "resolve",
     "send_turn",
     "stream_turn",
+    "traces",
     "turn",
 ]
 
@@ -350,6 +352,15 @@ def _count(request: Request, key: str, default: int, ceiling: int) -> int:
     if not raw.isdigit() or int(raw) > ceiling:
         raise InvalidMessage([(f"query.{key}", f"expected a whole number up to {ceiling}")])
     return int(raw)
+
+
+async def traces(front: Front, request: Request, grant: Grant) -> None:
+    """``GET /v1/traces?limit=20``: recent turns as trees of timed spans (``--console``)."""
+    if front.traces is None:
+        raise HttpError(404, "NotFound", "turns are recorded with --console only")
+    limit = _count(request, "limit", 20, 100)
+    recent = front.traces.recent(limit, grant.reaches)
+    await respond_json(request.send, 200, {"ok": True, "traces": recent})
 
 
 async def messages(front: Front, request: Request, grant: Grant, name: str) -> None:

@@ -128,8 +128,7 @@ class Server:
                 raise
             raise sole from None
         finally:
-            front.nursery = None
-            front.activity.close()
+            front.closed()
 
 
 async def _bound_socket(host: str, port: int) -> socket.socket:

@@ -5,7 +5,8 @@ call reports its usage and a cost of `COST` dollars. An instruction
 ``hold KEY`` keeps its turn running until some branch is asked ``release
 KEY`` (so a test sees a turn in flight for as long as it needs, without a
 sleep); ``inject`` answers with hostile markdown (`HOSTILE`); ``use the
-tool`` calls ``launch``, a tool that needs a person's approval; anything else
+tool`` calls ``launch``, a tool that needs a person's approval; ``consult``
+calls ``consult``, a tool that asks ``scout`` (a nested ask); anything else
 is echoed. ``archive`` starts with `ARCHIVED` messages of history.
 """
 
@@ -16,7 +17,15 @@ from typing import Any
 
 import trio
 
-from pride import AssistantResponse, Branch, Instruction, ScriptedModel, Session, tool
+from pride import (
+    AssistantResponse,
+    Branch,
+    ChatAndRecord,
+    Instruction,
+    ScriptedModel,
+    Session,
+    tool,
+)
 from pride.llm import ModelRequest, ScriptedReply, ToolCall, Usage
 
 COST = 0.0125
@@ -67,6 +76,8 @@ async def _script(request: ModelRequest) -> ScriptedReply:
         return _reply(HOSTILE)
     if text == "use the tool":
         return _reply("", ToolCall(name="launch", arguments={"target": "moon"}, id="call-1"))
+    if text == "consult":
+        return _reply("", ToolCall(name="consult", arguments={"question": "what is there"}))
     return _reply(f"echo: {text}")
 
 
@@ -91,16 +102,25 @@ def _archive() -> list[Any]:
     return history
 
 
-BRANCHES = ("writer", "pilot", "archive", "scout", "critic")
+BRANCHES = ("writer", "pilot", "archive", "lead", "scout", "critic")
 """Every branch of the tree (``scout`` and ``critic`` in the child session ``research``)."""
 
 
 async def build(session: Session) -> None:
-    """``writer``, ``pilot`` (a tool that needs approval) and ``archive`` (a long
-    history) at the root; ``scout`` and ``critic`` in the child session ``research``."""
+    """``writer``, ``pilot`` (a tool that needs approval), ``archive`` (a long
+    history) and ``lead`` (a tool that asks ``scout``) at the root; ``scout``
+    and ``critic`` in the child session ``research``."""
     await session.spawn(agent("writer"))
     await session.spawn(agent("pilot", tools=[launch]))
     await session.spawn(agent("archive", messages=_archive()))
+
+    @tool
+    async def consult(question: str) -> str:
+        """Ask the scout a question."""
+        answer: str = await session.ask("scout", ChatAndRecord(instruction=question))
+        return answer
+
+    await session.spawn(agent("lead", tools=[consult]))
     research = await session.spawn_session("research")
     await research.spawn(agent("scout"))
     await research.spawn(agent("critic"))

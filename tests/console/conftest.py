@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 
 from tests import chromium
 from tests.serve.conftest import TOKEN, Served, start_server
@@ -51,11 +52,21 @@ async def sign_in(browser: chromium.Browser, served: Served) -> chromium.Page:
     return page
 
 
+WAIT = 15.0
+"""Seconds a condition may take to hold: far above what any takes here (a few
+milliseconds), so only a page that is stuck fails on time."""
+
+
 async def wait_for(page: chromium.Page, condition: str) -> Any:
     """Await, in the page, the first truthy value of the JavaScript ``condition``
     (an element stands for its text), checked now and on every change of the
-    document (no polling, no sleep)."""
-    return await page.evaluate(
+    document (no polling, no sleep).
+
+    Raises:
+        AssertionError: it did not hold within `WAIT` seconds; the message has
+            what the page showed then.
+    """
+    script = (
         "new Promise(resolve => {"
         " const check = () => { try { const v = (" + condition + ");"
         "  return v instanceof Node ? (v.textContent || ' ') : v; } catch (e) { return null; } };"
@@ -64,6 +75,12 @@ async def wait_for(page: chromium.Page, condition: str) -> Any:
         "  const value = check(); if (value) { observer.disconnect(); resolve(value); } });"
         " observer.observe(document, {subtree: true, childList: true, attributes: true,"
         "  characterData: true}); })"
+    )
+    with trio.move_on_after(WAIT):
+        return await page.evaluate(script)
+    shown = await page.evaluate("document.body.innerText")
+    raise AssertionError(
+        f"the page never showed {condition}\nerrors: {page.errors}\nit showed:\n{shown}"
     )
 
 

@@ -9,12 +9,17 @@
 
 const SIGNALS = [
   "BranchStarted", "BranchStopped", "BranchRestarted", "SessionFailed",
-  "RunStart", "RunEnd", "RunFailed", "ApprovalRequested", "ToolProgress",
+  "RunStart", "RunEnd", "RunFailed", "RunSuspended", "ApprovalRequested", "ToolProgress",
 ];
+const PAGE = 100;  // messages per page of a conversation
 
 const state = {
   tree: null,          // the last GET /v1/branches answer's session
   fetchedAt: 0,        // performance.now() when it arrived (elapsed times count from it)
+  selected: null,      // the branch whose conversation is open
+  conversation: null,  // {branch, start, end, total}: the messages shown are [start, end)
+  waiting: new Set(),  // the turn ids the approvals list shows
+  deciding: new Set(), // "turn call" keys whose decision is on its way
 };
 
 // ------------------------------------------------------------------ helpers
@@ -33,6 +38,50 @@ function h(tag, attributes, ...children) {
     element.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return element;
+}
+
+// Make `target` look like `source` while keeping every element whose place and
+// kind (tag, and data-key where given) are unchanged: a re-draw on each event
+// then never swaps an element out from under a click in progress. An element
+// kept keeps its listeners, so an element with one carries (or sits inside one
+// that carries) a data-key naming what the listener acts on.
+function morph(target, source) {
+  if (target.nodeType !== Node.ELEMENT_NODE) {
+    if (target.data !== source.data) target.data = source.data;
+    return;
+  }
+  for (const {name} of [...target.attributes]) {
+    if (!source.hasAttribute(name)) target.removeAttribute(name);
+  }
+  for (const {name, value} of [...source.attributes]) {
+    if (name === "style") {
+      // CSSOM, not the attribute: the page's policy refuses inline style attributes.
+      if (target.style.cssText !== source.style.cssText) target.style.cssText = source.style.cssText;
+    } else if (target.getAttribute(name) !== value) {
+      target.setAttribute(name, value);
+    }
+  }
+  const before = [...target.childNodes];
+  const after = [...source.childNodes];
+  after.forEach((node, index) => {
+    const old = before[index];
+    if (old === undefined) target.append(node);
+    else if (sameKind(old, node)) morph(old, node);
+    else target.replaceChild(node, old);
+  });
+  for (const old of before.slice(after.length)) old.remove();
+}
+
+function sameKind(a, b) {
+  if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName) return false;
+  return a.nodeType !== Node.ELEMENT_NODE || (a.dataset.key || "") === (b.dataset.key || "");
+}
+
+// Re-draw `container` with `children` (see morph).
+function update(container, ...children) {
+  const fresh = container.cloneNode(false);
+  fresh.append(...children.flat().filter((child) => child !== null && child !== undefined && child !== ""));
+  morph(container, fresh);
 }
 
 function setStatus(kind, text) {
@@ -75,41 +124,66 @@ function shortId(id) {
 
 // ------------------------------------------------------------------ the tree
 
-// Fetches of the tree, coalesced: one in flight at most, and one more after it
-// if anything happened meanwhile.
-let loading = null;
-let again = false;
-
-function refreshTree() {
-  if (loading) {
-    again = true;
-    return loading;
-  }
-  loading = api("/v1/branches")
-    .then((body) => {
-      state.tree = body.session;
-      state.fetchedAt = performance.now();
-      renderTree();
-    })
-    .catch((error) => setStatus("error", error.message))
-    .finally(() => {
-      loading = null;
-      if (again) {
-        again = false;
-        refreshTree();
-      }
-    });
-  return loading;
+// `load` run so that one is in flight at most, and one more after it if it was
+// asked for meanwhile (what happened while it ran is then picked up too).
+function coalesced(load) {
+  let running = null;
+  let again = false;
+  const run = () => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = load()
+      .catch((error) => setStatus("error", error.message))
+      .finally(() => {
+        running = null;
+        if (again) {
+          again = false;
+          run();
+        }
+      });
+    return running;
+  };
+  return run;
 }
 
+const refreshTree = coalesced(async () => {
+  const body = await api("/v1/branches");
+  state.tree = body.session;
+  state.fetchedAt = performance.now();
+  renderTree();
+});
+
 function renderTree() {
-  const root = document.getElementById("tree");
-  root.replaceChildren(state.tree ? renderSession(state.tree) : "");
+  update(document.getElementById("tree"), state.tree ? renderSession(state.tree) : null);
+  renderUsage();
   tick();
+  // A turn the tree says is suspended but the approvals list lacks: fetch them
+  // again (an event may have come before the turn was waiting).
+  if (suspendedTurns(state.tree).some((id) => !state.waiting.has(id))) refreshApprovals();
+}
+
+function suspendedTurns(session) {
+  if (!session) return [];
+  const found = session.branches
+    .filter((b) => b.last_turn && b.last_turn.outcome === "suspended" && b.state !== "busy")
+    .map((b) => b.last_turn.turn_id);
+  return found.concat(...session.sessions.map(suspendedTurns));
+}
+
+function findBranch(session, name) {
+  if (!session) return null;
+  for (const branch of session.branches) if (branch.name === name) return branch;
+  for (const child of session.sessions) {
+    const found = findBranch(child, name);
+    if (found) return found;
+  }
+  return null;
 }
 
 function renderSession(session) {
-  return h("ul", {class: "session", "data-session": session.name},
+  return h("ul", {class: "session", "data-session": session.name, "data-key": session.name},
     h("li", {class: "session-name"}, session.name),
     session.branches.map(renderBranch),
     session.sessions.map((child) => h("li", {class: "child"}, renderSession(child))));
@@ -118,8 +192,10 @@ function renderSession(session) {
 function renderBranch(branch) {
   const last = branch.last_turn;
   return h("li", {
-      class: "branch", "data-branch": branch.name, "data-state": branch.state,
+      class: "branch", "data-branch": branch.name, "data-key": branch.name, "data-state": branch.state,
       "data-turn-id": branch.turn_id || "",
+      "aria-selected": branch.name === state.selected ? "true" : "false",
+      onclick: () => openConversation(branch.name),
     },
     h("span", {class: "name"}, branch.name),
     h("span", {class: "state"}, branch.state),
@@ -151,6 +227,234 @@ function tick() {
   }
 }
 
+// ------------------------------------------------------------------ a conversation
+
+function messagesPath(branch, offset, limit) {
+  return `/v1/branches/${encodeURIComponent(branch)}/messages?offset=${offset}&limit=${limit}`;
+}
+
+// Open `branch`'s conversation at its latest page; earlier pages load on demand.
+async function openConversation(branch) {
+  state.selected = branch;
+  for (const row of document.querySelectorAll("#tree li.branch")) {
+    row.setAttribute("aria-selected", row.dataset.branch === branch ? "true" : "false");
+  }
+  const view = document.getElementById("conversation");
+  view.dataset.branch = branch;
+  delete view.dataset.loaded;
+  view.replaceChildren(h("p", {class: "empty"}, "loading…"));
+  try {
+    const head = await api(messagesPath(branch, 0, 0));
+    const start = Math.max(0, head.total - PAGE);
+    const page = await api(messagesPath(branch, start, PAGE));
+    if (state.selected !== branch) return;  // another branch was picked meanwhile
+    state.conversation = {branch, start, end: start + page.messages.length, total: page.total};
+    view.replaceChildren(
+      h("div", {class: "conversation-head"},
+        h("h2", {}, branch), h("span", {class: "usage"}),
+        h("button", {class: "earlier", onclick: loadEarlier}, "")),
+      h("ol", {class: "messages"}, page.messages.map(renderMessage)));
+    view.dataset.loaded = "";
+    renderPaging();
+    renderUsage();
+    view.querySelector(".messages").lastElementChild?.scrollIntoView({block: "end"});
+  } catch (error) {
+    view.replaceChildren(h("p", {class: "error"}, error.message));
+  }
+}
+
+async function loadEarlier() {
+  const shown = state.conversation;
+  if (!shown || shown.start === 0) return;
+  const start = Math.max(0, shown.start - PAGE);
+  const page = await api(messagesPath(shown.branch, start, shown.start - start));
+  if (state.conversation !== shown) return;
+  const list = document.querySelector("#conversation .messages");
+  list.prepend(...page.messages.map(renderMessage));
+  shown.start = start;
+  renderPaging();
+}
+
+// New messages of the open conversation, after one of its turns ended.
+const loadNewer = coalesced(async () => {
+  const shown = state.conversation;
+  if (!shown) return;
+  const page = await api(messagesPath(shown.branch, shown.end, 500));
+  if (state.conversation !== shown) return;
+  const list = document.querySelector("#conversation .messages");
+  list.append(...page.messages.map(renderMessage));
+  shown.end += page.messages.length;
+  shown.total = page.total;
+  renderPaging();
+  list.lastElementChild?.scrollIntoView({block: "end"});
+  if (shown.end < page.total) loadNewer();
+});
+
+function renderPaging() {
+  const shown = state.conversation;
+  const view = document.getElementById("conversation");
+  view.dataset.total = shown.total;
+  const button = view.querySelector("button.earlier");
+  button.hidden = shown.start === 0;
+  button.textContent = `show ${Math.min(PAGE, shown.start)} earlier (${shown.start} not shown)`;
+}
+
+function renderUsage() {
+  const usage = document.querySelector("#conversation .usage");
+  const branch = state.selected && findBranch(state.tree, state.selected);
+  if (!usage || !branch) return;
+  const tokens = branch.usage.input_tokens + branch.usage.output_tokens;
+  usage.dataset.cost = branch.usage.cost_usd === null ? "" : branch.usage.cost_usd;
+  usage.textContent = `${branch.usage.input_tokens} in · ${branch.usage.output_tokens} out · `
+    + `${tokens} tokens · ${money(branch.usage.cost_usd)}`;
+}
+
+function asText(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+function folded(summary, body, extra) {
+  return h("details", extra || {}, h("summary", {}, summary), h("pre", {}, body));
+}
+
+// One message, as the codec's wire form gives it: put in the page as text, the
+// assistant's markdown through the safe renderer (markdown.js).
+function renderMessage(message) {
+  const kind = message.type;
+  let role = "other";
+  let body;
+  if (kind === "System") {
+    role = "system";
+    body = folded("system message", asText(message.system_message));
+  } else if (kind === "Instruction") {
+    role = "user";
+    body = h("div", {class: "body"}, asText(message.instruction));
+  } else if (kind === "AssistantResponse") {
+    role = "assistant";
+    body = h("div", {class: "body"}, renderMarkdown(asText(message.assistant_response)));
+  } else if (kind === "ActionRequest") {
+    role = "tool-call";
+    body = folded(`tool call: ${message.function}`, asText(message.arguments));
+  } else if (kind === "ActionResponse") {
+    role = "tool-result";
+    const failed = message.error !== null && message.error !== undefined;
+    body = folded(`tool result: ${message.function}${failed ? " (error)" : ""}`,
+      failed ? asText(message.error) : asText(message.output));
+  } else {
+    body = folded(kind, asText(message));
+  }
+  const when = message.created_at ? new Date(message.created_at * 1000).toLocaleTimeString() : "";
+  return h("li", {class: "message", "data-role": role, "data-id": message.id || ""},
+    h("div", {class: "meta"}, h("span", {class: "role"}, role), h("time", {}, when)), body);
+}
+
+// ------------------------------------------------------------------ approvals
+
+const refreshApprovals = coalesced(async () => {
+  renderApprovals((await api("/v1/approvals")).approvals);
+});
+
+function renderApprovals(waiting) {
+  state.waiting = new Set(waiting.map((turn) => turn.turn_id));
+  const list = document.getElementById("approvals");
+  const items = [];
+  for (const turn of waiting) {
+    for (const call of turn.pending) {
+      const key = `${turn.turn_id} ${call.call_id}`;
+      const deciding = state.deciding.has(key);
+      items.push(h("li", {
+          class: "approval", "data-turn-id": turn.turn_id, "data-call-id": call.call_id,
+          "data-key": key, "data-deciding": deciding,
+        },
+        h("div", {}, h("strong", {}, turn.branch), " wants to call ", h("code", {}, call.function)),
+        h("pre", {class: "arguments"}, asText(call.arguments)),
+        h("div", {class: "decide"},
+          h("button", {
+            class: "approve", disabled: deciding,
+            onclick: () => decide(turn.turn_id, call.call_id, {type: "Approve"}),
+          }, "Approve"),
+          h("button", {
+            class: "deny", disabled: deciding,
+            onclick: () => decide(turn.turn_id, call.call_id,
+              {type: "Deny", reason: "denied by a person in the pride console"}),
+          }, "Deny"))));
+    }
+  }
+  update(list, items.length ? items : [h("li", {class: "empty"}, "nothing waits")]);
+}
+
+// Send one decision; the answer comes once the turn has gone on to its end
+// (or stops again at another call that waits).
+async function decide(turnId, callId, decision) {
+  const key = `${turnId} ${callId}`;
+  if (state.deciding.has(key)) return;
+  state.deciding.add(key);
+  for (const button of document.querySelectorAll(`.approval[data-key="${CSS.escape(key)}"] button`)) {
+    button.disabled = true;
+  }
+  try {
+    const answer = await fetch(`/v1/turns/${encodeURIComponent(turnId)}/resolve`, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({decisions: {[callId]: decision}}),
+    });
+    // 409: the turn stopped again at a call that waits (shown once refreshed).
+    if (!answer.ok && answer.status !== 409) {
+      const error = (await answer.json()).error || {};
+      setStatus("error", `${error.type || answer.status}: ${error.message || ""}`);
+    }
+  } finally {
+    state.deciding.delete(key);
+    refreshApprovals();
+    refreshTree();
+  }
+}
+
+// ------------------------------------------------------------------ the waterfall
+
+const refreshWaterfall = coalesced(async () => {
+  renderWaterfall((await api("/v1/traces?limit=20")).traces);
+});
+
+function renderWaterfall(traces) {
+  const list = document.getElementById("waterfall");
+  const items = traces.map((root) => h("li", {class: "trace", "data-key": root.id},
+    h("ul", {class: "spans"}, renderSpan(root, Math.max(root.duration_ms, 0.001), 0)),
+    root.dropped ? h("p", {class: "empty"}, `${root.dropped} more calls not kept`) : null));
+  update(list, items.length ? items : [h("li", {class: "empty"}, "no turn yet")]);
+}
+
+function spanLabel(span) {
+  const detail = span.detail || {};
+  if (span.kind === "turn") return `${span.branch} · ${span.command}`;
+  if (span.kind === "model") {
+    const tokens = (detail.input_tokens || 0) + (detail.output_tokens || 0);
+    return `model ${span.name}` + (tokens ? ` · ${tokens} tokens · ${money(detail.cost_usd)}` : "");
+  }
+  return `tool ${span.name}(${detail.arguments || ""})`;
+}
+
+// One span as a row (its label, then a bar placed on the tree's time line),
+// the spans under it nested in a list below it.
+function renderSpan(span, total, depth) {
+  const bar = h("div", {class: "bar", title: `${duration(span.duration_ms)} · ${span.outcome}`});
+  bar.style.left = `${Math.min(100, (span.start_ms / total) * 100)}%`;
+  bar.style.width = `${Math.max(0, Math.min(100, (span.duration_ms / total) * 100))}%`;
+  const label = h("span", {class: "label"}, spanLabel(span));
+  label.style.paddingLeft = `${depth * 1.2}em`;
+  return h("li", {
+      class: "span", "data-kind": span.kind, "data-name": span.name, "data-branch": span.branch,
+      "data-turn-id": span.turn_id || "", "data-outcome": span.outcome,
+    },
+    h("div", {class: "row"}, label, h("span", {class: "took"}, duration(span.duration_ms)),
+      h("div", {class: "track"}, bar)),
+    span.children.length
+      ? h("ul", {class: "spans"}, span.children.map((child) => renderSpan(child, total, depth + 1)))
+      : null);
+}
+
 // ------------------------------------------------------------------ events
 
 function listen() {
@@ -158,16 +462,31 @@ function listen() {
   events.addEventListener("open", () => {
     setStatus("live", "live");
     refreshTree();  // whatever happened while the stream was down
+    refreshApprovals();
+    refreshWaterfall();
   });
   events.addEventListener("error", () => setStatus("reconnecting", "reconnecting"));
   for (const name of SIGNALS) {
     events.addEventListener(name, (event) => onSignal(name, JSON.parse(event.data)));
   }
-  events.addEventListener("dropped", () => refreshTree());
+  events.addEventListener("dropped", () => {
+    refreshTree();
+    refreshApprovals();
+  });
 }
 
 function onSignal(name, signal) {
   refreshTree();
+  if (name.startsWith("Run")) refreshWaterfall();
+  if (name === "ApprovalRequested" || name === "RunSuspended" || name === "RunEnd"
+      || name === "RunFailed") {
+    refreshApprovals();
+  }
+  const open = state.conversation;
+  if (open && signal.branch_name === open.branch && (name === "RunEnd" || name === "RunFailed"
+      || name === "RunSuspended")) {
+    loadNewer();
+  }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
