@@ -29,6 +29,7 @@ from ..messages.requests import for_branch, for_remote
 from ._activity import Activity
 from ._auth import Grant, Tokens
 from ._console import Logins
+from ._flows import FlowRuns
 from ._http import HttpError
 from ._metrics import Metrics
 from ._options import ServeOptions
@@ -73,6 +74,7 @@ class Front:
         self.activity = Activity()
         self.logins: Logins | None = None  # browser sign-ins, with --console once bound
         self.traces: Recorder | None = None  # recent turns, with --console while serving
+        self.flows: FlowRuns | None = None  # recent flow runs, with --console while serving
 
     def bound(self, port: int) -> None:
         """The server listens on ``port`` (the one port 0 was given): its own Host names."""
@@ -98,6 +100,8 @@ class Front:
         if self.options.console:
             self.traces = Recorder(instrument.TRACER)
             self.traces.install()
+            self.flows = FlowRuns()
+            self.flows.watch(self.session)
         adopted, self._adopted = self._adopted, []
         for reply in adopted:
             self.adopt(reply)
@@ -108,6 +112,8 @@ class Front:
         self.activity.close()
         if self.traces is not None:
             self.traces.uninstall()
+        if self.flows is not None:
+            self.flows.close()
 
     def drain(self) -> None:
         """Stop taking work: readyz turns false, event streams end."""

@@ -49,6 +49,7 @@ __all__ = [
     "approvals",
     "ask",
     "branches",
+    "flows",
     "messages",
     "read_body",
     "resolve",
@@ -361,6 +362,17 @@ async def traces(front: Front, request: Request, grant: Grant) -> None:
     limit = _count(request, "limit", 20, 100)
     recent = front.traces.recent(limit, grant.reaches)
     await respond_json(request.send, 200, {"ok": True, "traces": recent})
+
+
+async def flows(front: Front, request: Request, grant: Grant) -> None:
+    """``GET /v1/flows``: recent flow runs and their nodes' states (``--console``).
+
+    Their nodes may target any branch: a token with scopes sees none.
+    """
+    if front.flows is None:
+        raise HttpError(404, "NotFound", "flow runs are followed with --console only")
+    runs = front.flows.describe() if not grant.scopes else []
+    await respond_json(request.send, 200, {"ok": True, "flows": runs})
 
 
 async def messages(front: Front, request: Request, grant: Grant, name: str) -> None:

@@ -135,6 +135,9 @@ DOCUMENT: dict[str, Any] = {
         },
         "/v1/approvals": {"get": _op("turns waiting for a decision", {"200": {}})},
         "/v1/events": {"get": _op("the tree's signals (?types=...&branch=...)", {"200": _SSE})},
+        "/v1/flows": {
+            "get": _op("recent flow runs and their nodes' states (--console)", {"200": {}})
+        },
         "/v1/traces": {
             "get": _op("recent turns as trees of timed spans (?limit=20; --console)", {"200": {}})
         },

@@ -49,6 +49,7 @@ _FIXED: dict[tuple[str, ...], tuple[str, str, str, Handler]] = {
     ("v1", "approvals"): ("GET", "/v1/approvals", "native", _native.approvals),
     ("v1", "events"): ("GET", "/v1/events", "native", _events.events),
     ("v1", "traces"): ("GET", "/v1/traces", "native", _native.traces),
+    ("v1", "flows"): ("GET", "/v1/flows", "native", _native.flows),
     ("v1", "models"): ("GET", "/v1/models", "openai", _openai.models),
     ("v1", "chat", "completions"): ("POST", "/v1/chat/completions", "openai", _openai.completions),
 }

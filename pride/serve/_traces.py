@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from ..actors import instrument
+from ..errors import ApprovalRequired
 
 __all__ = ["CARRIER_KEY", "KEEP", "MAX_SPANS", "Recorder", "Span"]
 
@@ -67,7 +68,8 @@ class Span:
         turn_id: the turn's id (a turn only).
         command: the command's class name (a turn only).
         start, end: ``time.perf_counter`` seconds; ``end`` None while running.
-        outcome: ``"running"``, ``"done"``, ``"failed"`` or ``"cancelled"``.
+        outcome: ``"running"``, ``"done"``, ``"failed"``, ``"cancelled"`` or
+            ``"suspended"`` (a turn that waits for approval).
         error: the error's class name, for a failure.
         detail: what else is worth showing (tokens and cost, a tool's arguments).
         children: spans under this one, in the order they started.
@@ -272,7 +274,10 @@ class _Turn:
             if span is not None:
                 span.end = time.perf_counter()
                 span.outcome = _outcome(failure, cancelled)
-                span.error = type(failure).__name__ if failure is not None else None
+                if isinstance(failure, ApprovalRequired):  # it waits: not a failure
+                    span.outcome = "suspended"
+                else:
+                    span.error = type(failure).__name__ if failure is not None else None
                 span.detail.update(_usage(usage))
                 self._recorder._spans.pop(span.id, None)  # no envelope names it any more
         except Exception:

@@ -6,8 +6,10 @@ call reports its usage and a cost of `COST` dollars. An instruction
 KEY`` (so a test sees a turn in flight for as long as it needs, without a
 sleep); ``inject`` answers with hostile markdown (`HOSTILE`); ``use the
 tool`` calls ``launch``, a tool that needs a person's approval; ``consult``
-calls ``consult``, a tool that asks ``scout`` (a nested ask); anything else
-is echoed. ``archive`` starts with `ARCHIVED` messages of history.
+calls ``consult``, a tool that asks ``scout`` (a nested ask); ``flow KEY``
+calls ``run_flow``, a tool that runs a flow whose ``gather`` node holds
+until ``release KEY``; anything else is echoed. ``archive`` starts with
+`ARCHIVED` messages of history.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pride import (
     AssistantResponse,
     Branch,
     ChatAndRecord,
+    Flow,
     Instruction,
     ScriptedModel,
     Session,
@@ -78,6 +81,8 @@ async def _script(request: ModelRequest) -> ScriptedReply:
         return _reply("", ToolCall(name="launch", arguments={"target": "moon"}, id="call-1"))
     if text == "consult":
         return _reply("", ToolCall(name="consult", arguments={"question": "what is there"}))
+    if text.startswith("flow "):
+        return _reply("", ToolCall(name="run_flow", arguments={"key": text.removeprefix("flow ")}))
     return _reply(f"echo: {text}")
 
 
@@ -120,7 +125,23 @@ async def build(session: Session) -> None:
         answer: str = await session.ask("scout", ChatAndRecord(instruction=question))
         return answer
 
-    await session.spawn(agent("lead", tools=[consult]))
+    @tool
+    async def run_flow(key: str) -> str:
+        """Run the ``survey`` flow: ``gather`` (held until ``release KEY``) and
+        ``scan`` at once, then ``report`` after both."""
+        flow = Flow("survey")
+        flow.add("scout", ChatAndRecord(instruction=f"hold {key}"), name="gather")
+        flow.add("critic", ChatAndRecord(instruction="scan"), name="scan")
+        flow.add(
+            "critic",
+            ChatAndRecord(instruction="report"),
+            depends_on=["gather", "scan"],
+            name="report",
+        )
+        result = await session.flow(flow)
+        return str(result["report"])
+
+    await session.spawn(agent("lead", tools=[consult, run_flow]))
     research = await session.spawn_session("research")
     await research.spawn(agent("scout"))
     await research.spawn(agent("critic"))

@@ -10,6 +10,7 @@
 const SIGNALS = [
   "BranchStarted", "BranchStopped", "BranchRestarted", "SessionFailed",
   "RunStart", "RunEnd", "RunFailed", "RunSuspended", "ApprovalRequested", "ToolProgress",
+  "NodeStarted", "NodeCompleted", "NodeFailed", "NodeSkipped", "NodeCancelled",
 ];
 const PAGE = 100;  // messages per page of a conversation
 
@@ -115,6 +116,7 @@ function seconds(value) {
 }
 
 function duration(ms) {
+  if (ms < 10) return ms.toFixed(1) + " ms";
   return ms < 1000 ? Math.round(ms) + " ms" : seconds(ms / 1000);
 }
 
@@ -455,15 +457,101 @@ function renderSpan(span, total, depth) {
       : null);
 }
 
+// ------------------------------------------------------------------ flows
+
+const SVG = "http://www.w3.org/2000/svg";
+const NODE_W = 150, NODE_H = 34, GAP_X = 60, GAP_Y = 16;
+
+function svg(tag, attributes, ...children) {
+  const element = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attributes || {})) element.setAttribute(key, String(value));
+  for (const child of children) {
+    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return element;
+}
+
+const refreshFlows = coalesced(async () => {
+  renderFlows((await api("/v1/flows")).flows.slice(0, 5));
+});
+
+function renderFlows(runs) {
+  const items = runs.map((run) => h("li", {
+      class: "flow", "data-key": run.flow_id, "data-name": run.name || "", "data-state": run.state,
+    },
+    h("div", {class: "flow-head"}, h("strong", {}, run.name || "flow"), ` · ${run.state}`),
+    drawFlow(run)));
+  update(document.getElementById("flows"), items.length ? items : [h("li", {class: "empty"}, "no flow yet")]);
+}
+
+// A run's graph: each node in the column of its longest chain of dependencies,
+// an edge from each dependency; the node's state is its colour.
+function drawFlow(run) {
+  const byName = new Map(run.nodes.map((node) => [node.name, node]));
+  const column = new Map();
+  const place = (name, seen) => {
+    if (column.has(name)) return column.get(name);
+    if (seen.has(name)) return 0;  // a cycle cannot run; drawn flat rather than looping
+    seen.add(name);
+    const deps = (byName.get(name)?.depends_on || []).filter((dep) => byName.has(dep));
+    const at = deps.length ? 1 + Math.max(...deps.map((dep) => place(dep, seen))) : 0;
+    column.set(name, at);
+    return at;
+  };
+  run.nodes.forEach((node) => place(node.name, new Set()));
+  const rows = new Map();
+  const position = new Map();
+  for (const node of run.nodes) {
+    const x = column.get(node.name);
+    const y = rows.get(x) || 0;
+    rows.set(x, y + 1);
+    position.set(node.name, {x: x * (NODE_W + GAP_X) + 2, y: y * (NODE_H + GAP_Y) + 2});
+  }
+  const width = (Math.max(0, ...column.values()) + 1) * (NODE_W + GAP_X) - GAP_X + 4;
+  const height = Math.max(1, ...rows.values()) * (NODE_H + GAP_Y) - GAP_Y + 4;
+  const picture = svg("svg", {class: "graph", width, height, viewBox: `0 0 ${width} ${height}`,
+    role: "img", "aria-label": `flow ${run.name || ""}`});
+  for (const node of run.nodes) {
+    const to = position.get(node.name);
+    for (const dep of node.depends_on) {
+      const from = position.get(dep);
+      if (!from) continue;
+      const x1 = from.x + NODE_W, y1 = from.y + NODE_H / 2, x2 = to.x, y2 = to.y + NODE_H / 2;
+      const bend = (x2 - x1) / 2;
+      picture.append(svg("path", {
+        class: "edge", "data-from": dep, "data-to": node.name,
+        d: `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`,
+      }));
+    }
+  }
+  for (const node of run.nodes) {
+    const at = position.get(node.name);
+    const took = node.duration === null || node.duration === undefined ? node.state
+      : `${node.state} · ${duration(node.duration * 1000)}`;
+    picture.append(svg("g", {
+        class: "node", "data-node": node.name, "data-state": node.state,
+        transform: `translate(${at.x},${at.y})`,
+      },
+      svg("title", {}, `${node.name}: ${node.command || node.state}${node.error ? " (" + node.error + ")" : ""}`),
+      svg("rect", {width: NODE_W, height: NODE_H, rx: 5}),
+      svg("text", {x: 8, y: 14, class: "node-name"}, node.name),
+      svg("text", {x: 8, y: 28, class: "node-state"}, took)));
+  }
+  return picture;
+}
+
 // ------------------------------------------------------------------ events
 
 function listen() {
-  const events = new EventSource("/v1/events");
+  // RunSuspended comes as a RunFailed; the node signals are asked for by name.
+  const types = SIGNALS.filter((name) => name !== "RunSuspended").join(",");
+  const events = new EventSource(`/v1/events?types=${types}`);
   events.addEventListener("open", () => {
     setStatus("live", "live");
     refreshTree();  // whatever happened while the stream was down
     refreshApprovals();
     refreshWaterfall();
+    refreshFlows();
   });
   events.addEventListener("error", () => setStatus("reconnecting", "reconnecting"));
   for (const name of SIGNALS) {
@@ -478,6 +566,7 @@ function listen() {
 function onSignal(name, signal) {
   refreshTree();
   if (name.startsWith("Run")) refreshWaterfall();
+  if (name.startsWith("Node")) refreshFlows();
   if (name === "ApprovalRequested" || name === "RunSuspended" || name === "RunEnd"
       || name === "RunFailed") {
     refreshApprovals();
