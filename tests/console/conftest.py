@@ -22,6 +22,15 @@ from tests.serve.conftest import TOKEN, Served, start_server
 APP = "tests/console/app.py:build"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here that opens a browser is a browser test (`chromium.needed`):
+    skipped, and said so at the end of the run, where there is no Chromium."""
+    here = Path(__file__).parent
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()) and here in item.path.parents:
+            item.add_marker(chromium.needed)
+
+
 @pytest.fixture(scope="session")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """The console's server, shared by the tests that do not stop it."""
