@@ -4,10 +4,12 @@
 
 ``iModel("openai/o4-mini")`` speaks the Responses API (``POST /responses``),
 as OpenAI's reasoning models do by default (``openai_api=`` chooses). Calls
-are stateless (``store: false``, the model's reasoning asked for encrypted);
-tools go out as function tools and the structured answer as ``text.format``.
-The loopback server of ``pride.testing`` plays the API. Drop its
-``base_url`` (and set ``OPENAI_API_KEY``) to run it for real.
+are stateless (``store: false``), so the model's reasoning comes back
+encrypted; pride records it as ``Reasoning`` messages and sends it back with
+the next call of the tool loop, right before the calls it led to. The
+loopback server of ``pride.testing`` plays the API, refusing (as OpenAI does)
+reasoning it never issued. Drop its ``base_url`` (and set
+``OPENAI_API_KEY``) to run it for real.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import attrs
 import trio
 
-from pride import Branch
+from pride import Branch, Reasoning
 from pride.llm import ScriptedReply, ToolCall, iModel
 from pride.testing import openai_server
 
@@ -63,6 +65,8 @@ async def main() -> None:
                 "Do I need an umbrella in Oslo?", response_format=Advice, actions=True, reason=True
             )
         print("answer:", result.output)
+        kept = [m for m in branch.messages if isinstance(m, Reasoning)]
+        print(f"reasoning kept in the conversation: {len(kept)} items ({kept[0].provider})")
         for number, request in enumerate(server.requests, start=1):
             body = request.body
             kinds = [item.get("type") or item["role"] for item in body["input"]]

@@ -63,6 +63,7 @@ __all__ = [
     "error_for_payload",
     "error_for_status",
     "malformed",
+    "not_sent",
     "parse_retry_after",
     "public_url",
     "redact",
@@ -362,4 +363,15 @@ def malformed(
         provider=provider,
         url=url,
         path=path,
+    )
+
+
+def not_sent(provider: str, url: str, why: str) -> BadRequest:
+    """The [`BadRequest`][pride.BadRequest] for a request refused before it was sent
+    (a bad option of the call's own: what the API would refuse, without the round trip)."""
+    return BadRequest(
+        f"{provider}: the request was not sent to POST {url}: {why}",
+        provider_message=why,
+        provider=provider,
+        url=url,
     )

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pride.messages.reasoning import REASONING_ITEMS
+
 from ._endpoint import ReplyParts, json_instruction
+from ._errors import not_sent
 from ._http import HttpEndpoint
 from ._reasoning import check_reasoning_options
 from ._shape import (
@@ -49,6 +52,22 @@ def _with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[st
         if isinstance(content, str):
             return [{**first, "content": f"{content}\n\n{text}"}, *messages[1:]]
     return [{"role": "system", "content": text}, *messages]
+
+
+def _without_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` without the Responses API's reasoning items, which chat completions
+    cannot read (the list itself when it holds none, as it nearly always does)."""
+    if not any(REASONING_ITEMS in message for message in messages):
+        return messages
+    kept = []
+    for message in messages:
+        if REASONING_ITEMS not in message:
+            kept.append(message)
+            continue
+        rest = {k: v for k, v in message.items() if k != REASONING_ITEMS}
+        if rest.get("content") or rest.get("tool_calls"):  # else it held reasoning alone
+            kept.append(rest)
+    return kept
 
 
 def _read_content(message: dict[str, Any], path: str, reply: ReplyParts) -> None:
@@ -119,10 +138,14 @@ class OpenAIEndpoint(HttpEndpoint):
         """The JSON body for ``request`` (exposed for tests and debugging).
 
         Raises:
-            ValueError: a bad reasoning option (a summary, which chat completions lack).
+            BadRequest: a bad reasoning option of the call's own (a summary, which
+                chat completions lack): nothing is sent.
         """
-        check_reasoning_options(options, responses=False)
-        messages = request.messages
+        try:
+            check_reasoning_options(options, responses=False)
+        except ValueError as exc:
+            raise not_sent(self.provider, self.public_url, str(exc)) from None
+        messages = _without_reasoning(request.messages)
         body: dict[str, Any] = {"model": self.model, **options}
         if request.tools:
             body["tools"] = [_wire_tool(t) for t in request.tools]

@@ -4,9 +4,10 @@
 ``reasoning_summary`` (whether, and how fully, the Responses API reports a
 summary of that reasoning) are request options like ``temperature``: given to
 [`iModel`][pride.iModel] they apply to every call, in a request's ``options``
-to that call. A value outside OpenAI's vocabulary is refused with a
-``ValueError`` naming the accepted ones, when the model is made (or the call
-built), instead of as an HTTP 400 after a round trip. Chat completions takes
+to that call. A value outside OpenAI's vocabulary is refused naming the
+accepted ones, instead of as an HTTP 400 after a round trip: a ``ValueError``
+when the model is made, a ``BadRequest`` (not retried) when a call's own
+options hold it, before anything is sent. Chat completions takes
 ``reasoning_effort`` as is and has no summaries; the Responses API takes both
 as its ``reasoning`` object.
 """

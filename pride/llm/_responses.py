@@ -33,7 +33,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
+from pride.messages.reasoning import OPENAI_RESPONSES, REASONING_ITEMS, Reasoning
+
 from ._endpoint import ReplyParts, json_instruction
+from ._errors import not_sent
 from ._http import HttpEndpoint
 from ._reasoning import REASONING_OPTIONS, reasoning_object
 from ._shape import (
@@ -45,7 +50,7 @@ from ._shape import (
     str_field,
     where,
 )
-from ._types import ModelRequest, Usage
+from ._types import ModelRequest, ModelResponse, Usage
 
 __all__ = ["ENCRYPTED_REASONING", "ResponsesEndpoint", "input_items"]
 
@@ -89,6 +94,8 @@ def _input_content(content: Any, role: str) -> Any:
     kind = "output_text" if role == "assistant" else "input_text"
     parts = []
     for part in content:
+        if not isinstance(part, dict):
+            raise ValueError(f"a content part must be an object, not {type(part).__name__}")
         if part.get("type") == "image_url":
             image = part.get("image_url") or {}
             url = image.get("url") if isinstance(image, dict) else image
@@ -130,6 +137,8 @@ def input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[s
                 }
             )
         elif role in ("user", "system", "developer", "assistant"):
+            # A reply's reasoning goes back first, where the model produced it.
+            items.extend(message.get(REASONING_ITEMS) or ())
             content = message.get("content")
             if role != "assistant" or content:
                 items.append({"role": role, "content": _input_content(content, role)})
@@ -215,13 +224,30 @@ def _read_call(item: dict[str, Any], path: str, reply: ReplyParts, index: int) -
 
 
 def _read_reasoning(item: dict[str, Any], path: str, reply: ReplyParts) -> None:
-    """A whole ``reasoning`` item, kept to be sent back (checked, then held as sent)."""
+    """A whole ``reasoning`` item, its fields checked, kept to be sent back."""
     str_field(item, "id", path)
     str_field(item, "encrypted_content", path)
     summary_path = where(path, "summary")
     for index, raw in enumerate(list_field(item, "summary", path) or ()):
-        str_field(as_object(raw, where(summary_path, index)), "text", where(summary_path, index))
-    reply.items.append({k: v for k, v in item.items() if k != "status"})
+        part_path = where(summary_path, index)
+        str_field(as_object(raw, part_path), "text", part_path)
+    reply.items.append(item)
+
+
+def _as_reasoning(item: dict[str, Any]) -> Reasoning:
+    """A checked reasoning item as a [`Reasoning`][pride.Reasoning]: its summary's texts
+    are the readable reasoning; its ``id``, the texts one by one and its
+    ``encrypted_content`` are what the API needs back."""
+    texts = [part.get("text") or "" for part in item.get("summary") or ()]
+    data: dict[str, Any] = {"summary": texts}
+    if item.get("id") is not None:
+        data["id"] = item["id"]
+    return Reasoning(
+        provider=OPENAI_RESPONSES,
+        reasoning="\n\n".join(t for t in texts if t),
+        encrypted=item.get("encrypted_content"),
+        data=data,
+    )
 
 
 def _read_output(item: dict[str, Any], path: str, reply: ReplyParts, index: int) -> None:
@@ -244,14 +270,16 @@ class ResponsesEndpoint(HttpEndpoint):
         base_url: the API root (``.../v1``).
         access: the model's HTTP client, key and timeout.
         limits: the bounds on what is read of a reply.
-        reasoning: whether the model reasons: a stateless call then asks for
-            its reasoning encrypted, to send it back.
+
+    Attributes:
+        reasoning_model: whether the model reasons: a stateless call then asks
+            for its reasoning encrypted, to send it back.
     """
 
     route = "/responses"
     stream_end = "response.completed"
     structured_output = True
-    reasoning = False
+    reasoning_model = False
 
     def payload(
         self, request: ModelRequest, options: dict[str, Any], stream: bool
@@ -259,8 +287,21 @@ class ResponsesEndpoint(HttpEndpoint):
         """The JSON body for ``request`` (exposed for tests and debugging).
 
         Raises:
-            ValueError: a bad reasoning option, or a message of an unknown role.
+            BadRequest: a bad reasoning option of the call's own (the model's were
+                checked when it was made), or a message the API has no place for:
+                nothing is sent.
         """
+        try:
+            return self._body(request, options, stream)
+        except ValueError as exc:
+            raise not_sent(self.provider, self.public_url, str(exc)) from None
+
+    def response(self, reply: ReplyParts) -> ModelResponse:
+        """The reply, its reasoning items as [`Reasoning`][pride.Reasoning] messages."""
+        response = super().response(reply)
+        return attrs.evolve(response, reasoning=tuple(_as_reasoning(i) for i in reply.items))
+
+    def _body(self, request: ModelRequest, options: dict[str, Any], stream: bool) -> dict[str, Any]:
         options = dict(options)
         reasoning = reasoning_object({k: options.pop(k, None) for k in REASONING_OPTIONS})
         for name in ("max_tokens", "max_completion_tokens"):
@@ -268,9 +309,10 @@ class ResponsesEndpoint(HttpEndpoint):
                 options.setdefault("max_output_tokens", options.pop(name))
         options.pop("stream", None)
         body: dict[str, Any] = {"model": self.model, "store": False, **options}
+        native = body.get("reasoning")  # Responses' own object, given as an option
         if reasoning:
-            body["reasoning"] = {**reasoning, **(body.get("reasoning") or {})}
-        if body["store"] is False and (self.reasoning or "reasoning" in body):
+            body["reasoning"] = {**reasoning, **native} if isinstance(native, dict) else reasoning
+        if body["store"] is False and (self.reasoning_model or "reasoning" in body):
             include = list(body.get("include") or ())
             if ENCRYPTED_REASONING not in include:
                 include.append(ENCRYPTED_REASONING)

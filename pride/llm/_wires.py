@@ -77,5 +77,5 @@ def http_endpoint(
     )
     endpoint.structured_output = info.structured_output
     if isinstance(endpoint, ResponsesEndpoint):
-        endpoint.reasoning = reasons(info.name, model)
+        endpoint.reasoning_model = reasons(info.name, model)
     return endpoint

@@ -12,8 +12,8 @@ Compilation rules (both shapes):
   caller places it: first entry for OpenAI, the ``system`` parameter for
   Anthropic);
 * OpenAI: consecutive assistant entries merge (text joined with a blank line,
-  tool calls concatenated), so a reply and the tool calls it made form one
-  entry as the API expects;
+  tool calls and Responses reasoning items concatenated), so a reply and the
+  tool calls it made form one entry as the API expects;
 * Anthropic: consecutive entries of the same role merge into one entry with
   their content blocks concatenated, as the Messages API requires alternation;
 * a message with no place in the shape (another provider's
@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal, overload
 
 from .conversation import RoledMessage, System
+from .reasoning import REASONING_ITEMS
 
 __all__ = ["Checkpoint", "History", "ProviderShape", "merge_entry"]
 
@@ -260,4 +261,7 @@ def _merge_openai_assistant(first: dict[str, Any], second: dict[str, Any]) -> di
     calls = [*first.get("tool_calls", ()), *second.get("tool_calls", ())]
     if calls:
         merged["tool_calls"] = calls
+    items = [*first.get(REASONING_ITEMS, ()), *second.get(REASONING_ITEMS, ())]
+    if items:  # a reply's Responses reasoning, kept with the reply it led to
+        merged[REASONING_ITEMS] = items
     return merged

@@ -26,14 +26,21 @@ the reply's tool calls, which is where Anthropic wants it; it is never split
 from the call it belongs to, because nothing is recorded between them.
 
 Who can read it: ``provider`` names the wire format that made it and alone can
-read it back (``"anthropic"`` for Anthropic Messages; the OpenAI Responses
-API's reasoning items use the name of that wire format). A `Reasoning` renders
-into that format only; rendered for any other (OpenAI chat completions, or
-another provider's format) it is left out: a conversation moved to another
-provider drops the reasoning that provider cannot read, and keeps everything
-else (the answers and tool calls stay). The messages stay recorded, so moving
-back sends them again. ``provider="scripted"`` (a [`ScriptedModel`][pride.ScriptedModel]'s)
+read it back (``"anthropic"`` for Anthropic Messages, ``"openai_responses"``
+for OpenAI's Responses API). A `Reasoning` renders into that format only;
+rendered for any other (OpenAI chat completions, or another provider's
+format) it is left out: a conversation moved to another provider drops the
+reasoning that provider cannot read, and keeps everything else (the answers
+and tool calls stay). The messages stay recorded, so moving back sends them
+again. ``provider="scripted"`` (a [`ScriptedModel`][pride.ScriptedModel]'s)
 renders nowhere.
+
+The Responses API reads the same chat-shaped conversation as chat
+completions (pride compiles one OpenAI shape for both), so its reasoning
+renders in the OpenAI shape as an assistant entry carrying the reasoning item
+under ``"reasoning_items"`` (`REASONING_ITEMS`): compilation merges it into the
+entry of the reply it belongs to, the Responses endpoint sends the items
+first in that reply's place, and the chat-completions endpoint leaves them out.
 
 Fields, all opaque to pride except as said here:
 
@@ -47,13 +54,18 @@ Fields, all opaque to pride except as said here:
 * ``encrypted``: reasoning the provider sent encrypted (Anthropic's
   ``redacted_thinking`` ``data``; OpenAI's ``encrypted_content``);
 * ``data``: anything else the provider needs back, as it sent it (an OpenAI
-  reasoning item's ``id`` and ``summary`` parts). Anthropic blocks need none.
+  reasoning item's ``id``, and its ``summary`` as a list of texts). Anthropic
+  blocks need none.
 
 Anthropic rendering: a `Reasoning` with ``encrypted`` set is
 ``{"type": "redacted_thinking", "data": encrypted}``, otherwise
 ``{"type": "thinking", "thinking": reasoning, "signature": signature}``: the
 block exactly as received, built from the fields and nothing else, so a stored
 conversation (a file, so not trusted) cannot smuggle other blocks in.
+Responses rendering, by the same rule: ``{"type": "reasoning", "id",
+"summary": [{"type": "summary_text", "text"}, ...], "encrypted_content":
+encrypted}`` from ``data``'s ``id`` and summary texts (what is not a string
+there is left out) and ``encrypted``.
 
 [`ReasoningDelta`][pride.ReasoningDelta] is a piece of reasoning text as a
 model streams it: a stream item of its own kind, never mixed into the text
@@ -76,10 +88,24 @@ from .conversation import (
     _text,
 )
 
-__all__ = ["ANTHROPIC", "SCRIPTED", "Reasoning", "ReasoningDelta"]
+__all__ = [
+    "ANTHROPIC",
+    "OPENAI_RESPONSES",
+    "REASONING_ITEMS",
+    "SCRIPTED",
+    "Reasoning",
+    "ReasoningDelta",
+]
 
 #: The ``provider`` of reasoning made by Anthropic's Messages API.
 ANTHROPIC = "anthropic"
+
+#: The ``provider`` of reasoning made by OpenAI's Responses API (its reasoning items).
+OPENAI_RESPONSES = "openai_responses"
+
+#: The key of an OpenAI-shaped assistant entry holding Responses reasoning items:
+#: the Responses endpoint sends them, the chat-completions endpoint leaves them out.
+REASONING_ITEMS = "reasoning_items"
 
 #: The ``provider`` of reasoning a [`ScriptedModel`][pride.ScriptedModel] made up (read by none).
 SCRIPTED = "scripted"
@@ -122,7 +148,23 @@ class Reasoning(RoledMessage):
         return self.reasoning
 
     def _render_openai(self) -> dict[str, Any] | None:
-        return None  # chat completions have no place for reasoning
+        if self.provider != OPENAI_RESPONSES:
+            return None  # chat completions have no place for reasoning
+        return {"role": "assistant", "content": None, REASONING_ITEMS: [self._responses_item()]}
+
+    def _responses_item(self) -> dict[str, Any]:
+        """The Responses API's reasoning item, built from the fields alone."""
+        item: dict[str, Any] = {"type": "reasoning"}
+        item_id = self.data.get("id")
+        if isinstance(item_id, str):
+            item["id"] = item_id
+        summary = self.data.get("summary")
+        texts = summary if isinstance(summary, list | tuple) else ()
+        item["summary"] = [
+            {"type": "summary_text", "text": text} for text in texts if isinstance(text, str)
+        ]
+        item["encrypted_content"] = self.encrypted
+        return item
 
     def _render_anthropic(self) -> dict[str, Any] | None:
         if self.provider != ANTHROPIC:

@@ -586,6 +586,9 @@ def _check(response_or_error: ModelResponse | BaseException) -> None:
         assert isinstance(response_or_error.text, str)
         for call in response_or_error.tool_calls:
             assert isinstance(call.name, str) and isinstance(call.arguments, dict)
+        for reasoning in response_or_error.reasoning:  # never part of the text
+            assert isinstance(reasoning.text, str)
+            assert reasoning.encrypted is None or isinstance(reasoning.encrypted, str)
         assert response_or_error.usage.input_tokens >= 0
         return
     # Anything but a ProviderError (AttributeError, TypeError, ValueError...) fails here.

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pride import Reasoning
 from pride.errors import BadRequest, RateLimited, ServerError
 from pride.llm import ModelRequest, RetryPolicy, ScriptedReply, ToolCall, Usage, iModel
 from pride.testing import Fault, openai_server
@@ -90,11 +91,18 @@ class TestReasoningOptions:
         assert "reasoning_effort" not in first and "reasoning_summary" not in first
 
     async def test_a_bad_per_call_value_is_refused_before_sending(self):
-        """A request's own bad reasoning option is a ValueError and no request is made."""
+        """A call's own bad reasoning option (from a command, say) is BadRequest, unsent."""
         async with openai_server(["unused"]) as server:
             async with _model(server) as model:
-                with pytest.raises(ValueError, match="reasoning_effort"):
+                with pytest.raises(BadRequest, match="reasoning_effort must be one of"):
                     await model.invoke(_request(options={"reasoning_effort": 3}))
+                with pytest.raises(BadRequest, match="reasoning_summary"):
+                    async with model.stream(_request(options={"reasoning_summary": "x"})) as s:
+                        async for _ in s:
+                            pass
+            chat = _model(server, "openai/gpt-4.1-mini")
+            with pytest.raises(BadRequest, match="openai_api='responses'"):
+                await chat.invoke(_request(options={"reasoning_summary": "auto"}))
         assert server.request_count == 0
 
 
@@ -302,3 +310,67 @@ async def test_reasoning_sent_back_that_the_server_never_issued_is_refused():
         async with _model(server) as model:
             with pytest.raises(BadRequest, match="could not be verified"):
                 await model.invoke(request)
+
+
+async def test_reasoning_items_are_read_into_reasoning_messages():
+    """Each reasoning item is a Reasoning: summary texts readable, id and encrypted kept."""
+    reasoning = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [
+            {"type": "summary_text", "text": "First, the city."},
+            {"type": "summary_text", "text": "Then the tool."},
+        ],
+        "encrypted_content": "opaque==",
+    }
+    doc = _response(output=[reasoning, *_response()["output"]])
+    async with openai_server([Fault.raw(doc)]) as server:
+        async with _model(server) as model:
+            reply = await model.invoke(_request())
+    [kept] = reply.reasoning
+    assert (kept.provider, kept.encrypted) == ("openai_responses", "opaque==")
+    assert kept.text == "First, the city.\n\nThen the tool."
+    assert kept.data == {"id": "rs_1", "summary": ["First, the city.", "Then the tool."]}
+    assert reply.text == "partial"  # the reasoning is never the answer's text
+
+
+def test_reasoning_goes_back_built_from_its_fields_alone():
+    """A stored Reasoning (untrusted) renders only a well-formed item; chat gets nothing."""
+    stored = Reasoning(
+        provider="openai_responses",
+        encrypted="opaque==",
+        data={"id": "rs_1", "summary": ["ok", 7, {"type": "input_text"}], "type": "message"},
+    )
+    entry = stored.to_openai()
+    assert entry == {
+        "role": "assistant",
+        "content": None,
+        "reasoning_items": [
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [{"type": "summary_text", "text": "ok"}],
+                "encrypted_content": "opaque==",
+            }
+        ],
+    }
+    assert Reasoning(provider="anthropic", reasoning="x", signature="s").to_openai() is None
+    assert stored.to_anthropic() is None
+
+
+async def test_a_request_it_cannot_build_is_refused_unsent():
+    """A content part that is no object is BadRequest before anything is sent."""
+    request = ModelRequest(messages=[{"role": "user", "content": ["not a part"]}])
+    async with openai_server(["unused"]) as server:
+        async with _model(server) as model:
+            with pytest.raises(BadRequest, match="a content part must be an object"):
+                await model.invoke(request)
+    assert server.request_count == 0
+
+
+async def test_a_native_reasoning_option_is_merged_under_the_checked_ones():
+    """reasoning={...} given as Responses' own option wins over reasoning_effort."""
+    async with openai_server(["a"]) as server:
+        async with _model(server, reasoning_effort="low", reasoning={"effort": "high"}) as model:
+            await model.invoke(_request())
+    assert server.requests[0].body["reasoning"] == {"effort": "high"}
