@@ -26,6 +26,7 @@ from .context import (
     ProviderReport as ProviderReport,
 )
 from .errors import (
+    ActivationFailed as ActivationFailed,
     ApprovalPending as ApprovalPending,
     ApprovalRequired as ApprovalRequired,
     AuthenticationFailed as AuthenticationFailed,
@@ -72,6 +73,7 @@ from .errors import (
     UnknownOperation as UnknownOperation,
     UnknownPendingCall as UnknownPendingCall,
     UnknownTurn as UnknownTurn,
+    VirtualKindError as VirtualKindError,
 )
 from .flows import (
     Flow as Flow,
@@ -96,6 +98,8 @@ from .messages import (
     Approve as Approve,
     AssistantResponse as AssistantResponse,
     Attach as Attach,
+    BranchActivated as BranchActivated,
+    BranchPassivated as BranchPassivated,
     BranchRestarted as BranchRestarted,
     BranchStarted as BranchStarted,
     BranchStopped as BranchStopped,
@@ -165,6 +169,7 @@ __all__ = [
     "ActionCall",
     "ActionRequest",
     "ActionResponse",
+    "ActivationFailed",
     "Analysis",
     "ApprovalPending",
     "ApprovalRequested",
@@ -175,8 +180,10 @@ __all__ = [
     "AuthenticationFailed",
     "BadRequest",
     "Branch",
+    "BranchActivated",
     "BranchClosed",
     "BranchNotRunning",
+    "BranchPassivated",
     "BranchRef",
     "BranchRestarted",
     "BranchStarted",
@@ -291,6 +298,7 @@ __all__ = [
     "UnknownTurn",
     "Unparsed",
     "Usage",
+    "VirtualKindError",
     "WorkCommand",
     "ask",
     "check_control",

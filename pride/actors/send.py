@@ -301,7 +301,9 @@ async def stream(
     items = StreamItems(receive_channel, reply)
     clean_exit = False
     try:
-        with waiting_edge(destination):
+        # The envelope's target now: one that forwards envelopes (a virtual
+        # branch's address) points it at the branch serving it.
+        with waiting_edge(reply.branch):
             yield items
         clean_exit = True
     finally:

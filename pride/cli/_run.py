@@ -242,9 +242,10 @@ class _Process:
     def _branch(self, branch_id: UUID | None) -> Branch | None:
         """The branch of the tree with this id, if any (for `TurnsInFlight`)."""
         try:
-            return self.session.resolve_name(branch_id) if branch_id is not None else None
+            found = self.session.resolve_name(branch_id) if branch_id is not None else None
         except UnknownBranch:
             return None
+        return found if isinstance(found, Branch) else None
 
     async def serve(self, signals: Any) -> int:
         """Serve until a signal (or end of input with ``--exit-on-eof``) and the drain."""
@@ -335,14 +336,16 @@ class _Process:
         """Send to a branch of the tree, else (with ``--cluster``) to a placed one,
         the command held to the trust rules of `pride.messages.requests`."""
         try:
-            branch = self.session.resolve_name(request.to)
+            target = self.session.resolve_name(request.to)
         except UnknownBranch:
             if self.cluster is None:
                 raise
             command = for_remote(request.command)
             return await send(self.cluster.ref(request.to), command, tag=request.id)
+        # A virtual branch is activated first: its budget is the one a request may not lift.
+        branch = target if isinstance(target, Branch) else await self.session.activate(target.name)
         command = for_branch(request.command, branch.budget)  # a request never lifts a limit
-        return await self.session.send(branch, command, tag=request.id)
+        return await self.session.send(target, command, tag=request.id)
 
     async def _answer(self, request: Request, reply: Reply) -> None:
         try:

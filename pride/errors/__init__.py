@@ -21,6 +21,8 @@ PrideError
 ├── UnknownOperation (LookupError)     no such registered operation
 ├── MembershipError (ValueError)       the branch belongs to another session
 ├── SupervisorFailed                   restart intensity exceeded
+├── VirtualKindError (ValueError)      a kind of virtual branches cannot be registered
+├── ActivationFailed                   a virtual branch could not be activated; names it
 ├── InvalidFlow (ValueError)           a flow cannot start (or grow); names the node
 ├── FlowNodeError (LookupError)        the result of a flow node that did not complete
 ├── UnknownFlow (LookupError)          no unfinished flow with that id in the store
@@ -100,12 +102,14 @@ from ._provider import (
     ServerError as ServerError,
 )
 from ._supervision import (
+    ActivationFailed as ActivationFailed,
     FlowNodeError as FlowNodeError,
     InvalidFlow as InvalidFlow,
     MembershipError as MembershipError,
     SupervisorFailed as SupervisorFailed,
     UnknownFlow as UnknownFlow,
     UnknownOperation as UnknownOperation,
+    VirtualKindError as VirtualKindError,
 )
 from ._turns import (
     BudgetExceeded as BudgetExceeded,
@@ -121,6 +125,7 @@ from ._turns import (
 )
 
 __all__ = [
+    "ActivationFailed",
     "ApprovalPending",
     "ApprovalRequired",
     "AuthenticationFailed",
@@ -167,6 +172,7 @@ __all__ = [
     "UnknownOperation",
     "UnknownPendingCall",
     "UnknownTurn",
+    "VirtualKindError",
 ]
 
 # Tracebacks, reprs and pickles name the public home of each class and function

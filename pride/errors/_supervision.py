@@ -7,12 +7,14 @@ from uuid import UUID
 from ..messages import PrideError
 
 __all__ = [
+    "ActivationFailed",
     "FlowNodeError",
     "InvalidFlow",
     "MembershipError",
     "SupervisorFailed",
     "UnknownFlow",
     "UnknownOperation",
+    "VirtualKindError",
 ]
 
 
@@ -30,6 +32,34 @@ class MembershipError(PrideError, ValueError):
     Membership is exclusive: ``remove`` it from its session first. ``include``
     checks a whole batch before changing anything.
     """
+
+
+class VirtualKindError(PrideError, ValueError):
+    """A kind of virtual branches cannot be registered: the session has no store,
+    the kind's name is taken or malformed, or an option is out of range. The
+    message says how to fix it."""
+
+
+class ActivationFailed(PrideError):
+    """A virtual branch could not be activated: its factory raised (or returned
+    something that is not an unstarted Branch), or its stored state could not
+    be read. ``__cause__`` is the underlying error.
+
+    Every caller waiting on that activation gets it; nothing is kept, so the
+    next message to the name tries again.
+
+    Attributes:
+        branch_name: the virtual branch's name (``kind/key``).
+        reason: what went wrong, in a sentence.
+    """
+
+    def __init__(self, branch_name: str, reason: str) -> None:
+        self.branch_name = branch_name
+        self.reason = reason
+        super().__init__(f"virtual branch {branch_name!r} could not be activated: {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (ActivationFailed, (self.branch_name, self.reason))
 
 
 class SupervisorFailed(PrideError):

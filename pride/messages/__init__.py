@@ -45,6 +45,8 @@ from .reasoning import Reasoning, ReasoningDelta
 from .signals import (
     SIGNAL_SCHEMA_VERSION,
     ApprovalRequested,
+    BranchActivated,
+    BranchPassivated,
     BranchRestarted,
     BranchStarted,
     BranchStopped,
@@ -78,6 +80,8 @@ __all__ = [
     "Approve",
     "AssistantResponse",
     "Attach",
+    "BranchActivated",
+    "BranchPassivated",
     "BranchRestarted",
     "BranchStarted",
     "BranchStopped",

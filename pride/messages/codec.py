@@ -121,6 +121,8 @@ _SIGNAL_TYPES: tuple[type, ...] = (
     signals.BranchStarted,
     signals.BranchStopped,
     signals.BranchRestarted,
+    signals.BranchActivated,
+    signals.BranchPassivated,
     signals.SessionFailed,
     signals.NodeStarted,
     signals.NodeCompleted,

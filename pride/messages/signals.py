@@ -268,6 +268,33 @@ class BranchStopped(Signal):
 
 
 @attrs.frozen(kw_only=True)
+class BranchActivated(Signal):
+    """A virtual branch was activated: built by its kind's factory, its stored
+    state restored, and started under the session (see docs/virtual.md).
+
+    ``restored`` is True when the store held a conversation of that name;
+    ``elapsed`` is the seconds the activation took (factory, store read, start).
+    """
+
+    restored: bool = False
+    elapsed: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class BranchPassivated(Signal):
+    """A virtual branch left memory; its conversation stays in the store.
+
+    ``reason``: ``idle`` (nothing for its kind's ``passivate_after``
+    seconds), ``max_active`` (the least recently used beyond its kind's
+    limit), ``manual`` (``session.passivate``), ``shutdown`` (its session
+    stopped) or ``crash`` (its actor crashed: the next message activates it
+    afresh).
+    """
+
+    reason: Literal["idle", "max_active", "manual", "shutdown", "crash"] = "idle"
+
+
+@attrs.frozen(kw_only=True)
 class BranchRestarted(Signal):
     """A supervisor restarted a branch (or child session) after a crash."""
 

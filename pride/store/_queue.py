@@ -116,6 +116,13 @@ class WriteQueue:
         if branch_name is not None:
             self.pending.branches[branch_name] += 1
 
+    def holds(self, branch_name: str) -> bool:
+        """True while rows of ``branch_name`` are queued or being committed."""
+        committing = self.committing
+        return self.pending.holds(branch_name) or (
+            committing is not None and committing.holds(branch_name)
+        )
+
     def unwritten(self) -> bool:
         """True while something is queued or being committed."""
         return self.pending.holds(None) or self.committing is not None

@@ -389,6 +389,18 @@ class BranchStore(Journals):
         count = await self._read(f"reading branch {name!r} from", message_count, name)
         self._next_seq[name] = count
 
+    def forget(self, name: str) -> bool:
+        """Let go of what this store object keeps in memory for ``name`` (its next
+        message number), once nothing of it is queued: a passivated virtual
+        branch leaves nothing behind. Its next use registers it again.
+
+        Returns False, keeping it, while rows of ``name`` wait for a commit.
+        """
+        if self._queue.holds(name):
+            return False
+        self._next_seq.pop(name, None)
+        return True
+
     async def delete(self, name: str) -> None:
         """Forget a stored branch and its messages."""
         db = self._require(write=True)

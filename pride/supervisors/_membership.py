@@ -31,9 +31,9 @@ from ..actors.target import Target, is_target
 from ..actors.waits import serving_branch
 from ..actors.wiring import detach
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
-from ..flows.journal import parse_node_tag
 from ..messages import Attach, Detach, Stop
 from ._child import Child, Member
+from ._persistence import hand_over
 from ._roster import Roster
 from ._service import Service
 from ._supervisor import Supervisor
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..memory import MemoryStore
     from ..operations.registry import OperationManager
     from ._persistence import Persistence
+    from ._virtual import VirtualRef, Virtuals
     from .hooks import HookBus
     from .observer import Observer
 
@@ -90,6 +91,7 @@ class Membership:
         self.account = account
         self.parent: Membership | None = None
         self.persistence: Persistence | None = None  # the branch store wiring, if any
+        self.virtuals: Virtuals | None = None  # kinds of virtual branches, once registered
         self.closed = False  # finished for good: members released
         self.restarts_below = 0  # restart events of child sessions already released
         self.resume_handlers: list[Callable[[Any], Any]] = []  # see Session.on_resume
@@ -155,12 +157,15 @@ class Membership:
             raise UnknownBranch(name_or_id, f"session {self.name!r}")
         return found
 
-    def resolve_name(self, name_or_id: str | UUID) -> Branch:
+    def resolve_name(self, name_or_id: str | UUID) -> Branch | VirtualRef:
         """Find a branch for a send from a member's turn: nearest first.
 
         This session's branches, then those of its child sessions (depth
         first, in start order), then the same from each parent upwards.
         Stopped members resolve too (sending to them raises BranchClosed).
+        A ``kind/key`` name of a virtual kind registered on the way resolves
+        to its live branch, else to its `VirtualRef` (a target that activates
+        it on delivery).
 
         Raises:
             UnknownBranch: no branch of the tree has that name or id.
@@ -168,6 +173,11 @@ class Membership:
         members: Membership | None = self
         skip: Membership | None = None
         while members is not None:
+            virtuals = members.virtuals
+            if virtuals is not None and isinstance(name_or_id, str):
+                routed = virtuals.route(name_or_id)
+                if routed is not None:
+                    return routed
             found = members._find_in_tree(name_or_id, skip)
             if found is not None:
                 return found
@@ -245,15 +255,24 @@ class Membership:
     # ------------------------------------------------------------ joining
 
     async def adopt(
-        self, branches: list[Any], restart: RestartType, durability: Any = None
-    ) -> None:
+        self,
+        branches: list[Any],
+        restart: RestartType,
+        durability: Any = None,
+        *,
+        activity: Callable[[], None] | None = None,
+    ) -> bool:
         """Make ``branches`` members: all are checked first, then each is started
-        (or taken over) and attached.
+        (or taken over) and attached. With ``activity``, the one branch is a
+        virtual branch being activated (`pride.supervisors._virtual`): its
+        commit barrier calls ``activity`` at the end of each turn.
+
+        Returns whether the store held the conversation of the last one.
 
         Raises:
             TypeError: one is not a Branch, or ``durability`` is not a Durability.
             MembershipError: one belongs to another session.
-            ValueError: a name is taken.
+            ValueError: a name is taken (by a member, or by a virtual kind).
             RuntimeError: the session is not running, or one is being added already.
         """
         if durability is not None and not isinstance(durability, Durability):
@@ -269,20 +288,24 @@ class Membership:
                 raise RuntimeError(f"branch {branch.name!r} is already being added")
         # The name index, not a set rebuilt per spawn: N spawns cost O(N) (see _roster.py).
         taken = {joining.name for joining in self._joining}
+        virtuals = self.virtuals if activity is None else None
         for branch in branches:
             holder = self._children.named(branch.name)
             if branch.name in taken or (holder is not None and holder.actor not in branches):
                 raise ValueError(
                     f"session {self.name!r} already has a member named {branch.name!r}"
                 )
+            if virtuals is not None and virtuals.claims(branch.name):
+                raise ValueError(f"{branch.name!r} is a virtual branch's name: its factory's")
             taken.add(branch.name)
         for branch in branches:  # claimed before any await: concurrent includes cannot both win
             _owners[branch] = self
         self._joining.update(branches)
+        stored = False
         try:
             for index, branch in enumerate(branches):
                 try:
-                    await self._admit(branch, restart, durability)
+                    stored = await self._admit(branch, restart, durability, activity)
                 except BaseException:
                     for left in branches[index:]:
                         if self._children.of(left) is None:
@@ -290,11 +313,18 @@ class Membership:
                     raise
         finally:
             self._joining.difference_update(branches)
+        return stored
 
-    async def _admit(self, branch: Branch, restart: RestartType, durability: Any = None) -> None:
+    async def _admit(
+        self,
+        branch: Branch,
+        restart: RestartType,
+        durability: Any = None,
+        activity: Callable[[], None] | None = None,
+    ) -> bool:
         child = self._children.of(branch)
         supervisor = self.supervisor
-        restored = False
+        wired = stored = False
         if child is None or child.state == "stopped":
             if branch.actor.serving:
                 # Serving elsewhere (standalone): take the actor over between turns.
@@ -302,8 +332,10 @@ class Membership:
             async with supervisor.lock:
                 if child is None:
                     if self.persistence is not None:
-                        await self.persistence.restore_or_register(branch, durability)
-                        restored = True
+                        stored = await self.persistence.restore_or_register(
+                            branch, durability, activity=activity
+                        )
+                        wired = True
                     child = Child(branch, restart)
                     self._children.append(child)
                 child.restart = restart
@@ -322,33 +354,11 @@ class Membership:
         )
         reply = await send(branch, attach)
         await reply.result()
-        if restored and self.persistence is not None:
+        if wired and self.persistence is not None:
             # Interrupted turns first: before spawn returns, nothing else can be queued.
             for resumed in self.persistence.recover(branch):
-                self._resumed(resumed)
-
-    def _resumed(self, reply: Any) -> None:
-        """Hand the envelope of a resumed turn to the ``on_resume`` handlers, or,
-        a flow node's (its tag says so), to the session's ``resume_flow``."""
-        if parse_node_tag(reply.tag) is not None:  # the flow's, not an application's
-            self.flow_turns[reply.tag] = reply
-            log.info(
-                "branch %r: resumed the turn of flow node %s; session.resume_flow waits for it",
-                reply.branch.name,
-                reply.tag,
-            )
-            return
-        if not self.resume_handlers:
-            log.info(
-                "branch %r: turn resumed with no on_resume handler; its result goes to "
-                "observers only",
-                reply.branch.name,
-            )
-        for handler in list(self.resume_handlers):
-            try:
-                handler(reply)
-            except Exception:
-                log.exception("on_resume handler %r failed", handler)
+                hand_over(resumed, self.resume_handlers, self.flow_turns)
+        return stored
 
     async def adopt_session(
         self, session: Member, members: Membership, restart: RestartType

@@ -39,6 +39,7 @@ handlers (with the ``tag`` its first sender gave it).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -49,10 +50,11 @@ from ..actors import Branch, Reply
 from ..actors.commit import CommitBarrier
 from ..actors.journal import BranchJournal, Durability
 from ..actors.turn import TurnState
+from ..flows.journal import parse_node_tag
 from ..messages import Resume, RoledMessage
 from ..store import BranchStore
 
-__all__ = ["Persistence"]
+__all__ = ["Persistence", "hand_over"]
 
 log = logging.getLogger("pride.session")
 
@@ -73,13 +75,19 @@ class Persistence:
         self._wired: dict[Branch, tuple[Any, Any, Any]] = {}
 
     async def restore_or_register(
-        self, branch: Branch, durability: Durability | None = None
+        self,
+        branch: Branch,
+        durability: Durability | None = None,
+        *,
+        activity: Callable[[], None] | None = None,
     ) -> bool:
         """Restore ``branch``'s conversation and unfinished turns from the store, and
         persist it from now on (a new branch once it has something to store).
 
         Returns True if a stored conversation was restored. Branches without
         a stable name are left alone (their names change between runs).
+        ``activity`` is called at the end of each of its turns and ``Act``
+        steps (a virtual branch's idle clock, `pride.supervisors._virtual`).
         """
         if not branch.stable_name or branch in self._wired:
             return False
@@ -115,7 +123,7 @@ class Persistence:
         elif unfinished:  # a crash during its first turn: it exists from now on
             await store.save(branch)
         branch.actor.journal = journal
-        self._wire(branch, stored=stored is not None or bool(unfinished))
+        self._wire(branch, stored=stored is not None or bool(unfinished), activity=activity)
         return restored
 
     def recover(self, branch: Branch) -> list[Reply]:
@@ -152,7 +160,7 @@ class Persistence:
             replies.append(reply)
         return replies
 
-    def _wire(self, branch: Branch, *, stored: bool) -> None:
+    def _wire(self, branch: Branch, *, stored: bool, activity: Callable[[], None] | None) -> None:
         store = self.store
         held: list[RoledMessage | _Rewrite] = []  # the running turn's, until its end
         new = not stored  # not in the store yet: stored whole once it has something
@@ -203,6 +211,8 @@ class Persistence:
 
         def stage(state: TurnState | None) -> None:  # None: after an Act
             nonlocal new, rewritten
+            if activity is not None:
+                activity()
             if state is not None and state.suspended:
                 held.clear()  # the turn was rolled back: its messages come again on resume
                 rewritten = False
@@ -235,3 +245,29 @@ class Persistence:
         if journal is not None and journal.backend is self.store:
             # Its unfinished turns stay in the store; in memory they go with the store.
             branch.actor.journal = None
+
+
+def hand_over(
+    reply: Reply, handlers: list[Callable[[Any], Any]], flow_turns: dict[str, Any]
+) -> None:
+    """Hand the envelope of a resumed turn to the session's ``on_resume``
+    ``handlers``, or, a flow node's (its tag says so), to ``flow_turns``, where
+    the session's ``resume_flow`` takes it."""
+    if parse_node_tag(reply.tag) is not None:  # the flow's, not an application's
+        flow_turns[reply.tag] = reply  # type: ignore[index]
+        log.info(
+            "branch %r: resumed the turn of flow node %s; session.resume_flow waits for it",
+            reply.branch.name,
+            reply.tag,
+        )
+        return
+    if not handlers:
+        log.info(
+            "branch %r: turn resumed with no on_resume handler; its result goes to observers only",
+            reply.branch.name,
+        )
+    for handler in list(handlers):
+        try:
+            handler(reply)
+        except Exception:
+            log.exception("on_resume handler %r failed", handler)

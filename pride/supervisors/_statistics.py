@@ -34,6 +34,13 @@ class SessionStatistics:
         restarts: restart events performed (a one_for_all restart counts once).
         turns_suspended: runs of turns that stopped for approval (``RunSuspended``,
             not counted as failed).
+        virtual_active: live virtual branches (of this session's kinds; they
+            count among ``branches`` too).
+        activations: virtual branches activated so far.
+        passivations: virtual branches passivated so far.
+        failed_activations: activations that failed (``ActivationFailed``).
+        activation_time: seconds spent activating, over all ``activations``
+            (their mean is ``activation_time / activations``).
     """
 
     branches: int
@@ -44,11 +51,18 @@ class SessionStatistics:
     turns_failed: int
     restarts: int
     turns_suspended: int = 0
+    virtual_active: int = 0
+    activations: int = 0
+    passivations: int = 0
+    failed_activations: int = 0
+    activation_time: float = 0.0
 
 
 def statistics_of(members: Membership, account: Account) -> SessionStatistics:
-    """The statistics of the session whose membership and account these are."""
+    """The statistics of the session whose membership and account these are
+    (the virtual branches' figures: this session's kinds only)."""
     branches, running, sessions, queued = _tally(members)
+    virtuals = members.virtuals
     return SessionStatistics(
         branches,
         running,
@@ -58,6 +72,11 @@ def statistics_of(members: Membership, account: Account) -> SessionStatistics:
         account.turns_failed,
         members.restarts(),
         account.turns_suspended,
+        virtual_active=virtuals.active if virtuals is not None else 0,
+        activations=virtuals.activations if virtuals is not None else 0,
+        passivations=virtuals.passivations if virtuals is not None else 0,
+        failed_activations=virtuals.failed_activations if virtuals is not None else 0,
+        activation_time=virtuals.activation_time if virtuals is not None else 0.0,
     )
 
 

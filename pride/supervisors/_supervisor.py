@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -66,6 +66,9 @@ class Supervisor:
         hooks: where lifecycle hook points fire.
         release: called with a child that leaves (a ``remove`` finished) to
             undo its membership wiring.
+        stopped: awaited with each child that stopped and the reason its
+            ``BranchStopped`` gave, after that signal (a session's virtual
+            branches passivate so, `pride.supervisors._virtual`).
     """
 
     def __init__(
@@ -79,8 +82,10 @@ class Supervisor:
         observer: Observer,
         hooks: HookBus,
         release: Callable[[Child], None],
+        stopped: Callable[[Child, str], Awaitable[None]] | None = None,
     ) -> None:
         self.owner = owner
+        self._stopped = stopped
         self.name = name
         self.id = id
         self.observer = observer
@@ -449,6 +454,8 @@ class Supervisor:
             "branch_stop",
             {"session": self.owner, "branch": child.actor, "reason": reason, "error": error},
         )
+        if self._stopped is not None:
+            await self._stopped(child, reason)
 
     async def _announce(self, signal: Signal, point: str, payload: Mapping[str, Any]) -> None:
         """Deliver a lifecycle signal to the observer, then fire its hook point.

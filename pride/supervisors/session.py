@@ -37,7 +37,16 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Branch, Reply, Target, ask as ask_target, send as send_to
+from ..actors import (
+    Branch,
+    BranchRef,
+    Reply,
+    StreamItems,
+    Target,
+    ask as ask_target,
+    send as send_to,
+    stream as stream_to,
+)
 from ..actors.budget import Account
 from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
@@ -46,7 +55,7 @@ from ..errors import UnknownBranch
 from ..flows import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, Flow, FlowEvents, FlowResult
 from ..flows.journal import UnfinishedFlow
 from ..memory import InMemoryStore, MemoryStore, is_memory_store
-from ..messages import Budget, Call, Command, Decision, Usage
+from ..messages import Budget, Call, Command, Decision, Usage, WorkCommand
 from ..operations.registry import OperationManager
 from ..store import BranchStore
 from . import _approvals as approvals, _flows as flows, _service as serving
@@ -57,6 +66,7 @@ from ._persistence import Persistence
 from ._service import Service
 from ._statistics import SessionStatistics, statistics_of
 from ._supervisor import Supervisor
+from ._virtual import DEFAULT_PASSIVATE_AFTER, VirtualRef, Virtuals
 from .hooks import HookBus
 from .observer import Filter, Handler, Observer
 from .strategy import (
@@ -69,13 +79,13 @@ from .strategy import (
     check_strategy,
 )
 
-__all__ = ["DEFAULT_GRACE", "Session", "SessionStatistics", "SuspendedTurn"]
+__all__ = ["DEFAULT_GRACE", "Session", "SessionStatistics", "SuspendedTurn", "VirtualRef"]
 
 log = logging.getLogger("pride.session")
 
 # Values a session hands out, defined beside the parts that make them; their
 # public home is this module.
-SessionStatistics.__module__ = SuspendedTurn.__module__ = __name__
+SessionStatistics.__module__ = SuspendedTurn.__module__ = VirtualRef.__module__ = __name__
 
 DEFAULT_GRACE = 5.0
 """Seconds running turns get to finish when a session stops (OTP's shutdown timeout)."""
@@ -169,6 +179,7 @@ class Session:
             observer=self._observer,
             hooks=self.hooks,
             release=self._release,
+            stopped=self._stopped,
         )
         self._members = Membership(
             self,
@@ -193,6 +204,11 @@ class Session:
 
     def _release(self, child: Child) -> None:
         self._members.release(child)
+
+    async def _stopped(self, child: Child, reason: str) -> None:
+        virtuals = self._members.virtuals
+        if virtuals is not None:
+            await virtuals.stopped(child, reason)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -280,6 +296,8 @@ class Session:
         that turn is cancelled at the deadline like any other.
         """
         deadline = trio.current_time() + _check_grace(self.grace if grace is None else grace)
+        if self._members.virtuals is not None:
+            self._members.virtuals.closing = True  # nothing activates from now on
         if not self.running:
             await trio.lowlevel.checkpoint()
             return
@@ -498,6 +516,143 @@ class Session:
         and ends with ``RunFailed``.
         """
         return await ask_target(self._members.target(target), command, timeout)
+
+    def stream(
+        self, target: Any, command: WorkCommand, *, tag: str | int | None = None
+    ) -> contextlib.AbstractAsyncContextManager[StreamItems]:
+        """[`pride.stream`][pride.stream], with ``target`` found in this session's tree.
+
+        ``async with session.stream("user/ada", ReActStream("q")) as items:``
+        (a virtual branch is activated on entering).
+
+        Args:
+            target: a Branch, BranchRef, name or id (found as for `send`).
+            command: the work command to stream.
+            tag: a label for the envelope, as for `send`.
+
+        Returns:
+            An async context manager yielding the command's items.
+
+        Raises:
+            UnknownBranch: no such branch in this tree.
+            TypeError: ``command`` is not a work command.
+            Exception: the turn's error, from the ``async for`` after the last item.
+        """
+        return stream_to(self._members.target(target), command, tag=tag)
+
+    def ref(self, name: str | UUID) -> BranchRef | VirtualRef:
+        """An address of the branch ``name`` that ``pride.ask/send/stream`` take.
+
+        For a virtual branch's name (``kind/key``) it is its
+        [`VirtualRef`][pride.supervisors.session.VirtualRef], live or not: a
+        send through it activates the branch. For any other branch of the
+        tree, its [`BranchRef`][pride.BranchRef].
+
+        Args:
+            name: a branch name or id.
+
+        Raises:
+            UnknownBranch: no branch of the tree has it (nor a virtual kind).
+        """
+        virtuals = self._members.virtuals
+        if virtuals is not None and isinstance(name, str):
+            ref = virtuals.ref(name)
+            if ref is not None:
+                return ref
+        found = self._members.resolve_name(name)
+        if isinstance(found, VirtualRef):  # a kind registered in a parent session
+            return found
+        return BranchRef(found.id, found.name)
+
+    # ------------------------------------------------------------ virtual branches
+
+    async def virtual(
+        self,
+        kind: str,
+        factory: Callable[[str], Any],
+        *,
+        passivate_after: float = DEFAULT_PASSIVATE_AFTER,
+        max_active: int | None = None,
+    ) -> None:
+        """Register ``kind``: every name ``f"{kind}/{key}"`` is a branch from now on.
+
+        Sent to by name (`ask`, `send`, `stream`, `ref`, a request line, a
+        ``pride.ask`` from a member's tool) and not live, the branch is
+        activated: ``factory(key)`` (sync or async) builds an unstarted
+        Branch, which gets the name, the store's state for it (its id and
+        conversation, its unfinished turns), and runs under this session
+        (`get_branch` finds it while it is live). Concurrent first messages
+        make one activation and are served in arrival order. Idle (no turn,
+        empty mailbox, no open stream) for ``passivate_after`` seconds, it is
+        passivated: stopped, committed, gone from memory; its conversation
+        stays in the store. See docs/virtual.md.
+
+        Args:
+            kind: the name's prefix (printable, no ``/``).
+            factory: ``factory(key) -> Branch`` (or an async function); what
+                it raises fails the waiting callers with
+                [`ActivationFailed`][pride.ActivationFailed].
+            passivate_after: idle seconds before passivation (``math.inf``: never).
+            max_active: at most this many of the kind live at once: an
+                activation first passivates the least recently used idle ones.
+
+        Raises:
+            VirtualKindError: the session has no store, the kind is taken or
+                malformed, or an option is out of range.
+            RuntimeError: the session is not running.
+        """
+        self._members.require_running()
+        virtuals = self._members.virtuals
+        if virtuals is None:
+            virtuals = Virtuals(self._members)
+        virtuals.register(kind, factory, passivate_after=passivate_after, max_active=max_active)
+        self._members.virtuals = virtuals
+        await trio.lowlevel.checkpoint()
+
+    async def activate(self, name: str) -> Branch:
+        """The live virtual branch ``name``, activated first if it is not live.
+
+        Most code never needs this (a send by name activates); it is for
+        reading the branch itself (its ``budget``, its ``messages``). It may
+        be passivated again later: keep the name, not the object.
+
+        Args:
+            name: a ``kind/key`` name.
+
+        Returns:
+            The live branch.
+
+        Raises:
+            UnknownBranch: ``name`` is not of a virtual kind of this session.
+            ActivationFailed: the activation failed (``__cause__`` says why).
+            BranchClosed: the session is stopping.
+        """
+        virtuals = self._members.virtuals
+        if virtuals is None:
+            raise UnknownBranch(name, f"session {self.name!r} (it has no virtual kinds)")
+        return await virtuals.activate(name)
+
+    async def passivate(self, name: str) -> bool:
+        """Passivate the virtual branch ``name`` now, if it is live.
+
+        Its queued work is served first (a running turn or stream is never
+        interrupted); then it stops through the ordinary path (its signals,
+        its rows committed) and leaves memory (``BranchPassivated(reason=
+        "manual")``). A message sent meanwhile waits, and activates it again.
+
+        Args:
+            name: a ``kind/key`` name.
+
+        Returns:
+            True if it was live (False: nothing to do).
+
+        Raises:
+            UnknownBranch: ``name`` is not of a virtual kind of this session.
+        """
+        virtuals = self._members.virtuals
+        if virtuals is None:
+            raise UnknownBranch(name, f"session {self.name!r} (it has no virtual kinds)")
+        return await virtuals.passivate(name, "manual")
 
     async def run_operation(self, name: str, *, branch: Any = None, **kwargs: Any) -> Any:
         """Run the registered operation ``name`` as a turn of a member; return its result.
@@ -853,9 +1008,14 @@ class Session:
         """
         return self._members.get_branch(name_or_id)
 
-    def resolve_name(self, name_or_id: str | UUID) -> Branch:
+    def resolve_name(self, name_or_id: str | UUID) -> Branch | VirtualRef:
         """Find a branch by name or id, nearest first: this session's branches,
         then its child sessions' (depth first), then each parent's upwards.
+
+        The name of a virtual branch (``kind/key``) gives its live branch, or,
+        when it is not live, its
+        [`VirtualRef`][pride.supervisors.session.VirtualRef] (a send through
+        it activates the branch).
 
         Args:
             name_or_id: the branch's id (a UUID or its text) or name.

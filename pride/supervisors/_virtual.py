@@ -1,0 +1,489 @@
+"""Virtual branches: every ``kind/key`` name addressable, only the active ones in memory.
+
+A session with a store registers a kind (`Session.virtual`); from then on a
+name ``f"{kind}/{key}"`` designates a branch that always exists virtually
+(Orleans' virtual actors, Akka's passivation, Dapr's idle timeout). The
+store is the truth; memory holds only the branches in use:
+
+* **activation**: the first envelope for a name that is not live starts an
+  activation, which calls the kind's factory with the key, names the branch,
+  restores the store's state for the name into it (the ordinary spawn path,
+  `pride.supervisors._persistence`) and runs it under the session.
+  Envelopes arriving meanwhile wait in the activation's queue, in arrival
+  order, and are handed to the branch's mailbox in that order; the envelope
+  queue is the only thing a caller waits in, so concurrent first messages
+  make one factory call. An activation that fails answers every waiting
+  envelope with [`ActivationFailed`][pride.ActivationFailed] and leaves
+  nothing behind: the next envelope tries again.
+* **passivation**: a live virtual branch with no turn running, an empty
+  mailbox and no open stream for its kind's ``passivate_after`` seconds is
+  removed from the session through the ordinary stop path (``Detach``,
+  ``Stop``; its turns committed, then its queued rows flushed), and the
+  session keeps nothing of it. ``max_active`` passivates the least recently
+  used idle branches of a kind beyond that many, before an activation makes
+  one more. Envelopes for a name being passivated wait for the passivation
+  to end and activate it again.
+* **idle clock**: a branch's last activity is the later of the last envelope
+  routed to it by name and the end of its last turn or ``Act`` (its store
+  commit barrier says so); the reaper passivates it once that is
+  ``passivate_after`` old and it is not busy. A branch found busy at its
+  deadline is given a fresh one: its running turn's end moves it again, so
+  it is never passivated sooner than ``passivate_after`` after its work.
+* **supervision**: virtual branches are ``temporary`` children: a crash fails
+  the envelope in flight (and answers the queued ones with
+  [`BranchClosed`][pride.BranchClosed]), is never restarted and never counts
+  towards the restart intensity; the branch is passivated (reason
+  ``crash``) and the next message activates it afresh from the store. A
+  sibling's ``one_for_all``/``rest_for_one`` restart passivates the live
+  virtual branches it halts, the same way. A session's shutdown passivates
+  every live one (reason ``shutdown``).
+
+What stays in memory per kind: its factory and options; per live branch, one
+`Live` record in the kind's LRU order; per name being activated, its queue.
+A passivated name holds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ..actors import Branch, ask
+from ..actors.mailbox import Reply
+from ..actors.turn import await_bounded
+from ..errors import (
+    ActivationFailed,
+    BranchClosed,
+    MailboxFull,
+    PrideError,
+    StoreError,
+    UnknownBranch,
+    VirtualKindError,
+)
+from ..messages import Act, BranchActivated, BranchPassivated
+from ._virtual_kinds import (
+    DEFAULT_PASSIVATE_AFTER,
+    MAX_KEY_LENGTH,
+    PENDING_LIMIT,
+    Activation,
+    Kind,
+    Live,
+    Members,
+    PassivationReason,
+    VirtualRef,
+    make_kind,
+)
+
+if TYPE_CHECKING:
+    from ._child import Child
+
+__all__ = ["DEFAULT_PASSIVATE_AFTER", "VirtualRef", "Virtuals"]
+
+log = logging.getLogger("pride.session")
+
+
+class Virtuals:
+    """A session's kinds of virtual branches, their live branches and activations.
+
+    Args:
+        members: the session's membership (adopts and removes the branches).
+    """
+
+    def __init__(self, members: Members) -> None:
+        self._members = members
+        self._kinds: dict[str, Kind] = {}
+        self._activating: dict[str, Activation] = {}
+        self._passivating: dict[str, trio.Event] = {}
+        self._wake = trio.Event()  # the reaper's: a deadline may have moved earlier
+        self._reaper = False
+        self.closing = False  # the session is stopping: no more activations
+        self.activations = 0
+        self.passivations = 0
+        self.failed_activations = 0
+        self.activation_time = 0.0
+
+    # ------------------------------------------------------------ kinds
+
+    @property
+    def active(self) -> int:
+        """Live virtual branches, over every kind."""
+        return sum(len(kind.live) for kind in self._kinds.values())
+
+    def register(
+        self,
+        kind: str,
+        factory: Callable[[str], Any],
+        *,
+        passivate_after: float,
+        max_active: int | None,
+    ) -> None:
+        """Register ``kind`` (see ``Session.virtual``) and start the reaper.
+
+        Raises:
+            VirtualKindError: a bad name or option, or the kind is taken.
+        """
+        members = self._members
+        if members.persistence is None:
+            raise VirtualKindError(
+                f"session {members.name!r} has no store, and virtual branches live in one: "
+                "give the session a store, Session(store='conversations.db')"
+            )
+        if kind in self._kinds:
+            raise VirtualKindError(f"session {members.name!r} already has a kind {kind!r}")
+        self._kinds[kind] = make_kind(kind, factory, passivate_after, max_active)
+        self._wake.set()
+        if not self._reaper:
+            nursery = members.supervisor.nursery
+            assert nursery is not None  # the caller checked the session runs
+            self._reaper = True
+            nursery.start_soon(self._reap, name=f"virtual branches of {members.name}")
+
+    def _kind(self, name: str) -> Kind | None:
+        """The registered kind of ``name`` (whatever its key), or None."""
+        kind_name, slash, _ = name.partition("/")
+        return self._kinds.get(kind_name) if slash else None
+
+    def kind_of(self, name: Any) -> tuple[Kind, str] | None:
+        """The registered kind ``name`` belongs to and its key, or None.
+
+        Raises:
+            UnknownBranch: the name has a registered kind but its key is empty,
+                too long or holds a control character (it designates nothing).
+        """
+        if not self._kinds or not isinstance(name, str):
+            return None
+        kind_name, slash, key = name.partition("/")
+        kind = self._kinds.get(kind_name) if slash else None
+        if kind is None:
+            return None
+        if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+            raise UnknownBranch(
+                name,
+                f"session {self._members.name!r} (a key is 1 to {MAX_KEY_LENGTH} "
+                "printable characters)",
+            )
+        return kind, key
+
+    def live_branch(self, name: str) -> Branch | None:
+        """The live branch of ``name`` (not one being passivated), if any."""
+        kind = self._kind(name) if self._kinds else None
+        live = kind.live.get(name) if kind is not None else None
+        return live.branch if live is not None else None
+
+    def claims(self, name: str) -> bool:
+        """True when ``name`` has a registered kind (only activation may use it)."""
+        return bool(self._kinds) and self._kind(name) is not None
+
+    def is_virtual(self, branch: Branch) -> bool:
+        """True when ``branch`` is a live virtual branch of this session."""
+        return self.live_branch(branch.name) is branch
+
+    def route(self, name: str) -> Branch | VirtualRef | None:
+        """Where a send to ``name`` goes: its live branch (its use noted), else
+        its `VirtualRef`; None when ``name`` is not virtual.
+
+        Raises:
+            UnknownBranch: the name has a registered kind but a malformed key.
+        """
+        found = self.kind_of(name)
+        if found is None:
+            return None
+        kind = found[0]
+        live = kind.live.get(name)
+        if live is None or name in self._activating:
+            return VirtualRef(self, name)
+        self._touch(kind, name, live)
+        return live.branch
+
+    def ref(self, name: str) -> VirtualRef | None:
+        """The `VirtualRef` of ``name``, if it is virtual here."""
+        return VirtualRef(self, name) if self.kind_of(name) is not None else None
+
+    def _touch(self, kind: Kind, name: str, live: Live) -> None:
+        live.last_active = trio.current_time()
+        kind.live.move_to_end(name)
+
+    # ------------------------------------------------------------ delivery
+
+    async def deliver(self, name: str, envelope: Reply) -> None:
+        """See `VirtualRef.deliver`."""
+        while True:
+            routed = self.route(name)
+            if isinstance(routed, Branch):
+                envelope.branch = routed
+                await routed.deliver(envelope)
+                return
+            activation = self._queue(name)
+            if len(activation.pending) < PENDING_LIMIT:
+                activation.pending.append(envelope)
+                return
+            await activation.done.wait()  # full: wait for room in the branch's mailbox
+
+    async def activate(self, name: str) -> Branch:
+        """The live branch of ``name``, activated first if it is not live.
+
+        Raises:
+            UnknownBranch: ``name`` is not of a registered kind.
+            ActivationFailed: the activation failed.
+            BranchClosed: the session is stopping.
+        """
+        routed = self.route(name)
+        if routed is None:
+            raise UnknownBranch(name, f"session {self._members.name!r} (no such virtual kind)")
+        if isinstance(routed, Branch):
+            await trio.lowlevel.checkpoint()
+            return routed
+        activation = self._queue(name)
+        await activation.done.wait()
+        if activation.branch is None:
+            assert activation.error is not None
+            raise activation.error
+        return activation.branch
+
+    def deliver_nowait(self, name: str, envelope: Reply) -> None:
+        """See `VirtualRef.deliver_nowait`."""
+        routed = self.route(name)
+        if isinstance(routed, Branch):
+            envelope.branch = routed
+            routed.deliver_nowait(envelope)
+            return
+        activation = self._activating.get(name)
+        if activation is not None and len(activation.pending) >= PENDING_LIMIT:
+            raise MailboxFull(name, PENDING_LIMIT)
+        self._queue(name).pending.append(envelope)
+
+    def _queue(self, name: str) -> Activation:
+        """The activation of ``name`` under way, or a new one (its task started)."""
+        activation = self._activating.get(name)
+        if activation is not None:
+            return activation
+        if self.closing:
+            raise BranchClosed(name, f"session {self._members.name!r} is stopping")
+        nursery = self._members.supervisor.nursery
+        if nursery is None:
+            raise BranchClosed(name, f"session {self._members.name!r} is not running")
+        found = self.kind_of(name)
+        assert found is not None
+        activation = self._activating[name] = Activation()
+        nursery.start_soon(self._activate, found[0], found[1], name, activation)
+        return activation
+
+    # ------------------------------------------------------------ activation
+
+    async def _activate(self, kind: Kind, key: str, name: str, activation: Activation) -> None:
+        """Activate ``name`` and hand it the envelopes waiting, in order."""
+        started = trio.current_time()
+        branch: Branch | None = None
+        try:
+            passivating = self._passivating.get(name)
+            if passivating is not None:  # its last life ends first (its rows flushed)
+                await passivating.wait()
+            await self._make_room(kind)
+            branch, restored = await self._start(kind, key, name)
+        except Exception as exc:
+            self.failed_activations += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            log.warning("virtual branch %r could not be activated: %s", name, reason)
+            error = ActivationFailed(name, reason)
+            error.__cause__ = exc
+            self._fail_pending(name, activation, error)
+            return
+        except BaseException:  # cancelled: the session is going away
+            self._fail_pending(
+                name, activation, BranchClosed(name, f"session {self._members.name!r} stopped")
+            )
+            raise
+        elapsed = trio.current_time() - started
+        self.activations += 1
+        self.activation_time += elapsed
+        kind.live[name] = Live(branch, trio.current_time())
+        if len(kind.live) == 1:
+            self._wake.set()  # the reaper had nothing of this kind to wait for
+        try:
+            while activation.pending:  # new arrivals queue behind: mailbox order holds
+                envelope = activation.pending.popleft()
+                if not envelope.done:
+                    envelope.branch = branch
+                    try:
+                        await branch.deliver(envelope)
+                    except PrideError as exc:  # it stopped meanwhile (a crash)
+                        envelope.fail(exc)
+        finally:
+            activation.branch = branch
+            self._fail_pending(name, activation, BranchClosed(name, "its activation ended"))
+        await self._announce(
+            BranchActivated(
+                branch_id=branch.id, branch_name=name, restored=restored, elapsed=elapsed
+            )
+        )
+
+    def _fail_pending(self, name: str, activation: Activation, error: Exception) -> None:
+        if self._activating.get(name) is activation:
+            del self._activating[name]
+        if not activation.done.is_set():
+            activation.error = error
+            activation.done.set()
+        while activation.pending:
+            envelope = activation.pending.popleft()
+            if not envelope.done:
+                envelope.fail(error)
+
+    async def _start(self, kind: Kind, key: str, name: str) -> tuple[Branch, bool]:
+        """Build ``name``'s branch with the factory, restore it and start it."""
+        built = kind.factory(key)
+        if inspect.isawaitable(built):
+            built = await built
+        if not isinstance(built, Branch):
+            raise TypeError(
+                f"the factory of kind {kind.name!r} returned {type(built).__name__}, not a Branch"
+            )
+        if built.running or built.actor.serving:
+            raise TypeError(
+                f"the factory of kind {kind.name!r} returned a running branch "
+                f"({built.name!r}); return a new, unstarted Branch"
+            )
+        if self.closing:
+            raise BranchClosed(name, f"session {self._members.name!r} is stopping")
+        built.name = name
+        built.stable_name = True  # named by code: the store keys its conversation on it
+        touch = self._activity(kind, name)
+        restored = await self._members.adopt([built], "temporary", activity=touch)
+        return built, restored
+
+    def _activity(self, kind: Kind, name: str) -> Callable[[], None]:
+        """What the branch's commit barrier calls at the end of each turn and Act."""
+
+        def touch() -> None:
+            live = kind.live.get(name)
+            if live is not None:
+                self._touch(kind, name, live)
+
+        return touch
+
+    async def _make_room(self, kind: Kind) -> None:
+        """Passivate the least recently used idle branches of ``kind`` beyond its
+        ``max_active`` (counting the one about to be activated)."""
+        if kind.max_active is None:
+            return
+        while len(kind.live) + 1 > kind.max_active:
+            victim = next(
+                (
+                    name
+                    for name, live in kind.live.items()
+                    if name not in self._activating and not live.busy()
+                ),
+                None,
+            )
+            if victim is None:  # every one is busy: the bound gives way, for now
+                log.debug("kind %r: all %d live branches are busy", kind.name, len(kind.live))
+                return
+            await self.passivate(victim, "max_active")
+
+    # ------------------------------------------------------------ passivation
+
+    async def passivate(self, name: str, reason: PassivationReason = "manual") -> bool:
+        """Passivate ``name`` if it is live; return whether it was.
+
+        ``manual``: its queued work is served first (an empty ``Act`` waits
+        behind it), and new envelopes wait for the passivation to end (then
+        activate it again). The others only pick idle branches.
+        """
+        found = self.kind_of(name)
+        if found is None:
+            raise UnknownBranch(name, f"session {self._members.name!r} (no such virtual kind)")
+        kind = found[0]
+        ongoing = self._passivating.get(name)
+        if ongoing is not None:
+            await ongoing.wait()
+            return False
+        live = kind.live.pop(name, None)
+        if live is None:
+            await trio.lowlevel.checkpoint()
+            return False
+        done = self._passivating[name] = trio.Event()
+        branch = live.branch
+        try:
+            if reason == "manual":
+                # What was queued before the passivation is served first (closed
+                # meanwhile: the remove below finds it stopped).
+                with contextlib.suppress(PrideError):
+                    await ask(branch, Act(()))
+            await self._members.remove(branch)
+            await self._flush(name)
+        finally:
+            del self._passivating[name]
+            done.set()
+        self.passivations += 1
+        await self._announce(BranchPassivated(branch_id=branch.id, branch_name=name, reason=reason))
+        return True
+
+    async def stopped(self, child: Child, reason: str) -> None:
+        """The supervisor stopped ``child`` (a shutdown, a crash, a sibling's restart,
+        a ``Stop`` someone sent): if it is a live virtual branch, it is passivated."""
+        branch = child.actor
+        if not isinstance(branch, Branch) or not self.is_virtual(branch):
+            return
+        kind = self._kind(branch.name)
+        assert kind is not None
+        del kind.live[branch.name]
+        members = self._members
+        members.release(child)
+        if child in members.supervisor.children:
+            members.supervisor.children.remove(child)
+        await self._flush(branch.name)
+        self.passivations += 1
+        why: PassivationReason = "crash" if reason == "crash" else "shutdown"
+        await self._announce(
+            BranchPassivated(branch_id=branch.id, branch_name=branch.name, reason=why)
+        )
+
+    async def _flush(self, name: str) -> None:
+        """Commit what ``name`` still has queued, and let the store forget it."""
+        persistence = self._members.persistence
+        if persistence is None:
+            return
+        try:
+            await persistence.store.flush(name)
+        except StoreError as exc:  # the rows stay queued, retried by the next commit
+            log.error("virtual branch %r: passivated with rows not yet stored: %s", name, exc)
+            return
+        persistence.store.forget(name)
+
+    async def _reap(self) -> None:
+        """Passivate idle branches as their deadlines come, for the session's life."""
+        while True:
+            deadline = math.inf
+            for kind in self._kinds.values():
+                first = next(iter(kind.live.values()), None)
+                if first is not None:
+                    deadline = min(deadline, first.last_active + kind.passivate_after)
+            self._wake = trio.Event()
+            with trio.move_on_at(deadline):
+                await self._wake.wait()
+            if self.closing:
+                return
+            now = trio.current_time()
+            for kind in list(self._kinds.values()):
+                for name, live in list(kind.live.items()):
+                    if live.last_active + kind.passivate_after > now:
+                        break  # LRU order: the rest are younger
+                    if name in self._activating or live.busy():  # its work's end moves the clock
+                        self._touch(kind, name, live)
+                        continue
+                    await self.passivate(name, "idle")
+                    if self._closed():
+                        return
+
+    def _closed(self) -> bool:
+        return self.closing
+
+    async def _announce(self, signal: Any) -> None:
+        pending = self._members.observer.dispatch(signal)
+        if pending is not None:
+            await await_bounded(pending, f"subscribers of {type(signal).__name__}", log)

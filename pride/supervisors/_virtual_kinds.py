@@ -1,0 +1,207 @@
+"""The records of virtual branches: a kind and its checks, a live branch, an
+activation under way, and the address of a virtual branch (`VirtualRef`).
+
+What `pride.supervisors._virtual` keeps: see there for the model.
+"""
+
+from __future__ import annotations
+
+import collections
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+from uuid import UUID
+
+import attrs
+import trio
+
+from ..actors import Branch
+from ..actors.mailbox import Reply
+from ..errors import VirtualKindError
+
+if TYPE_CHECKING:
+    from ._child import Child
+    from ._persistence import Persistence
+    from ._supervisor import Supervisor
+    from .observer import Observer
+
+__all__ = [
+    "DEFAULT_PASSIVATE_AFTER",
+    "MAX_KEY_LENGTH",
+    "PENDING_LIMIT",
+    "Activation",
+    "Kind",
+    "Live",
+    "Members",
+    "PassivationReason",
+    "Router",
+    "VirtualRef",
+    "make_kind",
+]
+
+DEFAULT_PASSIVATE_AFTER = 300.0
+"""Seconds a virtual branch may stay idle before it is passivated (Dapr's
+actor idle timeout is 60 minutes, Akka's sharding passivation 2 minutes; a
+conversation comes back within minutes or days, so 5 minutes)."""
+
+MAX_KEY_LENGTH = 1024
+"""The longest key a name may carry (keys come from request lines: hostile)."""
+
+PENDING_LIMIT = 1024
+"""Envelopes ``send_nowait`` may queue for one activation before ``MailboxFull``."""
+
+# The namespace of a virtual name's address id (a VirtualRef's id before its
+# branch is live): the same name gives the same id in every process.
+VIRTUAL_NAMESPACE = uuid.UUID("6f1a3c52-27d1-4a5e-9a0e-5c1f0d9b7e31")
+
+PassivationReason = Literal["idle", "max_active", "manual", "shutdown", "crash"]
+
+
+@attrs.define(eq=False)
+class Kind:
+    """A registered kind: its factory, its options, and its live branches in LRU order."""
+
+    name: str
+    factory: Callable[[str], Any]
+    passivate_after: float
+    max_active: int | None
+    # name -> record, least recently used first (moved to the end on every use).
+    live: collections.OrderedDict[str, Live] = attrs.field(factory=collections.OrderedDict)
+
+
+@attrs.define(eq=False)
+class Live:
+    """A live virtual branch: the branch and the time of its last activity."""
+
+    branch: Branch
+    last_active: float
+
+    def busy(self) -> bool:
+        """True while the branch has a turn running (a stream open) or work queued."""
+        actor = self.branch.actor
+        if actor.envelope is not None or actor.turn is not None:
+            return True
+        mailbox = actor.statistics()
+        return mailbox is not None and (mailbox.queued > 0 or mailbox.priority_queued > 0)
+
+
+@attrs.define(eq=False)
+class Activation:
+    """A name being activated: the envelopes waiting for it, in arrival order
+    (accepted as a mailbox accepts them: a caller dropping one before it is
+    handed over leaves it here, dropped, and it is skipped)."""
+
+    pending: collections.deque[Reply] = attrs.field(factory=collections.deque)
+    done: trio.Event = attrs.field(factory=trio.Event)  # set once it succeeded or failed
+    branch: Branch | None = None
+    error: Exception | None = None
+
+
+def make_kind(kind: Any, factory: Any, passivate_after: Any, max_active: Any) -> Kind:
+    """A kind of that name, factory and options (see ``Session.virtual``).
+
+    Raises:
+        VirtualKindError: a bad name or option.
+    """
+    if not isinstance(kind, str) or not kind or "/" in kind or not kind.isprintable():
+        raise VirtualKindError(f"a kind is a non-empty printable name without '/', got {kind!r}")
+    if not callable(factory):
+        raise VirtualKindError(f"the factory of kind {kind!r} must be callable, got {factory!r}")
+    if (
+        isinstance(passivate_after, bool)
+        or not isinstance(passivate_after, int | float)
+        or not passivate_after > 0
+    ):
+        raise VirtualKindError(
+            f"passivate_after must be a positive number of seconds (math.inf: never), "
+            f"got {passivate_after!r}"
+        )
+    if max_active is not None and (
+        isinstance(max_active, bool) or not isinstance(max_active, int) or max_active < 1
+    ):
+        raise VirtualKindError(f"max_active must be None or at least 1, got {max_active!r}")
+    return Kind(kind, factory, float(passivate_after), max_active)
+
+
+class Members(Protocol):
+    """What virtual branches need of a session's membership (the membership
+    holds them, so they know it by this protocol, not by its class)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def supervisor(self) -> Supervisor: ...
+    @property
+    def observer(self) -> Observer: ...
+    @property
+    def persistence(self) -> Persistence | None: ...
+    async def adopt(
+        self, branches: list[Any], restart: Any, durability: Any = None, *, activity: Any
+    ) -> bool: ...
+    async def remove(self, member: Any) -> None: ...
+    def release(self, child: Child) -> None: ...
+
+
+class Router(Protocol):
+    """What a `VirtualRef` asks of its session's virtual branches."""
+
+    def live_branch(self, name: str) -> Branch | None: ...
+    async def deliver(self, name: str, envelope: Reply) -> None: ...
+    def deliver_nowait(self, name: str, envelope: Reply) -> None: ...
+
+
+class VirtualRef:
+    """The address of a virtual branch (``session.ref("user/ada")``): a
+    [`Target`][pride.Target] that activates the branch when an envelope
+    arrives for it and it is not live.
+
+    ``pride.ask/send/stream`` and the session's verbs accept it; it holds no
+    branch, so it may be kept for as long as the session runs.
+    """
+
+    __slots__ = ("_virtuals", "name")
+
+    def __init__(self, virtuals: Router, name: str) -> None:
+        self._virtuals = virtuals
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<VirtualRef {self.name!r}>"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, VirtualRef)
+            and other._virtuals is self._virtuals
+            and other.name == self.name
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @property
+    def id(self) -> UUID:
+        """The live branch's id; before activation, an id derived from the name."""
+        live = self._virtuals.live_branch(self.name)
+        return live.id if live is not None else uuid.uuid5(VIRTUAL_NAMESPACE, self.name)
+
+    async def deliver(self, envelope: Reply) -> None:
+        """Hand ``envelope`` to the live branch, or queue it for its activation
+        (started by the first envelope), as a mailbox would.
+
+        Waits while the activation's queue holds `PENDING_LIMIT` envelopes.
+
+        Raises:
+            BranchClosed: the session is stopping.
+
+        Cancellation: a delivery cancelled while waiting for room accepted nothing.
+        """
+        await self._virtuals.deliver(self.name, envelope)
+
+    def deliver_nowait(self, envelope: Reply) -> None:
+        """Hand ``envelope`` over now, or queue it for the activation it starts.
+
+        Raises:
+            MailboxFull: the live branch's mailbox (or the activation's queue) is full.
+            BranchClosed: the session is stopping.
+        """
+        self._virtuals.deliver_nowait(self.name, envelope)
