@@ -19,7 +19,7 @@ ROOT = Path(pride.__file__).parent
 LIMIT = 500
 # About: a module may run a few lines past the limit while it waits for its split.
 SLACK = 10
-LIMITS = {Path("actors/branch.py"): 1950, Path("supervisors/session.py"): 1050}
+LIMITS = {Path("actors/branch.py"): 1950, Path("supervisors/session.py"): 1100}
 
 
 def test_every_module_is_within_the_size_rule() -> None:

@@ -174,6 +174,27 @@ class Actor:
             )
         withdraw_live(self.branch)
 
+    def hand_over(self, detail: str) -> list[Reply]:
+        """Close the mailbox for a supervisor that gives the queued work to the
+        branch's next incarnation (a crashed virtual branch's, activated afresh).
+
+        Returns the work envelopes that were queued, in order and unanswered:
+        answering them is now the caller's. Everything else (priority items,
+        senders still waiting for room) is answered with BranchClosed, as by
+        `close`.
+        """
+        mailbox = self.mailbox
+        if mailbox is None or mailbox.closed:
+            return []
+        queued, refused = mailbox.close_apart()
+        work = [r for r in queued if r.command.lane == "work" and r.state != "dropped"]
+        kept = set(map(id, work))
+        for reply in [*queued, *refused]:
+            if id(reply) not in kept and reply.state != "dropped":
+                reply.fail(BranchClosed(self.branch.name, detail))
+        withdraw_live(self.branch)
+        return work
+
     def suspend(self, cancel_reason: str | None) -> Reply:
         """For supervisors: leave the loop after the current item, keeping the mailbox.
 

@@ -289,15 +289,23 @@ class Mailbox:
         Senders waiting for room get BranchClosed; their envelopes are
         returned too, so every one of them is answered.
         """
+        queued, refused = self.close_apart()
+        return [*queued, *refused]
+
+    def close_apart(self) -> tuple[list[Reply], list[Reply]]:
+        """`close`, keeping apart the envelopes that were queued (priority items
+        first, then work, in order) from those of the senders still waiting for
+        room (refused: their ``send`` raises BranchClosed)."""
         self.closed = True
-        pending = [*(self._priority or ()), *(self._work or ())]
-        for reply in pending:
+        queued = [*(self._priority or ()), *(self._work or ())]
+        for reply in queued:
             reply._queued_in = None
         self._priority = self._work = None
         self._dropped = 0
         senders, self._senders = self._senders or {}, None
+        refused = []
         for task, reply in senders.items():
-            pending.append(reply)
+            refused.append(reply)
             trio.lowlevel.reschedule(task, outcome.Error(BranchClosed(self.name)))
         self._wake_actor()
-        return pending
+        return queued, refused

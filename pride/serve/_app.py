@@ -122,22 +122,30 @@ class Front:
 
     # ------------------------------------------------------------ shared by handlers
 
-    def lookup(self, name: str, grant: Grant) -> Branch:
-        """The branch of the tree a request names, within its token's scope.
+    async def lookup(self, name: str, grant: Grant) -> Branch:
+        """The branch of the tree a request names, within its token's scope; a
+        virtual branch's name (``kind/key``) is activated once the token reaches it.
 
         Raises:
             UnknownBranch: no such branch, or one the token does not reach
                 (the same error: a token learns nothing of what it cannot reach).
+            ActivationFailed: the virtual branch could not be activated.
         """
         try:
-            branch = self.session.resolve_name(name)
+            found = self.session.resolve_name(name)
         except UnknownBranch:
             raise UnknownBranch(name, "this server") from None
-        if branch.id in self.clones or not grant.reaches(branch.name):
+        if found.id in self.clones or not grant.reaches(found.name):
             raise UnknownBranch(name, "this server")
-        return branch  # type: ignore[no-any-return]
+        if isinstance(found, Branch):
+            await trio.lowlevel.checkpoint()
+            return found
+        branch: Branch = await self.session.activate(found.name)
+        return branch
 
-    def target(self, name: str, grant: Grant, command: WorkCommand) -> tuple[Target, WorkCommand]:
+    async def target(
+        self, name: str, grant: Grant, command: WorkCommand
+    ) -> tuple[Target, WorkCommand]:
         """Where ``command`` goes for a request naming ``name``, and the command as it
         may go there (the trust rules of `pride.messages.requests`).
 
@@ -148,7 +156,7 @@ class Front:
             InvalidMessage: a command to a placed branch carries a budget.
         """
         try:
-            branch = self.lookup(name, grant)
+            branch = await self.lookup(name, grant)
         except UnknownBranch:
             if self.cluster is None or not grant.reaches(name):
                 raise

@@ -103,7 +103,7 @@ def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
 async def ask(front: Front, request: Request, grant: Grant, name: str) -> None:
     """``POST /v1/branches/{name}/ask``: run one turn and answer its result."""
     command, timeout = _work(front, await read_body(front, request))
-    target, command = front.target(name, grant, command)
+    target, command = await front.target(name, grant, command)
     assert front.nursery is not None
     async with front.slot():
         with watch_disconnect(request, front.nursery) as watch:
@@ -132,7 +132,7 @@ async def ask(front: Front, request: Request, grant: Grant, name: str) -> None:
 async def stream_turn(front: Front, request: Request, grant: Grant, name: str) -> None:
     """``POST /v1/branches/{name}/stream``: the turn's items as server-sent events."""
     command, timeout = _work(front, await read_body(front, request))
-    target, command = front.target(name, grant, command)
+    target, command = await front.target(name, grant, command)
     assert front.nursery is not None
     async with front.slot():
         with watch_disconnect(request, front.nursery):
@@ -209,7 +209,7 @@ async def send_turn(front: Front, request: Request, grant: Grant, name: str) -> 
         raise InvalidMessage(
             [("request.command", f"{type(command).__name__} is not a turn; send it with ask")]
         )
-    target, command = front.target(name, grant, command)
+    target, command = await front.target(name, grant, command)
     assert front.nursery is not None
     reply = StartedReply(target, command)
     # The place first: a 503 must mean nothing was queued (the client may retry).
@@ -377,7 +377,7 @@ async def flows(front: Front, request: Request, grant: Grant) -> None:
 
 async def messages(front: Front, request: Request, grant: Grant, name: str) -> None:
     """``GET /v1/branches/{name}/messages?offset=0&limit=50``: a page of the conversation."""
-    branch = front.lookup(name, grant)
+    branch = await front.lookup(name, grant)
     offset = _count(request, "offset", 0, 2**53)
     limit = _count(request, "limit", 50, MAX_PAGE)
     history = branch.messages

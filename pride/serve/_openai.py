@@ -181,7 +181,7 @@ async def completions(front: Front, request: Request, grant: Grant) -> None:
     body = await read_body(front, request)
     name, streamed, include_usage = _check(body)
     try:
-        branch = front.lookup(name, grant)
+        branch = await front.lookup(name, grant)
     except UnknownBranch as exc:
         error = HttpError(404, "NotFound", f"{exc}: GET /v1/models lists the agents")
         await respond_json(request.send, 404, openai_error(error, 404, code="model_not_found"))

@@ -8,6 +8,7 @@ Each function takes the connection and commits its own transaction (or reads);
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
 from itertools import chain
 from operator import itemgetter
@@ -15,15 +16,18 @@ from typing import Any
 
 from ._batch import HEADER, REWRITE, Row
 from .flows import FlowOp, write_flows
-from .journal import JournalOp, delete_branch_turns, write_journal
+from .journal import JournalOp, StoredTurn, delete_branch_turns, load_turns, write_journal
 
 __all__ = [
     "UPDATED_AT_GRAIN",
     "delete_branch",
     "list_branches",
+    "list_names",
     "load_branch",
+    "load_restore",
     "message_count",
     "replace_branch",
+    "turn_branch",
     "write_batch",
 ]
 
@@ -151,6 +155,59 @@ def list_branches(db: sqlite3.Connection) -> list[tuple[str, str, int, float]]:
             "LEFT JOIN messages m ON m.branch_name = b.name GROUP BY b.name ORDER BY b.name"
         )
     ]
+
+
+def list_names(
+    db: sqlite3.Connection, prefix: str, low: str, exclusive: bool, limit: int
+) -> list[str]:
+    """Up to ``limit`` names starting with ``prefix``, from ``low`` (excluded when
+    ``exclusive``), in order: a range on the primary key's index, never a scan.
+
+    The range's end is the prefix with its last character incremented (every
+    name with the prefix sorts below it: SQLite compares text by its UTF-8
+    bytes, which orders as code points do).
+    """
+    above = ">" if exclusive else ">="
+    end = _prefix_end(prefix)
+    if end is None:
+        query = f"SELECT name FROM branches WHERE name {above} ? ORDER BY name LIMIT ?"
+        return [row[0] for row in db.execute(query, (low, limit))]
+    query = f"SELECT name FROM branches WHERE name {above} ? AND name < ? ORDER BY name LIMIT ?"
+    return [row[0] for row in db.execute(query, (low, end, limit))]
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The least text above every text starting with ``prefix`` (None: there is none)."""
+    stem = prefix.rstrip(chr(sys.maxunicode))
+    if not stem:
+        return None
+    return stem[:-1] + chr(ord(stem[-1]) + 1)
+
+
+def turn_branch(db: sqlite3.Connection, turn_id: str) -> str | None:
+    """The branch of the journaled turn ``turn_id`` (its primary key), if any."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "turns" not in tables:  # a version-1 store (read-only): no journal
+        return None
+    row = db.execute("SELECT branch_name FROM turns WHERE turn_id=?", (turn_id,)).fetchone()
+    return row[0] if row is not None and isinstance(row[0], str) else None
+
+
+def load_restore(
+    db: sqlite3.Connection, name: str
+) -> tuple[Any, list[tuple[int, Any]], list[StoredTurn]]:
+    """What restoring ``name`` reads, in one snapshot: its branch id (None when it is
+    not stored), its message rows in order and its unfinished turns; each through
+    an index (the primary keys, ``turns_by_branch``)."""
+    row = db.execute("SELECT branch_id FROM branches WHERE name=?", (name,)).fetchone()
+    rows = (
+        []
+        if row is None
+        else list(
+            db.execute("SELECT seq, data FROM messages WHERE branch_name=? ORDER BY seq", (name,))
+        )
+    )
+    return (None if row is None else row[0]), rows, load_turns(db, name)
 
 
 def load_branch(db: sqlite3.Connection, name: str) -> tuple[Any, list[tuple[int, Any]]] | None:

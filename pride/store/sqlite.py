@@ -70,21 +70,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self
 
-import attrs
 import trio
 
 from ..errors import InvalidMessage, StoreError
-from ..messages import RoledMessage, structure, unstructure
-from ..messages.codec import dump_json, parse_json
+from ..messages import RoledMessage, unstructure
+from ..messages.codec import dump_json
 from ._batch import HEADER, REWRITE, AfterCommit, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
 from ._queue import WriteQueue
+from ._reads import Reads, StoredBranch
 from ._rows import id_text, message_text, projection_text, row_text
 from ._tables import (
     delete_branch,
-    list_branches,
-    load_branch,
     message_count,
     replace_branch,
     write_batch,
@@ -94,20 +92,9 @@ from .journal import JournalOp, StoredTurn
 
 __all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredFlow", "StoredTurn"]
 
+StoredBranch.__module__ = __name__  # its public home (it is defined beside the reads)
+
 log = logging.getLogger("pride.store")
-
-
-@attrs.frozen
-class StoredBranch:
-    """One stored branch as ``pride inspect`` lists it.
-
-    ``updated_at`` is when the branch was last stored or its rows committed, to
-    within a second: a commit moves it only once it is that old."""
-
-    name: str
-    branch_id: str
-    message_count: int
-    updated_at: float
 
 
 class SavableBranch(Protocol):
@@ -123,7 +110,7 @@ class SavableBranch(Protocol):
     def to_dict(self, mode: Any = ...) -> Mapping[str, Any]: ...
 
 
-class BranchStore(Journals):
+class BranchStore(Journals, Reads):
     """A SQLite file of branch projections and messages.
 
     Use as ``async with BranchStore(path) as store:``; opening creates the file
@@ -389,6 +376,10 @@ class BranchStore(Journals):
         count = await self._read(f"reading branch {name!r} from", message_count, name)
         self._next_seq[name] = count
 
+    def holds(self, name: str) -> bool:
+        """True while rows of ``name`` are queued or being committed."""
+        return self._queue.holds(name)
+
     def forget(self, name: str) -> bool:
         """Let go of what this store object keeps in memory for ``name`` (its next
         message number), once nothing of it is queued: a passivated virtual
@@ -409,56 +400,6 @@ class BranchStore(Journals):
             await self._run(f"deleting branch {name!r} from", delete_branch, db, name)
         self._next_seq.pop(name, None)
 
-    # -------------------------------------------------------------- reading
-
-    async def branches(self) -> list[StoredBranch]:
-        """Every stored branch, by name."""
-        rows = await self._read("listing the branches of", list_branches)
-        return [StoredBranch(*row) for row in rows]
-
-    async def load(self, name: str) -> dict[str, Any] | None:
-        """The stored projection of ``name`` with its messages, or None.
-
-        The result has the ``to_dict`` shape (``messages`` as collections and
-        progression) and can be passed to ``Branch.from_dict``.
-
-        Raises:
-            StoreError: a stored row does not read back (a damaged file).
-        """
-        found = await self._read(f"reading branch {name!r} from", load_branch, name)
-        if found is None:
-            return None
-        header, rows = found
-        projection = self._parse(name, "its projection", header)
-        if not isinstance(projection, dict):
-            raise StoreError(f"{self.path}: the projection of branch {name!r} is not an object")
-        collections = [self._parse(name, f"message row {seq}", data) for seq, data in rows]
-        try:
-            order = [item["id"] for item in collections]
-        except (TypeError, KeyError):
-            raise StoreError(f"{self.path}: a message of branch {name!r} has no id") from None
-        projection["messages"] = {"collections": collections, "progression": {"order": order}}
-        return projection
-
-    async def load_messages(self, name: str) -> list[RoledMessage]:
-        """The stored messages of ``name``, in order (empty if unknown).
-
-        Raises:
-            StoreError: a stored row is not a message (a damaged file).
-        """
-        found = await self._read(f"reading branch {name!r} from", load_branch, name)
-        if found is None:
-            return []
-        messages: list[RoledMessage] = []
-        for seq, data in found[1]:
-            try:
-                messages.append(structure(parse_json(data), RoledMessage))
-            except InvalidMessage as exc:
-                raise StoreError(
-                    f"{self.path}: message row {seq} of branch {name!r} does not read back: {exc}"
-                ) from None
-        return messages
-
     async def _run(self, what: str, function: Any, *args: Any) -> Any:
         """``function(*args)`` in a worker thread; a failure of SQLite (or a row of
         the wrong type in a damaged file) becomes a StoreError saying what failed."""
@@ -473,16 +414,6 @@ class BranchStore(Journals):
         self._require()
         async with self._reading:
             return await self._run(what, _snapshot, self._require(), function, *args)
-
-    def _parse(self, name: str, what: str, text: Any) -> Any:
-        if not isinstance(text, str):
-            raise StoreError(f"{self.path}: {what} of branch {name!r} is not text")
-        try:
-            return parse_json(text)
-        except InvalidMessage as exc:
-            raise StoreError(
-                f"{self.path}: {what} of branch {name!r} does not read back: {exc}"
-            ) from None
 
 
 def _snapshot(db: sqlite3.Connection, function: Any, *args: Any) -> Any:

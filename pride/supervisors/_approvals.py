@@ -6,8 +6,9 @@ What [`Session`][pride.supervisors.session.Session]'s ``on_resume``,
 first; the methods document the contract).
 A turn is found by its id in the turn journals of the tree's branches
 (`pride.actors.journal`), so a turn restored from a store by another process
-is found the same way; continuing it is an ordinary ``Resume`` work command
-sent to its branch.
+is found the same way; a turn of a passivated virtual branch is found in the
+store's journal, and its branch activated. Continuing it is an ordinary
+``Resume`` work command sent to its branch.
 """
 
 from __future__ import annotations
@@ -67,10 +68,25 @@ async def resolve(
     """[`Session.resolve`][pride.supervisors.session.Session.resolve]."""
     identity = turn_id if isinstance(turn_id, UUID) else _turn_uuid(turn_id)
     members = session._members
-    branch = _holder_of(members, identity)
+    branch = _holder_of(members, identity) or await _activate_holder(members, identity)
     if branch is None:
         raise UnknownTurn(identity, f"session {members.name!r} or its tree")
     return await ask(branch, Resume(identity, dict(decisions or {})))
+
+
+async def _activate_holder(members: Membership, turn_id: UUID) -> Branch | None:
+    """The branch of ``turn_id`` when it is a passivated virtual branch of this
+    session: the store's journal names it, and it is activated (its journal
+    then holds the turn)."""
+    virtuals, persistence = members.virtuals, members.persistence
+    if virtuals is None or persistence is None:
+        return None
+    name = await persistence.store.turn_holder(str(turn_id))
+    if name is None or not virtuals.claims(name):
+        return None
+    branch = await virtuals.activate(name)
+    journal = branch.actor.journal
+    return branch if journal is not None and turn_id in journal.waiting else None
 
 
 def suspended_turns(session: WaitingSession) -> list[SuspendedTurn]:

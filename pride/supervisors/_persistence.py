@@ -92,18 +92,15 @@ class Persistence:
         if not branch.stable_name or branch in self._wired:
             return False
         store = self.store
-        stored = await store.load(branch.name)
-        restored = stored is not None
+        stored_id, messages, unfinished = await store.restore(branch.name)
+        stored = stored_id is not None
         journal = BranchJournal(branch.name, store, durability or self.durability)
-        if stored is not None:
-            messages = await store.load_messages(branch.name)
-            branch.id = UUID(stored["id"]) if "id" in stored else branch.id
+        if stored_id is not None:
+            branch.id = UUID(stored_id)
             branch.id_str = str(branch.id)
             branch.messages.clear(keep_system=False)
             for message in messages:
                 branch.messages.append(message)
-            await store.register(branch.name)
-        unfinished = await store.unfinished_turns(branch.name)
         for turn in unfinished:
             waiting = journal.adopt(turn)
             if waiting is not None and waiting.problem is not None:
@@ -113,7 +110,7 @@ class Persistence:
                     waiting.turn_id,
                     waiting.problem,
                 )
-        if stored is not None:
+        if stored:
             log.info(
                 "restored branch %r: %d messages, %d unfinished turns",
                 branch.name,
@@ -123,8 +120,8 @@ class Persistence:
         elif unfinished:  # a crash during its first turn: it exists from now on
             await store.save(branch)
         branch.actor.journal = journal
-        self._wire(branch, stored=stored is not None or bool(unfinished), activity=activity)
-        return restored
+        self._wire(branch, stored=stored or bool(unfinished), activity=activity)
+        return stored
 
     def recover(self, branch: Branch) -> list[Reply]:
         """Queue a ``Resume`` for each turn of ``branch`` a crash interrupted.
@@ -224,9 +221,19 @@ class Persistence:
 
         # This branch's rows only: a commit that failed elsewhere fails the turns
         # whose rows it held, not this one's.
-        commit = CommitBarrier(
-            stage, partial(store.after_commit, branch.name), partial(store.flush, branch.name)
+        after_commit: Callable[[Callable[[Any], None]], bool] = partial(
+            store.after_commit, branch.name
         )
+        if activity is not None:  # the idle clock restarts when the turn is answered too
+
+            def after_commit(done: Callable[[Any], None]) -> bool:
+                def committed(failure: Any) -> None:
+                    activity()
+                    done(failure)
+
+                return store.after_commit(branch.name, committed)
+
+        commit = CommitBarrier(stage, after_commit, partial(store.flush, branch.name))
         branch.add_message_listener(persist)
         branch.add_rewrite_listener(rewrite)
         branch.actor.add_turn_barrier(commit)

@@ -199,6 +199,9 @@ class Supervisor:
                         await self._shutdown()
                     elif kind == "suspend":
                         await self._suspend_all()
+                # Waiting for the next one, hold nothing of this one: a child that
+                # left (a passivated virtual branch) must not stay reachable from here.
+                del event
 
     async def _run_child(self, child: Child, run: Run, *, task_status: Any) -> None:
         status = Status(task_status, run)

@@ -1,52 +1,24 @@
 """Virtual branches: every ``kind/key`` name addressable, only the active ones in memory.
 
-A session with a store registers a kind (`Session.virtual`); from then on a
-name ``f"{kind}/{key}"`` designates a branch that always exists virtually
-(Orleans' virtual actors, Akka's passivation, Dapr's idle timeout). The
-store is the truth; memory holds only the branches in use:
+The model is in docs/virtual.md; the invariants this module keeps:
 
-* **activation**: the first envelope for a name that is not live starts an
-  activation, which calls the kind's factory with the key, names the branch,
-  restores the store's state for the name into it (the ordinary spawn path,
-  `pride.supervisors._persistence`) and runs it under the session.
-  Envelopes arriving meanwhile wait in the activation's queue, in arrival
-  order, and are handed to the branch's mailbox in that order; the envelope
-  queue is the only thing a caller waits in, so concurrent first messages
-  make one factory call. An activation that fails answers every waiting
-  envelope with [`ActivationFailed`][pride.ActivationFailed] and leaves
-  nothing behind: the next envelope tries again.
-* **passivation**: a live virtual branch with no turn running, an empty
-  mailbox and no open stream for its kind's ``passivate_after`` seconds is
-  removed from the session through the ordinary stop path (``Detach``,
-  ``Stop``; its turns committed, then its queued rows flushed), and the
-  session keeps nothing of it. ``max_active`` passivates the least recently
-  used idle branches of a kind beyond that many, before an activation makes
-  one more. Envelopes for a name being passivated wait for the passivation
-  to end and activate it again.
-* **idle clock**: a branch's last activity is the later of the last envelope
-  routed to it by name and the end of its last turn or ``Act`` (its store
-  commit barrier says so); the reaper passivates it once that is
-  ``passivate_after`` old and it is not busy. A branch found busy at its
-  deadline is given a fresh one: its running turn's end moves it again, so
-  it is never passivated sooner than ``passivate_after`` after its work.
-* **supervision**: virtual branches are ``temporary`` children: a crash fails
-  the envelope in flight (and answers the queued ones with
-  [`BranchClosed`][pride.BranchClosed]), is never restarted and never counts
-  towards the restart intensity; the branch is passivated (reason
-  ``crash``) and the next message activates it afresh from the store. A
-  sibling's ``one_for_all``/``rest_for_one`` restart passivates the live
-  virtual branches it halts, the same way. A session's shutdown passivates
-  every live one (reason ``shutdown``).
-
-What stays in memory per kind: its factory and options; per live branch, one
-`Live` record in the kind's LRU order; per name being activated, its queue.
-A passivated name holds nothing.
+* one activation per name at a time; envelopes for a name that is not live
+  wait in its `Activation` queue and reach the mailbox in arrival order;
+  a failed activation answers them all (``ActivationFailed``), keeping nothing;
+* a branch is passivated only when idle: no turn, empty mailbox, nothing
+  waiting for a commit, for ``passivate_after`` since its last activity (the
+  last envelope routed to it by name, the end of its last turn, the commit
+  that answered it); found busy at its deadline, it gets a fresh one;
+* with ``max_active``, a slot per live branch: an activation takes a free one,
+  or the least recently used idle branch's, or waits for one in arrival order;
+* a crash (or a sibling's restart) passivates: the work queued behind it goes
+  to the next activation, afresh from the store; a shutdown passivates all;
+* a passivated name holds nothing here: no record, no task frame, no closure.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import math
 from collections.abc import Callable
@@ -205,6 +177,12 @@ class Virtuals:
         """The `VirtualRef` of ``name``, if it is virtual here."""
         return VirtualRef(self, name) if self.kind_of(name) is not None else None
 
+    def _busy(self, name: str, live: Live) -> bool:
+        """Busy: a turn runs (or a stream is open), work is queued, or rows of it
+        wait for a commit (its last turn is not answered yet)."""
+        persistence = self._members.persistence
+        return live.busy() or (persistence is not None and persistence.store.holds(name))
+
     def _touch(self, kind: Kind, name: str, live: Live) -> None:
         live.last_active = trio.current_time()
         kind.live.move_to_end(name)
@@ -280,13 +258,17 @@ class Virtuals:
         """Activate ``name`` and hand it the envelopes waiting, in order."""
         started = trio.current_time()
         branch: Branch | None = None
+        slot = False
         try:
             passivating = self._passivating.get(name)
             if passivating is not None:  # its last life ends first (its rows flushed)
                 await passivating.wait()
-            await self._make_room(kind)
+            await self._take_slot(kind)
+            slot = True
             branch, restored = await self._start(kind, key, name)
         except Exception as exc:
+            if slot:
+                kind.release()
             self.failed_activations += 1
             reason = f"{type(exc).__name__}: {exc}"
             log.warning("virtual branch %r could not be activated: %s", name, reason)
@@ -295,6 +277,8 @@ class Virtuals:
             self._fail_pending(name, activation, error)
             return
         except BaseException:  # cancelled: the session is going away
+            if slot:
+                kind.release()
             self._fail_pending(
                 name, activation, BranchClosed(name, f"session {self._members.name!r} stopped")
             )
@@ -336,18 +320,7 @@ class Virtuals:
 
     async def _start(self, kind: Kind, key: str, name: str) -> tuple[Branch, bool]:
         """Build ``name``'s branch with the factory, restore it and start it."""
-        built = kind.factory(key)
-        if inspect.isawaitable(built):
-            built = await built
-        if not isinstance(built, Branch):
-            raise TypeError(
-                f"the factory of kind {kind.name!r} returned {type(built).__name__}, not a Branch"
-            )
-        if built.running or built.actor.serving:
-            raise TypeError(
-                f"the factory of kind {kind.name!r} returned a running branch "
-                f"({built.name!r}); return a new, unstarted Branch"
-            )
+        built = await kind.build(key)
         if self.closing:
             raise BranchClosed(name, f"session {self._members.name!r} is stopping")
         built.name = name
@@ -361,29 +334,51 @@ class Virtuals:
 
         def touch() -> None:
             live = kind.live.get(name)
-            if live is not None:
-                self._touch(kind, name, live)
+            if live is None:
+                return
+            self._touch(kind, name, live)
+            if kind.starved():  # activations wait for a slot: this one may make room
+                nursery = self._members.supervisor.nursery
+                if nursery is not None and not self.closing:
+                    nursery.start_soon(self._offer, kind, name)
 
         return touch
 
-    async def _make_room(self, kind: Kind) -> None:
-        """Passivate the least recently used idle branches of ``kind`` beyond its
-        ``max_active`` (counting the one about to be activated)."""
-        if kind.max_active is None:
+    async def _take_slot(self, kind: Kind) -> None:
+        """Take one of ``kind``'s ``max_active`` slots for an activation: a free one,
+        else the slot of the least recently used idle branch (passivated for it),
+        else wait, in arrival order, for a branch to become idle or go."""
+        slots = kind.slots
+        if slots is None:
             return
-        while len(kind.live) + 1 > kind.max_active:
-            victim = next(
-                (
-                    name
-                    for name, live in kind.live.items()
-                    if name not in self._activating and not live.busy()
-                ),
-                None,
-            )
-            if victim is None:  # every one is busy: the bound gives way, for now
-                log.debug("kind %r: all %d live branches are busy", kind.name, len(kind.live))
+        while True:
+            try:
+                slots.acquire_nowait()
                 return
-            await self.passivate(victim, "max_active")
+            except trio.WouldBlock:
+                pass
+            victim = self._idle_victim(kind)
+            if victim is None:  # every live one is busy: wait for one to be done
+                await slots.acquire()
+                return
+            await self.passivate(victim, "max_active")  # frees a slot (for the first waiting)
+
+    async def _offer(self, kind: Kind, name: str) -> None:
+        """Passivate ``name`` for a waiting activation if it is idle once the turn
+        that just ended is answered (its commit's bookkeeping done)."""
+        await trio.lowlevel.checkpoint()
+        live = kind.live.get(name)
+        if live is None or not kind.starved() or self.closing:
+            return
+        if name not in self._activating and not self._busy(name, live):
+            await self.passivate(name, "max_active")
+
+    def _idle_victim(self, kind: Kind) -> str | None:
+        """The least recently used idle live branch of ``kind``, if any."""
+        for name, live in kind.live.items():
+            if name not in self._activating and not self._busy(name, live):
+                return name
+        return None
 
     # ------------------------------------------------------------ passivation
 
@@ -418,6 +413,7 @@ class Virtuals:
             await self._flush(name)
         finally:
             del self._passivating[name]
+            kind.release()
             done.set()
         self.passivations += 1
         await self._announce(BranchPassivated(branch_id=branch.id, branch_name=name, reason=reason))
@@ -431,17 +427,25 @@ class Virtuals:
             return
         kind = self._kind(branch.name)
         assert kind is not None
-        del kind.live[branch.name]
+        name = branch.name
+        del kind.live[name]
+        kind.release()
+        # Work queued behind the crash (or a sibling's restart) goes to the next
+        # activation, in order; at shutdown it is answered BranchClosed.
+        queued = [] if self.closing else branch.actor.hand_over("it was passivated")
         members = self._members
         members.release(child)
         if child in members.supervisor.children:
             members.supervisor.children.remove(child)
-        await self._flush(branch.name)
+        await self._flush(name)
         self.passivations += 1
         why: PassivationReason = "crash" if reason == "crash" else "shutdown"
-        await self._announce(
-            BranchPassivated(branch_id=branch.id, branch_name=branch.name, reason=why)
-        )
+        await self._announce(BranchPassivated(branch_id=branch.id, branch_name=name, reason=why))
+        for envelope in queued:
+            try:
+                self.deliver_nowait(name, envelope)
+            except PrideError as exc:  # the session stopped meanwhile, or the queue is full
+                envelope.fail(exc)
 
     async def _flush(self, name: str) -> None:
         """Commit what ``name`` still has queued, and let the store forget it."""
@@ -456,29 +460,45 @@ class Virtuals:
         persistence.store.forget(name)
 
     async def _reap(self) -> None:
-        """Passivate idle branches as their deadlines come, for the session's life."""
+        """Passivate idle branches as their deadlines come, for the session's life.
+
+        It holds no branch while it waits (a passivated one must be unreachable):
+        the deadline and the names are found by helpers that return.
+        """
         while True:
-            deadline = math.inf
-            for kind in self._kinds.values():
-                first = next(iter(kind.live.values()), None)
-                if first is not None:
-                    deadline = min(deadline, first.last_active + kind.passivate_after)
             self._wake = trio.Event()
-            with trio.move_on_at(deadline):
+            with trio.move_on_at(self._next_deadline()):
                 await self._wake.wait()
             if self.closing:
                 return
-            now = trio.current_time()
             for kind in list(self._kinds.values()):
-                for name, live in list(kind.live.items()):
-                    if live.last_active + kind.passivate_after > now:
-                        break  # LRU order: the rest are younger
-                    if name in self._activating or live.busy():  # its work's end moves the clock
-                        self._touch(kind, name, live)
-                        continue
+                for name in self._expired(kind, trio.current_time()):
                     await self.passivate(name, "idle")
-                    if self._closed():
+                    if self._closed():  # (a method: mypy narrows the attribute for good)
                         return
+
+    def _next_deadline(self) -> float:
+        """When the least recently used branch of some kind reaches its idle limit."""
+        deadline = math.inf
+        for kind in self._kinds.values():
+            for live in kind.live.values():  # the first is the least recently used
+                deadline = min(deadline, live.last_active + kind.passivate_after)
+                break
+        return deadline
+
+    def _expired(self, kind: Kind, now: float) -> list[str]:
+        """The live branches of ``kind`` idle for its ``passivate_after`` by ``now``;
+        the busy ones among the expired get a fresh deadline (their work's end
+        moves it again)."""
+        expired = []
+        for name, live in list(kind.live.items()):
+            if live.last_active + kind.passivate_after > now:
+                break  # LRU order: the rest are younger
+            if name in self._activating or self._busy(name, live):
+                self._touch(kind, name, live)
+            else:
+                expired.append(name)
+        return expired
 
     def _closed(self) -> bool:
         return self.closing

@@ -7,6 +7,7 @@ What `pride.supervisors._virtual` keeps: see there for the model.
 from __future__ import annotations
 
 import collections
+import inspect
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -67,6 +68,43 @@ class Kind:
     max_active: int | None
     # name -> record, least recently used first (moved to the end on every use).
     live: collections.OrderedDict[str, Live] = attrs.field(factory=collections.OrderedDict)
+    # With max_active: one slot per live branch (or activation past its start);
+    # activations short of one wait for it in arrival order.
+    slots: trio.Semaphore | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_active is not None:
+            self.slots = trio.Semaphore(self.max_active)
+
+    def release(self) -> None:
+        """A live branch (or an activation) of this kind is gone: its slot is free."""
+        if self.slots is not None:
+            self.slots.release()
+
+    async def build(self, key: str) -> Branch:
+        """``factory(key)``, awaited if it is async, checked to be an unstarted Branch.
+
+        Raises:
+            TypeError: it returned something else, or a running branch.
+            Exception: whatever the factory raised.
+        """
+        built = self.factory(key)
+        if inspect.isawaitable(built):
+            built = await built
+        if not isinstance(built, Branch):
+            raise TypeError(
+                f"the factory of kind {self.name!r} returned {type(built).__name__}, not a Branch"
+            )
+        if built.running or built.actor.serving:
+            raise TypeError(
+                f"the factory of kind {self.name!r} returned a running branch "
+                f"({built.name!r}); return a new, unstarted Branch"
+            )
+        return built
+
+    def starved(self) -> bool:
+        """True while activations wait for a slot."""
+        return self.slots is not None and self.slots.statistics().tasks_waiting > 0
 
 
 @attrs.define(eq=False)

@@ -51,7 +51,7 @@ from ..actors.budget import Account
 from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
-from ..errors import UnknownBranch
+from ..errors import UnknownBranch, VirtualKindError
 from ..flows import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, Flow, FlowEvents, FlowResult
 from ..flows.journal import UnfinishedFlow
 from ..memory import InMemoryStore, MemoryStore, is_memory_store
@@ -653,6 +653,33 @@ class Session:
         if virtuals is None:
             raise UnknownBranch(name, f"session {self.name!r} (it has no virtual kinds)")
         return await virtuals.passivate(name, "manual")
+
+    async def stored(self, kind: str, *, after: str | None = None, limit: int = 100) -> list[str]:
+        """A page of the names of ``kind`` the store holds (``kind/key``), in name order.
+
+        One indexed range query, however many the store holds; nothing is
+        activated. Page on with the last name of a page:
+        ``await session.stored("user", after=page[-1])``.
+
+        Args:
+            kind: the kind (registered or not).
+            after: a name; the page starts after it (None: at the first name).
+            limit: at most this many names.
+
+        Returns:
+            The names, possibly fewer than ``limit`` (none: the end).
+
+        Raises:
+            VirtualKindError: the session has no store.
+            ValueError: ``limit`` is not a positive int.
+            StoreError: the store cannot be read.
+        """
+        store = self.store
+        if store is None:
+            raise VirtualKindError(
+                f"session {self.name!r} has no store to list: Session(store='conversations.db')"
+            )
+        return await store.names(f"{kind}/", after=after, limit=limit)
 
     async def run_operation(self, name: str, *, branch: Any = None, **kwargs: Any) -> Any:
         """Run the registered operation ``name`` as a turn of a member; return its result.

@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 from pride import Instruction, StoreError
-from pride.store import BranchStore, sqlite as store_module
+from pride.store import BranchStore, _reads as reads_module, sqlite as store_module
 
 
 class HeldTransaction:
@@ -146,7 +146,7 @@ async def test_a_load_is_one_snapshot(tmp_path: Path, monkeypatch: pytest.Monkey
     new messages."""
     between = threading.Event()
     release = threading.Event()
-    real_load = store_module.load_branch
+    real_load = reads_module.load_branch
 
     class Paused:
         def __init__(self, db: sqlite3.Connection) -> None:
@@ -159,7 +159,7 @@ async def test_a_load_is_one_snapshot(tmp_path: Path, monkeypatch: pytest.Monkey
                 release.wait(10)
             return cursor
 
-    monkeypatch.setattr(store_module, "load_branch", lambda db, name: real_load(Paused(db), name))
+    monkeypatch.setattr(reads_module, "load_branch", lambda db, name: real_load(Paused(db), name))
     async with BranchStore(tmp_path / "store.db") as store:
         await store.save_branch("ada", "id", {"v": 1}, [Instruction(instruction="old")])
         loaded: list[Any] = []

@@ -1,0 +1,165 @@
+"""What a store reads of conversations: the branches it holds, a page of their names,
+one branch's projection and messages, and what restoring a branch needs.
+
+`BranchStore` runs each read in one read transaction on its read connection
+(see `pride.store.sqlite`); the SQL is in `pride.store._tables`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import attrs
+
+from ..errors import InvalidMessage, StoreError
+from ..messages import RoledMessage, structure
+from ..messages.codec import parse_json
+from ._tables import list_branches, list_names, load_branch, load_restore, turn_branch
+from .journal import StoredTurn
+
+__all__ = ["Reads", "StoredBranch"]
+
+
+@attrs.frozen
+class StoredBranch:
+    """One stored branch as ``pride inspect`` lists it.
+
+    ``updated_at`` is when the branch was last stored or its rows committed, to
+    within a second: a commit moves it only once it is that old."""
+
+    name: str
+    branch_id: str
+    message_count: int
+    updated_at: float
+
+
+class Reads:
+    """The conversation-reading half of [`BranchStore`][pride.store.BranchStore] (a base class)."""
+
+    path: Path
+    _next_seq: dict[str, int]
+    _writer: Any
+
+    async def _read(self, what: str, function: Any, *args: Any) -> Any:
+        raise NotImplementedError
+
+    async def branches(self) -> list[StoredBranch]:
+        """Every stored branch, by name."""
+        rows = await self._read("listing the branches of", list_branches)
+        return [StoredBranch(*row) for row in rows]
+
+    async def names(
+        self, prefix: str = "", *, after: str | None = None, limit: int = 100
+    ) -> list[str]:
+        """A page of the stored branch names starting with ``prefix``, in name order:
+        the first ``limit`` after ``after`` (a name of the previous page; None: from
+        the start). One range query on the name index, however many are stored.
+
+        Raises:
+            ValueError: ``limit`` is not a positive int.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive int, got {limit!r}")
+        low = prefix if after is None or after < prefix else after
+        names: list[str] = await self._read(
+            "listing the branch names of", list_names, prefix, low, after is not None, limit
+        )
+        return names
+
+    async def turn_holder(self, turn_id: str) -> str | None:
+        """The name of the branch whose unfinished turn ``turn_id`` is, or None."""
+        found: str | None = await self._read("reading the turn journal of", turn_branch, turn_id)
+        return found
+
+    async def load(self, name: str) -> dict[str, Any] | None:
+        """The stored projection of ``name`` with its messages, or None.
+
+        The result has the ``to_dict`` shape (``messages`` as collections and
+        progression) and can be passed to ``Branch.from_dict``.
+
+        Raises:
+            StoreError: a stored row does not read back (a damaged file).
+        """
+        found = await self._read(f"reading branch {name!r} from", load_branch, name)
+        if found is None:
+            return None
+        header, rows = found
+        projection = self._parse(name, "its projection", header)
+        if not isinstance(projection, dict):
+            raise StoreError(f"{self.path}: the projection of branch {name!r} is not an object")
+        collections = [self._parse(name, f"message row {seq}", data) for seq, data in rows]
+        try:
+            order = [item["id"] for item in collections]
+        except (TypeError, KeyError):
+            raise StoreError(f"{self.path}: a message of branch {name!r} has no id") from None
+        projection["messages"] = {"collections": collections, "progression": {"order": order}}
+        return projection
+
+    async def restore(self, name: str) -> tuple[str | None, list[RoledMessage], list[StoredTurn]]:
+        """What restoring ``name`` needs, read in one snapshot (one trip to a worker
+        thread): its stored branch id (None: not stored), its messages in order,
+        and its unfinished turns. A stored branch is registered too (`register`),
+        unless the store is read-only.
+
+        Raises:
+            StoreError: a stored row does not read back (a damaged file).
+        """
+        branch_id, rows, turns = await self._read(
+            f"reading branch {name!r} from", load_restore, name
+        )
+        if branch_id is not None and not _is_uuid(branch_id):
+            raise StoreError(f"{self.path}: the id of branch {name!r} is not a UUID")
+        messages = [self._message(name, seq, data) for seq, data in rows]
+        if branch_id is not None and self._writer is not None:
+            self._next_seq[name] = rows[-1][0] + 1 if rows else 0
+        return branch_id, messages, turns
+
+    def _message(self, name: str, seq: Any, data: Any) -> RoledMessage:
+        if not isinstance(data, str) or not isinstance(seq, int):
+            raise StoreError(f"{self.path}: message row {seq} of branch {name!r} is damaged")
+        try:
+            message: RoledMessage = structure(parse_json(data), RoledMessage)
+        except InvalidMessage as exc:
+            raise StoreError(
+                f"{self.path}: message row {seq} of branch {name!r} does not read back: {exc}"
+            ) from None
+        return message
+
+    async def load_messages(self, name: str) -> list[RoledMessage]:
+        """The stored messages of ``name``, in order (empty if unknown).
+
+        Raises:
+            StoreError: a stored row is not a message (a damaged file).
+        """
+        found = await self._read(f"reading branch {name!r} from", load_branch, name)
+        if found is None:
+            return []
+        messages: list[RoledMessage] = []
+        for seq, data in found[1]:
+            try:
+                messages.append(structure(parse_json(data), RoledMessage))
+            except InvalidMessage as exc:
+                raise StoreError(
+                    f"{self.path}: message row {seq} of branch {name!r} does not read back: {exc}"
+                ) from None
+        return messages
+
+    def _parse(self, name: str, what: str, text: Any) -> Any:
+        if not isinstance(text, str):
+            raise StoreError(f"{self.path}: {what} of branch {name!r} is not text")
+        try:
+            return parse_json(text)
+        except InvalidMessage as exc:
+            raise StoreError(
+                f"{self.path}: {what} of branch {name!r} does not read back: {exc}"
+            ) from None
+
+
+def _is_uuid(value: Any) -> bool:
+    try:
+        UUID(value)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return True
