@@ -21,7 +21,7 @@ import trio
 
 from benchmarks._rss import rss_bytes
 from pride import Branch, RoledMessage, ScriptedModel, Session
-from pride.messages import structure, unstructure
+from pride.messages import from_json, to_json
 
 MESSAGES = 10
 TEMPLATE = "template/0"
@@ -110,8 +110,8 @@ async def _plain(active: int) -> None:
         await session.remove(template)
         del template
         before = rss_bytes()
-        for index in range(active):  # each with its own message objects, as if restored
-            history = [structure(unstructure(m), RoledMessage) for m in conversation]
+        for index in range(active):  # each its own messages, strings too, as if restored
+            history = [from_json(to_json(m), RoledMessage) for m in conversation]
             await session.spawn(Branch(name=name_of(index), chat_model=model(), messages=history))
         print(rss_bytes() - before)
 

@@ -112,6 +112,12 @@ class Supervisor:
         return self._nursery is not None and not self._finished.is_set()
 
     @property
+    def stopping(self) -> bool:
+        """True from a stop (or a failure) being asked until the supervisor is
+        served again."""
+        return self._deadline is not None or self._finished.is_set()
+
+    @property
     def children(self) -> Roster:
         """The children, in start order, indexed (the supervisor's own: change it under `lock`)."""
         return self._children

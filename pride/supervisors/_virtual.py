@@ -74,11 +74,21 @@ class Virtuals:
         self._passivating: dict[str, trio.Event] = {}
         self._wake = trio.Event()  # the reaper's: a deadline may have moved earlier
         self._reaper = False
-        self.closing = False  # the session is stopping: no more activations
+        self._closing = False  # set by Session.stop
         self.activations = 0
         self.passivations = 0
         self.failed_activations = 0
         self.activation_time = 0.0
+
+    @property
+    def closing(self) -> bool:
+        """True once the session is stopping (by its own stop, a parent's or a
+        failure): nothing activates any more, and queued work is not handed on."""
+        return self._closing or self._members.supervisor.stopping
+
+    @closing.setter
+    def closing(self, value: bool) -> None:
+        self._closing = value
 
     # ------------------------------------------------------------ kinds
 
@@ -467,38 +477,20 @@ class Virtuals:
         """
         while True:
             self._wake = trio.Event()
-            with trio.move_on_at(self._next_deadline()):
+            with trio.move_on_at(
+                min((k.deadline() for k in self._kinds.values()), default=math.inf)
+            ):
                 await self._wake.wait()
             if self.closing:
                 return
             for kind in list(self._kinds.values()):
-                for name in self._expired(kind, trio.current_time()):
+                for name in kind.expired(trio.current_time(), self._unavailable):
                     await self.passivate(name, "idle")
-                    if self._closed():  # (a method: mypy narrows the attribute for good)
+                    if self._closed():  # (a call: mypy would narrow the property for good)
                         return
 
-    def _next_deadline(self) -> float:
-        """When the least recently used branch of some kind reaches its idle limit."""
-        deadline = math.inf
-        for kind in self._kinds.values():
-            for live in kind.live.values():  # the first is the least recently used
-                deadline = min(deadline, live.last_active + kind.passivate_after)
-                break
-        return deadline
-
-    def _expired(self, kind: Kind, now: float) -> list[str]:
-        """The live branches of ``kind`` idle for its ``passivate_after`` by ``now``;
-        the busy ones among the expired get a fresh deadline (their work's end
-        moves it again)."""
-        expired = []
-        for name, live in list(kind.live.items()):
-            if live.last_active + kind.passivate_after > now:
-                break  # LRU order: the rest are younger
-            if name in self._activating or self._busy(name, live):
-                self._touch(kind, name, live)
-            else:
-                expired.append(name)
-        return expired
+    def _unavailable(self, name: str, live: Live) -> bool:
+        return name in self._activating or self._busy(name, live)
 
     def _closed(self) -> bool:
         return self.closing

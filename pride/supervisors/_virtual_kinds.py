@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import math
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -101,6 +102,27 @@ class Kind:
                 f"({built.name!r}); return a new, unstarted Branch"
             )
         return built
+
+    def deadline(self) -> float:
+        """When its least recently used live branch reaches the idle limit (inf: none)."""
+        for live in self.live.values():  # the first is the least recently used
+            return live.last_active + self.passivate_after
+        return math.inf
+
+    def expired(self, now: float, busy: Callable[[str, Live], bool]) -> list[str]:
+        """The live branches idle for ``passivate_after`` by ``now``; those of them
+        ``busy`` says are busy get a fresh deadline instead (their work's end
+        moves it again)."""
+        expired = []
+        for name, live in list(self.live.items()):
+            if live.last_active + self.passivate_after > now:
+                break  # LRU order: the rest are younger
+            if busy(name, live):
+                live.last_active = now
+                self.live.move_to_end(name)
+            else:
+                expired.append(name)
+        return expired
 
     def starved(self) -> bool:
         """True while activations wait for a slot."""
