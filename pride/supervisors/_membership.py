@@ -173,11 +173,6 @@ class Membership:
         members: Membership | None = self
         skip: Membership | None = None
         while members is not None:
-            virtuals = members.virtuals
-            if virtuals is not None and isinstance(name_or_id, str):
-                routed = virtuals.route(name_or_id)
-                if routed is not None:
-                    return routed
             found = members._find_in_tree(name_or_id, skip)
             if found is not None:
                 return found
@@ -498,8 +493,12 @@ class Membership:
             raise UnknownBranch(getattr(member, "name", member), f"session {self.name!r}")
         return found
 
-    def _find_in_tree(self, ref: Any, skip: Membership | None) -> Branch | None:
-        found = self._children.branch(ref)
+    def _find_in_tree(self, ref: Any, skip: Membership | None) -> Branch | VirtualRef | None:
+        virtuals = self.virtuals  # a name of a kind here: its live branch, or its address
+        routed = virtuals.route(ref) if virtuals is not None and isinstance(ref, str) else None
+        if routed is not None:
+            return routed
+        found: Branch | VirtualRef | None = self._children.branch(ref)
         if found is None:  # then the child sessions', depth first, in start order
             for session in self._children.in_start_order(self._subtrees):
                 sub = self._subtrees[session]

@@ -73,7 +73,7 @@ class Virtuals:
         self._activating: dict[str, Activation] = {}
         self._passivating: dict[str, trio.Event] = {}
         self._wake = trio.Event()  # the reaper's: a deadline may have moved earlier
-        self._reaper = False
+        self._reaper: trio.Nursery | None = None  # the nursery the reaper runs in
         self._closing = False  # set by Session.stop
         self.activations = 0
         self.passivations = 0
@@ -116,15 +116,20 @@ class Virtuals:
                 f"session {members.name!r} has no store, and virtual branches live in one: "
                 "give the session a store, Session(store='conversations.db')"
             )
+        made = make_kind(kind, factory, passivate_after, max_active)  # checks the name first
         if kind in self._kinds:
             raise VirtualKindError(f"session {members.name!r} already has a kind {kind!r}")
-        self._kinds[kind] = make_kind(kind, factory, passivate_after, max_active)
+        self._kinds[kind] = made
         self._wake.set()
-        if not self._reaper:
-            nursery = members.supervisor.nursery
-            assert nursery is not None  # the caller checked the session runs
-            self._reaper = True
-            nursery.start_soon(self._reap, name=f"virtual branches of {members.name}")
+        self._ensure_reaper()
+
+    def _ensure_reaper(self) -> None:
+        """Run the reaper in the supervisor's nursery of this run (a restarted
+        session has a new one, and its old reaper ended with the old)."""
+        nursery = self._members.supervisor.nursery
+        if nursery is not None and self._reaper is not nursery:
+            self._reaper = nursery
+            nursery.start_soon(self._reap, name=f"virtual branches of {self._members.name}")
 
     def _kind(self, name: str) -> Kind | None:
         """The registered kind of ``name`` (whatever its key), or None."""
@@ -258,6 +263,7 @@ class Virtuals:
             raise BranchClosed(name, f"session {self._members.name!r} is not running")
         found = self.kind_of(name)
         assert found is not None
+        self._ensure_reaper()
         activation = self._activating[name] = Activation()
         nursery.start_soon(self._activate, found[0], found[1], name, activation)
         return activation

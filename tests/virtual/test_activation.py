@@ -41,6 +41,7 @@ async def test_a_session_without_a_store_refuses_virtual_kinds() -> None:
     [
         ("", {}),
         ("a/b", {}),
+        (["user"], {}),
         ("user", {"passivate_after": 0}),
         ("user", {"passivate_after": True}),
         ("user", {"max_active": 0}),
@@ -48,7 +49,7 @@ async def test_a_session_without_a_store_refuses_virtual_kinds() -> None:
     ],
 )
 async def test_bad_kinds_and_options_are_refused(
-    tmp_path: Path, kind: str, options: dict[str, Any]
+    tmp_path: Path, kind: Any, options: dict[str, Any]
 ) -> None:
     """A malformed kind or option is a VirtualKindError (a ValueError), naming the problem."""
     async with Session(store=tmp_path / "s.db") as session:

@@ -278,3 +278,19 @@ async def test_messages_recorded_between_turns_are_committed_before_passivation(
         async with BranchStore(path, read_only=True) as store:
             texts = [m.text for m in await store.load_messages("user/ada")]
         assert texts[-1] == "noted"
+
+
+async def test_a_child_sessions_kind_serves_the_tree_and_its_parent_stops_it(
+    tmp_path: Path,
+) -> None:
+    """A kind registered on a child session is reached by name from the parent, and the
+    parent's shutdown passivates its live branches (no activation starts meanwhile)."""
+    async with BranchStore(tmp_path / "desk.db") as store, Session() as parent:
+        child = await parent.spawn_session("desk", store=store)
+        watch = Watch(child)
+        await child.virtual("user", user_branch)
+        assert await parent.ask("user/ada", ChatAndRecord("hi")) == "re: hi"
+        assert child.get_branch("user/ada").running
+    assert [(e[1], e[2]) for e in watch.events if e[0] == "passivated"] == [
+        ("user/ada", "shutdown")
+    ]
