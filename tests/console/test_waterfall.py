@@ -7,7 +7,10 @@ import httpx
 
 from tests import chromium
 from tests.console.conftest import selector, sign_in, wait_for
-from tests.serve.conftest import Served
+from tests.serve.conftest import SCOPED, Served
+
+KEEP = 100
+"""Top-level turns the recorder keeps, as docs/console.md promises."""
 
 
 async def test_a_nested_ask_appears_under_its_parent_tool_call(
@@ -58,3 +61,24 @@ async def test_a_nested_ask_appears_under_its_parent_tool_call(
     assert scout["start_ms"] >= tool["start_ms"]
     assert scout["start_ms"] + scout["duration_ms"] <= tool["start_ms"] + tool["duration_ms"]
     assert page.errors == []
+
+
+async def test_the_recorder_keeps_the_latest_turns_and_only_what_a_token_reaches(
+    console: Served, api: httpx.AsyncClient
+) -> None:
+    """Past ``KEEP`` top-level turns the oldest go; they come newest first; a token
+    whose scope reaches none of these branches sees no trace and no flow."""
+    asked = []
+    for number in range(KEEP + 5):
+        answer = await api.post(
+            "/v1/branches/critic/ask",
+            json={"command": {"type": "ChatAndRecord", "instruction": f"turn {number}"}},
+        )
+        asked.append(answer.json()["turn_id"])
+    traces = (await api.get("/v1/traces", params={"limit": KEEP})).json()["traces"]
+    assert len(traces) == KEEP
+    assert [t["turn_id"] for t in traces] == asked[::-1][:KEEP]
+    assert (await api.get("/v1/traces", params={"limit": KEEP + 1})).status_code == 400
+    scoped = {"Authorization": f"Bearer {SCOPED}"}
+    assert (await api.get("/v1/traces", headers=scoped)).json()["traces"] == []
+    assert (await api.get("/v1/flows", headers=scoped)).json()["flows"] == []
