@@ -17,6 +17,7 @@ import trio
 
 from ..errors import StopStream
 from ..llm import ModelRequest, ModelResponse, iModel, new_call_id
+from ..messages import ReasoningDelta
 from . import wiring
 
 if TYPE_CHECKING:
@@ -39,10 +40,12 @@ async def call_model_once(
     streaming: bool,
     control: bool,
 ) -> ModelResponse:
-    """Call ``model`` once for ``branch``: the hooks around it, its text deltas to
-    the turn's consumer (``streaming``, cut the moment ``meter``'s output
-    allowance runs out; a directive checked after each delta with ``control``),
-    and the call log, whatever the outcome.
+    """Call ``model`` once for ``branch``: the hooks around it, its deltas to the
+    turn's consumer (``streaming``: text as ``str``, reasoning as
+    [`ReasoningDelta`][pride.ReasoningDelta] items; cut the moment ``meter``'s
+    output allowance runs out, which thinking counts against too; a directive
+    checked after each delta with ``control``), and the call log, whatever the
+    outcome.
 
     Raises:
         BudgetExceeded: a streamed reply ran past ``max_output_tokens``.
@@ -67,9 +70,10 @@ async def call_model_once(
             streamed = 0  # this reply's output tokens so far (an estimate)
             async with model.stream(request) as chunks:
                 async for delta in chunks:
+                    text = delta.text if isinstance(delta, ReasoningDelta) else delta
                     if watched:  # cut the stream the moment the allowance runs out
-                        streamed = meter.streamed(delta, streamed)  # type: ignore[union-attr]
-                    if hooked:
+                        streamed = meter.streamed(text, streamed)  # type: ignore[union-attr]
+                    if hooked and text is delta:  # the hook's chunks are the answer's text
                         wiring.fire_hook(
                             actor, "model_stream_chunk", {"branch": branch, "chunk": delta}
                         )

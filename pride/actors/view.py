@@ -40,6 +40,7 @@ from ..llm import ModelRequest, ModelResponse, iModel
 from ..messages import (
     ActionCall,
     Instruction,
+    ReasoningDelta,
     RoledMessage,
     Signal,
     ToolProgress,
@@ -289,8 +290,9 @@ class BranchTurn:
     async def _replayed(self, response: ModelResponse, *, stream_tokens: bool) -> ModelResponse:
         """A model call the journal answered: it counts for the turn (``RunEnd.usage``,
         the turn's budget) but not again for the branch or the session, which
-        counted it when it ran (`pride.actors.budget`); its text goes to a stream
-        consumer in one piece; no hooks, no call.
+        counted it when it ran (`pride.actors.budget`); its reasoning (a
+        [`ReasoningDelta`][pride.ReasoningDelta] per block) and its text go to a
+        stream consumer, each in one piece; no hooks, no call.
 
         Raises:
             BudgetExceeded: the turn's own allowance is spent.
@@ -310,7 +312,12 @@ class BranchTurn:
                 usage.cost_usd,
                 replayed=True,
             )
-        if stream_tokens and scope.stream is not None and response.text:
+        streaming = stream_tokens and scope.stream is not None
+        if streaming and any(block.reasoning for block in response.reasoning):
+            for block in response.reasoning:
+                if block.reasoning:
+                    await scope.emit(ReasoningDelta(block.reasoning, provider=block.provider))
+        if streaming and response.text:
             await scope.emit(response.text)
         else:
             await trio.lowlevel.checkpoint()

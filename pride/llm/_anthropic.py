@@ -6,6 +6,13 @@ and ``max_tokens`` is required (`DEFAULT_MAX_TOKENS` unless given).
 Tools go out as ``{"name", "description", "input_schema"}`` and come back as
 ``tool_use`` content blocks (streamed as ``input_json_delta`` pieces).
 
+Extended thinking (`pride.llm._thinking`): ``thinking`` is a checked request
+option; the reply's ``thinking`` and ``redacted_thinking`` blocks are read into
+[`Reasoning`][pride.Reasoning] (streamed: ``thinking_delta`` pieces as
+[`ReasoningDelta`][pride.ReasoningDelta] items, the ``signature_delta`` kept),
+never into the text; the conversation sends them back unchanged
+(`pride.messages.reasoning`).
+
 Anthropic has no JSON-schema response mode, so a ``response_format`` becomes
 an instruction appended to the system text asking for the JSON in a
 ``json`` fenced block; parse the text to get it.
@@ -20,7 +27,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._endpoint import ReplyParts, json_instruction
+from pride.errors import BadRequest
+from pride.messages import ReasoningDelta
+from pride.messages.reasoning import ANTHROPIC
+
+from ._endpoint import Delta, ReplyParts, json_instruction
 from ._http import HttpEndpoint
 from ._shape import (
     WrongShape,
@@ -31,9 +42,10 @@ from ._shape import (
     str_field,
     where,
 )
+from ._thinking import check_thinking, thinking_enabled
 from ._types import ModelRequest, Usage
 
-__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicEndpoint"]
+__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicEndpoint", "checked_options"]
 
 #: The API version header pride speaks.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -50,6 +62,15 @@ FINISH_REASONS = {
     "pause_turn": "pause",
     "refusal": "content_filter",
 }
+
+
+def checked_options(options: dict[str, Any]) -> dict[str, Any]:
+    """A model's request options with its thinking option checked (`pride.llm._thinking`).
+
+    Raises:
+        ValueError: the thinking option, or one it clashes with, is one the API refuses.
+    """
+    return check_thinking(options, DEFAULT_MAX_TOKENS)
 
 
 def _wire_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -108,6 +129,16 @@ def _read_block(block: dict[str, Any], path: str, reply: ReplyParts, index: int 
         parts.call_id = str_field(block, "id", path)
         parts.name.append(str_field(block, "name", path) or "")
         parts.arguments = block.get("input")  # model output: decoded, not checked
+    elif kind == "thinking":
+        thinking = reply.reasoning(index)
+        text = str_field(block, "thinking", path)
+        signature = str_field(block, "signature", path)
+        if text:
+            thinking.pieces.append(text)
+        if signature:
+            thinking.signature.append(signature)
+    elif kind == "redacted_thinking":
+        reply.reasoning(index).encrypted = str_field(block, "data", path) or ""
     return ""
 
 
@@ -116,6 +147,7 @@ class AnthropicEndpoint(HttpEndpoint):
 
     route = "/messages"
     stream_end = "message_stop"
+    reasoning_format = ANTHROPIC
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
@@ -126,7 +158,26 @@ class AnthropicEndpoint(HttpEndpoint):
     def payload(
         self, request: ModelRequest, options: dict[str, Any], stream: bool
     ) -> dict[str, Any]:
-        """The JSON body for ``request`` (exposed for tests and debugging)."""
+        """The JSON body for ``request`` (exposed for tests and debugging).
+
+        Raises:
+            BadRequest: the options break a rule of extended thinking (a call's
+                own options can; the model's were checked when it was made):
+                nothing is sent.
+        """
+        try:
+            options = check_thinking(options, DEFAULT_MAX_TOKENS)
+        except ValueError as exc:
+            raise self._refused(str(exc)) from None
+        if (
+            request.tool_choice not in (None, "auto", "none")
+            and request.tools
+            and thinking_enabled(options)
+        ):
+            raise self._refused(
+                f"tool_choice {request.tool_choice!r} forces a tool, which extended thinking "
+                'does not allow (only "auto" or "none")'
+            )
         body: dict[str, Any] = {"model": self.model, "max_tokens": DEFAULT_MAX_TOKENS, **options}
         system = request.system
         if request.response_format is not None:
@@ -144,6 +195,13 @@ class AnthropicEndpoint(HttpEndpoint):
         else:
             body.pop("stream", None)
         return body
+
+    def _refused(self, why: str) -> BadRequest:
+        return BadRequest(
+            f"{self.provider}: the request was not sent: {why}",
+            provider=self.provider,
+            url=self.public_url,
+        )
 
     def usage(self, figures: dict[str, Any]) -> Usage:
         """Anthropic figures as `Usage`: cache reads and writes count as input."""
@@ -170,7 +228,7 @@ class AnthropicEndpoint(HttpEndpoint):
         reply.finish_reason = _finish(str_field(data, "stop_reason", ""))
         _read_usage(data, "", reply)
 
-    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> str:
+    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> Delta:
         kind = str_field(event, "type", "")
         if kind == "content_block_delta":
             delta = object_field(event, "delta", "") or {}
@@ -179,6 +237,19 @@ class AnthropicEndpoint(HttpEndpoint):
                 text = str_field(delta, "text", "delta") or ""
                 reply.text.append(text)
                 return text
+            if delta_kind == "thinking_delta":
+                index = count_field(event, "index", "")
+                thought = str_field(delta, "thinking", "delta") or ""
+                if thought:
+                    reply.reasoning(index).pieces.append(thought)
+                    return ReasoningDelta(thought, provider=ANTHROPIC)
+                return ""
+            if delta_kind == "signature_delta":
+                index = count_field(event, "index", "")
+                signature = str_field(delta, "signature", "delta")
+                if signature:
+                    reply.reasoning(index).signature.append(signature)
+                return ""
             if delta_kind == "input_json_delta":
                 index = count_field(event, "index", "")
                 piece = str_field(delta, "partial_json", "delta")

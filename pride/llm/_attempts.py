@@ -15,7 +15,7 @@ import trio
 
 from pride.errors import ProviderError
 
-from ._endpoint import Endpoint
+from ._endpoint import Endpoint, StreamItem
 from ._reading import Deadline
 from ._retry import RetryPolicy
 from ._types import ModelRequest, ModelResponse
@@ -83,10 +83,11 @@ async def stream_with_retries(
     *,
     on_retry: OnRetry,
     deadline: Deadline,
-) -> AsyncGenerator[str | ModelResponse, None]:
-    """``endpoint.stream``, restarted per ``policy`` until its first text delta went out.
+) -> AsyncGenerator[StreamItem, None]:
+    """``endpoint.stream``, restarted per ``policy`` until its first delta went out.
 
-    Yields the text deltas, then the complete [`ModelResponse`][pride.llm.ModelResponse]. Once a
+    Yields the deltas (text, and reasoning pieces), then the complete
+    [`ModelResponse`][pride.llm.ModelResponse]. Once a
     delta has been yielded, a failure is raised as is: the caller has seen
     part of this reply, and a new attempt would produce a different one. No
     attempt starts past ``deadline``.
@@ -98,7 +99,7 @@ async def stream_with_retries(
         try:
             async with aclosing(endpoint.stream(request, options, deadline)) as items:
                 async for item in items:
-                    if isinstance(item, str):
+                    if not isinstance(item, ModelResponse):
                         delivered = True
                     yield item
             return

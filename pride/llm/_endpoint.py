@@ -16,18 +16,28 @@ from __future__ import annotations
 import abc
 import json
 from collections.abc import AsyncGenerator
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeAlias
+
+from pride.messages import Reasoning, ReasoningDelta
 
 from ._reading import Deadline
 from ._types import ModelRequest, ModelResponse, ToolCall, new_call_id
 
 __all__ = [
+    "Delta",
     "Endpoint",
     "ReplyParts",
+    "StreamItem",
     "decode_arguments",
     "json_instruction",
     "loads_strict",
 ]
+
+Delta: TypeAlias = str | ReasoningDelta
+"""What a stream yields before its reply: a text delta, or a piece of reasoning."""
+
+StreamItem: TypeAlias = Delta | ModelResponse
+"""What an endpoint's stream yields: deltas, then the complete reply last."""
 
 
 class Endpoint(abc.ABC):
@@ -57,8 +67,9 @@ class Endpoint(abc.ABC):
     @abc.abstractmethod
     def stream(
         self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
-    ) -> AsyncGenerator[str | ModelResponse, None]:
-        """Make one streaming attempt: yield text deltas, then the complete reply last.
+    ) -> AsyncGenerator[StreamItem, None]:
+        """Make one streaming attempt: yield text deltas (``str``) and reasoning
+        pieces ([`ReasoningDelta`][pride.ReasoningDelta]), then the complete reply last.
 
         The caller must close the generator (``aclose``), which closes the HTTP
         response; it yields nothing inside a cancel scope.
@@ -132,8 +143,17 @@ class _ToolParts:
         self.arguments: Any = None  # a whole value (plain replies, Anthropic's input)
 
 
+class _ReasoningParts:
+    __slots__ = ("encrypted", "pieces", "signature")
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.signature: list[str] = []
+        self.encrypted: str | None = None
+
+
 class ReplyParts:
-    """One reply as it is read: text, tool calls, usage figures, model, finish reason.
+    """One reply as it is read: text, tool calls, reasoning, usage figures, model, finish reason.
 
     Attributes:
         text: the text pieces, in order.
@@ -145,12 +165,22 @@ class ReplyParts:
             back unchanged (the Responses API's reasoning items), in order.
     """
 
-    __slots__ = ("_tools", "done", "finish_reason", "items", "model", "text", "usage")
+    __slots__ = (
+        "_reasoning",
+        "_tools",
+        "done",
+        "finish_reason",
+        "items",
+        "model",
+        "text",
+        "usage",
+    )
 
     def __init__(self, model: str) -> None:
         self.model = model
         self.text: list[str] = []
         self._tools: dict[int, _ToolParts] = {}
+        self._reasoning: dict[int, _ReasoningParts] = {}
         self.usage: dict[str, Any] = {}
         self.finish_reason: str | None = None
         self.done = False
@@ -171,6 +201,27 @@ class ReplyParts:
     def tool_count(self) -> int:
         """How many tool calls were read so far."""
         return len(self._tools)
+
+    def reasoning(self, index: int | None = None) -> _ReasoningParts:
+        """The reasoning block at ``index`` (a new one after the last when ``None``)."""
+        if index is None:
+            index = len(self._reasoning)
+        parts = self._reasoning.get(index)
+        if parts is None:
+            parts = self._reasoning[index] = _ReasoningParts()
+        return parts
+
+    def reasoning_blocks(self, provider: str) -> tuple[Reasoning, ...]:
+        """The reasoning blocks in index order, each a [`Reasoning`][pride.Reasoning]."""
+        return tuple(
+            Reasoning(
+                provider=provider,
+                reasoning="".join(parts.pieces),
+                signature="".join(parts.signature) or None,
+                encrypted=parts.encrypted,
+            )
+            for _, parts in sorted(self._reasoning.items())
+        )
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls, in index order, with their arguments decoded."""

@@ -22,7 +22,7 @@ import trio
 
 from pride.errors import ProviderConnectionError, ProviderError
 
-from ._endpoint import Endpoint, ReplyParts, loads_strict
+from ._endpoint import Delta, Endpoint, ReplyParts, StreamItem, loads_strict
 from ._errors import error_for_payload, error_for_status, malformed, public_url, translating
 from ._pricing import price_reply
 from ._reading import (
@@ -99,6 +99,8 @@ class HttpEndpoint(Endpoint):
     end_markers: frozenset[str] = frozenset()
     #: What a complete stream ends with, named when one stops short.
     stream_end = "its end"
+    #: The ``provider`` of the reasoning this wire format returns (`pride.messages.reasoning`).
+    reasoning_format = ""
 
     def __init__(
         self,
@@ -135,8 +137,9 @@ class HttpEndpoint(Endpoint):
         """
 
     @abc.abstractmethod
-    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> str:
-        """Read one stream event into ``reply``; return its text delta (``""`` if none).
+    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> Delta:
+        """Read one stream event into ``reply``; return its delta (``""`` if none): a
+        text delta, or a [`ReasoningDelta`][pride.ReasoningDelta].
 
         Raises:
             WrongShape: a value has the wrong JSON type (its path named).
@@ -170,7 +173,7 @@ class HttpEndpoint(Endpoint):
 
     async def stream(
         self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
-    ) -> AsyncGenerator[str | ModelResponse, None]:
+    ) -> AsyncGenerator[StreamItem, None]:
         reply = ReplyParts(self.model)
         payload = self.payload(request, options, stream=True)
         number = 0
@@ -189,11 +192,11 @@ class HttpEndpoint(Endpoint):
                         f"a stream event is not JSON (event {number})", exc
                     ) from exc
                 try:
-                    text = self.read_event(as_object(event, ""), reply)
+                    delta = self.read_event(as_object(event, ""), reply)
                 except WrongShape as exc:
                     raise self._wrong_shape(exc.in_event(number)) from exc
-                if text:
-                    yield text
+                if delta:
+                    yield delta
         if not self.complete(reply):
             raise ProviderConnectionError(
                 f"{self.provider}: the stream from POST {self.public_url} ended before the "
@@ -217,6 +220,7 @@ class HttpEndpoint(Endpoint):
             model=reply.model,
             provider=self.provider,
             finish_reason=reply.finish_reason,
+            reasoning=reply.reasoning_blocks(self.reasoning_format),
         )
 
     def payload_error(self, error: Any) -> ProviderError:

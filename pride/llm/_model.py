@@ -27,7 +27,7 @@ from pride.errors import ProviderError
 
 from ._attempts import send_with_retries, stream_with_retries
 from ._client import RunClient
-from ._endpoint import Endpoint
+from ._endpoint import Endpoint, StreamItem
 from ._key import ApiKey
 from ._ledger import CallLedger
 from ._limiter import RateLimiter
@@ -37,7 +37,7 @@ from ._retry import RetryNotice, RetryPolicy
 from ._script import DEFAULT_CHUNK_SIZE, KEEP_CALLS, Script, ScriptedEndpoint
 from ._stream import ModelStream
 from ._types import ModelRequest, ModelResponse, ModelStatistics
-from ._wires import http_endpoint, openai_api_for
+from ._wires import http_endpoint, model_options, openai_api_for
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -116,7 +116,8 @@ class iModel:
             an exception it raises is logged and ignored. Not serialised.
         **request_options: sent with every request (``temperature``,
             ``max_tokens``, ...); a request's own ``options`` override them.
-            ``reasoning_effort`` and ``reasoning_summary`` are checked here.
+            ``reasoning_effort`` and ``reasoning_summary`` are checked here, and
+            ``thinking=4096`` (Anthropic's extended thinking) with what it clashes with.
 
     Raises:
         ValueError: unknown provider without ``base_url``, a bad limit or option.
@@ -158,7 +159,7 @@ class iModel:
         self.supports_native_tools = info.native_tools
         self.supports_structured_output = info.structured_output
         self.openai_api = openai_api_for(info, model_name, openai_api, request_options)
-        self.request_options: dict[str, Any] = dict(request_options)
+        self.request_options: dict[str, Any] = model_options(info, request_options)
         self.timeout = timeout
         self.call_timeout = call_timeout
         self.response_limits = response_limits if response_limits is not None else ResponseLimits()
@@ -310,7 +311,7 @@ class iModel:
         """
         return ModelStream(self._ledger, request, partial(self._attempts, request), self.provider)
 
-    def _attempts(self, request: ModelRequest) -> AsyncGenerator[str | ModelResponse, None]:
+    def _attempts(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         """The deltas, then the reply, with retries until a delta went out.
 
         Called once the stream is admitted, so the call's deadline starts then.

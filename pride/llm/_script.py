@@ -5,6 +5,10 @@ This is a real endpoint kind, not a test double: [`ScriptedModel`][pride.Scripte
 same pipeline as the HTTP models (rate limiter, retries, usage, statistics)
 and only the last step, producing the reply, is scripted.
 
+A reply's ``thinking`` and ``redacted`` become [`Reasoning`][pride.Reasoning]
+of provider ``"scripted"`` (read by no provider), streamed first as
+[`ReasoningDelta`][pride.ReasoningDelta] items.
+
 Usage is estimated when the script does not give it: input tokens from the
 request text, output tokens from the reply text and tool-call arguments, both
 by `estimate_text_tokens` (about four characters per
@@ -21,8 +25,10 @@ from typing import Any, TypeAlias
 import trio
 
 from pride.errors import ProviderTimeout, ScriptExhausted
+from pride.messages import Reasoning, ReasoningDelta
+from pride.messages.reasoning import SCRIPTED
 
-from ._endpoint import Endpoint
+from ._endpoint import Endpoint, StreamItem
 from ._reading import Deadline
 from ._tokens import CHARS_PER_TOKEN, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall, Usage
@@ -227,6 +233,7 @@ class ScriptedEndpoint(Endpoint):
             model=self.model,
             provider=self.provider,
             finish_reason="tool_calls" if reply.tool_calls else "stop",
+            reasoning=_reasoning(reply),
         )
 
     async def send(
@@ -236,12 +243,25 @@ class ScriptedEndpoint(Endpoint):
 
     async def stream(
         self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
-    ) -> AsyncGenerator[str | ModelResponse, None]:
+    ) -> AsyncGenerator[StreamItem, None]:
         reply = await self._reply(request, deadline)
         text = reply if isinstance(reply, str) else reply.text
         size = self.chunk_size
+        if not isinstance(reply, str) and reply.thinking:
+            for start in range(0, len(reply.thinking), size):
+                yield ReasoningDelta(reply.thinking[start : start + size], provider=SCRIPTED)
+                await trio.lowlevel.checkpoint()
         for start in range(0, len(text), size):
             if start:
                 await trio.lowlevel.checkpoint()
             yield text[start : start + size]
         yield self._response(request, reply)
+
+
+def _reasoning(reply: ScriptedReply) -> tuple[Reasoning, ...]:
+    blocks = []
+    if reply.thinking:
+        blocks.append(Reasoning(provider=SCRIPTED, reasoning=reply.thinking))
+    if reply.redacted:
+        blocks.append(Reasoning(provider=SCRIPTED, encrypted=reply.redacted))
+    return tuple(blocks)

@@ -8,12 +8,13 @@ from types import TracebackType
 
 import trio
 
+from ._endpoint import Delta, StreamItem
 from ._errors import malformed
 from ._ledger import CallLedger
 from ._types import ModelRequest, ModelResponse
 
-#: Starts a call's attempts once it is admitted: text deltas, then the reply last.
-StartAttempts = Callable[[], AsyncGenerator[str | ModelResponse, None]]
+#: Starts a call's attempts once it is admitted: deltas, then the reply last.
+StartAttempts = Callable[[], AsyncGenerator[StreamItem, None]]
 
 logger = logging.getLogger("pride.llm")
 
@@ -37,7 +38,9 @@ class ModelStream:
 
     Entering the block waits for admission by the model's rate limiter (the
     call holds its concurrency slot until the block is left). Iterating yields
-    the text deltas (``str``); after the last one, [`response`][pride.llm.ModelStream.response] is
+    the text deltas (``str``) and, for a model that thinks, the pieces of its
+    reasoning as [`ReasoningDelta`][pride.ReasoningDelta] items, never mixed
+    into the text; after the last one, [`response`][pride.llm.ModelStream.response] is
     the
     complete [`ModelResponse`][pride.llm.ModelResponse], tool calls and usage included.
 
@@ -57,7 +60,7 @@ class ModelStream:
         self._request = request
         self._start = start
         self._provider = provider
-        self._items: AsyncGenerator[str | ModelResponse, None] | None = None
+        self._items: AsyncGenerator[StreamItem, None] | None = None
         self._response: ModelResponse | None = None
         self._state = "new"
         self._estimate = 0
@@ -99,7 +102,7 @@ class ModelStream:
     def __aiter__(self) -> ModelStream:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> Delta:
         items = self._items
         if items is None:
             raise RuntimeError("iterate a ModelStream inside `async with model.stream(...) as s:`")
@@ -113,7 +116,7 @@ class ModelStream:
         except Exception:
             self._failed = True
             raise
-        if isinstance(item, str):
+        if not isinstance(item, ModelResponse):
             return item
         self._response = item
         raise StopAsyncIteration

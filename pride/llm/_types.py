@@ -156,11 +156,20 @@ class ScriptedReply:
 
     Used by [`ScriptedModel`][pride.ScriptedModel] and by the loopback server in
     [`pride.testing`][pride.testing]. When ``usage`` is ``None`` it is estimated.
+
+    ``thinking`` is the reasoning the model shows before its answer, and
+    ``redacted`` reasoning it withholds. The loopback server sends them over
+    Anthropic Messages as a signed ``thinking`` block and a ``redacted_thinking``
+    block (chat completions have no place for them); a ``ScriptedModel``
+    returns them as [`Reasoning`][pride.Reasoning] of provider ``"scripted"``,
+    which no provider reads.
     """
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_to_tuple)
     usage: Usage | None = None
+    thinking: str = ""
+    redacted: str = ""
 
     @classmethod
     def from_item(cls, item: object) -> ScriptedReply:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._anthropic import AnthropicEndpoint
+from ._anthropic import AnthropicEndpoint, checked_options
 from ._http import HttpAccess, HttpEndpoint
 from ._openai import OpenAIEndpoint
 from ._providers import OPENAI_APIS, ProviderInfo, default_openai_api, reasons
@@ -21,7 +21,7 @@ from ._reading import ResponseLimits
 from ._reasoning import check_reasoning_options
 from ._responses import ResponsesEndpoint
 
-__all__ = ["http_endpoint", "openai_api_for"]
+__all__ = ["http_endpoint", "model_options", "openai_api_for"]
 
 
 def openai_api_for(
@@ -37,6 +37,16 @@ def openai_api_for(
     openai_api = _wire(info, model, openai_api)
     check_reasoning_options(options, responses=openai_api == "responses")
     return openai_api
+
+
+def model_options(info: ProviderInfo, options: Mapping[str, Any]) -> dict[str, Any]:
+    """A model's request options as it sends them: for an Anthropic model, ``thinking``
+    in the API's form, checked with the options it clashes with (``pride.llm._thinking``).
+
+    Raises:
+        ValueError: a thinking option the API would refuse.
+    """
+    return checked_options(dict(options)) if info.api_format == "anthropic" else dict(options)
 
 
 def _wire(info: ProviderInfo, model: str, openai_api: str | None) -> str | None:

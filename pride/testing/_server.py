@@ -6,6 +6,8 @@ chunked transfer, SSE parsing, timeouts. It serves
 ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/responses`` (OpenAI's
 Responses API) and ``POST /v1/messages`` (Anthropic), plain and streaming,
 from a script, and misbehaves on demand ([`Fault`][pride.testing.Fault]).
+Anthropic replies carry signed thinking; ``require_thinking=True`` refuses what
+the API refuses while thinking is on (`pride.testing._thinking`).
 
 Pitfall: trio's ``MockClock`` with autojump advances virtual time whenever all
 tasks are blocked, including on real socket I/O, so tests talking to this
@@ -30,6 +32,7 @@ from ._faults import Fault
 from ._floods import endless_parts, send_endless, send_trickle
 from ._formats import document, render_events
 from ._responses import IssuedReasoning
+from ._thinking import ThinkingSigner, thinking_refusal
 from ._wire import anthropic_error, as_reply, echo, openai_error
 
 __all__ = ["LoopbackServer", "RecordedRequest", "openai_server"]
@@ -91,9 +94,15 @@ class LoopbackServer:
             that is not among them is refused with HTTP 400, as the real API
             refuses reasoning it cannot decrypt; so a test sees that pride
             sends reasoning back unchanged.
+        require_thinking: refuse what Anthropic's API refuses while thinking
+            is on (see [`openai_server`][pride.testing.openai_server]).
+        refusals: the reasons of the requests refused for their thinking, in
+            order (each answered HTTP 400, no script item used).
     """
 
-    def __init__(self, script: Any, *, chunk_size: int, record: bool) -> None:
+    def __init__(
+        self, script: Any, *, chunk_size: int, record: bool, require_thinking: bool = False
+    ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
         self._items: list[Any] | None = None
@@ -115,6 +124,9 @@ class LoopbackServer:
         self.errors: list[Exception] = []
         self._reasoning = IssuedReasoning()
         self.issued_reasoning = self._reasoning.tokens
+        self.require_thinking = require_thinking
+        self.refusals: list[str] = []
+        self._signer = ThinkingSigner()
         self._changed = trio.Event()
 
     def _bind(self, host: str, port: int) -> None:
@@ -247,6 +259,12 @@ class LoopbackServer:
             if refusal is not None:
                 await self._send_json(conn, stream, 400, openai_error(400, refusal))
                 return True
+        if wire == "anthropic" and self.require_thinking:
+            refusal = thinking_refusal(request.body, self._signer)
+            if refusal is not None:  # as the API: refused before the model runs, and kept
+                self.refusals.append(refusal)
+                await self._send_json(conn, stream, 400, anthropic_error(400, refusal))
+                return True
         try:
             item = self._next_item(request)
             if callable(item) and not isinstance(item, Fault):
@@ -281,7 +299,7 @@ class LoopbackServer:
         reply = as_reply(echo(body) if item is None else item)
         streaming = isinstance(body, dict) and body.get("stream") is True
         if not streaming:
-            doc = document(reply, body, wire, self._reasoning)
+            doc = document(reply, body, wire, self._reasoning, signer=self._signer)
             if cut_after is None:
                 await self._send_json(conn, stream, 200, doc)
                 return True
@@ -290,7 +308,9 @@ class LoopbackServer:
             await self._send(conn, stream, h11.Response(status_code=200, headers=head))
             await stream.send_all(data[: len(data) // 2])
             return False  # the caller closes the connection: the body is cut short
-        events = render_events(reply, body, wire, self.chunk_size, self._reasoning)
+        events = render_events(
+            reply, body, wire, self.chunk_size, self._reasoning, signer=self._signer
+        )
         head = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
         await self._send(conn, stream, h11.Response(status_code=200, headers=head))
         if stall_after is not None:
@@ -319,9 +339,13 @@ class LoopbackServer:
         body = request.body
         reply = as_reply(echo(body) if item is None else item)
         if isinstance(body, dict) and body.get("stream") is True:
-            events = b"".join(render_events(reply, body, wire, self.chunk_size, self._reasoning))
+            events = b"".join(
+                render_events(
+                    reply, body, wire, self.chunk_size, self._reasoning, signer=self._signer
+                )
+            )
             return [("content-type", "text/event-stream"), ("cache-control", "no-cache")], events
-        doc = document(reply, body, wire, self._reasoning)
+        doc = document(reply, body, wire, self._reasoning, signer=self._signer)
         data = json.dumps(doc).encode()
         return [("content-type", "application/json"), ("content-length", str(len(data)))], data
 
@@ -427,6 +451,7 @@ async def openai_server(
     record: bool = True,
     host: str = "127.0.0.1",
     port: int = 0,
+    require_thinking: bool = False,
 ) -> AsyncIterator[LoopbackServer]:
     """Run a loopback OpenAI- (chat completions, Responses) and Anthropic-compatible server.
 
@@ -450,6 +475,13 @@ async def openai_server(
             benchmarks; ``request_count`` is always kept).
         host: the address to bind (loopback by default).
         port: the port; 0 picks a free one.
+        require_thinking: act as Anthropic's API does while a request turns
+            thinking on: refuse (HTTP 400, the API's error) a budget under
+            1,024 tokens or not below ``max_tokens``, a thinking block this
+            server did not sign or that was changed, and a request continuing a
+            tool loop whose assistant turn does not open with its thinking
+            block. Off by default: the server then checks nothing. Either way,
+            a script's ``thinking`` goes out as signed thinking blocks.
 
     Yields:
         the [`LoopbackServer`][pride.testing.LoopbackServer], listening, with ``base_url`` set.
@@ -458,7 +490,9 @@ async def openai_server(
     all its connections, when the block is left; an exception from the block
     propagates unchanged (not wrapped in an exception group).
     """
-    server = LoopbackServer(script, chunk_size=chunk_size, record=record)
+    server = LoopbackServer(
+        script, chunk_size=chunk_size, record=record, require_thinking=require_thinking
+    )
     body_error: BaseException | None = None
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(

@@ -3,6 +3,12 @@
 These are what the real APIs send (checked in pride's tests by the official
 ``openai`` and ``anthropic`` SDKs parsing the loopback server's output).
 Usage not given by the script is estimated at four characters per token.
+
+A reply's ``thinking`` and ``redacted`` go out over Anthropic Messages as a
+``thinking`` block signed by the server's `ThinkingSigner` (streamed as
+``thinking_delta`` pieces and a ``signature_delta``) and a
+``redacted_thinking`` block, before the text; chat completions have no place
+for them.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import time
 from typing import Any
 
 from pride.llm import ScriptedReply, ToolCall, Usage, echo_text
+
+from ._thinking import ThinkingSigner
 
 __all__ = [
     "anthropic_error",
@@ -80,7 +88,8 @@ def estimated_usage(reply: ScriptedReply, body: Any) -> Usage:
     if reply.usage is not None:
         return reply.usage
     prompt = json.dumps(_conversation(body))
-    output = reply.text + "".join(c.name + json.dumps(c.arguments) for c in reply.tool_calls)
+    calls = "".join(c.name + json.dumps(c.arguments) for c in reply.tool_calls)
+    output = reply.thinking + reply.redacted + reply.text + calls
     return Usage(
         input_tokens=-(-len(prompt) // _CHARS_PER_TOKEN),
         output_tokens=-(-len(output) // _CHARS_PER_TOKEN),
@@ -210,9 +219,19 @@ def _stop_reason(reply: ScriptedReply) -> str:
     return "tool_use" if reply.tool_calls else "end_turn"
 
 
-def anthropic_message(reply: ScriptedReply, body: Any) -> dict[str, Any]:
-    """A Messages ``message`` object for ``reply``."""
-    content: list[dict[str, Any]] = []
+def _thinking_blocks(reply: ScriptedReply, signer: ThinkingSigner) -> list[dict[str, Any]]:
+    blocks = []
+    if reply.thinking:
+        signature = signer.signature(reply.thinking)
+        blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": signature})
+    if reply.redacted:
+        blocks.append({"type": "redacted_thinking", "data": signer.redacted_data(reply.redacted)})
+    return blocks
+
+
+def anthropic_message(reply: ScriptedReply, body: Any, signer: ThinkingSigner) -> dict[str, Any]:
+    """A Messages ``message`` object for ``reply`` (its thinking signed by ``signer``)."""
+    content: list[dict[str, Any]] = _thinking_blocks(reply, signer)
     if reply.text:
         content.append({"type": "text", "text": reply.text})
     for call in reply.tool_calls:
@@ -231,28 +250,58 @@ def anthropic_message(reply: ScriptedReply, body: Any) -> dict[str, Any]:
     }
 
 
-def anthropic_events(reply: ScriptedReply, body: Any, chunk_size: int) -> list[bytes]:
+def _thinking_events(blocks: list[dict[str, Any]], chunk_size: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        if block["type"] == "redacted_thinking":  # arrives whole, as the API sends it
+            events.append({"type": "content_block_start", "index": index, "content_block": block})
+        else:
+            empty = {"type": "thinking", "thinking": "", "signature": ""}
+            events.append({"type": "content_block_start", "index": index, "content_block": empty})
+            events += [
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": piece},
+                }
+                for piece in pieces(block["thinking"], chunk_size)
+            ]
+            signature = {"type": "signature_delta", "signature": block["signature"]}
+            events.append({"type": "content_block_delta", "index": index, "delta": signature})
+        events.append({"type": "content_block_stop", "index": index})
+    return events
+
+
+def anthropic_events(
+    reply: ScriptedReply, body: Any, chunk_size: int, signer: ThinkingSigner
+) -> list[bytes]:
     """The SSE events of a streamed Messages reply, ``message_stop`` last."""
     usage = _anthropic_usage(estimated_usage(reply, body))
-    start = anthropic_message(ScriptedReply(), body)
+    start = anthropic_message(ScriptedReply(), body, signer)
     start.update(content=[], stop_reason=None, usage={**usage, "output_tokens": 1})
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
-    index = 0
+    thinking = _thinking_blocks(reply, signer)
+    events += _thinking_events(thinking, chunk_size)
+    index = len(thinking)
     if reply.text:
         events.append(
             {
                 "type": "content_block_start",
-                "index": 0,
+                "index": index,
                 "content_block": {"type": "text", "text": ""},
             }
         )
         events.append({"type": "ping"})
         events += [
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": t},
+            }
             for t in pieces(reply.text, chunk_size)
         ]
-        events.append({"type": "content_block_stop", "index": 0})
-        index = 1
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
     for offset, call in enumerate(reply.tool_calls, start=index):
         block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
         events.append({"type": "content_block_start", "index": offset, "content_block": block})
