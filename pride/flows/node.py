@@ -37,7 +37,7 @@ from ..actors import Reply, send, stream
 from ..actors.allowance import carry, uncarry
 from ..actors.riders import riding
 from ..actors.turn import FINALIZE_GRACE
-from ..messages import ReActStream, Run, WorkCommand
+from ..messages import ReActStream, ReasoningDelta, Run, WorkCommand
 from .graph import call_maybe_async
 from .journal import WHEN_FALSE
 from .state import NodeState, turn_outcome
@@ -208,5 +208,6 @@ async def _stream_items(run: FlowRun, state: NodeState, command: WorkCommand) ->
     finally:
         uncarry(carried)
     if isinstance(command, Run):
-        return [item for item in collected if not isinstance(item, str)]
+        # What ask returns: the messages, without the chunks of text or reasoning.
+        return [item for item in collected if not isinstance(item, str | ReasoningDelta)]
     return collected

@@ -7,18 +7,25 @@ import pytest
 import trio
 import trio.testing
 
+import pride
 from pride import (
     AssistantResponse,
+    Branch,
     Chat,
     Flow,
     Instruction,
     NodeCompleted,
     NodeSignal,
     NodeStarted,
+    Reasoning,
+    ReasoningDelta,
     Run,
+    ScriptedModel,
+    Session,
     Signal,
 )
 from pride.flows import NodeItem
+from pride.llm import ScriptedReply
 from tests.flows.support import balanced_turns, node_events, team, work
 
 
@@ -112,6 +119,22 @@ async def test_without_items_a_run_node_returns_its_messages_unstreamed() -> Non
     assert not any(isinstance(e, NodeItem) for e in seen)
     assert events.result is not None
     assert [type(m) for m in events.result["story"]] == [Instruction, AssistantResponse]
+
+
+async def test_a_thinking_run_nodes_result_leaves_its_reasoning_chunks_out() -> None:
+    """A Run node's result is what ask returns: Reasoning messages in, ReasoningDelta out."""
+    model = ScriptedModel([ScriptedReply("done", thinking="Pondering it.")] * 2)
+    async with Session() as session:
+        branch = await session.spawn(Branch(name="a", chat_model=model))
+        flow = Flow()
+        flow.add("a", Run("think"), name="story")
+        async with session.flow_stream(flow, items=True) as events:
+            items = [e.item async for e in events if isinstance(e, NodeItem)]
+        asked = await pride.ask(branch, Run("think"))
+    assert any(isinstance(item, ReasoningDelta) for item in items)
+    assert events.result is not None
+    kinds = [type(m) for m in events.result["story"]]
+    assert kinds == [type(m) for m in asked] == [Instruction, Reasoning, AssistantResponse]
 
 
 async def test_a_slow_consumer_holds_streaming_turns_back(
