@@ -80,6 +80,8 @@ def reply_usage(request: ModelRequest, reply: ScriptedReply) -> Usage:
     if reply.usage is not None:
         return reply.usage
     output = estimate_text_tokens(reply.text)
+    if reply.thinking or reply.redacted:  # reasoning is generated, and billed, as output
+        output += estimate_text_tokens(reply.thinking + reply.redacted)
     if reply.tool_calls:
         output += sum(
             estimate_text_tokens(call.name + json.dumps(call.arguments))

@@ -256,3 +256,12 @@ async def test_a_scripted_model_thinks_for_no_provider() -> None:
         ("scripted", "", "hush"),
     ]
     assert all(b.to_anthropic() is None and b.to_openai() is None for b in blocks)
+
+
+async def test_a_scripted_models_thinking_counts_as_output() -> None:
+    """Reasoning is generated, so its estimate counts as output tokens, as a provider bills it."""
+    plain = ScriptedModel([ScriptedReply("ok")])
+    thinking = ScriptedModel([ScriptedReply("ok", thinking="a long chain of thought " * 10)])
+    request = pride.llm.ModelRequest([{"role": "user", "content": "hm?"}])
+    quiet, loud = await plain.invoke(request), await thinking.invoke(request)
+    assert loud.usage.output_tokens > quiet.usage.output_tokens + 50
