@@ -22,6 +22,7 @@ from pride import (
 )
 from pride.llm import ToolCall
 from pride.store import BranchStore
+from pride.supervisors._virtual_kinds import PENDING_LIMIT
 from tests.helpers import Gate, Recorder, echo_model, last_user_text
 
 
@@ -356,3 +357,42 @@ async def test_a_gated_turn_keeps_later_messages_queued_in_order(tmp_path: Path)
             gate.release(f"m{index}")
         assert [await r.result() for r in replies] == [f"reply to m{i}" for i in range(3)]
         assert gate.events == [(e, f"m{i}") for i in range(3) for e in ("start", "end")]
+
+
+async def test_send_nowait_queues_for_the_activation_it_starts(tmp_path: Path) -> None:
+    """pride.send_nowait to a name that is not live queues the envelope and activates;
+    past the activation's queue limit it raises MailboxFull, nothing queued."""
+    gate = trio.Event()
+
+    async def factory(key: str) -> Branch:
+        await gate.wait()
+        return Branch(chat_model=echo_model(), mailbox_size=2000)
+
+    async with Session(store=tmp_path / "s.db") as session:
+        await session.virtual("user", factory)
+        ref = session.ref("user/ada")
+        replies = [pride.send_nowait(ref, ChatAndRecord(f"m{i}")) for i in range(PENDING_LIMIT)]
+        with pytest.raises(pride.MailboxFull):
+            pride.send_nowait(ref, ChatAndRecord("one too many"))
+        gate.set()
+        assert await replies[0].result() == "re: m0"
+        assert await replies[-1].result() == f"re: m{PENDING_LIMIT - 1}"
+
+
+async def test_activate_returns_the_live_branch_or_raises_the_failure(tmp_path: Path) -> None:
+    """session.activate activates without sending; a failure raises ActivationFailed."""
+
+    def factory(key: str) -> Branch:
+        if key == "broken":
+            raise LookupError("no such user")
+        return user_branch(key)
+
+    async with Session(store=tmp_path / "s.db") as session:
+        await session.virtual("user", factory)
+        branch = await session.activate("user/ada")
+        assert branch is session.get_branch("user/ada") and branch.running
+        assert await session.activate("user/ada") is branch
+        with pytest.raises(ActivationFailed, match="no such user"):
+            await session.activate("user/broken")
+        with pytest.raises(UnknownBranch):
+            await session.activate("nobody/ada")
