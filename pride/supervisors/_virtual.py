@@ -29,11 +29,13 @@ import trio
 from ..actors import Branch, ask
 from ..actors.mailbox import Reply
 from ..actors.turn import await_bounded
+from ..actors.waits import serving_branch
 from ..errors import (
     ActivationFailed,
     BranchClosed,
     MailboxFull,
     PrideError,
+    ReentrancyError,
     StoreError,
     UnknownBranch,
     VirtualKindError,
@@ -166,10 +168,6 @@ class Virtuals:
     def claims(self, name: str) -> bool:
         """True when ``name`` has a registered kind (only activation may use it)."""
         return bool(self._kinds) and self._kind(name) is not None
-
-    def is_virtual(self, branch: Branch) -> bool:
-        """True when ``branch`` is a live virtual branch of this session."""
-        return self.live_branch(branch.name) is branch
 
     def route(self, name: str) -> Branch | VirtualRef | None:
         """Where a send to ``name`` goes: its live branch (its use noted), else
@@ -413,10 +411,13 @@ class Virtuals:
         if ongoing is not None:
             await ongoing.wait()
             return False
-        live = kind.live.pop(name, None)
+        live = kind.live.get(name)
         if live is None:
             await trio.lowlevel.checkpoint()
             return False
+        if serving_branch() is live.branch:  # from its own turn: it would wait on itself
+            raise ReentrancyError([name, name])
+        del kind.live[name]
         done = self._passivating[name] = trio.Event()
         branch = live.branch
         try:
@@ -439,7 +440,7 @@ class Virtuals:
         """The supervisor stopped ``child`` (a shutdown, a crash, a sibling's restart,
         a ``Stop`` someone sent): if it is a live virtual branch, it is passivated."""
         branch = child.actor
-        if not isinstance(branch, Branch) or not self.is_virtual(branch):
+        if not isinstance(branch, Branch) or self.live_branch(branch.name) is not branch:
             return
         kind = self._kind(branch.name)
         assert kind is not None

@@ -294,3 +294,32 @@ async def test_a_child_sessions_kind_serves_the_tree_and_its_parent_stops_it(
     assert [(e[1], e[2]) for e in watch.events if e[0] == "passivated"] == [
         ("user/ada", "shutdown")
     ]
+
+
+async def test_passivating_itself_from_its_own_turn_is_refused(tmp_path: Path) -> None:
+    """A tool of a virtual branch passivating that branch gets ReentrancyError (it would
+    wait on itself), and the branch stays live and usable."""
+    session_box: list[Session] = []
+
+    async def sleep_now() -> str:
+        """Go to sleep."""
+        try:
+            await session_box[0].passivate("user/ada")
+        except pride.ReentrancyError as exc:
+            return f"refused: {type(exc).__name__}"
+        return "passivated"
+
+    def reply(request: ModelRequest) -> Any:
+        if request.messages[-1].get("role") == "tool":
+            return str(request.messages[-1].get("content"))
+        return [ToolCall("sleep_now", {}, id="s1")]
+
+    async with Session(store=tmp_path / "s.db") as session:
+        session_box.append(session)
+        await session.virtual(
+            "user", lambda key: Branch(chat_model=pride.ScriptedModel(reply), tools=[sleep_now])
+        )
+        result = await session.ask("user/ada", Operate("sleep", actions=True))
+        assert "refused: ReentrancyError" in result.output
+        assert session.get_branch("user/ada").running
+        assert await session.passivate("user/ada") is True
