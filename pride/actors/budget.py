@@ -76,6 +76,7 @@ class Account:
     # only limits need lives in `_Limit`, made only for an account with a budget.
     __slots__ = (
         "budget",
+        "cache_write_tokens",
         "cached_tokens",
         "cost_usd",
         "input_tokens",
@@ -83,6 +84,7 @@ class Account:
         "model_calls",
         "output_tokens",
         "parent",
+        "reasoning_tokens",
         "scope",
         "tool_calls",
         "turns_done",
@@ -94,6 +96,7 @@ class Account:
         self.parent = parent
         self.scope = scope
         self.input_tokens = self.output_tokens = self.cached_tokens = 0
+        self.cache_write_tokens = self.reasoning_tokens = 0
         self.model_calls = self.tool_calls = 0
         self.turns_done = self.turns_failed = self.turns_suspended = 0
         self.cost_usd: float | None = None
@@ -366,6 +369,8 @@ class Meter(Account):
         cached_tokens: int,
         cost_usd: float | None,
         *,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
         replayed: bool = False,
     ) -> None:
         """Count a finished model call's usage on the whole chain (a ``replayed``
@@ -378,6 +383,8 @@ class Meter(Account):
             account.input_tokens += input_tokens
             account.output_tokens += output_tokens
             account.cached_tokens += cached_tokens
+            account.cache_write_tokens += cache_write_tokens
+            account.reasoning_tokens += reasoning_tokens
             if cost_usd is not None:
                 account.cost_usd = (account.cost_usd or 0.0) + cost_usd
         if not self.limited:

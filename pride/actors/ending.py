@@ -141,6 +141,8 @@ def terminal(actor: Actor, state: TurnState, outcome: Outcome, kind: type[Signal
         "input_tokens": state.input_tokens,
         "output_tokens": state.output_tokens,
         "cached_tokens": state.cached_tokens,
+        "cache_write_tokens": state.cache_write_tokens,
+        "reasoning_tokens": state.reasoning_tokens,
         "total_cost_usd": state.cost_usd,
         "model_calls": state.model_calls,
         "tool_calls": state.tool_calls,

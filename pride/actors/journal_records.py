@@ -139,6 +139,9 @@ class _UsageWire:
     output_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None
+    # Added later (issue 33): a record an older pride wrote has neither and reads them as 0.
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 @attrs.frozen
@@ -170,7 +173,12 @@ class _ResponseWire:
                 for call in response.tool_calls
             ),
             _UsageWire(
-                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_tokens,
+                usage.cost_usd,
+                usage.cache_write_tokens,
+                usage.reasoning_tokens,
             ),
             response.model,
             response.provider,
@@ -186,7 +194,14 @@ class _ResponseWire:
                 ToolCall(call.name, dict(call.arguments), call.id, call.arguments_error)
                 for call in self.tool_calls
             ),
-            Usage(usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd),
+            Usage(
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_tokens,
+                usage.cost_usd,
+                usage.cache_write_tokens,
+                usage.reasoning_tokens,
+            ),
             self.model,
             self.provider,
             self.finish_reason,

@@ -178,6 +178,16 @@ class TurnState:
         return self.meter.cached_tokens
 
     @property
+    def cache_write_tokens(self) -> int:
+        """Prompt tokens written to a provider cache, so far."""
+        return self.meter.cache_write_tokens
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Output tokens the models spent reasoning, so far."""
+        return self.meter.reasoning_tokens
+
+    @property
     def cost_usd(self) -> float | None:
         """The cost of the turn's model calls so far (None: none reported one)."""
         return self.meter.cost_usd

@@ -283,7 +283,12 @@ class BranchTurn:
         if meter is not None:  # last: a reply past a token or cost limit is not returned
             usage = response.usage
             meter.add_tokens(
-                usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cost_usd
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cached_tokens,
+                usage.cost_usd,
+                cache_write_tokens=usage.cache_write_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
             )
         return response
 
@@ -310,6 +315,8 @@ class BranchTurn:
                 usage.output_tokens,
                 usage.cached_tokens,
                 usage.cost_usd,
+                cache_write_tokens=usage.cache_write_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
                 replayed=True,
             )
         streaming = stream_tokens and scope.stream is not None

@@ -95,6 +95,9 @@ class RunEnd(Signal):
     never coerced to 0. ``model_calls`` counts the turn's model calls (a
     ReAct turn makes several; parse reformat calls count), ``tool_calls`` the
     tool calls made; ``usage`` has them as one [`pride.Usage`][pride.Usage].
+    ``cached_tokens`` (served from a provider cache) and ``cache_write_tokens``
+    (written to it) are part of ``input_tokens``; ``reasoning_tokens`` are part of
+    ``output_tokens`` ([`pride.llm.Usage`][pride.llm.Usage] says which provider reports which).
     """
 
     turn_id: UUID | None = None
@@ -105,6 +108,8 @@ class RunEnd(Signal):
     model_calls: int = 0
     tool_calls: int = 0
     duration_ms: float = 0.0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def usage(self) -> Usage:
@@ -142,6 +147,8 @@ class RunFailed(Signal):
     total_cost_usd: float | None = None
     model_calls: int = 0
     tool_calls: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def usage(self) -> Usage:

@@ -205,6 +205,8 @@ class ModelCall(Call):
                 attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
             if usage.cache_write_tokens:
                 attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+            if usage.reasoning_tokens:  # counted in output_tokens too, as the conventions say
+                attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
             if usage.cost_usd is not None:
                 attributes["pride.usage.cost_usd"] = usage.cost_usd
             if self.turn.capture_content:

@@ -144,3 +144,65 @@ async def test_issue36_a_turn_restored_after_a_crash_counts_only_what_runs_again
     assert server.request_count == 1
     [end] = ends
     assert _figures(end.usage) == (2, 1, 20, 10, 0.02)
+
+
+def _kinds(end: RunEnd) -> tuple[int, int, int, int]:
+    return (end.input_tokens, end.cached_tokens, end.cache_write_tokens, end.reasoning_tokens)
+
+
+def _kinds_model(provider: str, server: Any) -> iModel:
+    return iModel(
+        f"{provider}/model-test",
+        base_url=server.base_url,
+        api_key="sk-test",
+        retry=RetryPolicy(max_retries=0),
+    )
+
+
+# Anthropic reports cache reads and writes (its output_tokens include any thinking, never
+# split out); OpenAI reports cache reads and reasoning tokens (it has no cache writes).
+_KINDS = {
+    "anthropic": CallUsage(100, 10, 30, None, cache_write_tokens=50),
+    "openai": CallUsage(100, 10, 30, None, reasoning_tokens=7),
+}
+
+
+@pytest.mark.parametrize("provider", sorted(_KINDS))
+async def test_issue33_a_turn_resumed_from_its_journal_keeps_every_kind_of_token(
+    provider: str, tmp_path: Path
+) -> None:
+    """Cache reads, cache writes and reasoning tokens of the journaled first call are in the
+    resumed turn's RunEnd: the journal (a real SQLite store) keeps every kind of usage."""
+    usage = _KINDS[provider]
+    ran: list[str] = []
+    ends: list[RunEnd] = []
+    script = [
+        ScriptedReply(tool_calls=(LOOKUP, EMAIL), usage=usage),
+        ScriptedReply("emailed bob", usage=usage),
+    ]
+    path = tmp_path / "store.db"
+    async with openai_server(script) as server:
+
+        def mailer() -> Branch:
+            return Branch(
+                name="mailer", chat_model=_kinds_model(provider, server), tools=_tools(ran)
+            )
+
+        async with Session(store=path) as session:
+            branch = await session.spawn(mailer())
+            with pytest.raises(ApprovalRequired) as info:
+                await branch.operate("email bob", actions=True)
+        # A new session (as after a restart) has only the store's journal to resume from.
+        async with Session(store=path) as session:
+            session.observe(RunEnd, handler=ends.append)
+            await session.spawn(mailer())
+            await session.resolve(info.value.turn_id, {"call_email": Approve()})
+    assert server.request_count == 2  # the first reply came from the journal
+    [end] = ends
+    assert _kinds(end) == (
+        2 * usage.input_tokens,
+        2 * usage.cached_tokens,
+        2 * usage.cache_write_tokens,
+        2 * usage.reasoning_tokens,
+    )
+    assert end.cache_write_tokens or end.reasoning_tokens  # each provider tests a kind

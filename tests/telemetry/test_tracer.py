@@ -297,6 +297,21 @@ async def test_usage_and_cost_are_on_the_spans(spans: Spans) -> None:
     assert chat["gen_ai.request.temperature"] == 0.2 and chat["gen_ai.request.max_tokens"] == 64
     turn = spans.one("invoke_agent b").attributes
     assert turn is not None and turn["pride.usage.cost_usd"] == 0.5
+    assert "gen_ai.usage.cache_creation.input_tokens" not in chat  # none: not said
+    assert "gen_ai.usage.reasoning.output_tokens" not in chat
+
+
+async def test_cache_writes_and_reasoning_tokens_are_on_the_chat_span(spans: Spans) -> None:
+    """Cache writes and reasoning tokens go under the GenAI conventions' own names."""
+    usage = CallUsage(100, 20, 40, None, cache_write_tokens=30, reasoning_tokens=12)
+    async with Branch(name="b", chat_model=ScriptedModel([ScriptedReply("x", usage=usage)])) as b:
+        await b.chat("q")
+    chat = spans.one("chat scripted").attributes
+    assert chat is not None
+    assert chat["gen_ai.usage.cache_read.input_tokens"] == 40
+    assert chat["gen_ai.usage.cache_creation.input_tokens"] == 30
+    assert chat["gen_ai.usage.reasoning.output_tokens"] == 12
+    assert chat["gen_ai.usage.output_tokens"] == 20  # reasoning is part of the output
 
 
 async def test_a_failing_tracer_never_breaks_a_turn(
