@@ -46,6 +46,10 @@ IPYKERNEL_SHUTDOWN_RACE = re.compile(
     r'[^\n]*ipykernel/iostream\.py", line \d+ in flush\n'
     r'[^\n]*ipykernel/kernelbase\.py", line \d+ in process_control'
 )
+# The same race's other end, seen once in a landing at load 7: the IOPub thread's
+# socket is closed under the control thread's flush, and libzmq aborts the kernel
+# (SIGABRT) on the signaler whose descriptor went away, after the kernel answered.
+ZMQ_ABORT_IN_THAT_RACE = "Assertion failed: pfd.revents & POLLIN (src/signaler.cpp"
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="the interrupt is a POSIX signal"),
@@ -290,5 +294,7 @@ def test_a_notebook_keeps_a_team_across_cells_and_an_interrupt_cancels_one_ask(
         assert IPYKERNEL_SHUTDOWN_RACE.search(stacks), f"no exit within {EXIT} s:\n{stacks}"
         return
     stderr = notebook.stderr.read_text()
+    if code == -signal.SIGABRT and ZMQ_ABORT_IN_THAT_RACE in stderr:
+        return  # ipykernel's shutdown race (see EXIT): the team was gone before it
     assert code == 0, stderr
     assert "Traceback" not in stderr and "Task was destroyed" not in stderr, stderr
