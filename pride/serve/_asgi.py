@@ -145,7 +145,11 @@ class App:
 
     async def _refuse(self, request: Request, error: BaseException, family: str) -> None:
         code, headers = status_of(error)
-        if isinstance(error, HttpError) and error.close:
+        # A body refused unread is drained after the answer, but the server decides
+        # whether to keep the connection when the app returns: if the body has not all
+        # arrived by then, hypercorn closes it without saying so, and a client's next
+        # request on it fails ("Server disconnected"). Saying close first is never wrong.
+        if (isinstance(error, HttpError) and error.close) or request.body_unread:
             headers.append((b"connection", b"close"))
         if code == 500 and not isinstance(error, HttpError):  # a bug, not a refusal
             log.error("request %s %s failed", request.method, request.path, exc_info=error)

@@ -101,6 +101,16 @@ class Request:
             headers = self._headers = {key.lower(): value for key, value in self.scope["headers"]}
         return headers.get(name)
 
+    @property
+    def body_unread(self) -> bool:
+        """True when the request declares a body and nothing has read it yet."""
+        if self.body_read:
+            return False
+        length = self.header(b"content-length")
+        return self.header(b"transfer-encoding") is not None or (
+            length is not None and length.strip() not in (b"", b"0")
+        )
+
     def header_count(self, name: bytes) -> int:
         """How many times header ``name`` (lowercase) was sent."""
         return sum(1 for key, _ in self.scope["headers"] if key.lower() == name)

@@ -86,14 +86,19 @@ async def test_a_foreign_host_or_origin_is_refused(
     )
     assert rebound.status_code == 421
     assert rebound.json()["error"]["type"] == "MisdirectedRequest"
+    # Refused with its body unread: the connection is not kept, and the answer says so,
+    # so the client's next request goes on a new one (it failed on the closed one).
+    assert rebound.headers["connection"] == "close"
     foreign = await client.post(
         "/v1/branches/writer/ask", json=work("x"), headers={"Origin": "http://attacker.example"}
     )
     assert foreign.status_code == 403
+    assert foreign.headers["connection"] == "close"
     own = await client.post(
         "/v1/branches/writer/ask", json=work("x"), headers={"Origin": served.url}
     )
     assert own.status_code == 200
+    assert "connection" not in own.headers  # a served request keeps its connection
     assert (await client.get("/healthz", headers={"Host": "attacker.example"})).status_code == 421
 
 
