@@ -144,12 +144,13 @@ class _ToolParts:
 
 
 class _ReasoningParts:
-    __slots__ = ("encrypted", "pieces", "signature")
+    __slots__ = ("data", "encrypted", "pieces", "signature")
 
     def __init__(self) -> None:
         self.pieces: list[str] = []
         self.signature: list[str] = []
         self.encrypted: str | None = None
+        self.data: dict[str, Any] = {}  # what else the provider needs back (an item's id)
 
 
 class ReplyParts:
@@ -161,20 +162,9 @@ class ReplyParts:
         usage: the usage figures read so far, already checked (format-specific keys).
         finish_reason: in the OpenAI vocabulary, once known.
         done: the stream's end marker was read.
-        items: items of the provider's own to keep in the conversation and send
-            back unchanged (the Responses API's reasoning items), in order.
     """
 
-    __slots__ = (
-        "_reasoning",
-        "_tools",
-        "done",
-        "finish_reason",
-        "items",
-        "model",
-        "text",
-        "usage",
-    )
+    __slots__ = ("_reasoning", "_tools", "done", "finish_reason", "model", "text", "usage")
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -184,7 +174,6 @@ class ReplyParts:
         self.usage: dict[str, Any] = {}
         self.finish_reason: str | None = None
         self.done = False
-        self.items: list[dict[str, Any]] = []
 
     def tool(self, index: int | None = None) -> _ToolParts:
         """The tool call at ``index`` (a new one after the last when ``None``)."""
@@ -219,6 +208,7 @@ class ReplyParts:
                 reasoning="".join(parts.pieces),
                 signature="".join(parts.signature) or None,
                 encrypted=parts.encrypted,
+                data=parts.data,
             )
             for _, parts in sorted(self._reasoning.items())
         )

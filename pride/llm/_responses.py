@@ -19,8 +19,11 @@ Tools go out flat (``{"type": "function", "name", "parameters", "strict":
 false}``; a tool already in another Responses form, such as ``{"type":
 "web_search"}``, goes as given) and come back as ``function_call`` output
 items (streamed: ``response.output_item.added``, then
-``response.function_call_arguments.delta`` pieces). Structured output is
-``text.format`` with a JSON schema. The reasoning options ``reasoning_effort``
+``response.function_call_arguments.delta`` pieces). A reasoning summary's
+pieces stream as [`ReasoningDelta`][pride.ReasoningDelta] items; the whole
+reasoning item, kept to be sent back, is the one of
+``response.output_item.done``. Structured output is ``text.format`` with a
+JSON schema. The reasoning options ``reasoning_effort``
 and ``reasoning_summary`` become the ``reasoning`` object; ``max_tokens`` is
 ``max_output_tokens``.
 
@@ -33,11 +36,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
+from pride.messages.reasoning import OPENAI_RESPONSES, REASONING_ITEMS, ReasoningDelta
 
-from pride.messages.reasoning import OPENAI_RESPONSES, REASONING_ITEMS, Reasoning
-
-from ._endpoint import ReplyParts, json_instruction
+from ._endpoint import Delta, ReplyParts, json_instruction
 from ._errors import not_sent
 from ._http import HttpEndpoint
 from ._reasoning import REASONING_OPTIONS, reasoning_object
@@ -50,7 +51,7 @@ from ._shape import (
     str_field,
     where,
 )
-from ._types import ModelRequest, ModelResponse, Usage
+from ._types import ModelRequest, Usage
 
 __all__ = ["ENCRYPTED_REASONING", "ResponsesEndpoint", "input_items"]
 
@@ -223,31 +224,21 @@ def _read_call(item: dict[str, Any], path: str, reply: ReplyParts, index: int) -
         parts.pieces = [arguments] if arguments else []
 
 
-def _read_reasoning(item: dict[str, Any], path: str, reply: ReplyParts) -> None:
-    """A whole ``reasoning`` item, its fields checked, kept to be sent back."""
-    str_field(item, "id", path)
-    str_field(item, "encrypted_content", path)
-    summary_path = where(path, "summary")
-    for index, raw in enumerate(list_field(item, "summary", path) or ()):
-        part_path = where(summary_path, index)
-        str_field(as_object(raw, part_path), "text", part_path)
-    reply.items.append(item)
-
-
-def _as_reasoning(item: dict[str, Any]) -> Reasoning:
-    """A checked reasoning item as a [`Reasoning`][pride.Reasoning]: its summary's texts
-    are the readable reasoning; its ``id``, the texts one by one and its
+def _read_reasoning(item: dict[str, Any], path: str, reply: ReplyParts, index: int) -> None:
+    """A whole ``reasoning`` item, kept to be sent back: its summary's texts are the
+    readable reasoning; its ``id``, the texts one by one and its
     ``encrypted_content`` are what the API needs back."""
-    texts = [part.get("text") or "" for part in item.get("summary") or ()]
-    data: dict[str, Any] = {"summary": texts}
-    if item.get("id") is not None:
-        data["id"] = item["id"]
-    return Reasoning(
-        provider=OPENAI_RESPONSES,
-        reasoning="\n\n".join(t for t in texts if t),
-        encrypted=item.get("encrypted_content"),
-        data=data,
-    )
+    item_id = str_field(item, "id", path)
+    encrypted = str_field(item, "encrypted_content", path)
+    summary_path = where(path, "summary")
+    texts = []
+    for number, raw in enumerate(list_field(item, "summary", path) or ()):
+        part_path = where(summary_path, number)
+        texts.append(str_field(as_object(raw, part_path), "text", part_path) or "")
+    parts = reply.reasoning(index)
+    parts.pieces = ["\n\n".join(text for text in texts if text)]
+    parts.encrypted = encrypted
+    parts.data = {"summary": texts} if item_id is None else {"id": item_id, "summary": texts}
 
 
 def _read_output(item: dict[str, Any], path: str, reply: ReplyParts, index: int) -> None:
@@ -258,7 +249,7 @@ def _read_output(item: dict[str, Any], path: str, reply: ReplyParts, index: int)
     elif kind == "function_call":
         _read_call(item, path, reply, index)
     elif kind == "reasoning":
-        _read_reasoning(item, path, reply)
+        _read_reasoning(item, path, reply, index)
 
 
 class ResponsesEndpoint(HttpEndpoint):
@@ -278,6 +269,7 @@ class ResponsesEndpoint(HttpEndpoint):
 
     route = "/responses"
     stream_end = "response.completed"
+    reasoning_format = OPENAI_RESPONSES
     structured_output = True
     reasoning_model = False
 
@@ -295,11 +287,6 @@ class ResponsesEndpoint(HttpEndpoint):
             return self._body(request, options, stream)
         except ValueError as exc:
             raise not_sent(self.provider, self.public_url, str(exc)) from None
-
-    def response(self, reply: ReplyParts) -> ModelResponse:
-        """The reply, its reasoning items as [`Reasoning`][pride.Reasoning] messages."""
-        response = super().response(reply)
-        return attrs.evolve(response, reasoning=tuple(_as_reasoning(i) for i in reply.items))
 
     def _body(self, request: ModelRequest, options: dict[str, Any], stream: bool) -> dict[str, Any]:
         options = dict(options)
@@ -373,7 +360,7 @@ class ResponsesEndpoint(HttpEndpoint):
             )
         self._read_response(data, "", reply)
 
-    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> str:
+    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> Delta:
         kind = str_field(event, "type", "")
         if kind in {"response.output_text.delta", "response.refusal.delta"}:
             text = str_field(event, "delta", "")
@@ -395,13 +382,19 @@ class ResponsesEndpoint(HttpEndpoint):
                 _read_call(item, "item", reply, index)
             elif item_kind == "reasoning" and kind == "response.output_item.done":
                 # Only the finished item's encrypted content is whole.
-                _read_reasoning(item, "item", reply)
+                _read_reasoning(item, "item", reply, index)
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             response = object_field(event, "response", "")
             if response is None:
                 raise WrongShape("response", "an object (the response)", None)
             self._read_response(response, "response", reply)
             reply.done = True
+        elif kind == "response.reasoning_summary_text.delta":
+            # The readable reasoning as it streams, an item of its own kind; the
+            # whole item (what is sent back) comes with response.output_item.done.
+            piece = str_field(event, "delta", "")
+            if piece:
+                return ReasoningDelta(piece, provider=OPENAI_RESPONSES)
         elif kind in ("response.created", "response.in_progress"):
             response = object_field(event, "response", "") or {}
             _read_model(response, "response", reply)

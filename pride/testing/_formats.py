@@ -36,7 +36,7 @@ def document(
     if wire == "openai":
         return openai_completion(reply, body)
     if wire == "responses":
-        return responses_object(reply, body, reasoning.item_for(body))
+        return responses_object(reply, body, reasoning.item_for(body, reply.thinking))
     return anthropic_message(reply, body, signer)
 
 
@@ -53,5 +53,5 @@ def render_events(
     if wire == "openai":
         return openai_events(reply, body, chunk_size)
     if wire == "responses":
-        return responses_events(reply, body, chunk_size, reasoning.item_for(body))
+        return responses_events(reply, body, chunk_size, reasoning.item_for(body, reply.thinking))
     return anthropic_events(reply, body, chunk_size, signer)

@@ -9,7 +9,9 @@ check both with the official ``openai`` SDK's own types.
 
 A request asks for reasoning when it has a ``reasoning`` object or includes
 ``reasoning.encrypted_content``; its reasoning item carries an opaque
-``encrypted_content`` issued by the server (see
+``encrypted_content`` issued by the server, and the script's ``thinking`` as
+its summary when the request asks for one (``reasoning.summary``;
+streamed as ``response.reasoning_summary_text.delta`` events) (see
 [`LoopbackServer`][pride.testing.LoopbackServer], which refuses, as the real
 API does, reasoning sent back that it never issued).
 """
@@ -235,13 +237,19 @@ class IssuedReasoning:
     def __init__(self) -> None:
         self.tokens: set[str] = set()
 
-    def item_for(self, body: Any) -> dict[str, Any] | None:
-        """A new reasoning item for a reply to ``body``, if it asks for reasoning."""
+    def item_for(self, body: Any, thinking: str = "") -> dict[str, Any] | None:
+        """A new reasoning item for a reply to ``body``, if it asks for reasoning.
+
+        ``thinking`` (the script's) is its summary when the request asks for
+        one (``reasoning.summary``), as the API reports a summary only then.
+        """
         if not asks_for_reasoning(body):
             return None
         encrypted = secrets.token_urlsafe(24)
         self.tokens.add(encrypted)
-        return reasoning_item(None, encrypted)
+        reasoning = body.get("reasoning")
+        wants_summary = isinstance(reasoning, dict) and reasoning.get("summary") is not None
+        return reasoning_item(thinking if wants_summary else None, encrypted)
 
     def refusal(self, body: Any) -> str | None:
         """Why the reasoning items sent in ``body`` cannot be read, or ``None``."""

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pride import Reasoning
+from pride import Reasoning, ReasoningDelta
 from pride.errors import BadRequest, RateLimited, ServerError
 from pride.llm import ModelRequest, RetryPolicy, ScriptedReply, ToolCall, Usage, iModel
 from pride.testing import Fault, openai_server
@@ -374,3 +374,24 @@ async def test_a_native_reasoning_option_is_merged_under_the_checked_ones():
         async with _model(server, reasoning_effort="low", reasoning={"effort": "high"}) as model:
             await model.invoke(_request())
     assert server.requests[0].body["reasoning"] == {"effort": "high"}
+
+
+async def test_a_reasoning_summary_streams_as_reasoning_deltas():
+    """Summary pieces are ReasoningDelta items, apart from the text; the item is kept whole."""
+    reply = ScriptedReply("Sunny.", thinking="The user wants the weather.")
+    async with openai_server([reply, reply, reply], chunk_size=5) as server:
+        async with _model(server, reasoning_summary="auto") as model:
+            async with model.stream(_request()) as stream:
+                items = [item async for item in stream]
+            plain = await model.invoke(_request())
+            unasked = await model.invoke(_request(options={"reasoning_summary": None}))
+    thought = [item for item in items if isinstance(item, ReasoningDelta)]
+    assert "".join(item.text for item in thought) == "The user wants the weather."
+    assert {item.provider for item in thought} == {"openai_responses"}
+    assert "".join(item for item in items if isinstance(item, str)) == "Sunny."
+    [kept] = stream.response.reasoning
+    assert kept.text == "The user wants the weather." and kept.encrypted in server.issued_reasoning
+    assert stream.response.text == plain.text == "Sunny."
+    assert plain.reasoning[0].text == kept.text
+    # Without a summary asked for, the API reports none: the reasoning is encrypted only.
+    assert unasked.reasoning[0].text == "" and unasked.reasoning[0].encrypted

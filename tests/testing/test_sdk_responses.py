@@ -82,9 +82,10 @@ async def test_a_plain_reply_is_an_sdk_response():
 
 async def test_every_streamed_event_is_an_sdk_stream_event():
     """Each SSE event validates as a ResponseStreamEvent, numbered in order, completed last."""
-    reply = ScriptedReply("It is sunny.", tool_calls=(CALL,))
+    reply = ScriptedReply("It is sunny.", tool_calls=(CALL,), thinking="Check the weather.")
+    body = _body(stream=True, reasoning={"effort": "low", "summary": "auto"})
     async with openai_server([reply], chunk_size=5) as server, httpx.AsyncClient() as client:
-        raw = await client.post(f"{server.base_url}/responses", json=_body(stream=True))
+        raw = await client.post(f"{server.base_url}/responses", json=body)
     assert raw.headers["content-type"] == "text/event-stream"
     events = [EVENTS.validate_python(event) for event in _events(raw.text)]
     assert [event.sequence_number for event in events] == list(range(len(events)))
@@ -99,6 +100,10 @@ async def test_every_streamed_event_is_an_sdk_stream_event():
     done = [e.item for e in events if e.type == "response.output_item.done"]
     assert [item.type for item in done] == ["reasoning", "message", "function_call"]
     assert done[0].encrypted_content in server.issued_reasoning
+    summary = "".join(
+        e.delta for e in events if e.type == "response.reasoning_summary_text.delta"
+    )
+    assert summary == done[0].summary[0].text == "Check the weather."
 
 
 async def test_the_sdk_client_reads_plain_and_streamed_replies():
