@@ -100,9 +100,7 @@ async def test_every_streamed_event_is_an_sdk_stream_event():
     done = [e.item for e in events if e.type == "response.output_item.done"]
     assert [item.type for item in done] == ["reasoning", "message", "function_call"]
     assert done[0].encrypted_content in server.issued_reasoning
-    summary = "".join(
-        e.delta for e in events if e.type == "response.reasoning_summary_text.delta"
-    )
+    summary = "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta")
     assert summary == done[0].summary[0].text == "Check the weather."
 
 
