@@ -13,6 +13,10 @@ option; the reply's ``thinking`` and ``redacted_thinking`` blocks are read into
 never into the text; the conversation sends them back unchanged
 (`pride.messages.reasoning`).
 
+Prompt caching (`pride.llm._caching`): ``cache_control`` breakpoints on the
+tools, the system text and the history before this turn's input, by default;
+the ``prompt_cache`` option changes or turns off the policy.
+
 Anthropic has no JSON-schema response mode, so a ``response_format`` becomes
 an instruction appended to the system text asking for the JSON in a
 ``json`` fenced block; parse the text to get it.
@@ -31,6 +35,7 @@ from pride.errors import BadRequest
 from pride.messages import ReasoningDelta
 from pride.messages.reasoning import ANTHROPIC
 
+from ._caching import check_prompt_cache, mark_breakpoints
 from ._endpoint import Delta, ReplyParts, json_instruction
 from ._http import HttpEndpoint
 from ._shape import (
@@ -65,12 +70,17 @@ FINISH_REASONS = {
 
 
 def checked_options(options: dict[str, Any]) -> dict[str, Any]:
-    """A model's request options with its thinking option checked (`pride.llm._thinking`).
+    """A model's request options with its thinking option (`pride.llm._thinking`) and its
+    ``prompt_cache`` option (`pride.llm._caching`) checked.
 
     Raises:
-        ValueError: the thinking option, or one it clashes with, is one the API refuses.
+        ValueError: the thinking option, or one it clashes with, is one the API
+            refuses; or ``prompt_cache`` is not ``True``, ``False`` or a list of parts.
     """
-    return check_thinking(options, DEFAULT_MAX_TOKENS)
+    options = check_thinking(options, DEFAULT_MAX_TOKENS)
+    if "prompt_cache" in options:
+        options = {**options, "prompt_cache": check_prompt_cache(options["prompt_cache"])}
+    return options
 
 
 def _wire_tool(tool: dict[str, Any]) -> dict[str, Any]:
@@ -160,15 +170,21 @@ class AnthropicEndpoint(HttpEndpoint):
     ) -> dict[str, Any]:
         """The JSON body for ``request`` (exposed for tests and debugging).
 
+        Cache breakpoints are placed by the ``prompt_cache`` option's policy
+        (`pride.llm._caching`; on by default).
+
         Raises:
-            BadRequest: the options break a rule of extended thinking (a call's
-                own options can; the model's were checked when it was made):
+            BadRequest: the options break a rule of extended thinking, or
+                ``prompt_cache`` is not one the policy knows (a call's own
+                options can; the model's were checked when it was made):
                 nothing is sent.
         """
         try:
-            options = check_thinking(options, DEFAULT_MAX_TOKENS)
+            options = checked_options(options)
         except ValueError as exc:
             raise self._refused(str(exc)) from None
+        options = dict(options)
+        prompt_cache = options.pop("prompt_cache", True)  # pride's option, never sent
         if (
             request.tool_choice not in (None, "auto", "none")
             and request.tools
@@ -194,6 +210,7 @@ class AnthropicEndpoint(HttpEndpoint):
             body["stream"] = True
         else:
             body.pop("stream", None)
+        mark_breakpoints(body, prompt_cache)
         return body
 
     def _refused(self, why: str) -> BadRequest:

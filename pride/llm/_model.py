@@ -116,8 +116,8 @@ class iModel:
             an exception it raises is logged and ignored. Not serialised.
         **request_options: sent with every request (``temperature``,
             ``max_tokens``, ...); a request's own ``options`` override them.
-            ``reasoning_effort`` and ``reasoning_summary`` are checked here, and
-            ``thinking=4096`` (Anthropic's extended thinking) with what it clashes with.
+            Checked here: ``reasoning_effort``, ``reasoning_summary``, ``thinking=4096``
+            (Anthropic's thinking) and ``prompt_cache`` (`pride.llm._caching`).
 
     Raises:
         ValueError: unknown provider without ``base_url``, a bad limit or option.

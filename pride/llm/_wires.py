@@ -43,10 +43,21 @@ def model_options(info: ProviderInfo, options: Mapping[str, Any]) -> dict[str, A
     """A model's request options as it sends them: for an Anthropic model, ``thinking``
     in the API's form, checked with the options it clashes with (``pride.llm._thinking``).
 
+    ``prompt_cache`` (``pride.llm._caching``) is checked too; it places Anthropic's
+    breakpoints, so another wire format refuses it (OpenAI caches prompts by itself).
+
     Raises:
-        ValueError: a thinking option the API would refuse.
+        ValueError: a thinking or prompt_cache option the API would refuse, or a
+            prompt_cache option on a model that is not Anthropic's.
     """
-    return checked_options(dict(options)) if info.api_format == "anthropic" else dict(options)
+    if info.api_format == "anthropic":
+        return checked_options(dict(options))
+    if "prompt_cache" in options and info.name != "scripted":
+        raise ValueError(
+            "prompt_cache places Anthropic's cache breakpoints; "
+            f"{info.name!r} models cache prompts (if at all) without them"
+        )
+    return dict(options)
 
 
 def _wire(info: ProviderInfo, model: str, openai_api: str | None) -> str | None:

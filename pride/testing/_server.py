@@ -1,13 +1,11 @@
 """A loopback HTTP server speaking the OpenAI and Anthropic APIs, for tests.
 
-It is a real HTTP/1.1 server (h11 on trio sockets, bound to 127.0.0.1), so a
-client under test goes through its whole HTTP stack: connection pooling,
-chunked transfer, SSE parsing, timeouts. It serves
-``POST /v1/chat/completions`` (OpenAI), ``POST /v1/responses`` (OpenAI's
-Responses API) and ``POST /v1/messages`` (Anthropic), plain and streaming,
-from a script, and misbehaves on demand ([`Fault`][pride.testing.Fault]).
-Anthropic replies carry signed thinking; ``require_thinking=True`` refuses what
-the API refuses while thinking is on (`pride.testing._thinking`).
+A real HTTP/1.1 server (h11 on trio sockets, on 127.0.0.1): a client under test goes
+through its whole HTTP stack (pooling, chunked transfer, SSE, timeouts). It serves
+``POST /v1/chat/completions``, ``/v1/responses`` (OpenAI) and ``/v1/messages``
+(Anthropic), plain and streamed, from a script; faults on demand ([`Fault`][pride.testing.Fault]).
+Anthropic replies carry signed thinking (``require_thinking=True`` refuses what
+the API refuses: `pride.testing._thinking`) and cache prompts (`pride.testing._caching`).
 
 Pitfall: trio's ``MockClock`` with autojump advances virtual time whenever all
 tasks are blocked, including on real socket I/O, so tests talking to this
@@ -28,6 +26,7 @@ import attrs
 import h11
 import trio
 
+from ._caching import PromptCache
 from ._faults import Fault
 from ._floods import endless_parts, send_endless, send_trickle
 from ._formats import document, render_events
@@ -127,6 +126,7 @@ class LoopbackServer:
         self.require_thinking = require_thinking
         self.refusals: list[str] = []
         self._signer = ThinkingSigner()
+        self._cache = PromptCache()
         self._changed = trio.Event()
 
     def _bind(self, host: str, port: int) -> None:
@@ -296,7 +296,7 @@ class LoopbackServer:
         stall_after: int | None = None,
     ) -> bool:
         body = request.body
-        reply = as_reply(echo(body) if item is None else item)
+        reply = self._cache.cached(as_reply(echo(body) if item is None else item), body, wire)
         streaming = isinstance(body, dict) and body.get("stream") is True
         if not streaming:
             doc = document(reply, body, wire, self._reasoning, signer=self._signer)
@@ -337,7 +337,7 @@ class LoopbackServer:
     ) -> tuple[list[tuple[str, str]], bytes]:
         """The head and the whole body of the reply to ``request`` (plain or an event stream)."""
         body = request.body
-        reply = as_reply(echo(body) if item is None else item)
+        reply = self._cache.cached(as_reply(echo(body) if item is None else item), body, wire)
         if isinstance(body, dict) and body.get("stream") is True:
             events = b"".join(
                 render_events(

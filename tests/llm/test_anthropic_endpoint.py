@@ -47,7 +47,8 @@ async def test_plain_call_sends_the_messages_wire_format():
         "model": "claude-sonnet-4-20250514",
         "max_tokens": 4096,
         "temperature": 0,
-        "system": "Be brief.",
+        # one text block, to carry the default cache breakpoint (pride.llm._caching)
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "hi"}],
     }
 
@@ -81,6 +82,7 @@ async def test_tools_become_input_schemas_and_tool_use_blocks_come_back():
             "name": "get_weather",
             "description": "Weather for a city.",
             "input_schema": TOOL["parameters"],
+            "cache_control": {"type": "ephemeral"},  # the default policy's breakpoint
         }
     ]
     assert [b["tool_choice"] for b in bodies] == [
@@ -97,11 +99,11 @@ async def test_structured_output_is_asked_for_in_the_system_text():
             await model.invoke(_request(response_format=SCHEMA))
             no_system = ModelRequest([{"role": "user", "content": "hi"}], response_format=SCHEMA)
             await model.invoke(no_system)
-    first, second = (r.body for r in server.requests)
-    assert first["system"].startswith("Be brief.\n\n")
-    assert '"n":{"type":"integer"}' in first["system"] and "```json" in first["system"]
-    assert "response_format" not in first
-    assert second["system"].startswith("Answer with one JSON object")
+    first, second = (r.body["system"][0]["text"] for r in server.requests)
+    assert first.startswith("Be brief.\n\n")
+    assert '"n":{"type":"integer"}' in first and "```json" in first
+    assert "response_format" not in server.requests[0].body
+    assert second.startswith("Answer with one JSON object")
 
 
 async def test_streaming_text_and_tool_use_with_input_json_deltas():

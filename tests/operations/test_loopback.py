@@ -92,7 +92,9 @@ async def test_operate_with_native_tool_calls_over_the_anthropic_wire() -> None:
             result = await branch.operate("5+6", actions=True)
     assert result.output == "eleven"
     second = server.requests[1].body
-    assert second["system"] == "s"
+    assert second["system"] == [
+        {"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}
+    ]
     assistant, user = second["messages"][-2:]
     assert assistant["content"] == [
         {"type": "tool_use", "id": "tu_1", "name": "add", "input": {"a": 5, "b": 6}}

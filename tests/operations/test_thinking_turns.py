@@ -87,7 +87,7 @@ def _turn_opening(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 def researcher(body: dict[str, Any]) -> ScriptedReply:
     """A thinking model working through ReAct: add, then multiply, then analyse and answer."""
-    if "'Analysis'" in (body.get("system") or ""):
+    if "'Analysis'" in json.dumps(body.get("system")):  # a cached system text is a block list
         return ScriptedReply(json.dumps({"answer": "(2 + 3) * 4 = 20"}), thinking="State it.")
     done = _results(body)
     if done == 0:
