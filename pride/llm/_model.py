@@ -117,7 +117,7 @@ class iModel:
         **request_options: sent with every request (``temperature``,
             ``max_tokens``, ...); a request's own ``options`` override them.
             Checked here: ``reasoning_effort``, ``reasoning_summary``, ``thinking=4096``
-            (Anthropic's thinking) and ``prompt_cache`` (`pride.llm._caching`).
+            (Anthropic's thinking) and ``prompt_cache`` (Anthropic's cache breakpoints).
 
     Raises:
         ValueError: unknown provider without ``base_url``, a bad limit or option.
