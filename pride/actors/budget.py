@@ -53,6 +53,7 @@ import trio
 
 from ..context import count_tokens
 from ..errors import BudgetExceeded
+from ..llm import Usage as CallUsage
 from ..messages import Budget, Usage
 
 __all__ = ["Account", "Meter"]
@@ -361,6 +362,22 @@ class Meter(Account):
             self._check("model", replayed)
         for account in self._counted(replayed):
             account.model_calls += 1
+
+    def add_usage(self, usage: CallUsage, *, replayed: bool = False) -> None:
+        """`add_tokens` with every kind of a model call's ``usage``.
+
+        Raises:
+            BudgetExceeded: a token or cost limit is now passed.
+        """
+        self.add_tokens(
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cached_tokens,
+            usage.cost_usd,
+            cache_write_tokens=usage.cache_write_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            replayed=replayed,
+        )
 
     def add_tokens(
         self,

@@ -281,15 +281,7 @@ class BranchTurn:
         if run is not None:
             run.model_replied(step, response)
         if meter is not None:  # last: a reply past a token or cost limit is not returned
-            usage = response.usage
-            meter.add_tokens(
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cached_tokens,
-                usage.cost_usd,
-                cache_write_tokens=usage.cache_write_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-            )
+            meter.add_usage(response.usage)
         return response
 
     async def _replayed(self, response: ModelResponse, *, stream_tokens: bool) -> ModelResponse:
@@ -306,21 +298,12 @@ class BranchTurn:
         assert scope is not None
         if response.tool_calls:  # unique already: the turn learns the ids its rounds used
             response = unique_call_ids(scope, response)
-        usage = response.usage
         meter = self._meter
         if meter is not None:
             meter.admit_model_call(replayed=True)
-            meter.add_tokens(
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cached_tokens,
-                usage.cost_usd,
-                cache_write_tokens=usage.cache_write_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-                replayed=True,
-            )
+            meter.add_usage(response.usage, replayed=True)
         streaming = stream_tokens and scope.stream is not None
-        if streaming and any(block.reasoning for block in response.reasoning):
+        if streaming:
             for block in response.reasoning:
                 if block.reasoning:
                     await scope.emit(ReasoningDelta(block.reasoning, provider=block.provider))
