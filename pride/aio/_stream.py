@@ -15,19 +15,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import trio
 
 from ..actors import StreamItems, stream as trio_stream
 from ..messages import WorkCommand
-from ._calls import Call
+from ._calls import Call, CallOwner
 
-if TYPE_CHECKING:
-    from ._team import Team
+__all__ = ["Items", "StreamOwner", "open_stream"]
 
-__all__ = ["Items", "open_stream"]
+
+class StreamOwner(CallOwner, Protocol):
+    """What a stream needs of its team (a `Team`): a call owner that checks
+    it may take a call here and now and resolves a target as the send API takes it."""
+
+    def check(self) -> None:
+        """Raise unless the team takes calls here and now."""
+        ...
+
+    def resolve_target(self, target: Any) -> Any:
+        """``target`` as the send API takes it."""
+        ...
 
 
 class _LeftEarly(Exception):
@@ -37,7 +47,7 @@ class _LeftEarly(Exception):
 class _Holder:
     """The trio side of one stream: enters ``pride.stream`` and waits to be told to leave."""
 
-    def __init__(self, team: Team) -> None:
+    def __init__(self, team: StreamOwner) -> None:
         self.items: StreamItems | None = None
         self.opened: asyncio.Future[None] = team.loop.create_future()
         self.leave = trio.Event()
@@ -63,7 +73,7 @@ class Items:
     (pride's own class, as with `pride.stream`).
     """
 
-    def __init__(self, team: Team, holder: _Holder) -> None:
+    def __init__(self, team: StreamOwner, holder: _Holder) -> None:
         self._team = team
         self._holder = holder
         self._finished = False
@@ -97,7 +107,7 @@ class Items:
 
 @contextlib.asynccontextmanager
 async def open_stream(
-    team: Team, target: Any, command: WorkCommand, tag: str | int | None
+    team: StreamOwner, target: Any, command: WorkCommand, tag: str | int | None
 ) -> AsyncIterator[Items]:
     """The body of ``team.stream``: see `Team.stream`."""
     team.check()

@@ -36,6 +36,7 @@ from ..actors import Branch, BranchRef
 from ..actors.target import is_target
 from ..errors import InvalidFlow
 from ..messages import WorkCommand
+from .mermaid import render
 
 __all__ = [
     "CommandSource",
@@ -90,9 +91,14 @@ class FlowNode:
         """True when the command is built from the upstream results."""
         return not isinstance(self.command, WorkCommand)
 
+    @property
+    def target_name(self) -> str:
+        """A short human name for the target (its name, or the start of its id)."""
+        return target_label(self.target)
+
     def __repr__(self) -> str:
         after = f" after {', '.join(self.depends_on)}" if self.depends_on else ""
-        return f"<FlowNode {self.name!r} -> {target_label(self.target)}{after}>"
+        return f"<FlowNode {self.name!r} -> {self.target_name}{after}>"
 
 
 def target_label(target: Any) -> str:
@@ -296,8 +302,6 @@ class Flow:
 
     def to_mermaid(self, *, direction: str = "TD") -> str:
         """The graph as Mermaid flowchart text (see `pride.flows.mermaid`)."""
-        from .mermaid import render
-
         return render(self.nodes, direction=direction)
 
 

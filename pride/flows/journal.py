@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import attrs
@@ -53,11 +53,7 @@ from ..errors import InvalidMessage, TurnCancelled
 from ..messages import Budget, Usage, WorkCommand, structure, unstructure
 from ..messages.codec import dump_json, parse_json
 from ..store import BranchStore, StoredFlow, flow_key
-from .graph import FlowNode
 from .state import TERMINAL, NodeState, turn_outcome
-
-if TYPE_CHECKING:
-    from .run import FlowRun
 
 __all__ = [
     "PLAN_VERSION",
@@ -66,6 +62,7 @@ __all__ = [
     "FlowJournal",
     "NodeWire",
     "PlanWire",
+    "PlannedRun",
     "UnfinishedFlow",
     "node_tag",
     "parse_node_tag",
@@ -219,6 +216,17 @@ def _result_data(name: str, result: Any) -> tuple[Any, bool]:
     return data, False
 
 
+class PlannedRun(Protocol):
+    """What a run's plan is read from (a `FlowRun`): its name, nodes and bounds."""
+
+    name: str | None
+    states: dict[str, NodeState]
+    max_concurrent: int
+    fail_fast: bool
+    max_spawn: int
+    budget: Budget | None
+
+
 class FlowJournal:
     """A durable run's journal: what it writes to the store, and when it commits."""
 
@@ -240,7 +248,7 @@ class FlowJournal:
         """The envelope tag of ``node``."""
         return node_tag(self.flow_id, node)
 
-    async def begin(self, run: FlowRun) -> None:
+    async def begin(self, run: PlannedRun) -> None:
         """Commit the plan (a resumed run's is there already).
 
         Raises:
@@ -260,9 +268,9 @@ class FlowJournal:
         self.store.flow_begin(str(self.flow_id), run.name, dump_json(unstructure(plan)))
         await self.store.flush(self.key)
 
-    def spawned(self, run: FlowRun, node: FlowNode) -> None:
+    def spawned(self, state: NodeState) -> None:
         """Queue a node the running flow grew by (committed with the next commit)."""
-        wire = EventWire("spawned", node.name, spec=node_wire(run.states[node.name]))
+        wire = EventWire("spawned", state.name, spec=node_wire(state))
         self._event(wire)
 
     @staticmethod

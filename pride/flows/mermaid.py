@@ -16,10 +16,9 @@ and every label is escaped, so any node name renders.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
-from .graph import FlowNode, Outcome, target_label
-
-__all__ = ["render"]
+__all__ = ["DrawnNode", "render"]
 
 _DIRECTIONS = frozenset({"TD", "TB", "BT", "LR", "RL"})
 
@@ -29,6 +28,26 @@ _STYLES: dict[str, str] = {
     "skipped": "fill:#eeeeee,stroke:#9e9e9e,stroke-dasharray:4 3",
     "cancelled": "fill:#fff3cd,stroke:#f9a825",
 }
+
+
+class DrawnNode(Protocol):
+    """What a picture shows of a node (a [`FlowNode`][pride.flows.graph.FlowNode]); this
+    module sits below the graph, which draws itself with it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def target_name(self) -> str: ...
+    @property
+    def command(self) -> object: ...
+    @property
+    def late_bound(self) -> bool: ...
+    @property
+    def depends_on(self) -> tuple[str, ...]: ...
+    @property
+    def when(self) -> object: ...
+    @property
+    def spawned_by(self) -> str | None: ...
 
 
 def _escape(text: str) -> str:
@@ -43,15 +62,15 @@ def _escape(text: str) -> str:
     )
 
 
-def _command_label(node: FlowNode) -> str:
+def _command_label(node: DrawnNode) -> str:
     return "ƒ" if node.late_bound else type(node.command).__name__
 
 
 def render(
-    nodes: Iterable[FlowNode],
+    nodes: Iterable[DrawnNode],
     *,
     direction: str = "TD",
-    outcomes: Mapping[str, Outcome] | None = None,
+    outcomes: Mapping[str, str] | None = None,
 ) -> str:
     """Mermaid ``flowchart`` text for ``nodes`` (with ``outcomes``: coloured by them).
 
@@ -66,7 +85,7 @@ def render(
     for node in listed:
         # The markup is ours; only the names inside it are escaped.
         label = (
-            f"{_escape(node.name)}<br/><small>{_escape(target_label(node.target))}"
+            f"{_escape(node.name)}<br/><small>{_escape(node.target_name)}"
             f" · {_escape(_command_label(node))}</small>"
         )
         shape = ('(["', '"])') if node.spawned_by is not None else ('["', '"]')

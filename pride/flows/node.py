@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import collections
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import trio
 
@@ -38,14 +39,19 @@ from ..actors.allowance import carry, uncarry
 from ..actors.riders import riding
 from ..actors.turn import FINALIZE_GRACE
 from ..messages import ReActStream, ReasoningDelta, Run, WorkCommand
-from .graph import call_maybe_async
-from .journal import WHEN_FALSE
+from .graph import Outcome, call_maybe_async
+from .journal import WHEN_FALSE, FlowJournal
+from .signals import SignalOut
 from .state import NodeState, turn_outcome
 
-if TYPE_CHECKING:
-    from .run import FlowRun
-
-__all__ = ["CANCEL_GRACE", "STREAMING_COMMANDS", "SendOrder", "execute"]
+__all__ = [
+    "CANCEL_GRACE",
+    "STREAMING_COMMANDS",
+    "NodeRun",
+    "SendOrder",
+    "execute",
+    "upstream_results",
+]
 
 log = logging.getLogger("pride.flows")
 
@@ -55,6 +61,53 @@ CANCEL_GRACE = 2 * FINALIZE_GRACE
 
 # The item kinds whose turns stream (``pride.stream``) when a stream asks for items.
 STREAMING_COMMANDS = (Run, ReActStream)
+
+
+class NodeRun(Protocol):
+    """What a node's run needs of its flow run (a `FlowRun`): its signals, journal
+    and send order, the upstream results, and the outcome's recording."""
+
+    label: str
+    states: dict[str, NodeState]
+    signals: SignalOut
+    journal: FlowJournal | None
+    send_order: SendOrder
+    item_sink: Callable[[str, Any], Any] | None
+
+    def node_tag(self, state: NodeState) -> str | None:
+        """The tag of ``state``'s envelope (a durable run only)."""
+        ...
+
+    def cancelled_from_outside(self) -> str:
+        """A node saw the run's caller cancel it; the reason."""
+        ...
+
+    async def conclude(
+        self,
+        state: NodeState,
+        outcome: Outcome,
+        *,
+        result: Any = None,
+        error: BaseException | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """``state``'s node ended: record it, signal it, settle its dependents."""
+        ...
+
+
+def upstream_results(states: dict[str, NodeState], state: NodeState) -> dict[str, Any]:
+    """The results of every node ``state`` depends on, directly or not, by name
+    (nearest first; all completed, or the node would not be starting)."""
+    found: dict[str, Any] = {}
+    stack = collections.deque(state.node.depends_on)
+    while stack:
+        name = stack.popleft()
+        if name in found:
+            continue
+        upstream = states[name]
+        found[name] = upstream.result
+        stack.extend(upstream.node.depends_on)
+    return found
 
 
 class SendOrder:
@@ -91,7 +144,7 @@ class SendOrder:
             queue[0].send_turn.set()
 
 
-async def execute(run: FlowRun, state: NodeState) -> None:
+async def execute(run: NodeRun, state: NodeState) -> None:
     """Run ``state``'s node to its outcome (concluded on ``run``).
 
     Cancellation: a node cancelled before it was sent is skipped; one whose
@@ -102,7 +155,7 @@ async def execute(run: FlowRun, state: NodeState) -> None:
     try:
         await trio.lowlevel.checkpoint_if_cancelled()  # cancelled already: it never starts
         if state.resumed is None and (node.when is not None or node.late_bound):
-            upstream = run.upstream(state)
+            upstream = upstream_results(run.states, state)
             if node.when is not None:
                 verdict = await call_maybe_async(node.when, upstream)
                 if not isinstance(verdict, bool):  # a predicate that forgot its return
@@ -132,7 +185,7 @@ async def execute(run: FlowRun, state: NodeState) -> None:
     await _send_and_wait(run, state, command)  # type: ignore[arg-type]
 
 
-async def _send_and_wait(run: FlowRun, state: NodeState, command: WorkCommand) -> None:
+async def _send_and_wait(run: NodeRun, state: NodeState, command: WorkCommand) -> None:
     state.started_at = trio.current_time()
     reply: Reply | None = state.resumed
     try:
@@ -187,7 +240,7 @@ async def _send_and_wait(run: FlowRun, state: NodeState, command: WorkCommand) -
         await run.conclude(state, "completed", result=result)
 
 
-async def _stream_items(run: FlowRun, state: NodeState, command: WorkCommand) -> list[Any]:
+async def _stream_items(run: NodeRun, state: NodeState, command: WorkCommand) -> list[Any]:
     """Run a streaming command through ``pride.stream``, handing each item on.
 
     The node's result is what ``ask`` would have returned: the items, less a

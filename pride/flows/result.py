@@ -11,6 +11,7 @@ import attrs
 from ..errors import FlowNodeError
 from ..messages import Usage
 from .graph import FlowNode, Outcome
+from .mermaid import render
 from .state import TERMINAL, NodeState
 
 __all__ = ["FlowResult", "NodeOutcome", "collect"]
@@ -159,8 +160,6 @@ class FlowResult:
 
     def to_mermaid(self, *, direction: str = "TD") -> str:
         """The run as Mermaid flowchart text, nodes coloured by outcome."""
-        from .mermaid import render
-
         return render(
             [node.node for node in self.nodes.values()], direction=direction, outcomes=self.outcomes
         )

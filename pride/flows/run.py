@@ -43,10 +43,10 @@ from .graph import (
     Flow,
     FlowNode,
     Outcome,
+    make_node,
     order_nodes,
     target_label,
 )
-from .growing import grow
 from .journal import FlowJournal
 from .node import SendOrder, execute
 from .result import FlowResult, collect
@@ -56,9 +56,11 @@ from .state import (
     FlowHost,
     NodeAccount,
     NodeState,
+    blocked_reason,
     check_count,
     mark_skipped,
     settle,
+    spawning_node,
 )
 
 __all__ = ["DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_SPAWN", "FlowRun"]
@@ -239,7 +241,56 @@ class FlowRun:
             RuntimeError: the run has finished.
             TypeError, ValueError: as for ``Flow.add``.
         """
-        return grow(self, target, command, depends_on=depends_on, when=when, name=name)
+        if self.finished:
+            raise RuntimeError(f"flow {self.label!r} has finished; it cannot grow any more")
+        node = make_node(
+            self._nodes,
+            target,
+            command,
+            depends_on=depends_on,
+            when=when,
+            name=name,
+            flow=self.name,
+            spawned_by=spawning_node(self),
+            suffixes=self._suffixes,
+        )
+        if self.spawned >= self.max_spawn:
+            raise InvalidFlow(
+                node.name,
+                f"the flow has already grown by max_spawn={self.max_spawn} nodes "
+                "(pass a larger max_spawn to session.flow)",
+                flow=self.name,
+            )
+        for dependency in node.depends_on:
+            if dependency not in self.states:
+                raise InvalidFlow(
+                    node.name,
+                    f"depends on {dependency!r}, which is not a node of the running flow "
+                    "(a node added while the flow runs depends only on nodes it already has)",
+                    flow=self.name,
+                )
+        state = self._register(node)
+        self.spawned += 1
+        if self.journal is not None:
+            self.journal.spawned(state)
+        blocked = next(
+            (
+                upstream
+                for dependency in node.depends_on
+                if (upstream := self.states[dependency]).phase in TERMINAL
+                and upstream.phase != "completed"
+            ),
+            None,
+        )
+        if self._halt is not None:
+            self._skip(state, self._halt)
+        elif blocked is not None:
+            self._skip(state, blocked_reason(blocked))
+        elif state.waiting == 0:
+            state.phase = "ready"
+            self._ready.append(state)
+        self._wake()
+        return node
 
     # ------------------------------------------------------------- running
 
@@ -355,20 +406,6 @@ class FlowRun:
                 self._wake()
 
     # ------------------------------------------------------------ outcomes
-
-    def upstream(self, state: NodeState) -> dict[str, Any]:
-        """The results of every node ``state`` depends on, directly or not, by name
-        (nearest first; all completed, or the node would not be starting)."""
-        found: dict[str, Any] = {}
-        stack = collections.deque(state.node.depends_on)
-        while stack:
-            name = stack.popleft()
-            if name in found:
-                continue
-            upstream = self.states[name]
-            found[name] = upstream.result
-            stack.extend(upstream.node.depends_on)
-        return found
 
     async def conclude(
         self,

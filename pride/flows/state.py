@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from uuid import UUID
 
 import attrs
 import trio
 
 from ..actors import Target
+from ..actors.allowance import carried_allowance
 from ..actors.budget import Account
 from ..errors import TurnCancelled
 from .graph import FlowNode, Outcome
-
-if TYPE_CHECKING:
-    from .run import FlowRun
 
 __all__ = [
     "TERMINAL",
@@ -38,6 +36,7 @@ __all__ = [
     "check_count",
     "mark_skipped",
     "settle",
+    "spawning_node",
     "turn_outcome",
 ]
 
@@ -66,14 +65,28 @@ class FlowHost:
 
 class NodeAccount(Account):
     """A node's usage, under its flow's allowance; its envelope carries it, so
-    work the node causes can find the run (`current_flow`)."""
+    work the node causes can find the run (`current_flow`).
+
+    ``run`` is the node's `FlowRun`, held as an ``object``: this module sits
+    below the run (`current_flow` checks what it finds).
+    """
 
     __slots__ = ("run", "state")
 
-    def __init__(self, run: FlowRun, state: NodeState, parent: Account) -> None:
+    def __init__(self, run: object, state: NodeState, parent: Account) -> None:
         super().__init__(None, scope=f"flow node {state.node.name}", parent=parent)
         self.run = run
         self.state = state
+
+
+def spawning_node(run: object) -> str | None:
+    """The name of ``run``'s node whose work is calling, if any."""
+    account = carried_allowance()
+    while account is not None:
+        if isinstance(account, NodeAccount) and account.run is run:
+            return account.state.name
+        account = account.parent
+    return None
 
 
 @attrs.define(eq=False)

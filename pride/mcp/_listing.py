@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import pydantic
@@ -33,10 +33,7 @@ from ..tools import ActionManager
 from ._bounds import Unchecked
 from ._errors import McpToolError, McpUnavailable
 from ._schema import CheckedTool, check_tool, tool_key
-from ._tool import McpTool, cut, local_name
-
-if TYPE_CHECKING:
-    from ._server import McpServer
+from ._tool import McpTool, ToolServer, cut, local_name
 
 __all__ = [
     "CHECK_CHUNK",
@@ -80,7 +77,7 @@ class _Registration:
 class ToolListing:
     """The tools one server offers (as last listed) and who registered them."""
 
-    def __init__(self, server: McpServer) -> None:
+    def __init__(self, server: ToolServer) -> None:
         self._server = server
         self._offered: dict[str, CheckedTool] = {}  # by server name, in listed order
         self._known: dict[str, _Outcome] = {}  # by key: the last listing's outcomes

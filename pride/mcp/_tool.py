@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 from mcp import types
 
@@ -34,13 +34,11 @@ from ._bounds import Unchecked
 from ._errors import McpToolError
 from ._schema import CheckedTool
 
-if TYPE_CHECKING:
-    from ._server import McpServer
-
 __all__ = [
     "MAX_DESCRIPTION",
     "MAX_ERROR_TEXT",
     "McpTool",
+    "ToolServer",
     "cut",
     "local_name",
     "tool_output",
@@ -64,6 +62,25 @@ def local_name(prefix: str | None, remote: str) -> str:
     return _INVALID.sub("_", f"{prefix or ''}{remote}")[:64]
 
 
+class ToolServer(Protocol):
+    """What a tool needs of its server (an `McpServer`): its name, and a call of its tool."""
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+        ...
+
+    async def call_tool(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[..., Awaitable[Any]] | None = None,
+    ) -> types.CallToolResult:
+        """Call the server's tool ``tool`` and return the SDK's result."""
+        ...
+
+
 async def _forward() -> Any:  # the callable behind every McpTool; calls go through invoke
     raise NotImplementedError
 
@@ -83,7 +100,7 @@ class McpTool(Tool):
 
     __slots__ = ("_checked", "_server")
 
-    def __init__(self, server: McpServer, checked: CheckedTool, *, name: str) -> None:
+    def __init__(self, server: ToolServer, checked: CheckedTool, *, name: str) -> None:
         remote = checked.tool
         description = (remote.description or remote.title or "").strip()
         if len(description) > MAX_DESCRIPTION:
@@ -93,7 +110,7 @@ class McpTool(Tool):
         self._checked = checked
 
     @property
-    def server(self) -> McpServer:
+    def server(self) -> ToolServer:
         """The server this tool belongs to."""
         return self._server
 
