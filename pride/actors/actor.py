@@ -35,7 +35,7 @@ from ..messages import Attach, Detach, PriorityCommand, Stop, WorkCommand
 from . import instrument, turn, wiring
 from .allowance import carry, uncarry
 from .budget import Account
-from .commit import Handoff, deferrable, hand_over_step
+from .commit import deferrable, hand_over_step
 from .dispatch import run_command
 from .journal import BranchJournal
 from .lifecycle import meter_for, run_turn, uncommitted
@@ -47,6 +47,7 @@ from .waits import enter_step, leave_step
 
 if TYPE_CHECKING:
     from .branch import Branch, HookSink, SignalSink
+    from .ending import TurnEnd
 
 __all__ = ["FINALIZE_GRACE", "Actor", "StopReason", "Suspend", "await_bounded"]
 
@@ -123,7 +124,7 @@ class Actor:
         self.account = Account(None, scope=f"branch {branch.name}")
         self.journal: BranchJournal | None = None
         self.barriers: list[TurnBarrier] | None = None
-        self.answering: Handoff | None = None
+        self.answering: TurnEnd | None = None
 
     def __repr__(self) -> str:
         state = "serving" if self.serving else "running" if self.running else "idle"

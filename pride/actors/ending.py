@@ -1,15 +1,17 @@
 """A turn's end: its outcome, its terminal signal, and the answer its caller gets.
 
 The turn driver (`pride.actors.lifecycle`) classifies how the operation
-ended into an `Outcome`; the end is then announced (counted on the accounts
-above the branch, and the terminal signal, ``RunEnd``, ``RunFailed`` or
-``RunSuspended``, built only if a subscriber may want it) and the reply is
-answered. Both the driver and a turn answered by its commit
-(`pride.actors.commit`) end a turn through here.
+ended into an `Outcome`; a `TurnEnd` then ends the turn: counted on the
+accounts above the branch, its terminal signal (``RunEnd``, ``RunFailed`` or
+``RunSuspended``, built only if a subscriber may want it), its trace, and the
+answer to its caller. It is the one end-of-turn path: the driver calls it at
+once, or hands it to the store's commit (`pride.actors.commit`), which calls
+it when the commit ends.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -26,18 +28,7 @@ if TYPE_CHECKING:
     from .mailbox import Reply
     from .turn import TurnState
 
-__all__ = [
-    "ENDED",
-    "SUCCESS",
-    "Outcome",
-    "announce",
-    "answer",
-    "classify",
-    "counted",
-    "ended_kind",
-    "terminal",
-    "terminal_kind",
-]
+__all__ = ["ENDED", "SUCCESS", "Outcome", "TurnEnd", "answer", "classify", "ended_kind", "terminal"]
 
 log = logging.getLogger("pride.actor")
 
@@ -76,34 +67,208 @@ def classify(error: BaseException | None, reply: Reply) -> Outcome:
     return Outcome(error, reraise=error)  # KeyboardInterrupt and friends
 
 
-async def announce(actor: Actor, state: TurnState, outcome: Outcome) -> None:
-    """The turn's end: counted on the accounts above its branch (what a session's
-    statistics report), then its terminal signal, built only if a subscriber may
-    want it. Waiting for async subscribers is shielded (and bounded)."""
-    signal = counted(actor, state, outcome)
-    if signal is None:
-        return
-    pending = wiring.dispatch_lifecycle(actor, signal)
-    if pending is not None:
-        with trio.CancelScope(shield=True):
-            await wiring.await_lifecycle(actor, signal, pending)
+class TurnEnd:
+    """The end of one turn, the one way every turn ends: counted on the accounts
+    above its branch, its terminal signal dispatched (built only if a subscriber
+    may want it), its trace ended and its caller answered.
 
+    The driver (`pride.actors.lifecycle`) makes one once the turn's outcome is
+    known and its shielded finalisation is over, and either calls it at once
+    (``end(None)``) or hands it to the store's commit (`pride.actors.commit`),
+    which calls it with the commit's failure (None: durable) when the commit
+    ends, in a callback of trio's run loop. Either way the same code runs.
 
-def counted(actor: Actor, state: TurnState, outcome: Outcome) -> Signal | None:
-    """Count the turn's end on the accounts above its branch; return its terminal
-    signal to dispatch, or None when no subscriber could want it."""
-    kind = terminal_kind(state, outcome)
-    above = actor.account.parent
-    if above is not None:
-        above.count_turn(ENDED[kind])
-    observer = actor.observer
-    if observer is None or not wiring.wants(observer, kind):
-        return None
-    return terminal(actor, state, outcome, kind)
+    It keeps only what ending the turn needs: the turn's state (what its
+    terminal and trace report) only when a subscriber may want the terminal or
+    the turn is traced, so a turn nobody watches lets go of its state, its
+    journal run and its context as soon as its actor is done with them (a
+    handed-over turn's would otherwise outlive the round of turns a commit
+    waits for, and burden the garbage collector's young generations).
+
+    Async subscribers of the terminal are awaited in a task of the actor's
+    nursery (bounded by ``FINALIZE_GRACE``), and the caller is answered after
+    them; ``finished`` turns True once it was answered, and `wait` waits for
+    that (the driver does before the turn leaves it; the actor loop, for a
+    watched turn handed to its commit, before its next item, so each branch's
+    signals keep their order).
+
+    Called outside any task (the commit's callback), anything raised would
+    crash the whole run: so whatever fails in ending the turn (a subscriber
+    raising even a BaseException, a nursery gone for async subscribers, a
+    tracer) is logged, and the caller is answered all the same. Subscribers of
+    a handed-over turn's terminal run in the turn's own context, captured at
+    the hand-over (``context``): ``pride.current_turn()`` is the turn, still
+    finalizing (it closes once they ran), a name they send to resolves in the
+    turn's session, and what they send carries the turn's budget and trace.
+    Only the task differs: ``trio.lowlevel.current_task()`` is trio's, not the
+    actor's (see docs/durability.md).
+    """
+
+    __slots__ = (
+        "above",
+        "actor",
+        "context",
+        "finished",
+        "kind",
+        "observer",
+        "outcome",
+        "reply",
+        "result",
+        "shown",
+        "shown_uncommitted",
+        "state",
+        "waiter",
+    )
+
+    def __init__(
+        self,
+        actor: Actor,
+        state: TurnState,
+        outcome: Outcome,
+        reply: Reply,
+        result: Any,
+        *,
+        committing: bool,
+    ) -> None:
+        """Args:
+        committing: a commit may yet fail the turn (its end is handed to the
+            commit), so whether a subscriber wants a ``RunFailed`` matters too.
+        """
+        observer = actor.observer
+        kind = ended_kind(outcome, suspended=state.suspended)
+        shown = observer is not None and wiring.wants(observer, kind)
+        shown_uncommitted = shown
+        if committing and kind is RunEnd:  # a failed commit turns it into a RunFailed
+            shown_uncommitted = observer is not None and wiring.wants(observer, RunFailed)
+        self.actor = actor
+        self.kind = kind
+        self.shown = shown
+        self.shown_uncommitted = shown_uncommitted
+        watched = shown or shown_uncommitted
+        self.state: TurnState | None = state if watched or state.trace is not None else None
+        # What the turn ran attached to: a Detach served meanwhile changes the actor's.
+        self.observer = observer if watched else None
+        self.outcome = outcome
+        self.reply = reply
+        self.result = result
+        self.above = actor.account.parent
+        self.finished = False
+        self.waiter: trio.lowlevel.Task | None = None
+        # The turn's context (its binding, budget, trace), for a handed-over turn's subscribers.
+        self.context: contextvars.Context | None = None
+
+    @property
+    def watched(self) -> bool:
+        """Whether a subscriber may see the terminal the turn will end with."""
+        return self.observer is not None
+
+    def uncommitted(self, failure: Exception) -> None:
+        """What the turn recorded may not be durable (its commit failed, or could
+        not be staged): logged, and the turn fails with ``failure`` unless it
+        failed already."""
+        log.error("turn %s of branch %r: %s", self.reply.turn_id, self.actor.branch.name, failure)
+        if self.outcome.failure is None:
+            self.outcome = Outcome(failure)
+            self.kind = RunFailed
+            self.shown = self.shown_uncommitted
+
+    def __call__(self, failure: Exception | None) -> None:
+        """End the turn (``failure``: its commit's, None if durable or nothing to
+        commit). Never raises."""
+        if failure is not None:
+            self.uncommitted(failure)
+        try:
+            context = self.context
+            if context is None:
+                self._announce()
+            else:
+                context.run(self._announce)
+        except BaseException:  # outside any task: raised, it would crash the run
+            log.exception(
+                "ending turn %s of branch %r failed", self.reply.turn_id, self.actor.branch.name
+            )
+            self._answer()
+
+    def _announce(self) -> None:
+        """Count the turn, dispatch its terminal, then answer (after async subscribers)."""
+        kind = self.kind
+        if self.above is not None:
+            self.above.count_turn(ENDED[kind])
+        state, observer = self.state, self.observer
+        pending = signal = None
+        if self.shown and state is not None and observer is not None:
+            signal = terminal(self.actor, state, self.outcome, kind)
+            try:
+                pending = observer.dispatch(signal)
+            except BaseException:  # even KeyboardInterrupt-like: outside any task
+                log.exception(
+                    "observer failed on %s of branch %r", kind.__name__, self.actor.branch.name
+                )
+        if pending is None:
+            self._answer()
+            return
+        host = self.actor.host or (state.host if state is not None else None)
+        try:
+            if host is None:
+                raise RuntimeError("its actor has stopped")
+            host.start_soon(self._after_subscribers, signal, pending)
+        except RuntimeError:  # the actor's nursery is gone (its session closing): trio's own
+            trio.lowlevel.spawn_system_task(
+                self._after_subscribers, signal, pending, context=contextvars.copy_context()
+            )
+
+    async def _after_subscribers(self, signal: Any, pending: Any) -> None:
+        """Wait for the terminal's async subscribers, then answer. Never raises (it
+        may run as a system task, whose exception would crash the run)."""
+        try:
+            with trio.CancelScope(shield=True):  # bounded by FINALIZE_GRACE inside
+                await wiring.await_lifecycle(self.actor, signal, pending)
+        except BaseException:
+            log.exception("async subscribers of a terminal of %r failed", self.actor.branch.name)
+        finally:
+            self._answer()
+
+    def _answer(self) -> None:
+        if self.finished:
+            return
+        outcome = self.outcome
+        try:
+            answer(self.state, outcome, self.reply, self.result)
+        except BaseException:  # a tracer's fault: the caller is answered all the same
+            log.exception(
+                "ending turn %s of branch %r failed", self.reply.turn_id, self.actor.branch.name
+            )
+            answer(None, outcome, self.reply, self.result)
+        finally:
+            self.finished = True
+            if self.state is not None:
+                self.state.context.phase = "closed"  # its subscribers ran: now it is over
+            waiter, self.waiter = self.waiter, None
+            if waiter is not None:
+                trio.lowlevel.reschedule(waiter)
+
+    async def wait(self) -> None:
+        """Wait until the turn's caller was answered (its terminal dispatched).
+
+        Cancellation: a cancelled wait leaves the turn to end by itself.
+        """
+        if self.finished:
+            return
+        self.waiter = trio.lowlevel.current_task()
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self.waiter = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
 
 def answer(state: TurnState | None, outcome: Outcome, reply: Reply, result: Any) -> None:
-    """End the turn's trace (if traced), then answer its caller."""
+    """End the turn's trace (if traced), then answer its caller.
+
+    The primitive under `TurnEnd`; a crash of the runtime itself (no terminal)
+    answers with it directly.
+    """
     if state is not None and state.trace is not None:  # ended before the caller is answered
         state.trace.end(outcome.failure, outcome.cancelled, state.meter.usage())
     if outcome.failure is None:
@@ -114,12 +279,6 @@ def answer(state: TurnState | None, outcome: Outcome, reply: Reply, result: Any)
 
 ENDED: dict[type[Signal], str] = {RunEnd: "done", RunFailed: "failed", RunSuspended: "suspended"}
 """How `Account.count_turn` names the end of a turn whose terminal is of a class."""
-
-
-def terminal_kind(state: TurnState, outcome: Outcome) -> type[Signal]:
-    """``RunEnd`` for a success, ``RunSuspended`` for a turn waiting for approval,
-    else ``RunFailed``."""
-    return ended_kind(outcome, suspended=state.suspended and state.journal is not None)
 
 
 def ended_kind(outcome: Outcome, *, suspended: bool) -> type[Signal]:

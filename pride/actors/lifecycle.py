@@ -12,15 +12,20 @@ end the journal run                  (finished, or suspended for approval)
 cancel and await nested tasks
 drain the turn's message-signal tasks
 pass the turn barriers (a store's commit)
-exactly one terminal: RunEnd, RunFailed or RunSuspended (counted on the
-    session's account; built only if a subscriber may want it)
-publish last_context_report, phase -> "closed", clear pointer and binding
-answer the reply
+publish last_context_report
+end it (`TurnEnd`): counted on the session's account, exactly one terminal
+    (RunEnd, RunFailed or RunSuspended, built only if a subscriber may want
+    it), the caller answered
+phase -> "closed", clear pointer and binding
 ```
 
-A turn with no nested tasks, signal tasks or barriers has nothing to
-finalise under a shield: its terminal goes out at once, and only an async
-subscriber's wait for it is shielded (and bounded).
+Every turn ends through one `TurnEnd` (`pride.actors.ending`). A turn with
+no nested tasks, signal tasks or barriers has nothing to finalise under a
+shield: it ends at once, and only an async subscriber's wait for its
+terminal is shielded (and bounded). A turn whose one barrier is a store's
+commit, with nothing else to finalise, hands its `TurnEnd` to the commit
+(`pride.actors.commit`), which calls it once the commit ends; the actor
+serves its next item meanwhile.
 
 A failed turn is a result, not a crash: the caller gets the exception and
 the actor goes on. A crash is [`Escalate`][pride.Escalate] from a turn or an
@@ -43,7 +48,7 @@ from .allowance import carry, uncarry
 from .budget import Meter
 from .commit import deferrable, hand_over_turn
 from .dispatch import run_command
-from .ending import SUCCESS, Outcome, announce, answer, classify
+from .ending import SUCCESS, Outcome, TurnEnd, answer, classify
 from .journal import open_run
 from .mailbox import Reply
 from .riders import ride
@@ -104,7 +109,8 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     result: Any = None
     error: BaseException | None = None
     outcome: Outcome | None = None
-    handed = False
+    handed = crashed = False
+    end: TurnEnd | None = None
     try:
         try:
             if observer is not None and wiring.wants(observer, RunStart):
@@ -139,25 +145,26 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         if run is not None:
             outcome = _end_journal_run(actor, state, run, outcome)
         barrier = deferrable(actor)
+        # Nothing to end under a shield (no nested tasks, signal deliveries or stream):
+        # the turn's end can wait for its commit while the actor serves its next item.
         quiet = state.nested is None and state.signals is None and stream is None
-        if barrier is not None and quiet and outcome.reraise is None:
-            if reply.rider is not None:
-                ride(reply, result if outcome.result_kept else None, outcome.failure)
-            ended = hand_over_turn(actor, state, outcome, reply, result, barrier=barrier)
-            if ended is None:
-                handed = True  # the commit ends it (pride.actors.commit)
-            else:
-                outcome = ended
-                await announce(actor, state, outcome)
-        elif not quiet or actor.barriers:
+        committing = barrier is not None and quiet and outcome.reraise is None
+        if not committing and (not quiet or actor.barriers):
             outcome = await _finalise(actor, state, outcome, reply, result)
-        else:
-            if reply.rider is not None:
-                ride(reply, result if outcome.result_kept else None, outcome.failure)
-            if observer is not None or actor.account.parent is not None:
-                # Nothing to end, drain or commit: no shielded scope, the terminal now.
-                await announce(actor, state, outcome)
+        elif reply.rider is not None:
+            ride(reply, result if outcome.result_kept else None, outcome.failure)
+        actor.last_context_report = context.provider_report  # before its caller is answered
+        end = TurnEnd(actor, state, outcome, reply, result, committing=committing)
+        if committing:
+            assert barrier is not None
+            handed = hand_over_turn(actor, state, end, barrier)
+        if not handed:
+            end(None)
+            if not end.finished:  # async subscribers of its terminal: the caller after them
+                with trio.CancelScope(shield=True):  # (bounded by FINALIZE_GRACE inside)
+                    await end.wait()
     except BaseException as exc:  # a fault of the runtime itself: answer, then crash
+        crashed = True
         outcome = Outcome(exc, reraise=exc)
         if run is not None and not state.suspended:
             run.end(exc, can_suspend=False)
@@ -174,16 +181,15 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         if stream is not None:
             stream.close()
     try:
-        if handed:
-            return
-        answer(state, outcome, reply, result)
+        if crashed and (end is None or not end.finished):
+            answer(state, outcome, reply, result)  # no terminal: the supervisor's to handle
         if outcome.reraise is not None:
             raise outcome.reraise
     finally:
         # A failure's traceback holds this frame: let go of the failure here, or
         # the two keep each other (and the whole turn) alive until a collection.
         # The meter too (this frame's, and every frame's of the turn that holds it).
-        error = outcome = ended = None
+        error = outcome = end = None
         meter.error = meter.on_trip = None  # the latter is the state's, which holds the meter
 
 
@@ -191,15 +197,15 @@ async def _finalise(
     actor: Actor, state: turn.TurnState, outcome: Outcome, reply: Reply, result: Any
 ) -> Outcome:
     """End nested work, drain message signals, pass the turn's barriers (a store's
-    commit), emit the terminal: shielded and bounded. Returns the final outcome.
+    commit): shielded and bounded. Returns the outcome the turn ends with.
 
     The envelope's commit rider (`pride.actors.riders`) is called right before
     the barriers, with no checkpoint between: what it queues is in their commit.
 
     Cut short by the bound, the turn's leftover signal deliveries are cancelled
-    and its terminal is still emitted (once: never a second attempt).
+    and its commit, if it had not started, is made then; its terminal follows
+    (`TurnEnd`), once.
     """
-    attempted = False
     committed = not actor.barriers
     name = actor.branch.name
     turn_id = state.context.turn_id
@@ -222,8 +228,6 @@ async def _finalise(
                 if outcome.failure is None:
                     outcome = Outcome(exc)
         committed = True
-        attempted = True
-        await announce(actor, state, outcome)
     if guard.cancelled_caught:
         log.error(
             "turn %s of branch %r did not finalise within %ss; finalisation was cut short",
@@ -246,8 +250,6 @@ async def _finalise(
                         if outcome.failure is None:
                             outcome = Outcome(exc)
                 committed = True
-            if not attempted:  # every turn gets its terminal
-                await announce(actor, state, outcome)
         if not committed and outcome.failure is None:  # never answered ok uncommitted
             outcome = Outcome(uncommitted(actor))
     return outcome
