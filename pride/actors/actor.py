@@ -43,7 +43,7 @@ from .mailbox import Mailbox, MailboxStatistics, Reply
 from .riders import ride
 from .target import announce_live, withdraw_live
 from .turn import FINALIZE_GRACE, await_bounded
-from .waits import enter_step, leave_step
+from .waits import serving_step
 
 if TYPE_CHECKING:
     from .branch import Branch, HookSink, SignalSink
@@ -346,50 +346,49 @@ def _apply_priority(actor: Actor, reply: Reply) -> None:
 async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None:
     """Serve a work command that is not a model turn (``Act``): no context, no signals."""
     reply.start(None, cancel)
-    step = enter_step(reply)  # its tools waiting on this branch would deadlock
-    command: WorkCommand = reply.command  # type: ignore[assignment]
-    meter = meter_for(actor, command, reply)
-    carried = carry(reply.allowance)  # what its tools send draws on it too
-    tracer = instrument.TRACER  # its tool calls' spans, under the caller's (no span of its own)
-    trace = None if tracer is None else tracer.step(actor.branch, command, reply.trace)
-    try:
-        if actor.journal is not None:
-            actor.journal.check_free()  # an Act would record after unanswered tool calls
-        work = partial(run_command, actor.branch, command, None, meter, trace)
-        if meter.limited:  # the budget's cancel scope, its deadline the max_duration
-            result = await meter.run(work)
-        else:
-            result = await work()
-    except trio.Cancelled:
-        if reply.cancel_reason is None:
-            reply.fail(TurnCancelled("shutdown"))
-            raise
-        reply.fail(TurnCancelled(reply.cancel_reason))
-    except Escalate as exc:
-        reply.fail(exc)
-        raise
-    except Exception as exc:
-        reply.fail(exc)
-    else:
-        # Its tool calls are recorded: like a turn, answered only once they are durable.
-        if reply.rider is not None:
-            ride(reply, result, None)  # committed with them (pride.actors.riders)
-        barrier = deferrable(actor)
-        if barrier is not None:  # answered by the commit (or at once: nothing to commit)
-            hand_over_step(actor, reply, result, barrier)
-        else:
-            failure = await _commit_step(actor)
-            if failure is None:
-                reply.succeed(result)
+    with serving_step(reply):  # its tools waiting on this branch would deadlock
+        command: WorkCommand = reply.command  # type: ignore[assignment]
+        meter = meter_for(actor, command, reply)
+        carried = carry(reply.allowance)  # what its tools send draws on it too
+        tracer = instrument.TRACER  # its tool calls' spans, under the caller's (no span of its own)
+        trace = None if tracer is None else tracer.step(actor.branch, command, reply.trace)
+        try:
+            if actor.journal is not None:
+                actor.journal.check_free()  # an Act would record after unanswered tool calls
+            work = partial(run_command, actor.branch, command, None, meter, trace)
+            if meter.limited:  # the budget's cancel scope, its deadline the max_duration
+                result = await meter.run(work)
             else:
-                reply.fail(failure)
-    finally:
-        uncarry(carried)
-        meter.close()
-        meter.error = None  # the failure's frames hold the meter: no cycle through it
-        leave_step(step)
-        if trace is not None:
-            trace.end(None, False, meter.usage())
+                result = await work()
+        except trio.Cancelled:
+            if reply.cancel_reason is None:
+                reply.fail(TurnCancelled("shutdown"))
+                raise
+            reply.fail(TurnCancelled(reply.cancel_reason))
+        except Escalate as exc:
+            reply.fail(exc)
+            raise
+        except Exception as exc:
+            reply.fail(exc)
+        else:
+            # Its tool calls are recorded: like a turn, answered only once they are durable.
+            if reply.rider is not None:
+                ride(reply, result, None)  # committed with them (pride.actors.riders)
+            barrier = deferrable(actor)
+            if barrier is not None:  # answered by the commit (or at once: nothing to commit)
+                hand_over_step(actor, reply, result, barrier)
+            else:
+                failure = await _commit_step(actor)
+                if failure is None:
+                    reply.succeed(result)
+                else:
+                    reply.fail(failure)
+        finally:
+            uncarry(carried)
+            meter.close()
+            meter.error = None  # the failure's frames hold the meter: no cycle through it
+            if trace is not None:
+                trace.end(None, False, meter.usage())
 
 
 async def _commit_step(actor: Actor) -> Exception | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UnknownOperation
 from ..messages import Call, Resume, WorkCommand
-from ..operations import OPERATIONS, execute
+from ..operations import execute
 from .view import BranchTurn
 
 if TYPE_CHECKING:
@@ -67,11 +67,7 @@ async def run_command(
         if operation is None:
             raise UnknownOperation(name)
         return await operation(branch, **command.kwargs)
-    view = BranchTurn(branch, scope, meter, trace=trace)
-    operation = OPERATIONS.get(type(command))
-    if operation is not None:  # awaited here, not through execute: one coroutine less a turn
-        return await operation(view, command)
-    return await execute(view, command)  # raises its TypeError
+    return await execute(BranchTurn(branch, scope, meter, trace=trace), command)
 
 
 def _verb(branch: Branch, name: str) -> Callable[..., Any]:

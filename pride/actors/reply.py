@@ -154,19 +154,25 @@ class Reply:
         Cancelling the wait does not cancel the command; use
         [`cancel`][pride.actors.reply.Reply.cancel].
         """
+        return await self._result_for(None if self._done else check_wait_allowed(self.branch))
+
+    async def _result_for(self, waiter: Target | None) -> Any:
+        """`result` for a caller whose deadlock check is done (`pride.actors.send.ask`
+        checks before it delivers): while it waits, ``waiter`` (the branch whose
+        turn waits, None for a caller outside any turn) is recorded as waiting on
+        this reply's branch."""
         if self._consumed:
             raise ReplyConsumedError(f"{self!r}: result() already delivered its outcome")
         if not self._done:
-            waiter = check_wait_allowed(self.branch)
-            if waiter is None:  # the caller serves no branch: no deadlock possible
-                # wait_done(), without its coroutine: this is every ask's wait.
+            if waiter is None:  # nothing to record: no wait of the caller can deadlock
                 await trio.lowlevel.wait_task_rescheduled(self._park())
             else:
-                record_wait(waiter, self.branch)
+                branch = self.branch
+                record_wait(waiter, branch)
                 try:
-                    await self.wait_done()
+                    await trio.lowlevel.wait_task_rescheduled(self._park())
                 finally:
-                    remove_wait(waiter, self.branch)
+                    remove_wait(waiter, branch)
         self._consumed = True
         error = self._error
         if error is None:

@@ -170,17 +170,14 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
         if scope is not None:  # called from the target's own live turn: run nested
             # Only a branch of this process has a live turn here.
             return await _run_nested(destination, command, scope, timeout)  # type: ignore[arg-type]
-    check_wait_allowed(destination)  # from a turn or an Act step: the deadlock rules apply
+    # From a turn or an Act step the deadlock rules apply: checked once, before delivering.
+    waiter = check_wait_allowed(destination)
     reply = Reply(destination, command)
     try:
-        # Delivered and awaited here, not in a helper coroutine: ask is every
-        # turn's path. No checkpoint is needed around deliver: result() is one.
-        if timeout is None:
-            await destination.deliver(reply)
-            return await reply.result()
+        # No checkpoint is needed around deliver: waiting for the result is one.
         with _deadline(timeout):
             await destination.deliver(reply)
-            return await reply.result()
+            return await reply._result_for(waiter)
     except BaseException:
         if not reply.done:
             reply.cancel("caller")
@@ -207,12 +204,11 @@ async def _run_inline(
 ) -> Any:
     """Run ``command`` as nested work of ``scope``'s turn; a ``budget`` of its own
     bounds it (inside the turn's, which it draws on)."""
-    if command.budget is None:
-        nested = turn.TurnScope(scope.state, owns_lifecycle=False, stream=stream)
-        return await run_command(branch, command, nested)
-    meter = Meter(command.budget, scope.allowance, scope="command")
+    meter = (
+        None if command.budget is None else Meter(command.budget, scope.allowance, scope="command")
+    )
     nested = turn.TurnScope(scope.state, owns_lifecycle=False, stream=stream, meter=meter)
-    if not meter.limited:  # Budget() with no limit set
+    if meter is None or not meter.limited:  # no budget of its own, or Budget() with no limit
         return await run_command(branch, command, nested)
     try:
         return await meter.run(partial(run_command, branch, command, nested))

@@ -9,7 +9,7 @@ a cycle is the one refused, so every cycle is caught when it forms.
 
 An ``Act`` served from the mailbox is not a turn (no turn context), but it
 occupies its actor just the same: its tools run in the actor's task lineage,
-so `enter_step` marks them as waiting on behalf of that branch too.
+so `serving_step` marks them as waiting on behalf of that branch too.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_wait_allowed",
-    "enter_step",
     "in_step",
-    "leave_step",
     "record_wait",
+    "remove_wait",
     "serving_branch",
+    "serving_step",
     "waiting_edge",
     "waiting_on",
 ]
@@ -47,18 +47,15 @@ _edges: dict[Any, dict[Any, int]] = {}
 _step: contextvars.ContextVar[Any] = contextvars.ContextVar("pride_serving_step", default=None)
 
 
-def enter_step(reply: Any) -> contextvars.Token[Any]:
-    """From now on the calling task (and tasks it starts) serve ``reply``'s step.
-
-    Undo with `leave_step` (a plain pair, not a context manager: it is on
-    the path of every ``Act``, which the mailbox benchmark measures).
-    """
-    return _step.set(reply)
-
-
-def leave_step(token: contextvars.Token[Any]) -> None:
-    """Undo `enter_step`."""
-    _step.reset(token)
+@contextlib.contextmanager
+def serving_step(reply: Any) -> Iterator[None]:
+    """While the block runs, the calling task (and tasks it starts) serve
+    ``reply``'s step: its tools waiting on this branch would deadlock."""
+    token = _step.set(reply)
+    try:
+        yield
+    finally:
+        _step.reset(token)
 
 
 def in_step() -> bool:
@@ -115,24 +112,12 @@ def _wait_path(start: Target, goal: Branch) -> list[Target] | None:
     return None
 
 
-def add_wait(target: Target) -> Branch | None:
-    """Record that the calling turn's branch waits on ``target``; returns that branch.
-
-    Pair with `remove_wait` (in a ``finally``). Returns None when the
-    caller is not inside a live turn (nothing is recorded).
-    """
-    waiter = serving_branch()
-    if waiter is not None:
-        record_wait(waiter, target)
-    return waiter
-
-
 def waiting_on(waiter: Branch) -> dict[Any, int]:
     """A copy of the targets ``waiter``'s turn waits on now, with how many waits each."""
     return dict(_edges.get(waiter, ()))
 
 
-def record_wait(waiter: Branch, target: Target) -> None:
+def record_wait(waiter: Target, target: Target) -> None:
     """Record that ``waiter`` waits on ``target`` (undo with `remove_wait`)."""
     edges = _edges.get(waiter)
     if edges is None:
@@ -140,8 +125,8 @@ def record_wait(waiter: Branch, target: Target) -> None:
     edges[target] = edges.get(target, 0) + 1
 
 
-def remove_wait(waiter: Branch | None, target: Target) -> None:
-    """Undo `add_wait`."""
+def remove_wait(waiter: Target | None, target: Target) -> None:
+    """Undo `record_wait` (nothing for a ``waiter`` of None: no wait was recorded)."""
     if waiter is None:
         return
     edges = _edges[waiter]
@@ -154,8 +139,11 @@ def remove_wait(waiter: Branch | None, target: Target) -> None:
 
 @contextlib.contextmanager
 def waiting_edge(target: Target) -> Iterator[None]:
-    """While the block runs, record that the calling turn's branch waits on ``target``."""
-    waiter = add_wait(target)
+    """While the block runs, record that the calling turn's branch (if any) waits on
+    ``target``."""
+    waiter = serving_branch()
+    if waiter is not None:
+        record_wait(waiter, target)
     try:
         yield
     finally:
