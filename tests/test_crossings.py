@@ -1,0 +1,33 @@
+"""One stored ask crosses pride's modules a bounded number of times (issue 32).
+
+`benchmarks.crossings` traces one ``ask(branch, ChatAndRecord(...))`` in a
+Session with a store and an observer and counts the pride modules it visits
+and its returns to a module it had left. The counts do not depend on the
+machine's speed, so they are held here as a ratchet: a change that makes a
+module hand the turn back and forth more fails this test, and one that lowers
+them lowers the bounds (docs/architecture.md walks the ask). They do depend a
+little on when the store's commit thread finishes against the turn's other
+work (trio also varies the order of tasks woken together): the returns of 15
+runs spread over 102-108, so the bound sits a margin above the worst seen.
+"""
+
+from __future__ import annotations
+
+from benchmarks.crossings import Walk, traced_ask
+
+MODULES = 48
+"""The most pride modules one stored ask may visit."""
+
+RETURNS = 115
+"""The most returns one stored ask may make to a module it had left (102-108 seen)."""
+
+
+async def test_one_stored_ask_stays_within_its_crossings() -> None:
+    walk = await traced_ask()
+    assert walk.modules <= MODULES, walk.visits
+    assert walk.returns <= RETURNS, walk.visits
+
+
+def test_the_walk_counts_returns_to_modules_left_before() -> None:
+    walk = Walk(("pride.a", "pride.b", "pride.a", "pride.c", "pride.b", "pride.a"))
+    assert (walk.modules, walk.returns) == (3, 3)
