@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._public import publish as _publish
 from ._errors import TeamClosed as TeamClosed, WrongLoop as WrongLoop
 from ._guest import LINGER as LINGER
 from ._stream import Items as Items
@@ -64,5 +65,5 @@ def open_session(**session_kwargs: Any) -> Team:
     return Team(session_kwargs)
 
 
-Items.__module__ = Sent.__module__ = Team.__module__ = __name__
-TeamClosed.__module__ = WrongLoop.__module__ = __name__
+# Tracebacks, reprs and pickles name the public home of each class and function.
+_publish(globals(), __all__, __name__)

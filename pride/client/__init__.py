@@ -20,8 +20,12 @@ See docs/serve.md.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._client import Client as Client, ServedItems as ServedItems
 from ._errors import RequestRefused as RequestRefused
 from ._ref import ServedBranch as ServedBranch
 
 __all__ = ["Client", "RequestRefused", "ServedBranch", "ServedItems"]
+
+# Tracebacks, reprs and pickles name the public home of each class and function.
+_publish(globals(), __all__, __name__)

@@ -5,6 +5,7 @@ does not import Ray; connecting a `Cluster` does. ``import pride``
 never imports it.
 """
 
+from .._public import publish as _publish
 from ._supervision import RemoteChild
 from .cluster import DEFAULT_HOST, DEFAULT_STREAM_WINDOW, Cluster, RemoteBranchRef, host_cluster
 
@@ -16,3 +17,6 @@ __all__ = [
     "RemoteChild",
     "host_cluster",
 ]
+
+# Tracebacks, reprs and pickles (Ray's too) name the public home of each class and function.
+_publish(globals(), __all__, __name__)

@@ -63,8 +63,7 @@ model calls), and every class is imported from here, ``pride.errors.X``
 (most also as ``pride.X``).
 """
 
-import inspect as _inspect
-
+from .._public import publish as _publish
 from ..messages import InvalidMessage as InvalidMessage, PrideError as PrideError
 from ._delivery import (
     BranchClosed as BranchClosed,
@@ -177,10 +176,4 @@ __all__ = [
 
 # Tracebacks, reprs and pickles name the public home of each class and function
 # (PrideError and InvalidMessage keep theirs: they live in pride.messages).
-for _name in (*__all__, "exception_leaves"):
-    _obj = globals()[_name]
-    if (isinstance(_obj, type) or _inspect.isfunction(_obj)) and _obj.__module__.startswith(
-        __name__ + "."
-    ):
-        _obj.__module__ = __name__
-del _name, _obj
+_publish(globals(), (*__all__, "exception_leaves"), __name__)

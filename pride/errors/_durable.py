@@ -58,7 +58,7 @@ class ApprovalRequired(PrideError):
 
     Attributes:
         turn_id: the suspended turn.
-        pending: the calls it waits on ([`PendingCall`][pride.PendingCall]:
+        pending: the calls it waits on ([`PendingCall`][pride.messages.PendingCall]:
             ``call_id``, ``function``, ``arguments``).
         branch_name: the branch the turn belongs to.
     """

@@ -14,8 +14,7 @@ async with iModel("openai/gpt-4.1-mini", temperature=0) as model:
 This package imports nothing of pride but [`pride.errors`][pride.errors].
 """
 
-import inspect as _inspect
-
+from .._public import publish as _publish
 from ._client import DEFAULT_HTTP_LIMITS as DEFAULT_HTTP_LIMITS
 from ._limiter import LimiterStatistics as LimiterStatistics, RateLimiter as RateLimiter
 from ._listen import retry_listener as retry_listener
@@ -82,9 +81,5 @@ __all__ = [
     "retry_listener",
 ]
 
-# Tracebacks and reprs name the public home of each class and function.
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type) or _inspect.isfunction(_obj):
-        _obj.__module__ = __name__
-del _name, _obj
+# Tracebacks, reprs and pickles name the public home of each class and function.
+_publish(globals(), __all__, __name__)

@@ -3,7 +3,7 @@
 A call runs: admission by the rate limiter (when limits are set) → attempts
 with retries → the endpoint (HTTP or scripted) → usage and statistics. The
 HTTP client is created lazily, one per trio run (a client must not cross
-event loops), and closed by [`iModel.aclose`][pride.llm.iModel.aclose] or, failing that, when the
+event loops), and closed by [`iModel.aclose`][pride.iModel.aclose] or, failing that, when the
 run ends.
 
 [`ScriptedModel`][pride.ScriptedModel] lives here too: ``iModel.from_spec("scripted")`` returns
@@ -352,7 +352,7 @@ class iModel:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> iModel:
-        """Build a model from [`to_dict`][pride.llm.iModel.to_dict] output (``data`` is not
+        """Build a model from [`to_dict`][pride.iModel.to_dict] output (``data`` is not
         modified).
 
         A ``"scripted"`` provider gives an echo [`ScriptedModel`][pride.ScriptedModel]. An

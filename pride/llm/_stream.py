@@ -25,7 +25,7 @@ STREAM_CLOSE_TIMEOUT = 5.0
 
 
 class ModelStream:
-    """A streamed reply; get one from [`iModel.stream`][pride.llm.iModel.stream].
+    """A streamed reply; get one from [`iModel.stream`][pride.iModel.stream].
 
     Usage:
 

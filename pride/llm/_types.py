@@ -198,7 +198,7 @@ class ScriptedReply:
 
 @attrs.frozen
 class ModelStatistics:
-    """A snapshot of one model's counters (see [`iModel.statistics`][pride.llm.iModel.statistics]).
+    """A snapshot of one model's counters (see [`iModel.statistics`][pride.iModel.statistics]).
 
     Attributes:
         calls: invoke/stream calls started.

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from .._public import publish as _publish
 from ._errors import (
     McpError as McpError,
     McpServerError as McpServerError,
@@ -107,6 +108,5 @@ async def spawn_mcp(
     return server
 
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+# Tracebacks, reprs and pickles name the public home of each class and function.
+_publish(globals(), __all__, __name__)

@@ -16,6 +16,7 @@ This package imports nothing of pride but [`pride.errors`][pride.errors] and
 [`pride.messages`][pride.actors.branch.Branch.messages].
 """
 
+from .._public import publish as _publish
 from ._in_memory import InMemoryStore as InMemoryStore
 from ._types import (
     DEFAULT_SEARCH_LIMIT as DEFAULT_SEARCH_LIMIT,
@@ -34,6 +35,5 @@ __all__ = [
     "is_memory_store",
 ]
 
-for _name in ("InMemoryStore", "MemoryItem", "MemoryQuery", "MemoryStore"):
-    globals()[_name].__module__ = __name__
-del _name
+# Tracebacks, reprs and pickles name the public home of each class and function.
+_publish(globals(), __all__, __name__)

@@ -2,7 +2,7 @@
 
 The observer *watches* (signals, after the fact); hooks *take part*: they run
 at fixed points of a turn and of the supervision lifecycle, with a payload
-mapping naming what is happening. A session owns one [`HookBus`][pride.HookBus] and
+mapping naming what is happening. A session owns one [`HookBus`][pride.supervisors.HookBus] and
 attaches it to its branches; the branch calls
 [`HookBus.emit`][pride.supervisors.hooks.HookBus.emit].
 
@@ -66,7 +66,7 @@ HOOK_POINTS: frozenset[str] = frozenset(
         "session_failed",
     }
 )
-"""Every hook point a [`HookBus`][pride.HookBus] knows."""
+"""Every hook point a [`HookBus`][pride.supervisors.HookBus] knows."""
 
 BLOCKING_POINTS: frozenset[str] = frozenset({"before_tool_call"})
 """Points whose handler exceptions propagate (and so deny the action)."""

@@ -19,8 +19,7 @@ async def test_my_agent_survives_a_429():
 ```
 """
 
-import inspect as _inspect
-
+from .._public import publish as _publish
 from ._faults import Fault as Fault
 from ._server import (
     LoopbackServer as LoopbackServer,
@@ -30,9 +29,5 @@ from ._server import (
 
 __all__ = ["Fault", "LoopbackServer", "RecordedRequest", "openai_server"]
 
-# Tracebacks and reprs name the public home of each class and function.
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type) or _inspect.isfunction(_obj):
-        _obj.__module__ = __name__
-del _name, _obj
+# Tracebacks, reprs and pickles name the public home of each class and function.
+_publish(globals(), __all__, __name__)

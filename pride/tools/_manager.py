@@ -279,7 +279,7 @@ class ActionManager:
                 cancelled first.
 
         Cancellation: cancelling the caller cancels every running call (a sync
-        tool's thread is waited for, see [`Tool.invoke`][pride.tools.Tool.invoke]); no outcomes are
+        tool's thread is waited for, see [`Tool.invoke`][pride.Tool.invoke]); no outcomes are
         returned and `trio.Cancelled` propagates, as itself, never
         inside an exception group.
         """

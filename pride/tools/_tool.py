@@ -204,7 +204,7 @@ class Tool:
             absent.
 
         Raises:
-            ToolArgumentError: see [`invoke`][pride.tools.Tool.invoke].
+            ToolArgumentError: see [`invoke`][pride.Tool.invoke].
         """
         return self._parameters.convert(arguments)
 

@@ -16,8 +16,8 @@ from pride import (
     BudgetExceeded,
     ChatAndRecord,
     InvalidMessage,
-    PendingCall,
 )
+from pride.messages import PendingCall
 from pride.messages.requests import decode_command, describe_error, for_branch, for_remote
 
 

@@ -26,11 +26,10 @@ from pride import (
     Call,
     Chat,
     ChatAndRecord,
-    Command,
     InvalidMessage,
     UnknownOperation,
 )
-from pride.messages import codec, commands
+from pride.messages import Command, codec, commands
 from tests.helpers import echo_model
 from tests.reliability.invariants import InvariantChecker
 from tests.strategies import json_values

@@ -19,7 +19,7 @@ import pytest
 import pride
 from pride import Branch, ChatAndRecord, Session
 from pride.llm import RetryPolicy, iModel
-from pride.messages import codec
+from pride.messages import Command, codec
 from pride.testing import Fault, openai_server
 from tests.reliability.invariants import InvariantChecker
 
@@ -145,12 +145,10 @@ async def test_issue14_a_decoded_command_picks_only_among_the_branch_s_models(
             for name in ("openai/aux", "aux", "openai/main"):
                 decoded = codec.from_json(
                     json.dumps({"type": "Chat", "instruction": "hi", "chat_model": name}),
-                    pride.Command,
+                    Command,
                 )
                 assert await pride.ask(branch, decoded) == f"from {name.split('/')[-1]}"
-            decoded = codec.from_json(
-                '{"type": "Chat", "chat_model": "openai/other"}', pride.Command
-            )
+            decoded = codec.from_json('{"type": "Chat", "chat_model": "openai/other"}', Command)
             with pytest.raises(pride.InvalidMessage) as info:
                 await pride.ask(branch, decoded)
             assert info.value.path == "Chat.chat_model"

@@ -11,7 +11,8 @@ import trio
 import trio.testing
 
 import pride
-from pride import ActionResponse, Branch, HookBus, Session
+from pride import ActionResponse, Branch, Session
+from pride.supervisors import HookBus
 from tests.helpers import echo_model
 
 

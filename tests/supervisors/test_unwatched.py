@@ -13,7 +13,6 @@ from pride import (
     BadRequest,
     Branch,
     Chat,
-    HookBus,
     MessageAdded,
     Observer,
     RunEnd,
@@ -25,6 +24,7 @@ from pride import (
     Signal,
     ask,
 )
+from pride.supervisors import HookBus
 from tests.helpers import echo_model
 
 

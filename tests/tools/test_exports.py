@@ -22,6 +22,9 @@ def test_all_lists_the_public_names() -> None:
 
 
 def test_public_classes_claim_the_package() -> None:
-    """Public classes and functions say pride.tools in their __module__ (tracebacks, docs)."""
-    for name in ("ActionManager", "ActionOutcome", "Tool", "tool"):
+    """Public classes and functions say pride.tools in their __module__ (tracebacks, docs),
+    or pride for those pride exports too (``pride.Tool``)."""
+    for name in ("ActionManager", "ActionOutcome", "report_progress"):
         assert getattr(pride.tools, name).__module__ == "pride.tools"
+    for name in ("Tool", "tool"):
+        assert getattr(pride.tools, name).__module__ == "pride"
