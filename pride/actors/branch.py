@@ -9,10 +9,10 @@ and asks the branch's actor, which runs the algorithm from
 Run a standalone branch with ``async with Branch(...) as branch:`` (a
 private supervisor), or hand it to a session with ``session.spawn(branch)``.
 
-This module is one class and longer than most on purpose: the Branch is
-written in one place, every method in its body with its real signature (the
-verbs repeat their commands' parameters, which tests/actors/test_facade.py
-keeps equal), delegating inward to helpers that take plain arguments.
+This module is long and one idea: the Branch, one class written in one
+place, every method in its body with its real signature (the verbs repeat
+their commands' parameters, which tests/actors/test_facade.py keeps equal),
+delegating inward to helpers that take plain arguments.
 """
 
 from __future__ import annotations

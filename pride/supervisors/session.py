@@ -21,8 +21,8 @@ statistics are read from them. This module is the public surface, every
 method written in the class with its contract, delegating inward to the
 helpers of its waiting turns, its flows and its MCP door.
 
-This module is longer than most on purpose: the Session class is written in
-one place.
+This module is long and one idea: the Session class, written in one place
+as the public surface its users read.
 """
 
 from __future__ import annotations
