@@ -86,6 +86,8 @@ FACES = (
     "pride.aio",
     "pride.cluster",
     "pride.mcp",
+    "pride.serve",
+    "pride.telemetry",
 )
 
 

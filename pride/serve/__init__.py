@@ -20,6 +20,7 @@ See docs/serve.md.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._auth import Grant as Grant, TokenError as TokenError, Tokens as Tokens
 from ._options import MAX_BODY_BYTES as MAX_BODY_BYTES, ServeOptions as ServeOptions
 from ._server import Server as Server
@@ -38,3 +39,6 @@ __all__ = [
 
 ANNOUNCE = "pride serve: serving on "
 """How the line on standard output that gives the server's URL begins."""
+
+# Tracebacks, reprs and pickles name the public home of each class and function.
+_publish(globals(), __all__, __name__)

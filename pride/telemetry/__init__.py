@@ -31,6 +31,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError("pride's tracing needs OpenTelemetry: pip install 'pride[otel]'") from exc
 
+from .._public import publish as _publish
 from ._export import otlp_provider as otlp_provider
 from ._tracer import (
     CAPTURE_CONTENT_ENV as CAPTURE_CONTENT_ENV,
@@ -48,3 +49,6 @@ __all__ = [
     "otlp_provider",
     "uninstrument",
 ]
+
+# Tracebacks, reprs and pickles name the public home of each class and function.
+_publish(globals(), __all__, __name__)
