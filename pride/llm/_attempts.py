@@ -54,25 +54,19 @@ async def send_with_retries(
         ProviderError: the last failure, once the policy (or the deadline) gives up.
     """
     started = trio.current_time()
-    try:
-        return await endpoint.send(request, options, deadline)  # the common case: no bookkeeping
-    except ProviderError as exc:
-        error = exc
     retries = 0
     while True:
-        delay = _delay(policy, retries, error, started, deadline)
-        if delay is None:
-            try:  # its traceback holds this frame: no cycle through the local
-                raise error
-            finally:
-                del error
-        retries += 1
-        on_retry(error, retries, delay)
-        await trio.sleep(delay)
         try:
             return await endpoint.send(request, options, deadline)
         except ProviderError as exc:
-            error = exc
+            # A bare raise: no local outlives this block holding the error, whose
+            # traceback holds this frame (no reference cycle).
+            delay = _delay(policy, retries, exc, started, deadline)
+            if delay is None:
+                raise
+            retries += 1
+            on_retry(exc, retries, delay)
+        await trio.sleep(delay)
 
 
 async def stream_with_retries(
