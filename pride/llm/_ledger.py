@@ -40,18 +40,6 @@ class CallLedger:
         self._usage_totals = [0, 0, 0, 0, 0]
         self._cost_total: float | None = None
 
-    def admit_now(self) -> int | None:
-        """`admit` for a model without a limiter, which never waits: count the call
-        and return its estimate (0); None when there is a limiter (use `admit`).
-
-        Every admitted call must be settled with `settle`, exactly once.
-        """
-        if self.limiter is not None:
-            return None
-        self.calls += 1
-        self.in_flight += 1
-        return 0
-
     async def admit(self, request: ModelRequest) -> int:
         """Count the call and wait for the limiter; returns the token estimate.
 

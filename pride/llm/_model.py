@@ -283,9 +283,7 @@ class iModel:
         retried after cancellation.
         """
         ledger = self._ledger
-        estimate = ledger.admit_now()  # no limiter: admitted at once, no coroutine
-        if estimate is None:
-            estimate = await ledger.admit(request)
+        estimate = await ledger.admit(request)
         response = None
         failed = False
         try:
