@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .mailbox import Reply
     from .turn import TurnState
 
-__all__ = ["ENDED", "SUCCESS", "Outcome", "TurnEnd", "answer", "classify", "ended_kind", "terminal"]
+__all__ = ["ENDED", "SUCCESS", "Outcome", "TurnEnd", "classify", "terminal"]
 
 log = logging.getLogger("pride.actor")
 
@@ -135,7 +135,8 @@ class TurnEnd:
             commit), so whether a subscriber wants a ``RunFailed`` matters too.
         """
         observer = actor.observer
-        kind = ended_kind(outcome, suspended=state.suspended)
+        # A success ends with RunEnd, a turn waiting for approval with RunSuspended.
+        kind = RunEnd if outcome.failure is None else RunSuspended if state.suspended else RunFailed
         shown = observer is not None and wiring.wants(observer, kind)
         shown_uncommitted = shown
         if committing and kind is RunEnd:  # a failed commit turns it into a RunFailed
@@ -180,17 +181,19 @@ class TurnEnd:
         try:
             context = self.context
             if context is None:
-                self._announce()
+                self.announce()
             else:
-                context.run(self._announce)
+                context.run(self.announce)
         except BaseException:  # outside any task: raised, it would crash the run
             log.exception(
                 "ending turn %s of branch %r failed", self.reply.turn_id, self.actor.branch.name
             )
-            self._answer()
+            self.answer()
 
-    def _announce(self) -> None:
-        """Count the turn, dispatch its terminal, then answer (after async subscribers)."""
+    def announce(self) -> None:
+        """End the turn now, in the caller's context: count it, dispatch its terminal,
+        then answer (after async subscribers). What the driver calls for a turn
+        with nothing to commit; `__call__` is the commit's way in."""
         kind = self.kind
         if self.above is not None:
             self.above.count_turn(ENDED[kind])
@@ -205,7 +208,7 @@ class TurnEnd:
                     "observer failed on %s of branch %r", kind.__name__, self.actor.branch.name
                 )
         if pending is None:
-            self._answer()
+            self.answer()
             return
         host = self.actor.host or (state.host if state is not None else None)
         try:
@@ -226,26 +229,34 @@ class TurnEnd:
         except BaseException:
             log.exception("async subscribers of a terminal of %r failed", self.actor.branch.name)
         finally:
-            self._answer()
+            self.answer()
 
-    def _answer(self) -> None:
+    def answer(self) -> None:
+        """End the turn's trace (if traced), then answer its caller; once.
+
+        `announce` and the commit's callback end with it; a crash of the runtime
+        itself (no terminal: the supervisor's to handle) answers with it alone.
+        """
         if self.finished:
             return
-        outcome = self.outcome
+        self.finished = True
+        outcome, state, reply = self.outcome, self.state, self.reply
         try:
-            answer(self.state, outcome, self.reply, self.result)
+            if state is not None and state.trace is not None:  # ended before the answer
+                state.trace.end(outcome.failure, outcome.cancelled, state.meter.usage())
         except BaseException:  # a tracer's fault: the caller is answered all the same
             log.exception(
-                "ending turn %s of branch %r failed", self.reply.turn_id, self.actor.branch.name
+                "ending turn %s of branch %r failed", reply.turn_id, self.actor.branch.name
             )
-            answer(None, outcome, self.reply, self.result)
-        finally:
-            self.finished = True
-            if self.state is not None:
-                self.state.context.phase = "closed"  # its subscribers ran: now it is over
-            waiter, self.waiter = self.waiter, None
-            if waiter is not None:
-                trio.lowlevel.reschedule(waiter)
+        if outcome.failure is None:
+            reply.succeed(self.result if outcome.result_kept else None)
+        else:
+            reply.fail(outcome.failure)
+        if state is not None:
+            state.context.phase = "closed"  # its subscribers ran: now it is over
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None:
+            trio.lowlevel.reschedule(waiter)
 
     async def wait(self) -> None:
         """Wait until the turn's caller was answered (its terminal dispatched).
@@ -263,29 +274,8 @@ class TurnEnd:
         await trio.lowlevel.wait_task_rescheduled(abort)
 
 
-def answer(state: TurnState | None, outcome: Outcome, reply: Reply, result: Any) -> None:
-    """End the turn's trace (if traced), then answer its caller.
-
-    The primitive under `TurnEnd`; a crash of the runtime itself (no terminal)
-    answers with it directly.
-    """
-    if state is not None and state.trace is not None:  # ended before the caller is answered
-        state.trace.end(outcome.failure, outcome.cancelled, state.meter.usage())
-    if outcome.failure is None:
-        reply.succeed(result if outcome.result_kept else None)
-    else:
-        reply.fail(outcome.failure)
-
-
 ENDED: dict[type[Signal], str] = {RunEnd: "done", RunFailed: "failed", RunSuspended: "suspended"}
 """How `Account.count_turn` names the end of a turn whose terminal is of a class."""
-
-
-def ended_kind(outcome: Outcome, *, suspended: bool) -> type[Signal]:
-    """`terminal_kind` from the outcome and whether the turn stopped for approval."""
-    if outcome.failure is None:
-        return RunEnd
-    return RunSuspended if suspended else RunFailed
 
 
 def terminal(actor: Actor, state: TurnState, outcome: Outcome, kind: type[Signal]) -> Signal:

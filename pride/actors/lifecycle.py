@@ -48,7 +48,7 @@ from .allowance import carry, uncarry
 from .budget import Meter
 from .commit import deferrable, hand_over_turn
 from .dispatch import run_command
-from .ending import SUCCESS, Outcome, TurnEnd, answer, classify
+from .ending import SUCCESS, Outcome, TurnEnd, classify
 from .journal import open_run
 from .mailbox import Reply
 from .riders import ride
@@ -159,7 +159,7 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
             assert barrier is not None
             handed = hand_over_turn(actor, state, end, barrier)
         if not handed:
-            end(None)
+            end.announce()  # what end(None) does, in the turn's own context
             if not end.finished:  # async subscribers of its terminal: the caller after them
                 with trio.CancelScope(shield=True):  # (bounded by FINALIZE_GRACE inside)
                     await end.wait()
@@ -182,7 +182,10 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
             stream.close()
     try:
         if crashed and (end is None or not end.finished):
-            answer(state, outcome, reply, result)  # no terminal: the supervisor's to handle
+            if end is None:
+                end = TurnEnd(actor, state, outcome, reply, result, committing=False)
+            end.outcome = outcome  # the crash, not what the turn ended with
+            end.answer()  # no terminal: the supervisor's to handle
         if outcome.reraise is not None:
             raise outcome.reraise
     finally:

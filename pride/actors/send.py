@@ -95,9 +95,13 @@ def _check_tag(tag: Any) -> str | int | None:
     raise TypeError(f"a tag is a str, an int or None, got {type(tag).__name__}")
 
 
+_NO_DEADLINE = contextlib.nullcontext()
+"""The deadline of a call without a timeout (a nullcontext is reusable: one for all)."""
+
+
 def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
     if timeout is None:
-        return contextlib.nullcontext()
+        return _NO_DEADLINE
     if not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
         raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
     return trio.fail_after(timeout)
