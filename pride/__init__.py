@@ -35,13 +35,13 @@ from .actors import (
     send_nowait as send_nowait,
     stream as stream,
 )
-from .actors.journal import Durability as Durability
 from .context import (
     CapabilityGrant as CapabilityGrant,
     ContextProvider as ContextProvider,
     ContextProviderRegistry as ContextProviderRegistry,
     ProviderReport as ProviderReport,
 )
+from .durable import Durability as Durability
 from .errors import (
     ActivationFailed as ActivationFailed,
     ApprovalPending as ApprovalPending,

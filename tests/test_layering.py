@@ -1,7 +1,9 @@
 """Imports point one way (DESIGN.md, "Layout"), and no package reaches into another's privates.
 
-cli, serve -> cluster -> supervisors -> flows -> actors -> operations -> llm, tools, context, memory
--> messages; store and testing sit beside them; cluster (the ray extra) builds on supervisors;
+cli, serve -> cluster -> supervisors -> flows, durable -> actors -> operations -> llm, tools,
+context, memory -> messages; store and testing sit beside them; cluster (the ray extra) builds
+on supervisors; durable (the turn journal, the commit hand-over, a session's store wiring)
+builds on actors, which declare the protocols it implements;
 flows (graphs of work across branches) builds on actors and knows no Session class: a
 session hands a run its name resolution and observer, and ``Session.flow`` delegates to it;
 mcp (the optional extra) sits beside tools
@@ -44,15 +46,19 @@ ALLOWED: dict[str, set[str]] = {
     "operations": BASE | {"llm", "tools", "context", "memory"},
     "actors": BASE | {"llm", "tools", "context", "memory", "operations"},
     "flows": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "store"},
+    # Durable turns build on the actor runtime and the store; actors know none of it
+    # (they declare the protocols it implements).
+    "durable": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "store"},
     "supervisors": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "store", "mcp", "flows"},
+    | {"llm", "tools", "context", "memory", "operations", "actors", "store", "mcp", "flows"}
+    | {"durable"},
     "mcp": BASE | {"llm", "tools", "context", "memory", "operations", "actors"},
     "telemetry": BASE | {"llm", "actors"},
     "store": BASE,
     "testing": BASE | {"llm"},
     "cluster": BASE
     | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
-    | {"store"},
+    | {"store", "durable"},
     # The client of pride serve: the wire (messages, errors), llm's SSE parser, and
     # the Target protocol its refs implement.
     "client": BASE | {"llm", "actors"},
@@ -76,6 +82,7 @@ ALLOWED: dict[str, set[str]] = {
         "cluster",
         "telemetry",
         "flows",
+        "durable",
     },
     # asyncio programs (pride.aio): a Session run as a guest of an asyncio loop.
     "aio": BASE
@@ -241,6 +248,13 @@ def test_imports_point_one_way() -> None:
             if target != layer and target not in allowed:
                 violations.append(f"{path.relative_to(ROOT)} imports pride.{target}")
     assert violations == []
+
+
+def test_actors_never_see_durable_turns() -> None:
+    """The actor runtime declares what it needs of a journal and a commit
+    (``pride.actors.journaling``, ``CommitHandover``); no module of it imports
+    pride.durable, even for types."""
+    assert {m for m in _imported_modules("actors") if m.startswith("pride.durable")} == set()
 
 
 def test_operations_never_see_the_actor_runtime() -> None:

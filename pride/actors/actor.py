@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from uuid import UUID
 
 import attrs
@@ -35,9 +35,7 @@ from ..messages import Attach, Detach, PriorityCommand, Stop, WorkCommand
 from . import instrument, turn, wiring
 from .allowance import carry, uncarry
 from .budget import Account
-from .commit import deferrable, hand_over_step
 from .dispatch import run_command
-from .journal import BranchJournal
 from .lifecycle import meter_for, run_turn, uncommitted
 from .mailbox import Mailbox, MailboxStatistics, Reply
 from .riders import ride
@@ -48,8 +46,16 @@ from .waits import serving_step
 if TYPE_CHECKING:
     from .branch import Branch, HookSink, SignalSink
     from .ending import TurnEnd
+    from .journaling import BranchRecord
 
-__all__ = ["FINALIZE_GRACE", "Actor", "StopReason", "Suspend", "await_bounded"]
+__all__ = [
+    "FINALIZE_GRACE",
+    "Actor",
+    "CommitHandover",
+    "StopReason",
+    "Suspend",
+    "await_bounded",
+]
 
 log = logging.getLogger("pride.actor")
 
@@ -58,6 +64,24 @@ StopReason = Literal["normal", "shutdown", "suspend"]
 TurnBarrier = Callable[["turn.TurnState | None"], Awaitable[None]]
 """Awaited at the end of every turn (with its state) and ``Act`` (with None),
 before its terminal signal and its reply (a store's commit)."""
+
+
+@runtime_checkable
+class CommitHandover(Protocol):
+    """A turn barrier that can take a finished turn off the actor's hands: it ends
+    the turn (or ``Act``) once its commit is durable, and the actor serves its
+    next item meanwhile (`pride.durable.commit.CommitBarrier` is one). The actor
+    hands its turns over when such a barrier is its only one.
+    """
+
+    def hand_over_turn(self, actor: Actor, state: turn.TurnState, end: TurnEnd) -> bool:
+        """Stage the turn's commit and hand ``end`` to it: True if handed over (the
+        commit calls ``end``), False if the driver ends it now."""
+        ...
+
+    def hand_over_step(self, actor: Actor, reply: Reply, result: Any) -> None:
+        """Answer an ``Act`` once its commit is durable (at once if nothing waits)."""
+        ...
 
 
 @attrs.frozen(kw_only=True)
@@ -86,11 +110,12 @@ class Actor:
         directory: resolves branch names for sends made from the branch's turns.
         account: the branch's usage, counted over all its turns (``branch.usage``);
             while attached, its parent is the session's account.
-        journal: the branch's turn journal (`pride.actors.journal`), if it keeps one.
+        journal: the branch's turn journal (`pride.actors.journaling`), if it keeps one.
         barriers: what every turn and ``Act`` awaits before its terminal and
             reply (see `add_turn_barrier`), or None while there are none.
+        handover: the barriers when they are one `CommitHandover`, else None.
         answering: the last turn handed to its commit whose terminal a subscriber
-            may see, until the loop takes its next item (`pride.actors.commit`).
+            may see, until the loop takes its next item (`pride.durable.commit`).
     """
 
     __slots__ = (
@@ -100,6 +125,7 @@ class Actor:
         "branch",
         "directory",
         "envelope",
+        "handover",
         "hooks",
         "host",
         "journal",
@@ -122,8 +148,9 @@ class Actor:
         self.owner_id: UUID | None = None
         self.directory: Any = None
         self.account = Account(None, scope=f"branch {branch.name}")
-        self.journal: BranchJournal | None = None
+        self.journal: BranchRecord | None = None
         self.barriers: list[TurnBarrier] | None = None
+        self.handover: CommitHandover | None = None
         self.answering: TurnEnd | None = None
 
     def __repr__(self) -> str:
@@ -225,6 +252,7 @@ class Actor:
         if self.barriers is None:
             self.barriers = []
         self.barriers.append(barrier)
+        self._choose_handover()
 
     def remove_turn_barrier(self, barrier: TurnBarrier) -> None:
         """Stop awaiting ``barrier``; nothing happens if it was not added."""
@@ -232,6 +260,12 @@ class Actor:
             self.barriers.remove(barrier)
             if not self.barriers:
                 self.barriers = None
+            self._choose_handover()
+
+    def _choose_handover(self) -> None:
+        barriers = self.barriers
+        only = barriers[0] if barriers is not None and len(barriers) == 1 else None
+        self.handover = only if isinstance(only, CommitHandover) else None
 
     # ------------------------------------------------------------ serving
 
@@ -374,9 +408,9 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
             # Its tool calls are recorded: like a turn, answered only once they are durable.
             if reply.rider is not None:
                 ride(reply, result, None)  # committed with them (pride.actors.riders)
-            barrier = deferrable(actor)
-            if barrier is not None:  # answered by the commit (or at once: nothing to commit)
-                hand_over_step(actor, reply, result, barrier)
+            handover = actor.handover
+            if handover is not None:  # answered by the commit (or at once: nothing to commit)
+                handover.hand_over_step(actor, reply, result)
             else:
                 failure = await _commit_step(actor)
                 if failure is None:

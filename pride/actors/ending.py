@@ -5,7 +5,7 @@ ended into an `Outcome`; a `TurnEnd` then ends the turn: counted on the
 accounts above the branch, its terminal signal (``RunEnd``, ``RunFailed`` or
 ``RunSuspended``, built only if a subscriber may want it), its trace, and the
 answer to its caller. It is the one end-of-turn path: the driver calls it at
-once, or hands it to the store's commit (`pride.actors.commit`), which calls
+once, or hands it to the store's commit (`pride.durable.commit`), which calls
 it when the commit ends.
 """
 
@@ -74,7 +74,7 @@ class TurnEnd:
 
     The driver (`pride.actors.lifecycle`) makes one once the turn's outcome is
     known and its shielded finalisation is over, and either calls it at once
-    (``end(None)``) or hands it to the store's commit (`pride.actors.commit`),
+    (``end(None)``) or hands it to the store's commit (`pride.durable.commit`),
     which calls it with the commit's failure (None: durable) when the commit
     ends, in a callback of trio's run loop. Either way the same code runs.
 

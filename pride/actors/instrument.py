@@ -19,7 +19,7 @@ What an integration implements, and where the runtime calls it:
 * `TurnTrace.model_call` and `TurnTrace.tool_call`: around every model
   call and every tool invocation, at the turn view;
 * `TurnTrace.end`: when the turn has finalised, with its outcome and usage;
-  a turn answered by its commit (`pride.actors.commit`) calls
+  a turn answered by its commit (`pride.durable.commit`) calls
   `TurnTrace.leave` in its actor's task first, and `end` later, outside it.
 
 An integration must never raise into the runtime: a failure of its own is

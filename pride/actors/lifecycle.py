@@ -24,7 +24,7 @@ no nested tasks, signal tasks or barriers has nothing to finalise under a
 shield: it ends at once, and only an async subscriber's wait for its
 terminal is shielded (and bounded). A turn whose one barrier is a store's
 commit, with nothing else to finalise, hands its `TurnEnd` to the commit
-(`pride.actors.commit`), which calls it once the commit ends; the actor
+(`pride.durable.commit`), which calls it once the commit ends; the actor
 serves its next item meanwhile.
 
 A failed turn is a result, not a crash: the caller gets the exception and
@@ -46,10 +46,9 @@ from ..messages import RunStart, WorkCommand, new_id
 from . import instrument, turn, wiring
 from .allowance import carry, uncarry
 from .budget import Meter
-from .commit import deferrable, hand_over_turn
 from .dispatch import run_command
 from .ending import SUCCESS, Outcome, TurnEnd, classify
-from .journal import open_run
+from .journaling import open_run
 from .mailbox import Reply
 from .riders import ride
 from .turn import FINALIZE_GRACE
@@ -144,11 +143,11 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         outcome = SUCCESS if error is None else classify(error, reply)
         if run is not None:
             outcome = _end_journal_run(actor, state, run, outcome)
-        barrier = deferrable(actor)
+        handover = actor.handover
         # Nothing to end under a shield (no nested tasks, signal deliveries or stream):
         # the turn's end can wait for its commit while the actor serves its next item.
         quiet = state.nested is None and state.signals is None and stream is None
-        committing = barrier is not None and quiet and outcome.reraise is None
+        committing = handover is not None and quiet and outcome.reraise is None
         if not committing and (not quiet or actor.barriers):
             outcome = await _finalise(actor, state, outcome, reply, result)
         elif reply.rider is not None:
@@ -156,8 +155,8 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         actor.last_context_report = context.provider_report  # before its caller is answered
         end = TurnEnd(actor, state, outcome, reply, result, committing=committing)
         if committing:
-            assert barrier is not None
-            handed = hand_over_turn(actor, state, end, barrier)
+            assert handover is not None
+            handed = handover.hand_over_turn(actor, state, end)
         if not handed:
             end.announce()  # what end(None) does, in the turn's own context
             if not end.finished:  # async subscribers of its terminal: the caller after them

@@ -38,7 +38,7 @@ from .budget import Meter
 if TYPE_CHECKING:
     from .actor import Actor
     from .branch import Branch
-    from .journal import JournalRun
+    from .journaling import TurnRecord
 
 __all__ = [
     "FINALIZE_GRACE",
@@ -142,7 +142,7 @@ class TurnState:
         nested: the turn's nested tasks (its "turn nursery"), once any started.
         signals: the turn's pending signal deliveries (the signal drain), once any.
         trace: the tracer's record of the turn, when tracing is on (`pride.actors.instrument`).
-        journal: the turn's journal run (`pride.actors.journal`), when the branch
+        journal: the turn's journal run (`pride.actors.journaling`), when the branch
             keeps a journal.
         suspended: the turn stopped for approval (set as it finalises).
         call_ids: the ids of the tool calls its model replies made so far (made
@@ -158,7 +158,7 @@ class TurnState:
     nested: TurnTasks | None = attrs.field(default=None, repr=False)
     signals: TurnTasks | None = attrs.field(default=None, repr=False)
     trace: Any = attrs.field(default=None, repr=False)
-    journal: JournalRun | None = attrs.field(default=None, repr=False)
+    journal: TurnRecord | None = attrs.field(default=None, repr=False)
     suspended: bool = False
     call_ids: set[str] | None = attrs.field(default=None, repr=False)
 
@@ -465,7 +465,7 @@ def live_scope_for(branch: object) -> TurnScope | None:
     is the binding's turn, and that turn has not closed. A finalizing turn is
     returned too; the caller decides (TurnFinalizingError). So is a turn
     handed to its commit while its terminal's subscribers run
-    (`pride.actors.commit`): finalizing, its actor serving no other turn.
+    (`pride.durable.commit`): finalizing, its actor serving no other turn.
     """
     bound = _active_turn.get()
     if bound is None or bound.branch is not branch:

@@ -15,7 +15,7 @@ reaches the runtime:
   `BranchTurn.after_tool_call` (the call log, the after/error hooks);
 * `BranchTurn.gather_context`: the context providers, once per turn.
 
-When the turn keeps a journal (`pride.actors.journal`), both effects ask it
+When the turn keeps a journal (`pride.actors.journaling`), both effects ask it
 first: a step the journal holds is answered from it (a resumed turn), and
 every step made live is recorded in it.
 
@@ -50,7 +50,7 @@ from ..tools import ActionOutcome
 from . import wiring
 from .budget import Meter
 from .instrument import TurnTrace
-from .journal import refuse_approvals
+from .journaling import refuse_approvals
 from .model_call import call_model_once, unique_call_ids
 from .turn import TurnScope
 

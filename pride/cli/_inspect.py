@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..actors.journal import BranchJournal
+from ..durable import BranchJournal
 from ..errors import StoreError
 from ..messages import ActionRequest, ActionResponse, RoledMessage
 from ..store import BranchStore, StoredBranch, StoredTurn

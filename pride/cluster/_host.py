@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from ..actors import Branch
-from ..actors.journal import Durability
+from ..durable import Durability
 from ..errors import InvalidMessage, StoreLocked
 from ..messages import BranchStopped
 from ..supervisors import Session

@@ -4,7 +4,7 @@ A turn of a branch with a store journals each step it completes (a model
 reply with its usage, a tool call's result, an approval decision) so that a
 process that dies mid-turn can resume the turn without repeating them. This
 module is the storage half: the rows and the SQL. What a step means, and
-how a turn is replayed from its steps, is `pride.actors.journal`'s business
+how a turn is replayed from its steps, is `pride.durable.journal`'s business
 (the store never imports actors); here a step is JSON text under a number.
 
 Schema (part of the store's version 2):

@@ -328,7 +328,7 @@ class BranchStore(Journals, Reads):
         raises is logged.
 
         A turn uses it to be answered by the commit that makes it durable, so
-        its actor can serve its next item meanwhile (`pride.actors.commit`).
+        its actor can serve its next item meanwhile (`pride.durable.commit`).
         """
         if self._writer is None or self._reader is None:
             self._require(write=True)  # raises: not open, or read-only

@@ -5,7 +5,7 @@ What [`Session`][pride.supervisors.session.Session]'s ``on_resume``,
 ``resolve`` and ``suspended_turns`` do (each function here takes the session
 first; the methods document the contract).
 A turn is found by its id in the turn journals of the tree's branches
-(`pride.actors.journal`), so a turn restored from a store by another process
+(`pride.durable.journal`), so a turn restored from a store by another process
 is found the same way; a turn of a passivated virtual branch is found in the
 store's journal, and its branch activated. Continuing it is an ordinary
 ``Resume`` work command sent to its branch.
@@ -20,6 +20,7 @@ from uuid import UUID
 import attrs
 
 from ..actors import Branch, Reply, ask
+from ..durable import journal_of
 from ..errors import UnknownTurn
 from ..messages import Decision, PendingCall, Resume
 
@@ -85,7 +86,7 @@ async def _activate_holder(members: Membership, turn_id: UUID) -> Branch | None:
     if name is None or not virtuals.claims(name):
         return None
     branch = await virtuals.activate(name)
-    journal = branch.actor.journal
+    journal = journal_of(branch)
     return branch if journal is not None and turn_id in journal.waiting else None
 
 
@@ -93,7 +94,7 @@ def suspended_turns(session: WaitingSession) -> list[SuspendedTurn]:
     """[`Session.suspended_turns`][pride.supervisors.session.Session.suspended_turns]."""
     found = []
     for branch in session._members.tree_branches():
-        journal = branch.actor.journal
+        journal = journal_of(branch)
         if journal is None:
             continue
         for waiting in journal.waiting.values():
@@ -104,7 +105,7 @@ def suspended_turns(session: WaitingSession) -> list[SuspendedTurn]:
 
 def _holder_of(members: Membership, turn_id: UUID) -> Branch | None:
     for branch in members.tree_branches():
-        journal = branch.actor.journal
+        journal = journal_of(branch)
         if journal is not None and turn_id in journal.waiting:
             return branch
     return None

@@ -26,23 +26,23 @@ import trio
 from ..actors import Branch, BranchRef, send, send_nowait
 from ..actors.branch import live_branch
 from ..actors.budget import Account
-from ..actors.journal import Durability
 from ..actors.target import Target, is_target
 from ..actors.waits import serving_branch
 from ..actors.wiring import detach
+from ..durable import Durability
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
 from ..messages import Attach, Detach, Stop
 from ._child import Child, Member
-from ._persistence import hand_over
+from ._resumes import hand_over
 from ._roster import Roster
 from ._service import Service
 from ._supervisor import Supervisor
 from .strategy import RestartType
 
 if TYPE_CHECKING:
+    from ..durable import Persistence
     from ..memory import MemoryStore
     from ..operations.registry import OperationManager
-    from ._persistence import Persistence
     from ._virtual import VirtualRef, Virtuals
     from .hooks import HookBus
     from .observer import Observer

@@ -22,8 +22,8 @@ from ..actors.mailbox import Reply
 from ..errors import VirtualKindError
 
 if TYPE_CHECKING:
+    from ..durable import Persistence
     from ._child import Child
-    from ._persistence import Persistence
     from ._supervisor import Supervisor
     from .observer import Observer
 

@@ -48,9 +48,9 @@ from ..actors import (
     stream as stream_to,
 )
 from ..actors.budget import Account
-from ..actors.journal import Durability
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
+from ..durable import Durability, Persistence
 from ..errors import UnknownBranch, VirtualKindError
 from ..flows import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, Flow, FlowEvents, FlowResult
 from ..flows.journal import UnfinishedFlow
@@ -62,7 +62,6 @@ from . import _approvals as approvals, _flows as flows, _service as serving
 from ._approvals import SuspendedTurn
 from ._child import Child
 from ._membership import Membership
-from ._persistence import Persistence
 from ._service import Service
 from ._statistics import SessionStatistics, statistics_of
 from ._supervisor import Supervisor

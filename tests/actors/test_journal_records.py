@@ -1,8 +1,8 @@
-"""Tests for ``pride.actors.journal_records``: a journaled model step keeps the whole reply."""
+"""Tests for ``pride.durable.records``: a journaled model step keeps the whole reply."""
 
 from __future__ import annotations
 
-from pride.actors.journal_records import StepRecord
+from pride.durable.records import StepRecord
 from pride.llm import ModelResponse, ToolCall, Usage
 from pride.messages import Reasoning
 

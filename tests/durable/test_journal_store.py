@@ -13,7 +13,7 @@ import trio
 
 import pride
 from pride import ApprovalRequired, Approve, Branch, Operate, Session, TurnAbandoned
-from pride.actors.journal_records import StepRecord
+from pride.durable.records import StepRecord
 from pride.llm import ModelResponse, ToolCall
 from pride.messages import to_json
 from pride.store import BranchStore

@@ -114,7 +114,7 @@ async def test_issue36_a_turn_restored_after_a_crash_counts_only_what_runs_again
     """A journal as a crashed process leaves it (one model step done, costing a
     cent): the restored turn answers that step from the journal and makes one live
     call; this process counted one real model call, the turn two."""
-    from pride.actors.journal_records import StepRecord
+    from pride.durable.records import StepRecord
     from pride.llm import ModelResponse
 
     path = tmp_path / "store.db"

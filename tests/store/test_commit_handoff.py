@@ -1,5 +1,5 @@
 """A turn of a branch with a store is answered by the commit that makes it durable,
-while its actor serves its next item (issue 19, pride.actors.commit).
+while its actor serves its next item (issue 19, pride.durable.commit).
 
 The commits are held up by a second SQLite connection holding the write lock
 (what a slow disk or a reader's checkpoint does): the store's write waits in its

@@ -6,7 +6,7 @@ a stable name (one given by code, so the same across process restarts):
 
 * on spawn, a stored conversation with that name is restored into the branch
   (its id and messages; models, tools and providers are wired by code); the
-  branch gets its turn journal (`pride.actors.journal`), with the unfinished
+  branch gets its turn journal (`pride.durable.journal`), with the unfinished
   turns the store holds for it;
 * a branch the store does not hold yet is stored (whole) once it has a
   message to store: the end of a turn that recorded some, or a message
@@ -47,14 +47,13 @@ from uuid import UUID
 import attrs
 
 from ..actors import Branch, Reply
-from ..actors.commit import CommitBarrier
-from ..actors.journal import BranchJournal, Durability
 from ..actors.turn import TurnState
-from ..flows.journal import parse_node_tag
 from ..messages import Resume, RoledMessage
 from ..store import BranchStore
+from .commit import CommitBarrier
+from .journal import BranchJournal, Durability
 
-__all__ = ["Persistence", "hand_over"]
+__all__ = ["Persistence", "journal_of"]
 
 log = logging.getLogger("pride.session")
 
@@ -87,7 +86,7 @@ class Persistence:
         Returns True if a stored conversation was restored. Branches without
         a stable name are left alone (their names change between runs).
         ``activity`` is called at the end of each of its turns and ``Act``
-        steps (a virtual branch's idle clock, `pride.supervisors._virtual`).
+        steps (a virtual branch's idle clock).
         """
         if not branch.stable_name or branch in self._wired:
             return False
@@ -131,7 +130,7 @@ class Persistence:
         turn whose journal entry cannot be replayed). Returns the envelopes,
         each tagged as its turn's first envelope was.
         """
-        journal = branch.actor.journal
+        journal = journal_of(branch)
         if journal is None:
             return []
         replies = []
@@ -248,33 +247,19 @@ class Persistence:
         branch.remove_message_listener(persist)
         branch.remove_rewrite_listener(rewrite)
         branch.actor.remove_turn_barrier(commit)
-        journal = branch.actor.journal
+        journal = journal_of(branch)
         if journal is not None and journal.backend is self.store:
             # Its unfinished turns stay in the store; in memory they go with the store.
             branch.actor.journal = None
 
 
-def hand_over(
-    reply: Reply, handlers: list[Callable[[Any], Any]], flow_turns: dict[str, Any]
-) -> None:
-    """Hand the envelope of a resumed turn to the session's ``on_resume``
-    ``handlers``, or, a flow node's (its tag says so), to ``flow_turns``, where
-    the session's ``resume_flow`` takes it."""
-    if parse_node_tag(reply.tag) is not None:  # the flow's, not an application's
-        flow_turns[reply.tag] = reply  # type: ignore[index]
-        log.info(
-            "branch %r: resumed the turn of flow node %s; session.resume_flow waits for it",
-            reply.branch.name,
-            reply.tag,
-        )
-        return
-    if not handlers:
-        log.info(
-            "branch %r: turn resumed with no on_resume handler; its result goes to observers only",
-            reply.branch.name,
-        )
-    for handler in list(handlers):
-        try:
-            handler(reply)
-        except Exception:
-            log.exception("on_resume handler %r failed", handler)
+def journal_of(branch: Branch) -> BranchJournal | None:
+    """The journal ``branch``'s actor keeps, if it keeps one.
+
+    The actor knows its journal only by the protocol it needs
+    (`pride.actors.journaling.BranchRecord`); pride's one journal class is
+    `BranchJournal`, so this only tells the type checker what it is.
+    """
+    journal = branch.actor.journal
+    assert journal is None or isinstance(journal, BranchJournal)
+    return journal

@@ -2,9 +2,9 @@
 
 A step is kept as strict JSON in the store's ``steps`` table (see
 `pride.store.journal`); reading one back checks every field, because a file
-is not trusted. A [`WaitingTurn`][pride.actors.journal_records.WaitingTurn] is
+is not trusted. A [`WaitingTurn`][pride.durable.records.WaitingTurn] is
 a turn that has not ended: suspended for approval, or interrupted by a crash.
-See `pride.actors.journal` for how they are used.
+See `pride.durable.journal` for how they are used.
 """
 
 from __future__ import annotations

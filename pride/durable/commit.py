@@ -40,12 +40,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .actor import Actor
-    from .ending import TurnEnd
-    from .mailbox import Reply
-    from .turn import TurnState
+    from ..actors import Reply
+    from ..actors.actor import Actor
+    from ..actors.ending import TurnEnd
+    from ..actors.turn import TurnState
 
-__all__ = ["CommitBarrier", "deferrable", "hand_over_step", "hand_over_turn"]
+__all__ = ["CommitBarrier"]
 
 log = logging.getLogger("pride.actor")
 
@@ -69,7 +69,9 @@ class CommitBarrier:
             if its commit failed).
 
     The halves are the callables themselves, called with no layer between
-    (every turn of a stored branch calls both).
+    (every turn of a stored branch calls both). As an actor's only barrier it
+    is the actor's `CommitHandover` (`pride.actors.actor`): the actor hands it
+    each turn (`hand_over_turn`) and each ``Act`` (`hand_over_step`) to end.
     """
 
     __slots__ = ("after_commit", "flush", "stage")
@@ -93,56 +95,45 @@ class CommitBarrier:
         self.stage(state)
         await self.flush()
 
+    def hand_over_turn(self, actor: Actor, state: TurnState, end: TurnEnd) -> bool:
+        """Stage the turn's commit and hand its end to it: True if handed over (the
+        commit calls ``end``), False if the driver ends it now (nothing waits for a
+        commit, or staging failed: ``end`` then fails the turn with the error)."""
+        try:
+            self.stage(state)
+        except Exception as exc:
+            end.uncommitted(exc)
+            return False
+        if not self.after_commit(end):
+            return False
+        reply = end.reply
+        reply.start(reply.turn_id, None)  # a caller giving up now cancels nothing of the actor's
+        if end.watched:
+            end.context = contextvars.copy_context()  # what its subscribers see (the turn's)
+            actor.answering = end  # its terminal goes before the branch's next signal
+        if state.trace is not None:  # the span ends later, its context is restored here, now
+            state.trace.leave()
+        return True
 
-def deferrable(actor: Actor) -> CommitBarrier | None:
-    """The actor's one barrier, if it is a `CommitBarrier` (else None: the turn
-    awaits its barriers itself)."""
-    barriers = actor.barriers
-    if barriers is not None and len(barriers) == 1 and isinstance(barriers[0], CommitBarrier):
-        return barriers[0]
-    return None
-
-
-def hand_over_turn(actor: Actor, state: TurnState, end: TurnEnd, barrier: CommitBarrier) -> bool:
-    """Stage the turn's commit and hand its end to it: True if handed over (the
-    commit calls ``end``), False if the driver ends it now (nothing waits for a
-    commit, or staging failed: ``end`` then fails the turn with the error)."""
-    try:
-        barrier.stage(state)
-    except Exception as exc:
-        end.uncommitted(exc)
-        return False
-    if not barrier.after_commit(end):
-        return False
-    reply = end.reply
-    reply.start(reply.turn_id, None)  # a caller giving up now cancels nothing of the actor's
-    if end.watched:
-        end.context = contextvars.copy_context()  # what its subscribers see (the turn's)
-        actor.answering = end  # its terminal goes before the branch's next signal
-    if state.trace is not None:  # the span ends later, its context is restored here, now
-        state.trace.leave()
-    return True
-
-
-def hand_over_step(actor: Actor, reply: Reply, result: Any, barrier: CommitBarrier) -> None:
-    """Stage an ``Act``'s commit and answer it once that is durable (at once if
-    nothing waits for a commit)."""
-    try:
-        barrier.stage(None)
-    except Exception as exc:
-        log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
-        reply.fail(exc)
-        return
-    name = actor.branch.name
-
-    def done(failure: Exception | None) -> None:
-        if failure is None:
-            reply.succeed(result)
+    def hand_over_step(self, actor: Actor, reply: Reply, result: Any) -> None:
+        """Stage an ``Act``'s commit and answer it once that is durable (at once if
+        nothing waits for a commit)."""
+        try:
+            self.stage(None)
+        except Exception as exc:
+            log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
+            reply.fail(exc)
             return
-        log.error("an Act of branch %r: %s", name, failure)
-        reply.fail(failure)
+        name = actor.branch.name
 
-    if barrier.after_commit(done):
-        reply.start(None, None)
-    else:
-        reply.succeed(result)
+        def done(failure: Exception | None) -> None:
+            if failure is None:
+                reply.succeed(result)
+                return
+            log.error("an Act of branch %r: %s", name, failure)
+            reply.fail(failure)
+
+        if self.after_commit(done):
+            reply.start(None, None)
+        else:
+            reply.succeed(result)
