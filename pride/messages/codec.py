@@ -22,8 +22,10 @@ returned and no raw cattrs or ``KeyError`` escapes.
 from __future__ import annotations
 
 import functools
+import math
 import typing
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -61,7 +63,18 @@ from ._hooks import (
     unstructure_model_spec,
     unstructure_response_format,
 )
-from ._json import MAX_DEPTH, TOO_DEEP, dump_json, is_scalar_text, parse_json, scrub
+from ._json import (
+    ENCODER,
+    INT_MAX,
+    INT_MIN,
+    MAX_DEPTH,
+    TOO_DEEP,
+    dump_json,
+    is_plain,
+    is_scalar_text,
+    parse_json,
+    scrub,
+)
 from .budget import Budget
 
 __all__ = [
@@ -69,6 +82,7 @@ __all__ = [
     "TAG",
     "dump_json",
     "from_json",
+    "id_text",
     "is_scalar_text",
     "parse_json",
     "registered_types",
@@ -171,7 +185,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(float, structure_float)
     converter.register_structure_hook(bool, structure_bool)
     converter.register_structure_hook(UUID, structure_uuid)
-    converter.register_unstructure_hook(UUID, str)
+    converter.register_unstructure_hook(UUID, id_text)
     converter.register_structure_hook_func(
         is_marker("pride:json"), lambda value, _: check_json(value)
     )
@@ -392,6 +406,9 @@ def to_json(obj: Any) -> str:
             carry (a non-finite float, an integer outside 64 bits, a lone
             surrogate), named by its path (``Chat.context.k``).
     """
+    text = _message_text(obj)
+    if text is not None:
+        return text
     data = unstructure(obj)
     try:
         return dump_json(data)
@@ -399,6 +416,81 @@ def to_json(obj: Any) -> str:
         raise InvalidMessage(
             [(type(obj).__name__ + path.removeprefix("$"), reason) for path, reason in exc.problems]
         ) from None
+
+
+def id_text(identity: Any) -> str:
+    """``str(identity)``, the wire form of a `UUID`; msgspec makes it (``UUID.__str__``
+    formats in Python: 19.5k instructions against 3.6k, callgrind, and every stored
+    message needs its id as text twice, in its row and its id column: 6% of a stored
+    turn, benchmarks.instructions' "durable turn, store")."""
+    if type(identity) is not UUID:
+        return str(identity)
+    return ENCODER.encode(identity)[1:-1].decode("ascii")
+
+
+# ------------------------------------------------------- a message's own text
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    # What both the converter (cattrs skips init=False attributes) and msgspec (it
+    # skips names with a leading underscore) write of an attrs class.
+    return tuple(
+        field.name for field in attrs.fields(cls) if field.init and not field.name.startswith("_")
+    )
+
+
+# A conversation message of these classes is written by msgspec from the message
+# itself once every field's value is checked, skipping the converter's unstructuring
+# (a dict per message built by cattrs' generated code): the same row, key order
+# apart (tests/messages/test_message_text.py compares the two for every class).
+# Kept as a fast path beside the general one because it is measured (callgrind):
+# an Instruction costs 15.3k instructions this way against 53.3k, an
+# AssistantResponse 25.0k against 55.8k, together 13% of a stored turn (531.9k,
+# benchmarks.instructions' "durable turn, store, journal off"), which records one of each.
+_MESSAGES: dict[type, tuple[bytes, Callable[[Any], tuple[Any, ...]]]] = {
+    # Every field's value in one C call (attrgetter of several names returns a tuple).
+    cls: (f'{{"{TAG}":"{cls.__name__}",'.encode(), attrgetter(*_fields(cls)))
+    for cls in (
+        conversation.System,
+        conversation.Instruction,
+        conversation.AssistantResponse,
+        conversation.ActionRequest,
+        conversation.ActionResponse,
+    )
+}
+# Field values msgspec writes as the converter does, with no check (text with a lone
+# surrogate makes msgspec raise; `_message_text` then steps aside).
+_AS_IS_FIELD = frozenset({str, type(None), bool, UUID})
+
+
+def _message_text(message: Any) -> str | None:
+    """The JSON text of a conversation message, or None to go the converter's way.
+
+    None unless ``message`` is one of the five message classes (exactly: a
+    subclass may add fields or hooks) and every field holds what strict JSON
+    carries as it is (a `UUID` as well: both ways write it as text).
+    """
+    known = _MESSAGES.get(type(message))
+    if known is None:
+        return None
+    prefix, values = known
+    for value in values(message):
+        kind = type(value)
+        if kind in _AS_IS_FIELD:
+            continue
+        if kind is float:
+            if not math.isfinite(value):
+                return None
+        elif kind is tuple or kind is list or kind is dict:
+            if value and not is_plain(value, MAX_DEPTH - 2):
+                return None
+        elif kind is not int or not INT_MIN <= value <= INT_MAX:
+            return None
+    try:
+        body = ENCODER.encode(message)
+    except UnicodeEncodeError:  # a lone surrogate (in a field no converter scrubs)
+        return None
+    return (prefix + body[1:]).decode("utf-8")
 
 
 def from_json(text: str | bytes, tp: type[T] | Any) -> T:

@@ -74,13 +74,13 @@ import trio
 
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, unstructure
-from ..messages.codec import dump_json
+from ..messages.codec import dump_json, id_text, to_json
 from ._batch import HEADER, REWRITE, AfterCommit, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
 from ._queue import WriteQueue
 from ._reads import Reads, StoredBranch
-from ._rows import id_text, message_text, projection_text, row_text
+from ._rows import projection_text
 from ._tables import (
     delete_branch,
     message_count,
@@ -232,7 +232,7 @@ class BranchStore(Journals, Reads):
         rows = []
         for message in messages:
             try:
-                data = message_text(message) or self._row_data(branch_name, message)
+                data = self._row_data(branch_name, message)
             except Exception as exc:  # recorded in memory, not storable: said at the flush
                 error = StoreError(
                     f"message {message.id} of branch {branch_name!r} cannot be stored in "
@@ -285,20 +285,17 @@ class BranchStore(Journals, Reads):
         return seq
 
     def _row_data(self, branch_name: str, message: RoledMessage) -> str:
-        text = message_text(message)
-        if text is not None:
-            return text
-        data = unstructure(message)
         try:
-            return row_text(data)
+            return to_json(message)
         except InvalidMessage as exc:
+            text = dump_json(unstructure(message), replace=True)  # raises: no wire form
             log.warning(
                 "branch %r, message %s: %s; stored with the documented replacement",
                 branch_name,
                 message.id,
                 exc,
             )
-            return dump_json(data, replace=True)
+            return text
 
     async def flush(self, branch_name: str | None = None) -> None:
         """Commit what is queued so far: everything, or what ``branch_name`` queued
@@ -352,7 +349,7 @@ class BranchStore(Journals, Reads):
         db = self._require(write=True)
         await self.flush(name)
         rows = [
-            (name, seq, str(message.id), self._row_data(name, message))
+            (name, seq, id_text(message.id), self._row_data(name, message))
             for seq, message in enumerate(messages)
         ]
         header = projection_text(projection)

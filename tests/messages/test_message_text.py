@@ -1,4 +1,5 @@
-"""A message's row text: the short way (msgspec on the message) writes the codec's row."""
+"""A message's JSON text: the short way (msgspec on the message itself) writes what the
+converter's way (unstructure, then dump_json) writes, or steps aside."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import math
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import given, strategies as st
 
+from pride.errors import InvalidMessage
 from pride.messages import (
     ActionRequest,
     ActionResponse,
@@ -19,8 +22,7 @@ from pride.messages import (
     structure,
     unstructure,
 )
-from pride.messages.codec import dump_json, parse_json
-from pride.store._rows import id_text, message_text, row_text
+from pride.messages.codec import dump_json, id_text, parse_json, to_json
 
 _scalars = st.one_of(
     st.none(),
@@ -54,56 +56,71 @@ def _messages(data: Any) -> list[RoledMessage]:
 
 
 def _codec_row(message: RoledMessage) -> str:
-    return row_text(unstructure(message))
+    """The converter's way: unstructure, then strict JSON text."""
+    return dump_json(unstructure(message))
+
+
+def _short_way(message: RoledMessage) -> bool:
+    """Whether ``to_json`` wrote ``message`` from the message itself: its keys are
+    in the class's order (msgspec's), not the converter's (the id first)."""
+    return list(parse_json(to_json(message)))[1] != "id"
 
 
 @given(_json)
-def test_the_short_way_writes_the_codec_row_or_steps_aside(data: Any) -> None:
-    """Whatever a message holds, the short way either gives the row the codec's way
-    gives (same JSON, key order apart) or None (and the codec's way is taken)."""
+def test_a_message_json_is_the_converter_text_or_refused_alike(data: Any) -> None:
+    """Whatever a message holds, ``to_json`` gives the data the converter's way gives
+    (key order apart), or refuses it as that way does."""
     for message in _messages(data):
-        text = message_text(message)
-        if text is None:
+        try:
+            expected = parse_json(_codec_row(message))
+        except InvalidMessage:
+            with pytest.raises(InvalidMessage):
+                to_json(message)
             continue
-        assert parse_json(text) == parse_json(_codec_row(message))
+        assert parse_json(to_json(message)) == expected
 
 
 def test_plain_messages_take_the_short_way() -> None:
-    """The common case (text, plain JSON data) never pays for the codec's way."""
+    """The common case (text, plain JSON data) never pays for the converter's way."""
     for message in _messages({"usage": {"input_tokens": 3}, "model": "m", "ratio": 0.5}):
-        text = message_text(message)
-        assert text is not None
+        assert _short_way(message)
+        text = to_json(message)
         assert parse_json(text) == parse_json(_codec_row(message))
         assert structure(parse_json(text), RoledMessage) == message
 
 
-def test_what_strict_json_cannot_carry_goes_the_codec_way() -> None:
+def test_what_strict_json_cannot_carry_is_refused_with_its_path() -> None:
     """An integer beyond 64 bits, a key that is not text, a value that is not JSON:
     the short way steps aside (msgspec would write the number, "1" or its own form,
-    silently), so the documented replacements and their warning still apply. A
-    non-finite float never gets this far: it is null once the message is built
-    (issue 36), so what the store keeps is what the model was shown."""
+    silently), and the converter's way names what is wrong, so the store's documented
+    replacements and their warning still apply. A non-finite float never gets this
+    far: it is null once the message is built (issue 36), so what the store keeps is
+    what the model was shown."""
     for metadata in ({"x": math.nan}, {"nested": [{"deep": math.inf}]}):
         built = AssistantResponse(assistant_response="a", metadata=metadata)
-        assert "null" in str(message_text(built))
-    odd: list[dict[Any, Any]] = [
-        {"x": 2**63},
-        {1: "one"},
-        {"when": datetime.datetime(2026, 1, 1)},
+        assert "null" in to_json(built)
+    odd: list[tuple[dict[Any, Any], str]] = [
+        ({"x": 2**63}, "AssistantResponse.metadata.x"),
+        ({1: "one"}, "AssistantResponse.metadata"),
+        ({"when": datetime.datetime(2026, 1, 1)}, "AssistantResponse.metadata.when"),
     ]
-    for metadata in odd:
+    for metadata, path in odd:
         message = AssistantResponse(assistant_response="a", metadata=metadata)
-        assert message_text(message) is None
+        with pytest.raises(InvalidMessage) as refused:
+            to_json(message)
+        assert refused.value.problems[0][0] == path
         dump_json(unstructure(message), replace=True)  # what the store writes instead
 
 
-def test_a_subclass_goes_the_codec_way() -> None:
+def test_a_subclass_goes_the_converter_way() -> None:
     """Only the message classes themselves: a subclass may add fields or hooks."""
 
     class Noted(AssistantResponse):
         pass
 
-    assert message_text(Noted(assistant_response="a")) is None
+    noted = Noted(assistant_response="a")
+    assert not _short_way(noted)
+    assert parse_json(to_json(noted))["type"] == "AssistantResponse"
 
 
 def test_issue19_a_message_id_is_stored_as_its_str() -> None:
@@ -113,14 +130,14 @@ def test_issue19_a_message_id_is_stored_as_its_str() -> None:
     assert id_text("not-a-uuid") == "not-a-uuid"
 
 
-def test_issue19_a_lone_surrogate_in_a_field_no_converter_scrubs_goes_the_codec_way() -> None:
+def test_issue19_a_lone_surrogate_in_a_field_no_converter_scrubs_is_refused() -> None:
     """Text fields are scrubbed when a message is built, but ``image_detail`` (and
     what a caller sets past the converters) is not: msgspec refuses a lone
-    surrogate, so the short way steps aside and the codec's replacement applies."""
+    surrogate, so the short way steps aside and the converter's way refuses it,
+    the store then writing the codec's replacement."""
     message = Instruction(instruction="hi", image_detail=chr(0xD800))  # type: ignore[arg-type]
-    assert message_text(message) is None
-    assert "\\ufffd" in dump_json(unstructure(message), replace=True) or "\ufffd" in dump_json(
-        unstructure(message), replace=True
-    )
     mapped = Instruction(instruction="hi", tool_schemas=({"name": chr(0xDC80)},))
-    assert message_text(mapped) is None
+    for odd in (message, mapped):
+        with pytest.raises(InvalidMessage):
+            to_json(odd)
+        assert "\ufffd" in dump_json(unstructure(odd), replace=True)
