@@ -19,8 +19,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pride.cluster._link import Link
-from pride.cluster._ref import RemoteBranchRef
+from pride.cluster.caller.link import Link
+from pride.cluster.caller.ref import RemoteBranchRef
 
 __all__ = ["StubHost", "stub_ref"]
 

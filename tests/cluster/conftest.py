@@ -45,7 +45,7 @@ def start_host_actor(actor_class: type, host: str, *args: Any, **options: Any) -
     """
     import ray
 
-    from pride.cluster._hosts import HOST_PREFIX
+    from pride.cluster.caller.hosts import HOST_PREFIX
 
     actor = ray.remote(actor_class).options(
         name=HOST_PREFIX + host,

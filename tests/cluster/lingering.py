@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pride.cluster._actor import HostActor
+from pride.cluster.host.actor import HostActor
 
 
 class LingeringHost(HostActor):

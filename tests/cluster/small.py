@@ -8,7 +8,7 @@ upgrade of one side, refuses batches the caller sent in good faith).
 
 from __future__ import annotations
 
-from pride.cluster._actor import HostActor
+from pride.cluster.host.actor import HostActor
 
 
 class SmallHost(HostActor):

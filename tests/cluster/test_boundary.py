@@ -19,8 +19,8 @@ import trio
 import pride
 from pride import Call, Chat, InvalidMessage, RemoteError, RunEnd, Signal
 from pride.cluster import Cluster
-from pride.cluster._driver import wait_ref
-from pride.cluster._wire import decode_error, dumps, loads
+from pride.cluster.caller.driver import wait_ref
+from pride.cluster.wire.encoding import decode_error, dumps, loads
 from pride.messages import unstructure
 
 from .conftest import NAMESPACE, start_host_actor
@@ -185,7 +185,7 @@ async def test_a_signal_json_cannot_carry_is_dropped_and_logged_not_the_answers(
 
 
 def test_an_awaited_item_that_cannot_be_sent_is_refused_in_its_place() -> None:
-    from pride.cluster._returns import cut as _cut
+    from pride.cluster.host.returns import cut as _cut
 
     items = [
         {"k": "done", "id": "a", "value": float("inf")},

@@ -18,8 +18,8 @@ import trio
 
 from pride import Chat
 from pride.cluster import Cluster
-from pride.cluster._driver import wait_ref
-from pride.cluster._wire import dumps, loads
+from pride.cluster.caller.driver import wait_ref
+from pride.cluster.wire.encoding import dumps, loads
 from pride.messages import unstructure
 
 from .conftest import NAMESPACE, start_host_actor

@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from pride.cluster._driver import on_done, wait_ref
+from pride.cluster.caller.driver import on_done, wait_ref
 
 
 class _Ref:

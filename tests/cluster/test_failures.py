@@ -12,8 +12,8 @@ import trio
 import pride
 from pride import Call, Chat, ChatAndRecord, EnvelopeReplayed, HostLost, RunStart, Signal
 from pride.cluster import Cluster
-from pride.cluster._driver import wait_ref
-from pride.cluster._wire import decode_error, dumps, loads
+from pride.cluster.caller.driver import wait_ref
+from pride.cluster.wire.encoding import decode_error, dumps, loads
 from pride.messages import unstructure
 from pride.store import BranchStore
 

@@ -16,7 +16,7 @@ import trio.testing
 import pride
 from pride import Call, Chat, ChatAndRecord, InvalidMessage, ReAct
 from pride.cluster import Cluster
-from pride.cluster._wire import dumps, loads
+from pride.cluster.wire.encoding import dumps, loads
 from pride.messages import unstructure
 from pride.store import BranchStore
 
@@ -257,7 +257,8 @@ def small_host(ray_session: Path) -> Iterator[str]:
 def small(small_host: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """`small_host`, with this caller's limits lowered to its own: the limits'
     properties, shown with small sizes."""
-    from pride.cluster import _link, _wire
+    from pride.cluster.caller import link as _link
+    from pride.cluster.wire import encoding as _wire
 
     from .small import SmallHost
 
@@ -332,7 +333,7 @@ async def test_a_batch_its_host_refuses_leaves_no_gap_in_the_numbering(
     """Issue 36 item 19: a host that refuses a batch (here one whose limit, 1 MiB, is
     below its caller's) fails the envelopes it carried, and the caller fills the
     number it spent, so the connection's later batches are taken, not held for good."""
-    from pride.cluster import _link
+    from pride.cluster.caller import link as _link
 
     monkeypatch.setattr(_link, "MAX_BATCH_BYTES", 8 * 1024 * 1024)
     ref = await cluster.spawn(ECHO, name=name, host=small)

@@ -16,8 +16,8 @@ import trio
 import trio.testing
 
 from pride import Call, Chat, Run, RunStart, Signal
-from pride.cluster._host import HostRuntime
-from pride.cluster._wire import decode_error, decode_value
+from pride.cluster.host.runtime import HostRuntime
+from pride.cluster.wire.encoding import decode_error, decode_value
 from pride.messages import unstructure
 
 
@@ -110,7 +110,7 @@ async def test_a_batch_filling_the_gap_is_taken_when_many_wait_behind_it(
 ) -> None:
     """Past `MAX_HELD_BATCHES` batches waiting, a further one ahead of the gap is
     refused, but never the batch that fills it: that would stall the connection."""
-    from pride.cluster import _serving
+    from pride.cluster.host import serving as _serving
 
     monkeypatch.setattr(_serving, "MAX_HELD_BATCHES", 2)
     runtime, outbox = host

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from pride import StoreError
-from pride.cluster._journal import EnvelopeJournal
+from pride.cluster.host.journal import EnvelopeJournal
 
 
 def test_ids_recorded_before_are_reported_and_new_ones_are_not(tmp_path: Path) -> None:

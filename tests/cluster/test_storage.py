@@ -16,7 +16,7 @@ import trio
 import pride
 from pride import Call, ChatAndRecord, HostLost, StoreError, UnknownBranch
 from pride.cluster import Cluster
-from pride.cluster._storage import host_directory
+from pride.cluster.wire.storage import host_directory
 
 from .conftest import NAMESPACE
 

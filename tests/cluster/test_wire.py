@@ -20,7 +20,7 @@ from pride import (
     RunEnd,
     TurnCancelled,
 )
-from pride.cluster._wire import (
+from pride.cluster.wire.encoding import (
     decode_error,
     decode_value,
     dumps,

@@ -1,7 +1,7 @@
 """Where the signals of remote branches go, in the order their hosts emitted them.
 
 A host sends the signals of its branches to every connection that watches
-(`pride.cluster._link`); the caller's `SignalRoute` hands each to the
+(`pride.cluster.caller.link`); the caller's `SignalRoute` hands each to the
 cluster's own observer, to the observer of the session given to the Cluster,
 and to the observer of the session supervising that branch, if any. A
 supervised child's lifecycle signals (``BranchStarted``, ``BranchStopped``,
@@ -21,8 +21,8 @@ from typing import Any
 
 import trio
 
-from ..messages import BranchRestarted, BranchStarted, BranchStopped, Signal
-from ..supervisors import Observer
+from ...messages import BranchRestarted, BranchStarted, BranchStopped, Signal
+from ...supervisors import Observer
 
 __all__ = ["SignalRoute"]
 

@@ -1,7 +1,7 @@
 """What a host returns to a caller: its answers cut to a byte limit, in order.
 
 A host numbers what it owes a connection when a delivery or poll returns it
-(`pride.cluster._actor.HostActor`); one return carries at most
+(`pride.cluster.host.actor.HostActor`); one return carries at most
 ``max_message_bytes``. `cut` takes the answers that fit and leaves the rest for
 the next return; an answer that cannot go at all is refused in its place (or
 dropped and logged, if nobody waits on it), so a caller's numbering never has
@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..errors import InvalidMessage
-from ..messages.codec import scrub
-from ._wire import dumps, encode_error
+from ...errors import InvalidMessage
+from ...messages.codec import scrub
+from ..wire.encoding import dumps, encode_error
 
 __all__ = ["FRAME_BYTES", "cut"]
 
@@ -32,7 +32,7 @@ def cut(
     items left for a later return.
 
     A lone surrogate in an item's strings becomes U+FFFD and a non-finite number
-    null, as a local branch records them (`pride.cluster._wire.dumps_scrubbed`).
+    null, as a local branch records them (`pride.cluster.wire.encoding.dumps_scrubbed`).
     An item that cannot go at all (JSON has no form for a value in it, or it is
     larger than ``limit`` by itself) is dropped and logged, or, if its caller
     waits on it (an outcome, a stream item), replaced by a refusal naming the

@@ -2,7 +2,7 @@
 
 A host's branches are served through the ordinary target protocol against
 the host's `Session`: each envelope becomes a `HostedReply`
-(`pride.cluster._calls`) in the branch's mailbox, which reports its start and
+(`pride.cluster.host.calls`) in the branch's mailbox, which reports its start and
 outcome back as the branch's actor answers it. What this module does with
 what arrives (one batch at a time, in order):
 
@@ -17,7 +17,7 @@ what arrives (one batch at a time, in order):
   ahead of its batch: a queued envelope is dropped (no RunStart), a running
   turn is cancelled (terminal RunFailed), and a cancel that overtook its
   envelope is remembered so the envelope is refused when it arrives.
-* **Streams** are pulled (`pride.cluster._streams`): the caller grants
+* **Streams** are pulled (`pride.cluster.host.streams`): the caller grants
   credits, and the host forwards at most that many items ahead of the
   caller's consumption.
 * **Signals** of the hosted branches go to every connection that asked to
@@ -26,21 +26,21 @@ what arrives (one batch at a time, in order):
   as a child) are reported to that connection, watching or not.
 
 Everything the host sends back is queued per connection and handed to the
-glue thread in one batch per trio tick (`pride.cluster._outbox`).
+glue thread in one batch per trio tick (`pride.cluster.host.outbox`).
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 import attrs
 import trio
 
-from ..actors import Branch
-from ..errors import (
+from ...actors import Branch
+from ...errors import (
     BranchClosed,
     EnvelopeReplayed,
     InvalidMessage,
@@ -49,16 +49,16 @@ from ..errors import (
     TurnCancelled,
     UnknownBranch,
 )
-from ..messages import BranchStopped, Signal, WorkCommand, structure, unstructure
-from ._calls import Call, HostedReply, room, trace_context
-from ._streams import MAX_WINDOW, cancel_stream, serve_stream
-from ._wire import encode_error, encode_value, loads_text
+from ...messages import BranchStopped, Signal, WorkCommand, structure, unstructure
+from ..wire.encoding import encode_error, encode_value, loads_text
+from .calls import Call, HostedReply, room, trace_context
+from .outbox import Outbox
+from .streams import MAX_WINDOW, cancel_stream, serve_stream
 
 if TYPE_CHECKING:
-    from ..supervisors import Session
-    from ._host import HostRuntime
+    from ...supervisors import Session
 
-__all__ = ["MAX_HELD_BATCHES", "MAX_REMEMBERED_CANCELS", "MAX_WINDOW", "Connections"]
+__all__ = ["MAX_HELD_BATCHES", "MAX_REMEMBERED_CANCELS", "MAX_WINDOW", "Connections", "Served"]
 
 log = logging.getLogger("pride.cluster")
 
@@ -84,10 +84,24 @@ class _Conn:
     supervised: set[str] = attrs.field(factory=set)
 
 
+class Served(Protocol):
+    """What the connections serve (the host's `HostRuntime`): its name, its
+    outbox, its session (None while it is not serving) and its nursery."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def outbox(self) -> Outbox: ...
+    @property
+    def session(self) -> Session | None: ...
+    @property
+    def nursery(self) -> trio.Nursery: ...
+
+
 class Connections:
     """The callers' connections of one host (see the module docstring)."""
 
-    def __init__(self, runtime: HostRuntime) -> None:
+    def __init__(self, runtime: Served) -> None:
         self._runtime = runtime
         self.name = runtime.name
         self.outbox = runtime.outbox

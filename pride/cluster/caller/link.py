@@ -14,7 +14,7 @@ Per host, a caller process keeps one `Link` with a connection id and:
   ``poll`` call waits on the host for the rest whenever no delivery is under
   way (under load, the answers ride back on the deliveries). The host numbers what
   it sends; the link applies it in that order whichever path brought it,
-  checked as hostile input (`pride.cluster._answers`);
+  checked as hostile input (`pride.cluster.caller.answers`);
 * loss detection: the host's beacon (an object its process owns that never
   resolves) failing, or a delivery or poll failing, means the process died:
   Ray reports the beacon within milliseconds, and every envelope in flight
@@ -25,7 +25,7 @@ Per host, a caller process keeps one `Link` with a connection id and:
   a host reports the crashes of the branches a link supervises
   (`Link.supervise`; a local Session supervising them hears them as crashes of its children).
 
-What it carries are `Envelope`s (`pride.cluster._envelope`), each wrapping
+What it carries are `Envelope`s (`pride.cluster.caller.envelope`), each wrapping
 the send API's `Reply`, which the link answers through the target protocol
 (``hold``, ``start``, ``succeed``, ``fail``, its ``stream``).
 """
@@ -40,14 +40,14 @@ from typing import Any
 
 import trio
 
-from ..errors import HostLost, InvalidMessage
-from ..messages import Signal, new_id
-from ._answers import MAX_HELD_ANSWERS, Answers, Mailboxes, described_branches
-from ._driver import import_ray, on_done, wait_ref
-from ._envelope import Envelope
-from ._texts import Texts
-from ._unsent import encodable, refuse
-from ._wire import MAX_MESSAGE_BYTES, decode_error, dumps_text, loads
+from ...errors import HostLost, InvalidMessage
+from ...messages import Signal, new_id
+from ..wire.encoding import MAX_MESSAGE_BYTES, decode_error, dumps_text, loads
+from .answers import MAX_HELD_ANSWERS, Answers, Mailboxes, described_branches
+from .driver import import_ray, on_done, wait_ref
+from .envelope import Envelope
+from .texts import Texts
+from .unsent import encodable, refuse
 
 __all__ = [
     "MAX_BATCH",
@@ -354,7 +354,7 @@ class Link:
         Never raises (its caller is a sender's task, or the flusher): an item with
         no UTF-8 form fails alone with `InvalidMessage`, a call Ray refuses fails
         what it carried with `HostLost` (or loses the host, when Ray says it is
-        gone); logged, no batch number spent (`pride.cluster._unsent`)."""
+        gone); logged, no batch number spent (`pride.cluster.caller.unsent`)."""
         try:
             data = self._payload(batch).encode()
         except UnicodeEncodeError:

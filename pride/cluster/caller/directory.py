@@ -1,8 +1,8 @@
 """The hosts a Cluster talks to, and which host serves which branch name.
 
-Per host, this process keeps one `Link` (`pride.cluster._link`), made on
+Per host, this process keeps one `Link` (`pride.cluster.caller.link`), made on
 first use: the host's Ray actor is found by name in the cluster's namespace,
-or created (`pride.cluster._hosts`) when placing a branch there. Per branch
+or created (`pride.cluster.caller.hosts`) when placing a branch there. Per branch
 name, it keeps the ref this process knows it by: the branch it placed, or
 the one a host said it serves when a ref was resolved (`resolve` asks every
 host of the namespace). The same name on two hosts is two branches; by name
@@ -20,17 +20,17 @@ from uuid import UUID
 import attrs
 import trio
 
-from ..errors import BranchNotRunning, HostLost, UnknownBranch
-from ..messages import Signal
-from ._answers import described_branches
-from ._driver import wait_ref
-from ._hosts import create_host, find_host, is_ray_loss, list_hosts
-from ._link import Link
-from ._ref import RemoteBranchRef
-from ._wire import loads
+from ...errors import BranchNotRunning, HostLost, UnknownBranch
+from ...messages import Signal
+from ..wire.encoding import loads
+from .answers import described_branches
+from .driver import wait_ref
+from .hosts import create_host, find_host, is_ray_loss, list_hosts
+from .link import Link
+from .ref import RefCluster, RemoteBranchRef
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ..host.runtime import OpenCluster
 
 __all__ = ["Directory", "HostOptions"]
 
@@ -46,6 +46,7 @@ class HostOptions:
     detached: bool  # the hosts outlive this process (``stop_hosts=False``)
     runtime_env: dict[str, Any] | None
     session: dict[str, Any]
+    open_cluster: OpenCluster | None  # how a created host opens its own (``host_cluster``)
 
 
 class Directory:
@@ -56,7 +57,7 @@ class Directory:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: RefCluster,
         options: HostOptions,
         *,
         on_signal: Callable[[Link, Signal], None],
@@ -247,5 +248,6 @@ class Directory:
             resources=resources,
             session_options=options.session,
             reconnect_timeout=options.reconnect_timeout,
+            open_cluster=options.open_cluster,
         )
         return handle, True

@@ -11,22 +11,32 @@ keeps a remote stream at most ``window`` items ahead).
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import trio
 
-from ..actors import Reply
-from ..errors import InvalidMessage
-from ..messages import Command, WorkCommand
+from ...actors import Reply
+from ...errors import InvalidMessage
+from ...messages import Command, WorkCommand
 
-if TYPE_CHECKING:
-    from ._link import Link
-
-__all__ = ["Envelope", "check_work"]
+__all__ = ["Envelope", "EnvelopeLink", "check_work"]
 
 _ANSWERED: tuple[Any, BaseException | None] = (None, None)
 """The outcome an envelope keeps once answered without a stream (the reply has it)."""
+
+
+class EnvelopeLink(Protocol):
+    """What an envelope needs of its host's link (a `Link`): its id, and a way out
+    for the cancels, closes and stream credits it sends."""
+
+    def new_envelope_id(self) -> str:
+        """A fresh envelope id."""
+        ...
+
+    def push(self, item: dict[str, Any]) -> None:
+        """Queue a control item for delivery."""
+        ...
 
 
 class Envelope:
@@ -60,7 +70,7 @@ class Envelope:
         "window",
     )
 
-    def __init__(self, link: Link, reply: Reply, branch: str, *, window: int = 0) -> None:
+    def __init__(self, link: EnvelopeLink, reply: Reply, branch: str, *, window: int = 0) -> None:
         self.link = link
         # The reply holds this envelope (its holder, then its canceller) and this
         # envelope holds the reply until it is answered; then it lets go, so an

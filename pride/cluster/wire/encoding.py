@@ -37,9 +37,9 @@ from typing import Any, cast
 import attrs
 import msgspec
 
-from .. import errors
-from ..errors import InvalidMessage, PrideError, RemoteError
-from ..messages import (
+from ... import errors
+from ...errors import InvalidMessage, PrideError, RemoteError
+from ...messages import (
     ActionCall,
     Command,
     ReasoningDelta,
@@ -48,8 +48,8 @@ from ..messages import (
     structure,
     unstructure,
 )
-from ..messages.codec import is_scalar_text, registered_types, scrub
-from ..operations import Analysis, OperateResult, ReActAnalysis, Reason, Unparsed
+from ...messages.codec import is_scalar_text, registered_types, scrub
+from ...operations import Analysis, OperateResult, ReActAnalysis, Reason, Unparsed
 
 __all__ = [
     "MAX_MESSAGE_BYTES",

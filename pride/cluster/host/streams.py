@@ -17,19 +17,18 @@ the turn is cancelled and finalised (terminal signal) within
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from ..errors import InvalidMessage, TurnCancelled
-from ._calls import Call, HostedReply, room
-from ._wire import encode_value
+from ...errors import InvalidMessage, TurnCancelled
+from ..wire.encoding import encode_value
+from .calls import Answers, Call, HostedReply, room
 
 if TYPE_CHECKING:
-    from ..actors import Branch
-    from ._serving import Connections
+    from ...actors import Branch
 
-__all__ = ["MAX_WINDOW", "STREAM_CLOSE_GRACE", "cancel_stream", "serve_stream"]
+__all__ = ["MAX_WINDOW", "STREAM_CLOSE_GRACE", "StreamPost", "cancel_stream", "serve_stream"]
 
 MAX_WINDOW = 4096
 """The most items a stream may run ahead of its caller, whatever the caller asks."""
@@ -37,8 +36,16 @@ STREAM_CLOSE_GRACE = 30.0
 """Seconds a closed or cancelled stream's turn gets to finalise before the host moves on."""
 
 
+class StreamPost(Answers, Protocol):
+    """Where a stream's items and outcome go (the host's `Connections`)."""
+
+    def post(self, call: Call, item: dict[str, Any]) -> None:
+        """Send ``item`` on ``call``'s connection."""
+        ...
+
+
 async def serve_stream(
-    connections: Connections,
+    connections: StreamPost,
     call: Call,
     branch: Branch,
     *,

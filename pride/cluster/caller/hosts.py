@@ -7,8 +7,7 @@ module is the one place that knows the actor's options: ``max_restarts``
 delivery twice), ``lifetime="detached"`` for hosts meant to outlive their
 creator, and the runtime environment that lets hosts import the caller's
 factories. It also builds placement specs (the factory's import path and
-JSON arguments a host records and replays) and keeps the host process's own
-`Cluster` (`host_cluster`).
+JSON arguments a host records and replays).
 """
 
 from __future__ import annotations
@@ -23,21 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._driver import import_ray, wait_ref
+from .driver import import_ray, wait_ref
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ..host.runtime import OpenCluster
 
 __all__ = [
     "HOST_PREFIX",
     "create_host",
     "default_runtime_env",
     "find_host",
-    "host_cluster",
     "is_ray_loss",
     "list_hosts",
     "placement",
-    "set_host_cluster",
     "shutdown_host",
 ]
 
@@ -45,7 +42,6 @@ HOST_PREFIX = "pride-host:"
 """Ray actor names of hosts: ``pride-host:<host name>`` in the cluster's namespace."""
 
 _HOST_CLASS: Any = None
-_HOST_CLUSTER: Cluster | None = None
 
 
 def find_host(namespace: str, host: str) -> Any:
@@ -80,13 +76,15 @@ def create_host(
     resources: dict[str, float] | None,
     session_options: dict[str, Any],
     reconnect_timeout: float,
+    open_cluster: OpenCluster | None,
 ) -> Any:
     """Create the host actor ``host`` (or get it, if another process just did); its handle.
 
-    Blocking: call it in a thread.
+    ``open_cluster`` is how the host opens its own Cluster (``host_cluster``);
+    Ray hands the function over by its import path. Blocking: call it in a thread.
     """
     ray = import_ray()
-    from ._actor import HostActor
+    from ..host.actor import HostActor
 
     options: dict[str, Any] = {
         "name": HOST_PREFIX + host,
@@ -111,7 +109,11 @@ def create_host(
         "storage": str(storage),
         "reconnect_timeout": reconnect_timeout,
     }
-    return _host_class(ray, HostActor).options(**options).remote(host, str(storage), host_options)
+    return (
+        _host_class(ray, HostActor)
+        .options(**options)
+        .remote(host, str(storage), host_options, open_cluster)
+    )
 
 
 async def shutdown_host(handle: Any) -> None:
@@ -126,25 +128,6 @@ def is_ray_loss(exc: BaseException) -> bool:
     """True for Ray's errors that mean the actor's process is gone or restarting."""
     ray = import_ray()
     return isinstance(exc, ray.exceptions.RayActorError | ray.exceptions.ActorUnavailableError)
-
-
-def host_cluster() -> Cluster | None:
-    """The cluster of the host process this code runs in, or None outside a host.
-
-    A branch's tools use it to reach branches on other hosts:
-
-    ```python
-    cluster = host_cluster()
-    answer = await pride.ask(cluster.ref("researcher"), Run(question))
-    ```
-    """
-    return _HOST_CLUSTER
-
-
-def set_host_cluster(cluster: Cluster | None) -> None:
-    """Called by a host's runtime around its serving life."""
-    global _HOST_CLUSTER
-    _HOST_CLUSTER = cluster
 
 
 def _host_class(ray: Any, actor: type) -> Any:

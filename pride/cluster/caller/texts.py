@@ -1,6 +1,6 @@
 """The JSON text of a send item, written out once, as a link queues it.
 
-A link sends an envelope as one item's text (`pride.cluster._link.Link.submit`);
+A link sends an envelope as one item's text (`pride.cluster.caller.link.Link.submit`);
 every part of it is JSON already (the id is hex, the mode a fixed word), so
 the text is joined from parts, not encoded whole. The command's text is kept
 for the same command object sent again (a caller repeating one command
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..messages import unstructure
-from ._wire import dumps_scrubbed, dumps_text
+from ...messages import unstructure
+from ..wire.encoding import dumps_scrubbed, dumps_text
 
 if TYPE_CHECKING:
-    from ._envelope import Envelope
+    from .envelope import Envelope
 
 __all__ = ["Texts"]
 

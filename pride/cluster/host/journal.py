@@ -7,14 +7,20 @@ host) is refused with `EnvelopeReplayed` instead of being run
 twice. An envelope that was recorded but lost with a crashed host is refused
 too: a turn may run at most once, never silently twice.
 
-The durable turn journal of issue 19 can take this one's place: it is the
-one object that answers "was this envelope delivered before?".
+The turn journal (a durable branch's) does not take this one's place: it
+records a turn when the turn starts, in the host's store, from the trio
+thread. An envelope accepted while its branch's mailbox was busy and lost
+with the host before its turn began would be missing from it, so a replayed
+delivery would run; this journal holds the id before the envelope can reach
+a mailbox, written by the glue thread that accepts it. The turn journal could
+take its place only by recording envelopes on arrival, at that cost per
+envelope rather than per turn.
 
 One SQLite file per host, in WAL mode with ``synchronous=NORMAL``: a commit
 survives the host process being killed (the failure this guards against),
 and costs a write, not an fsync, on the envelope's path. The table is keyed
 by the envelope id alone (no rowid), and a caller numbers its envelope ids
-in order (`pride.cluster._link.Link.new_envelope_id`), so a batch's ids land
+in order (`pride.cluster.caller.link.Link.new_envelope_id`), so a batch's ids land
 on one page of the index rather than one page each. It is used from
 the host's Ray glue thread only, never from the trio thread.
 """
@@ -27,7 +33,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 __all__ = ["EnvelopeJournal"]
 

@@ -26,7 +26,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 __all__ = ["check_private", "host_directory", "new_storage", "remove_storage"]
 

@@ -34,22 +34,46 @@ sibling's restart, unlike a local branch's.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 import trio
 
-from ..actors import Reply
-from ..errors import Escalate, HostLost, RemoteError
+from ...actors import Reply
+from ...errors import Escalate, HostLost, RemoteError
+from .ref import RemoteBranchRef
 
 if TYPE_CHECKING:
-    from ..supervisors import Session
-    from ._ref import RemoteBranchRef
-    from .cluster import Cluster
+    from ...supervisors import Session
 
-__all__ = ["RemoteChild", "crash_error", "report_crash"]
+__all__ = ["RemoteChild", "SupervisingCluster", "crash_error", "report_crash"]
 
 log = logging.getLogger("pride.cluster")
+
+
+class SupervisingCluster(Protocol):
+    """What a remote child needs of its cluster (a [`Cluster`][pride.cluster.Cluster]):
+    refs, placing the child's branch for each of its runs, and its hosts' losses."""
+
+    closing: bool
+
+    def ref(self, name: str, host: str | None = None) -> RemoteBranchRef:
+        """The ref of the branch named ``name``."""
+        ...
+
+    async def _place_supervised(
+        self, child: RemoteChild, spec: dict[str, Any], resources: dict[str, float] | None
+    ) -> tuple[RemoteBranchRef, trio.Event]:
+        """A run of ``child`` begins: place its branch; its ref and its link's loss event."""
+        ...
+
+    def _unsupervise(self, child: RemoteChild) -> None:
+        """``child`` is no longer supervised."""
+        ...
+
+    def _loss_of(self, host: str) -> str:
+        """Why ``host`` was lost."""
+        ...
 
 
 class RemoteChild:
@@ -80,7 +104,7 @@ class RemoteChild:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: SupervisingCluster,
         spec: dict[str, Any],
         host: str,
         resources: dict[str, float] | None,

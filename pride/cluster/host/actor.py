@@ -19,8 +19,8 @@ then restarts it (``max_restarts``) and every caller's pending call fails
 with ``HostLost``. Methods are never retried by Ray (``max_task_retries=0``
 is set where the actor is created): a delivery runs once or not at all.
 
-This module is the only place in pride, with `pride.cluster._driver`,
-where asyncio appears.
+This module is the only place in pride, with `pride.cluster.caller.driver`,
+where asyncio appears (besides pride/aio/).
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ from typing import Any
 
 import trio
 
-from ..errors import HostLost, InvalidMessage, RemoteError
-from ._driver import import_ray
-from ._host import HostRuntime
-from ._journal import EnvelopeJournal
-from ._returns import FRAME_BYTES, cut
-from ._storage import host_directory
-from ._wire import MAX_MESSAGE_BYTES, dumps, encode_error, loads
+from ...errors import HostLost, InvalidMessage, RemoteError
+from ..wire.encoding import MAX_MESSAGE_BYTES, dumps, encode_error, loads
+from ..wire.storage import host_directory
+from .journal import EnvelopeJournal
+from .returns import FRAME_BYTES, cut
+from .runtime import HostRuntime, OpenCluster
 
 __all__ = ["HostActor"]
 
@@ -65,8 +64,10 @@ class HostActor:
         name: the host's name.
         storage: the storage root; the host keeps its store, journal and
             placements in ``<storage>/<namespace>/<name>/``, a private
-            directory (`pride.cluster._storage`).
+            directory (`pride.cluster.wire.storage`).
         options: ``{"namespace": ..., "session": {...Session keyword arguments}}``.
+        open_cluster: how the host opens its own Cluster for its branches'
+            tools (``host_cluster``; the caller's side hands it over), or None.
 
     Raises:
         StoreError: the host's directory is not private to this user.
@@ -79,7 +80,13 @@ class HostActor:
     """The largest batch this host takes, and the most it returns in one call (a class
     attribute: a test's subclass proves the bound with small sizes)."""
 
-    def __init__(self, name: str, storage: str, options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        storage: str,
+        options: dict[str, Any] | None = None,
+        open_cluster: OpenCluster | None = None,
+    ) -> None:
         logging.basicConfig(level=logging.WARNING)
         options = options or {}
         self._name = name
@@ -101,7 +108,12 @@ class HostActor:
         self._ready = threading.Event()
         self._beacon: Any = None
         self._runtime = HostRuntime(
-            name, self._directory, self, options.get("session"), cluster_options=options
+            name,
+            self._directory,
+            self,
+            options.get("session"),
+            cluster_options=options,
+            open_cluster=open_cluster,
         )
         self._thread = threading.Thread(
             target=self._run_trio, name=f"pride host {name}", daemon=True
@@ -175,7 +187,7 @@ class HostActor:
 
         At most `max_message_bytes` leave in one return: past it the rest stay owed,
         for the next call (and an item too large to go at all is refused in its
-        place, see `pride.cluster._returns.cut`). Run on the asyncio side, between
+        place, see `pride.cluster.host.returns.cut`). Run on the asyncio side, between
         two awaits: nothing else numbers this connection's batches meanwhile.
         """
         with self._lock:
@@ -188,7 +200,7 @@ class HostActor:
         try:
             data = dumps({"out": [batch]} if delivery else [batch])
         except (ValueError, TypeError):
-            data = None  # an item JSON cannot carry: see `pride.cluster._returns.cut`
+            data = None  # an item JSON cannot carry: see `pride.cluster.host.returns.cut`
         if data is not None and len(data) <= self.max_message_bytes:
             return data  # the common case: everything, one encoding
         texts, rest = cut(self._name, items, self.max_message_bytes - FRAME_BYTES)
@@ -280,7 +292,8 @@ class HostActor:
         (1-2 s). One beacon serves every caller of this process.
         """
         if self._beacon is None:
-            ray = import_ray()
+            import ray  # a host runs inside Ray: the extra is there
+
             self._beacon = ray.get_runtime_context().current_actor.never.remote()
         return [self._beacon]
 

@@ -1,12 +1,12 @@
 """The trio side of a host process: a Session serving the branches placed on it.
 
-A host is one Ray actor process. Its Ray glue (`pride.cluster._actor`)
+A host is one Ray actor process. Its Ray glue (`pride.cluster.host.actor`)
 runs on Ray's asyncio loop and hands everything to this runtime, which runs
 ``trio.run`` in a thread of its own: it opens the host's durable store and
 `Session`, replays the placements recorded in its directory
-(`pride.cluster._placements`), and hands what callers send to
-`pride.cluster._serving` (order, backpressure, cancellation, streams,
-signals). What it sends back leaves through `pride.cluster._outbox`.
+(`pride.cluster.host.placements`), and hands what callers send to
+`pride.cluster.host.serving` (order, backpressure, cancellation, streams,
+signals). What it sends back leaves through `pride.cluster.host.outbox`.
 """
 
 from __future__ import annotations
@@ -14,23 +14,24 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from ..actors import Branch
-from ..durable import Durability
-from ..errors import InvalidMessage, StoreLocked
-from ..messages import BranchStopped
-from ..supervisors import Session
-from ._calls import backlog
-from ._outbox import Outbound, Outbox
-from ._placements import MAX_SPAWN_TIMEOUT, SPAWN_TIMEOUT, Placements, build_branch
-from ._serving import Connections
+from ...actors import Branch
+from ...durable import Durability
+from ...errors import InvalidMessage, StoreLocked
+from ...messages import BranchStopped
+from ...supervisors import Session
+from .calls import backlog
+from .outbox import Outbound, Outbox
+from .placements import MAX_SPAWN_TIMEOUT, SPAWN_TIMEOUT, Placements, build_branch
+from .serving import Connections
 
-__all__ = ["HostRuntime", "Outbound"]
+__all__ = ["HostRuntime", "OpenCluster", "Outbound"]
 
 log = logging.getLogger("pride.cluster")
 
@@ -38,6 +39,11 @@ STORE_OPEN_PATIENCE = 10.0
 """Seconds a restarted host retries opening its store (the old process may still hold it)."""
 FACTORY_THREADS = 8
 """Factories running at once on a host, each in a worker thread of its own."""
+
+OpenCluster = Callable[[dict[str, Any]], AbstractAsyncContextManager[object]]
+"""How a host opens its own Cluster for its branches' tools, from its cluster
+options, for its serving life (``host_cluster``): the caller's side hands it
+over when it creates the host, so this side never imports that one."""
 
 
 class HostRuntime:
@@ -48,6 +54,9 @@ class HostRuntime:
         directory: where its store (``branches.db``) and placements live.
         outbound: where replies go (the glue's outboxes).
         session_options: keyword arguments for the host's Session.
+        cluster_options: the namespace, storage and reconnect timeout of the
+            host's own Cluster; with ``open_cluster``, the host opens one.
+        open_cluster: how it opens it (None: the host has no Cluster of its own).
     """
 
     def __init__(
@@ -58,9 +67,11 @@ class HostRuntime:
         session_options: dict[str, Any] | None = None,
         *,
         cluster_options: dict[str, Any] | None = None,
+        open_cluster: OpenCluster | None = None,
     ) -> None:
         self.name = name
         self.cluster_options = cluster_options
+        self.open_cluster = open_cluster
         self.directory = directory
         self.outbound = outbound
         self.session_options = dict(session_options or {})
@@ -108,27 +119,15 @@ class HostRuntime:
     @contextlib.asynccontextmanager
     async def _cluster(self) -> AsyncIterator[None]:
         """The host's own Cluster (for its branches' tools, see ``host_cluster``)."""
-        options = self.cluster_options
-        if options is None or "namespace" not in options:
+        options, open_cluster = self.cluster_options, self.open_cluster
+        if options is None or "namespace" not in options or open_cluster is None:
             yield
             return
-        from ._hosts import set_host_cluster
-        from .cluster import Cluster
-
-        async with Cluster(
-            namespace=options["namespace"],
-            storage=options.get("storage"),
-            reconnect_timeout=options.get("reconnect_timeout", 30.0),
-            stop_hosts=False,
-        ) as cluster:
-            set_host_cluster(cluster)
-            try:
-                yield
-            finally:
-                set_host_cluster(None)
+        async with open_cluster(options):
+            yield
 
     async def _open_session(self) -> Session:
-        from ..store import BranchStore
+        from ...store import BranchStore
 
         path = self.directory / "branches.db"
         deadline = trio.current_time() + STORE_OPEN_PATIENCE

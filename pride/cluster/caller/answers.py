@@ -23,18 +23,23 @@ host decides (its refusal fails the reply with `MailboxFull`).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 from uuid import UUID
 
-from ..errors import InvalidMessage, MailboxFull
-from ..messages import Signal, structure
-from ._envelope import Envelope
-from ._wire import decode_error, decode_value
+from ...errors import InvalidMessage, MailboxFull
+from ...messages import Signal, structure
+from ..wire.encoding import decode_error, decode_value
+from .envelope import Envelope
 
-if TYPE_CHECKING:
-    from ._link import Link
-
-__all__ = ["MAX_HELD_ANSWERS", "Answers", "Mailboxes", "answer_turn", "described_branches"]
+__all__ = [
+    "MAX_HELD_ANSWERS",
+    "AnsweredLink",
+    "Answers",
+    "Mailboxes",
+    "answer_turn",
+    "described_branches",
+]
 
 log = logging.getLogger("pride.cluster")
 
@@ -101,10 +106,31 @@ class Mailboxes:
             self._unfinished[branch] = max(0, self._unfinished.get(branch, 0) - 1)
 
 
+class AnsweredLink(Protocol):
+    """What answers are applied to (a `Link`): its host's name, the envelopes it
+    has in flight, its view of the remote mailboxes, where signals and crashes
+    go, and its loss."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def envelopes(self) -> dict[str, Envelope]: ...
+    @property
+    def mailboxes(self) -> Mailboxes: ...
+    @property
+    def on_signal(self) -> Callable[[Any, Signal], None]: ...
+    @property
+    def on_crash(self) -> Callable[[str, str, str], None] | None: ...
+
+    def lose(self, error: BaseException) -> None:
+        """The host is lost: fail everything in flight."""
+        ...
+
+
 class Answers:
     """The numbered answers of one connection of ``link`` (see the module docstring)."""
 
-    def __init__(self, link: Link) -> None:
+    def __init__(self, link: AnsweredLink) -> None:
         self._link = link
         self._expected = 0  # the next batch to apply
         self._held: dict[int, list[dict[str, Any]]] = {}

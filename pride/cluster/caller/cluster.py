@@ -24,31 +24,32 @@ is journalled by its host before it can run, so no turn runs twice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Self
 from uuid import UUID
 
 import trio
 
-from ..errors import HostLost, InvalidMessage, exception_leaves
-from ..messages import Signal
-from ..supervisors import Observer, Session
-from ..supervisors.strategy import RestartType, check_restart_type
-from ._answers import described_branches
-from ._directory import Directory, HostOptions
-from ._driver import RayConnection, wait_ref
-from ._hosts import default_runtime_env, host_cluster, is_ray_loss, placement, shutdown_host
-from ._link import Link
-from ._placements import MAX_SPAWN_TIMEOUT, SPAWN_TIMEOUT
-from ._ref import RemoteBranchRef
-from ._signals import SignalRoute
-from ._storage import new_storage, remove_storage
-from ._supervision import RemoteChild, report_crash
-from ._wire import decode_error, dumps, loads
+from ...errors import HostLost, InvalidMessage, exception_leaves
+from ...messages import Signal
+from ...supervisors import Observer, Session
+from ...supervisors.strategy import RestartType, check_restart_type
+from ..host.placements import MAX_SPAWN_TIMEOUT, SPAWN_TIMEOUT
+from ..wire.encoding import decode_error, dumps, loads
+from ..wire.storage import new_storage, remove_storage
+from .answers import described_branches
+from .directory import Directory, HostOptions
+from .driver import RayConnection, wait_ref
+from .hosts import default_runtime_env, is_ray_loss, placement, shutdown_host
+from .link import Link
+from .ref import RemoteBranchRef
+from .signals import SignalRoute
+from .supervision import RemoteChild, report_crash
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_STREAM_WINDOW", "Cluster", "RemoteBranchRef", "host_cluster"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_STREAM_WINDOW", "Cluster", "host_cluster", "hosting_cluster"]
 
 log = logging.getLogger("pride.cluster")
 
@@ -58,6 +59,39 @@ DEFAULT_STREAM_WINDOW = 16
 """Items a remote stream's turn may run ahead of the caller's consumption."""
 SHUTDOWN_GRACE = 30.0
 """Seconds a host this cluster created gets to stop its session when the cluster closes."""
+
+_HOST_CLUSTER: Cluster | None = None
+
+
+def host_cluster() -> Cluster | None:
+    """The cluster of the host process this code runs in, or None outside a host.
+
+    A branch's tools use it to reach branches on other hosts:
+
+    ```python
+    cluster = host_cluster()
+    answer = await pride.ask(cluster.ref("researcher"), Run(question))
+    ```
+    """
+    return _HOST_CLUSTER
+
+
+@contextlib.asynccontextmanager
+async def hosting_cluster(options: dict[str, Any]) -> AsyncIterator[Cluster]:
+    """A host process's own Cluster, `host_cluster` while the host serves (handed to
+    each host this side creates: `pride.cluster.host.runtime.OpenCluster`)."""
+    global _HOST_CLUSTER
+    async with Cluster(
+        namespace=options["namespace"],
+        storage=options.get("storage"),
+        reconnect_timeout=options.get("reconnect_timeout", 30.0),
+        stop_hosts=False,
+    ) as cluster:
+        _HOST_CLUSTER = cluster
+        try:
+            yield cluster
+        finally:
+            _HOST_CLUSTER = None
 
 
 async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
@@ -180,6 +214,7 @@ class Cluster:
                 detached=not stop_hosts,
                 runtime_env=runtime_env if runtime_env is not None else default_runtime_env(),
                 session=dict(host_session or {}),
+                open_cluster=hosting_cluster,
             ),
             on_signal=self._on_signal,
             on_crash=self._on_crash,

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
 
-from ..errors import HostLost, InvalidMessage
-
-if TYPE_CHECKING:
-    from ._link import Link
+from ...errors import HostLost, InvalidMessage
+from .answers import AnsweredLink
 
 __all__ = ["encodable", "refuse"]
 
 log = logging.getLogger("pride.cluster")
 
 
-def encodable(link: Link, text: str) -> bool:
+def encodable(link: AnsweredLink, text: str) -> bool:
     """True if the item ``text`` has a UTF-8 form; else it is refused with
     `InvalidMessage` (and logged)."""
     try:
@@ -35,7 +32,7 @@ def encodable(link: Link, text: str) -> bool:
         return False
 
 
-def refuse(link: Link, text: str, error: BaseException | str) -> None:
+def refuse(link: AnsweredLink, text: str, error: BaseException | str) -> None:
     """The item ``text`` never left: fail its envelope (if it is a send) with
     ``error``, or with `HostLost` when ``error`` is its detail text."""
     item = json.loads(text)  # this side's own text

@@ -1,7 +1,7 @@
 """RemoteBranchRef: the address of a branch on a host, a target for the send API.
 
 It implements pride's target protocol (``deliver``, ``deliver_nowait``) on top
-of its cluster's connection to the branch's host (`pride.cluster._link`), so
+of its cluster's connection to the branch's host (`pride.cluster.caller.link`), so
 ``pride.send``, ``send_nowait``, ``ask`` and ``stream`` work with it as with a
 local branch.
 """
@@ -9,16 +9,34 @@ local branch.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import Protocol
 from uuid import UUID
 
-from ..actors import Reply
-from ._envelope import Envelope, check_work
+from ...actors import Reply
+from .envelope import Envelope, check_work
+from .link import Link
 
-if TYPE_CHECKING:
-    from .cluster import Cluster
+__all__ = ["RefCluster", "RemoteBranchRef"]
 
-__all__ = ["RemoteBranchRef"]
+
+class RefCluster(Protocol):
+    """What a ref needs of its cluster (a [`Cluster`][pride.cluster.Cluster]): its
+    namespace, its stream window, and the link to a ref's host."""
+
+    namespace: str
+    stream_window: int
+
+    def _ready_link(self, ref: RemoteBranchRef) -> Link | None:
+        """The link to ``ref``'s host when no wait is needed."""
+        ...
+
+    async def _link_for(self, ref: RemoteBranchRef) -> Link:
+        """The link to ``ref``'s host, up."""
+        ...
+
+    def _known_link(self, ref: RemoteBranchRef) -> Link:
+        """The link to ``ref``'s host, without waiting."""
+        ...
 
 
 class RemoteBranchRef:
@@ -39,7 +57,7 @@ class RemoteBranchRef:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: RefCluster,
         name: str,
         host: str | None = None,
         id: UUID | None = None,

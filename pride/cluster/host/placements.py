@@ -6,7 +6,7 @@ A placement is the JSON a `Cluster.spawn` sends: ``{"name", "factory":
 records each in ``placements.json`` (written whole, then renamed, so a crash
 leaves the old file or the new one) and replays them when it restarts,
 calling each factory again and restoring the conversation from its store.
-The file lives in the host's private directory (`pride.cluster._storage`):
+The file lives in the host's private directory (`pride.cluster.wire.storage`):
 a host imports and calls what it names, so no other user may write it.
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..actors import Branch
-from ..errors import StoreError
+from ...actors import Branch
+from ...errors import StoreError
 
 __all__ = ["MAX_SPAWN_TIMEOUT", "SPAWN_TIMEOUT", "Placements", "build_branch", "import_factory"]
 
