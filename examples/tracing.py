@@ -38,7 +38,7 @@ async def ask_researcher(question: str) -> str:
 
 
 def priced(text: str, tokens_in: int, tokens_out: int, cost: float) -> ScriptedReply:
-    return ScriptedReply(text, usage=Usage(tokens_in, tokens_out, 0, cost))
+    return ScriptedReply(text, usage=Usage(tokens_in, tokens_out, cached_tokens=0, cost_usd=cost))
 
 
 async def team() -> None:

@@ -53,7 +53,6 @@ import trio
 
 from ..context import count_tokens
 from ..errors import BudgetExceeded
-from ..llm import Usage as CallUsage
 from ..messages import Budget, Usage
 
 __all__ = ["Account", "Meter"]
@@ -123,7 +122,14 @@ class Account:
     def usage(self) -> Usage:
         """What was counted here so far."""
         return Usage(
-            self.input_tokens, self.output_tokens, self.cost_usd, self.model_calls, self.tool_calls
+            self.input_tokens,
+            self.output_tokens,
+            self.cost_usd,
+            self.model_calls,
+            self.tool_calls,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens,
         )
 
     def count_turn(self, ended: str) -> None:
@@ -363,7 +369,7 @@ class Meter(Account):
         for account in self._counted(replayed):
             account.model_calls += 1
 
-    def add_usage(self, usage: CallUsage, *, replayed: bool = False) -> None:
+    def add_usage(self, usage: Usage, *, replayed: bool = False) -> None:
         """`add_tokens` with every kind of a model call's ``usage``.
 
         Raises:

@@ -367,8 +367,10 @@ class _Repl:
             now.input_tokens - before.input_tokens,
             now.output_tokens - before.output_tokens,
             None if now.cost_usd is None else now.cost_usd - (before.cost_usd or 0.0),
+            now.model_calls - before.model_calls,
+            now.tool_calls - before.tool_calls,
         )
-        if not now.model_calls - before.model_calls:
+        if not spent.model_calls:
             return
         self.say(f"  [{describe_usage(spent)}; so far: {describe_usage(now)}]", "dim")
 

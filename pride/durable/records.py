@@ -18,11 +18,12 @@ from uuid import UUID
 import attrs
 
 from ..errors import InvalidMessage
-from ..llm import ModelResponse, ToolCall, Usage
+from ..llm import ModelResponse, ToolCall
 from ..messages import (
     ActionCall,
     PendingCall,
     Reasoning,
+    Usage,
     WorkCommand,
     structure,
     unstructure,
@@ -197,10 +198,10 @@ class _ResponseWire:
             Usage(
                 usage.input_tokens,
                 usage.output_tokens,
-                usage.cached_tokens,
                 usage.cost_usd,
-                usage.cache_write_tokens,
-                usage.reasoning_tokens,
+                cached_tokens=usage.cached_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
             ),
             self.model,
             self.provider,

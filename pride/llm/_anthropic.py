@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from pride.errors import BadRequest
-from pride.messages import ReasoningDelta
+from pride.messages import ReasoningDelta, Usage
 from pride.messages.reasoning import ANTHROPIC
 
 from ._caching import check_prompt_cache, mark_breakpoints
@@ -48,7 +48,7 @@ from ._shape import (
     where,
 )
 from ._thinking import check_thinking, thinking_enabled
-from ._types import ModelRequest, Usage
+from ._types import ModelRequest
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicEndpoint", "checked_options"]
 

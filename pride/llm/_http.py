@@ -21,6 +21,7 @@ import httpx
 import trio
 
 from pride.errors import ProviderConnectionError, ProviderError
+from pride.messages import Usage
 
 from ._endpoint import Delta, Endpoint, ReplyParts, StreamItem, loads_strict
 from ._errors import error_for_payload, error_for_status, malformed, public_url, translating
@@ -38,7 +39,7 @@ from ._reading import (
 )
 from ._shape import WrongShape, as_object
 from ._sse import SseParser
-from ._types import ModelRequest, ModelResponse, Usage
+from ._types import ModelRequest, ModelResponse
 
 __all__ = ["CLOSE_TIMEOUT", "HttpAccess", "HttpEndpoint"]
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from pride.messages import Usage
+
 from . import _tokens
 from ._limiter import RateLimiter
 from ._listen import notify_listeners
 from ._retry import RetryNotice
-from ._types import ModelRequest, ModelResponse, ModelStatistics, Usage
+from ._types import ModelRequest, ModelResponse, ModelStatistics
 
 __all__ = ["CallLedger"]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pride.messages import Usage
 from pride.messages.reasoning import REASONING_ITEMS
 
 from ._endpoint import ReplyParts, json_instruction
@@ -28,7 +29,7 @@ from ._shape import (
     str_field,
     where,
 )
-from ._types import ModelRequest, Usage
+from ._types import ModelRequest
 
 __all__ = ["OpenAIEndpoint"]
 

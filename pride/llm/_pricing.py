@@ -19,7 +19,7 @@ an alias pride has no price for is still priced by the model it turns out to be.
 
 from __future__ import annotations
 
-from ._types import Usage
+from pride.messages import Usage
 
 __all__ = ["PRICES", "price_reply", "price_usage"]
 

@@ -29,13 +29,14 @@ and ``reasoning_summary`` become the ``reasoning`` object; ``max_tokens`` is
 
 Usage: ``input_tokens`` counts cached ones (``input_tokens_details``), and
 ``output_tokens`` reasoning ones (``output_tokens_details``), as pride's
-[`Usage`][pride.llm.Usage] does.
+[`Usage`][pride.Usage] does.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pride.messages import Usage
 from pride.messages.reasoning import OPENAI_RESPONSES, REASONING_ITEMS, ReasoningDelta
 
 from ._endpoint import Delta, ReplyParts, json_instruction
@@ -51,7 +52,7 @@ from ._shape import (
     str_field,
     where,
 )
-from ._types import ModelRequest, Usage
+from ._types import ModelRequest
 
 __all__ = ["ENCRYPTED_REASONING", "ResponsesEndpoint", "input_items"]
 

@@ -25,13 +25,13 @@ from typing import Any, TypeAlias
 import trio
 
 from pride.errors import ProviderTimeout, ScriptExhausted
-from pride.messages import Reasoning, ReasoningDelta
+from pride.messages import Reasoning, ReasoningDelta, Usage
 from pride.messages.reasoning import SCRIPTED
 
 from ._endpoint import Endpoint, StreamItem
 from ._reading import Deadline
 from ._tokens import CHARS_PER_TOKEN, estimate_text_tokens
-from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall, Usage
+from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "KEEP_CALLS", "Reply", "Script", "ScriptedEndpoint", "echo_text"]
 

@@ -1,9 +1,10 @@
-"""Value types that cross the model boundary: requests, replies, tool calls, usage.
+"""Value types that cross the model boundary: requests, replies, tool calls.
 
 They are frozen attrs classes: a request can be reused for retries and handed
 to several models, and a response can be stored or compared without copying.
 Nothing here knows about HTTP or a provider; endpoints translate to and from
-these shapes.
+these shapes. A reply's usage is [`pride.Usage`][pride.Usage], the one usage
+type (``pride.llm.Usage`` names it too).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from pride.messages import Reasoning
+from pride.messages import Reasoning, Usage
 
 __all__ = [
     "ModelRequest",
@@ -22,7 +23,6 @@ __all__ = [
     "ModelStatistics",
     "ScriptedReply",
     "ToolCall",
-    "Usage",
     "new_call_id",
 ]
 
@@ -50,52 +50,6 @@ class ToolCall:
     arguments: dict[str, Any] = attrs.field(factory=dict)
     id: str = attrs.field(factory=new_call_id)
     arguments_error: str | None = None
-
-
-@attrs.frozen
-class Usage:
-    """Token usage of one call, or a sum of calls.
-
-    ``input_tokens`` counts every prompt token, including those served from a
-    provider cache (``cached_tokens`` says how many of them were) and those
-    written to it (``cache_write_tokens``, Anthropic's
-    ``cache_creation_input_tokens``; OpenAI reports none). ``output_tokens``
-    counts every generated token, including the model's hidden reasoning
-    (``reasoning_tokens`` says how many of them were). ``cost_usd``
-    is ``None`` when unknown (neither reported by the provider nor priced).
-    Adding two usages sums the fields; a known cost plus an unknown one is the
-    known cost.
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float | None = None
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        """Input plus output tokens."""
-        return self.input_tokens + self.output_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        if not isinstance(other, Usage):
-            return NotImplemented
-        if self.cost_usd is None:
-            cost = other.cost_usd
-        elif other.cost_usd is None:
-            cost = self.cost_usd
-        else:
-            cost = self.cost_usd + other.cost_usd
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cached_tokens=self.cached_tokens + other.cached_tokens,
-            cost_usd=cost,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-        )
 
 
 def _to_tuple(value: Iterable[Any]) -> tuple[Any, ...]:

@@ -7,11 +7,11 @@ or non-finite limit). Where a budget applies and what happens when one is
 exceeded is the runtime's business (`pride.actors.budget`); this module
 only holds the values.
 
-[`Usage`][pride.Usage] is what was used: tokens and cost as the models reported
-them, and how many model and tool calls were made. It is a different thing
-from [`pride.llm.Usage`][pride.llm.Usage], the token usage of one model call
-as a provider reported it (cached tokens included): ``pride.Usage`` counts
-work, summed over calls of both kinds.
+[`Usage`][pride.Usage] is what was used: tokens (and which of them were cached
+or reasoning) and cost as the models reported them, and how many model and tool
+calls were made. It is the one usage type: a model's reply carries one
+(``pride.llm.Usage`` is this class), and so do a turn's terminal signal,
+``branch.usage`` and ``session.usage``.
 """
 
 from __future__ import annotations
@@ -125,11 +125,32 @@ class Budget:
 
 @attrs.frozen
 class Usage:
-    """Work done: tokens, cost, and model and tool calls.
+    """Work done: tokens, cost, and model and tool calls; of one model call, a
+    turn, a branch or a session (``pride.llm.Usage`` is this class).
 
-    ``cost_usd`` is None when no model call reported or priced its cost (it
-    is never made up as 0). Adding two usages sums every field; a known cost
-    plus an unknown one is the known cost.
+    ```python
+    Usage(input_tokens=1_200, output_tokens=80, cost_usd=0.002, model_calls=1)
+    ```
+
+    ``input_tokens`` counts every prompt token, including those served from a
+    provider cache (``cached_tokens`` says how many of them were) and those
+    written to it (``cache_write_tokens``, Anthropic's
+    ``cache_creation_input_tokens``; OpenAI reports none). ``output_tokens``
+    counts every generated token, including the model's hidden reasoning
+    (``reasoning_tokens`` says how many of them were).
+
+    ``cost_usd`` is None when no model call reported or priced its cost: it is
+    never made up as 0, so ``0.0`` means calls were priced and were free.
+    Compare it to a number as ``(usage.cost_usd or 0.0) < 1.0`` (a budget's
+    ``max_cost_usd`` counts an unknown cost as free the same way). Adding two
+    usages sums every field; a known cost plus an unknown one is the known cost.
+
+    One model call's usage, as its reply (``ModelResponse.usage``) carries it,
+    leaves ``model_calls`` and ``tool_calls`` at 0: calls are counted by the
+    turn that makes them.
+
+    The first five fields may be given by position (in this order); the token
+    details only by name.
 
     Attributes:
         input_tokens: prompt tokens, summed over model calls.
@@ -137,6 +158,9 @@ class Usage:
         cost_usd: US dollars, or None when unknown.
         model_calls: model calls made.
         tool_calls: tool calls made.
+        cached_tokens: the part of ``input_tokens`` served from a provider cache.
+        cache_write_tokens: the part of ``input_tokens`` written to a provider cache.
+        reasoning_tokens: the part of ``output_tokens`` spent reasoning.
     """
 
     input_tokens: int = 0
@@ -144,6 +168,14 @@ class Usage:
     cost_usd: float | None = None
     model_calls: int = 0
     tool_calls: int = 0
+    cached_tokens: int = attrs.field(default=0, kw_only=True)
+    cache_write_tokens: int = attrs.field(default=0, kw_only=True)
+    reasoning_tokens: int = attrs.field(default=0, kw_only=True)
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -155,9 +187,12 @@ class Usage:
         else:
             cost = self.cost_usd + other.cost_usd
         return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cost_usd=cost,
-            model_calls=self.model_calls + other.model_calls,
-            tool_calls=self.tool_calls + other.tool_calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            cost,
+            self.model_calls + other.model_calls,
+            self.tool_calls + other.tool_calls,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )

@@ -97,7 +97,7 @@ class RunEnd(Signal):
     tool calls made; ``usage`` has them as one [`pride.Usage`][pride.Usage].
     ``cached_tokens`` (served from a provider cache) and ``cache_write_tokens``
     (written to it) are part of ``input_tokens``; ``reasoning_tokens`` are part of
-    ``output_tokens`` ([`pride.llm.Usage`][pride.llm.Usage] says which provider reports which).
+    ``output_tokens`` ([`pride.Usage`][pride.Usage] says which provider reports which).
     """
 
     turn_id: UUID | None = None
@@ -120,6 +120,9 @@ class RunEnd(Signal):
             self.total_cost_usd,
             self.model_calls,
             self.tool_calls,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens,
         )
 
     @property
@@ -159,6 +162,9 @@ class RunFailed(Signal):
             self.total_cost_usd,
             self.model_calls,
             self.tool_calls,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens,
         )
 
     @property

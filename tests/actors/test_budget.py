@@ -7,6 +7,7 @@ import json
 import pickle
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -36,7 +37,9 @@ from tests.helpers import Recorder
 
 def priced(text: str, *, tokens_in: int = 10, tokens_out: int = 10, cost: float | None = None):
     """A scripted reply reporting exactly this usage."""
-    return ScriptedReply(text, usage=CallUsage(tokens_in, tokens_out, 0, cost))
+    return ScriptedReply(
+        text, usage=CallUsage(tokens_in, tokens_out, cached_tokens=0, cost_usd=cost)
+    )
 
 
 def terminals(recorder: Recorder) -> list[Any]:
@@ -344,6 +347,26 @@ async def test_run_end_reports_tool_calls_and_usage() -> None:
     assert end.tool_calls == 1 and end.usage.model_calls == 2
     assert end.usage.cost_usd == pytest.approx(0.25)
     assert recorder.kinds()[0] == RunStart.__name__
+
+
+async def test_a_replys_usage_is_the_turns_and_the_branchs_kind_with_every_token_kind() -> None:
+    """One Usage from the model to the session: a reply's usage (cache and reasoning
+    tokens included) sums into RunEnd.usage, branch.usage and session.usage, each a
+    pride.Usage that keeps the token details and counts the calls."""
+    reply_usage = CallUsage(
+        100, 20, 0.5, cached_tokens=30, cache_write_tokens=10, reasoning_tokens=5
+    )
+    model = ScriptedModel([ScriptedReply("one", usage=reply_usage)] * 2)
+    ends: list[Any] = []
+    async with Session() as session:
+        session.observe(RunEnd, handler=ends.append)
+        branch = await session.spawn(Branch(chat_model=model, name="b"))
+        await session.ask("b", Chat("q"))
+        await session.ask("b", Chat("q"))
+    twice = Usage(200, 40, 1.0, 2, 0, cached_tokens=60, cache_write_tokens=20, reasoning_tokens=10)
+    assert branch.usage == twice and session.usage == twice
+    assert [end.usage for end in ends] == [attrs.evolve(reply_usage, model_calls=1)] * 2
+    assert all(type(end.usage) is pride.llm.Usage for end in ends)
 
 
 async def test_a_budget_error_reaches_the_caller_after_exactly_one_run_failed() -> None:

@@ -28,7 +28,9 @@ def test_a_model_step_keeps_the_replys_reasoning() -> None:
 
 def test_a_model_step_keeps_every_kind_of_token() -> None:
     """Cache reads and writes and reasoning tokens come back from the journal as they went in."""
-    usage = Usage(100, 20, 30, 0.25, cache_write_tokens=40, reasoning_tokens=7)
+    usage = Usage(
+        100, 20, cached_tokens=30, cost_usd=0.25, cache_write_tokens=40, reasoning_tokens=7
+    )
     reply = ModelResponse("hi", (), usage, "claude-test", "anthropic", "stop")
     again = StepRecord.from_text(StepRecord("model", reply).to_text()).response
     assert again is not None
@@ -39,11 +41,13 @@ def test_a_step_journaled_before_the_cache_and_reasoning_kinds_reads_them_as_zer
     """A record an older pride wrote (no cache-write or reasoning fields) stays readable."""
     import json
 
-    record = json.loads(StepRecord("model", ModelResponse("hi", usage=Usage(9, 3, 2))).to_text())
+    record = json.loads(
+        StepRecord("model", ModelResponse("hi", usage=Usage(9, 3, cached_tokens=2))).to_text()
+    )
     usage = record["response"]["usage"]
     usage.pop("cache_write_tokens", None)
     usage.pop("reasoning_tokens", None)
     assert set(usage) == {"input_tokens", "output_tokens", "cached_tokens", "cost_usd"}
     again = StepRecord.from_text(json.dumps(record)).response
     assert again is not None
-    assert again.usage == Usage(9, 3, 2)
+    assert again.usage == Usage(9, 3, cached_tokens=2)

@@ -29,7 +29,9 @@ def _model(server: Any) -> iModel:
 
 
 def _reply(cost: float | None = None, *, tokens_in: int = 10, tokens_out: int = 10) -> Any:
-    return ScriptedReply("ok", usage=CallUsage(tokens_in, tokens_out, 0, cost))
+    return ScriptedReply(
+        "ok", usage=CallUsage(tokens_in, tokens_out, cached_tokens=0, cost_usd=cost)
+    )
 
 
 # ------------------------------------------------------------ item 2: lying figures
@@ -39,13 +41,16 @@ def _reply(cost: float | None = None, *, tokens_in: int = 10, tokens_out: int = 
 @pytest.mark.parametrize(
     ("usage", "path"),
     [
-        (CallUsage(10, 10, 0, -100.0), "usage.cost"),
-        (CallUsage(10, 10, 0, -0.000001), "usage.cost"),
-        (CallUsage(10, 10, 0, 1e308), "usage.cost"),
-        (CallUsage(-5, 10, 0, 0.1), "usage.prompt_tokens"),
-        (CallUsage(10, -5, 0, 0.1), "usage.completion_tokens"),
-        (CallUsage(10, 10, -1, 0.1), "usage.prompt_tokens_details.cached_tokens"),
-        (CallUsage(2**60, 10, 0, 0.1), "usage.prompt_tokens"),
+        (CallUsage(10, 10, cached_tokens=0, cost_usd=-100.0), "usage.cost"),
+        (CallUsage(10, 10, cached_tokens=0, cost_usd=-0.000001), "usage.cost"),
+        (CallUsage(10, 10, cached_tokens=0, cost_usd=1e308), "usage.cost"),
+        (CallUsage(-5, 10, cached_tokens=0, cost_usd=0.1), "usage.prompt_tokens"),
+        (CallUsage(10, -5, cached_tokens=0, cost_usd=0.1), "usage.completion_tokens"),
+        (
+            CallUsage(10, 10, cached_tokens=-1, cost_usd=0.1),
+            "usage.prompt_tokens_details.cached_tokens",
+        ),
+        (CallUsage(2**60, 10, cached_tokens=0, cost_usd=0.1), "usage.prompt_tokens"),
     ],
 )
 async def test_issue36_usage_a_budget_could_not_hold_is_a_malformed_response(

@@ -101,7 +101,9 @@ async def test_current_turn_is_none_outside_turns() -> None:
 async def test_turn_usage_reaches_run_end() -> None:
     """RunEnd reports the usage and the number of model calls of its turn."""
     recorder = Recorder()
-    model = ScriptedModel([pride.llm.ScriptedReply("hi", usage=pride.llm.Usage(7, 3, 1, 0.5))])
+    model = ScriptedModel(
+        [pride.llm.ScriptedReply("hi", usage=pride.llm.Usage(7, 3, cached_tokens=1, cost_usd=0.5))]
+    )
     async with Branch(chat_model=model, observer=recorder) as branch:
         await branch.chat("hello")
     (end,) = recorder.of(RunEnd)

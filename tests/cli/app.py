@@ -77,5 +77,5 @@ async def budgeted(session: Session) -> None:
 async def lavish(session: Session) -> None:
     """One branch whose model (the application's own, so trusted) reports a cost of 1e308
     a reply: two replies sum to infinity."""
-    reply = ScriptedReply("costly", usage=Usage(1, 1, 0, 1e308))
+    reply = ScriptedReply("costly", usage=Usage(1, 1, cached_tokens=0, cost_usd=1e308))
     await session.spawn(Branch(name="lavish", chat_model=ScriptedModel(lambda _: reply)))

@@ -23,7 +23,7 @@ async def test_the_status_line_names_the_turns_in_flight_and_the_cost() -> None:
 
     async def held(request: ModelRequest) -> ScriptedReply:
         await release.wait()
-        return ScriptedReply("ok", usage=CallUsage(20, 10, 0, 0.05))
+        return ScriptedReply("ok", usage=CallUsage(20, 10, cached_tokens=0, cost_usd=0.05))
 
     async with Session() as root:
         team = await root.spawn_session("team")

@@ -39,7 +39,9 @@ EMAIL = ToolCall("send_email", {"to": "bob"}, id="call_email")
 def _priced(item: Any) -> ScriptedReply:
     """A reply of 10 tokens in, 5 out, one cent."""
     reply = ScriptedReply.from_item(item)
-    return ScriptedReply(reply.text, reply.tool_calls, CallUsage(10, 5, 0, 0.01))
+    return ScriptedReply(
+        reply.text, reply.tool_calls, CallUsage(10, 5, cached_tokens=0, cost_usd=0.01)
+    )
 
 
 def _model(server: Any) -> iModel:
@@ -120,7 +122,10 @@ async def test_issue36_a_turn_restored_after_a_crash_counts_only_what_runs_again
     path = tmp_path / "store.db"
     ran: list[str] = []
     planned = StepRecord(
-        "model", ModelResponse("", (LOOKUP,), CallUsage(10, 5, 0, 0.01), "gpt-test", "openai")
+        "model",
+        ModelResponse(
+            "", (LOOKUP,), CallUsage(10, 5, cached_tokens=0, cost_usd=0.01), "gpt-test", "openai"
+        ),
     )
     async with openai_server([_priced("found bob")]) as server:
         async with BranchStore(path) as writer:
@@ -162,8 +167,8 @@ def _kinds_model(provider: str, server: Any) -> iModel:
 # Anthropic reports cache reads and writes (its output_tokens include any thinking, never
 # split out); OpenAI reports cache reads and reasoning tokens (it has no cache writes).
 _KINDS = {
-    "anthropic": CallUsage(100, 10, 30, None, cache_write_tokens=50),
-    "openai": CallUsage(100, 10, 30, None, reasoning_tokens=7),
+    "anthropic": CallUsage(100, 10, cached_tokens=30, cost_usd=None, cache_write_tokens=50),
+    "openai": CallUsage(100, 10, cached_tokens=30, cost_usd=None, reasoning_tokens=7),
 }
 
 

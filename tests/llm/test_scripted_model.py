@@ -104,12 +104,14 @@ async def test_retries_give_up_after_max_retries(autojump_clock):
 
 async def test_usage_is_estimated_unless_given():
     """Usage is estimated at ~4 characters per token, or taken from the reply."""
-    model = ScriptedModel(["12345678", ScriptedReply("x", usage=Usage(7, 3, 2, 0.5))])
+    model = ScriptedModel(
+        ["12345678", ScriptedReply("x", usage=Usage(7, 3, cached_tokens=2, cost_usd=0.5))]
+    )
     estimated = await model.invoke(_request("x" * 40))
     assert (estimated.usage.input_tokens, estimated.usage.output_tokens) == (10, 2)
     assert estimated.usage.cost_usd is None
     given = await model.invoke(_request())
-    assert given.usage == Usage(7, 3, 2, 0.5)
+    assert given.usage == Usage(7, 3, cached_tokens=2, cost_usd=0.5)
     assert model.statistics().usage == estimated.usage + given.usage
 
 

@@ -54,7 +54,9 @@ async def test_issue36_a_tool_s_non_finite_numbers_reach_the_model_as_null(
 async def test_issue36_the_call_log_dump_is_strict_json(tmp_path: Path) -> None:
     """``branch.dump_logs`` writes JSON lines a strict reader accepts, whatever the
     application's own model reported."""
-    model = ScriptedModel([ScriptedReply("ok", usage=CallUsage(1, 1, 0, math.nan))])
+    model = ScriptedModel(
+        [ScriptedReply("ok", usage=CallUsage(1, 1, cached_tokens=0, cost_usd=math.nan))]
+    )
     async with Branch(chat_model=model) as branch:
         await branch.chat("hi")
         target = branch.dump_logs(tmp_path / "calls.jsonl")

@@ -365,8 +365,8 @@ async def test_a_budgeted_turn_with_a_store_fails_or_is_answered_by_its_commit(
     seen: list[str] = []
     model = ScriptedModel(
         [
-            ScriptedReply("long", usage=Usage(5, 50, 0, None)),
-            ScriptedReply("short", usage=Usage(5, 5, 0, None)),
+            ScriptedReply("long", usage=Usage(5, 50, cached_tokens=0, cost_usd=None)),
+            ScriptedReply("short", usage=Usage(5, 5, cached_tokens=0, cost_usd=None)),
         ]
     )
     async with Session(store=path) as session:

@@ -286,7 +286,7 @@ async def test_retries_are_events_of_the_model_call_span(
 
 async def test_usage_and_cost_are_on_the_spans(spans: Spans) -> None:
     """Token usage, cached tokens and cost reach the chat span and the turn's totals."""
-    reply = ScriptedReply("x", usage=CallUsage(100, 20, 40, 0.5))
+    reply = ScriptedReply("x", usage=CallUsage(100, 20, cached_tokens=40, cost_usd=0.5))
     async with Branch(name="b", chat_model=ScriptedModel([reply])) as branch:
         await branch.chat("q", request_options={"temperature": 0.2, "max_tokens": 64})
     chat = spans.one("chat scripted").attributes
@@ -303,7 +303,9 @@ async def test_usage_and_cost_are_on_the_spans(spans: Spans) -> None:
 
 async def test_cache_writes_and_reasoning_tokens_are_on_the_chat_span(spans: Spans) -> None:
     """Cache writes and reasoning tokens go under the GenAI conventions' own names."""
-    usage = CallUsage(100, 20, 40, None, cache_write_tokens=30, reasoning_tokens=12)
+    usage = CallUsage(
+        100, 20, cached_tokens=40, cost_usd=None, cache_write_tokens=30, reasoning_tokens=12
+    )
     async with Branch(name="b", chat_model=ScriptedModel([ScriptedReply("x", usage=usage)])) as b:
         await b.chat("q")
     chat = spans.one("chat scripted").attributes

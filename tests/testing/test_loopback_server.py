@@ -114,7 +114,9 @@ async def test_unknown_routes_are_404():
 
 async def test_usage_from_the_script_is_reported():
     """A ScriptedReply's usage appears in OpenAI and Anthropic wire shapes."""
-    usage = Usage(100, 20, 30, 0.01, cache_write_tokens=10, reasoning_tokens=5)
+    usage = Usage(
+        100, 20, cached_tokens=30, cost_usd=0.01, cache_write_tokens=10, reasoning_tokens=5
+    )
     reply = ScriptedReply("x", usage=usage)
     async with openai_server([reply, reply]) as server:
         openai_usage = (await _post(server)).json()["usage"]

@@ -19,7 +19,7 @@ MESSAGES = [{"role": "user", "content": "hello"}]
 
 async def test_openai_sdk_reads_a_plain_completion():
     """chat.completions.create parses text, finish reason and usage."""
-    reply = ScriptedReply("Hi there", usage=Usage(11, 3, 2))
+    reply = ScriptedReply("Hi there", usage=Usage(11, 3, cached_tokens=2))
     async with openai_server([reply]) as server:
 
         def call():
@@ -90,7 +90,7 @@ async def test_openai_sdk_maps_error_statuses():
 async def test_anthropic_sdk_reads_a_message_with_tool_use():
     """messages.create parses text and tool_use blocks, stop reason and usage."""
     call = ToolCall("get_weather", {"city": "Oslo"}, id="toolu_1")
-    reply = ScriptedReply("Checking.", tool_calls=(call,), usage=Usage(50, 8, 20))
+    reply = ScriptedReply("Checking.", tool_calls=(call,), usage=Usage(50, 8, cached_tokens=20))
     async with openai_server([reply]) as server:
 
         def run():
