@@ -16,7 +16,6 @@ This package imports nothing of pride but [`pride.errors`][pride.errors].
 
 from .._public import publish as _publish
 from ..messages import Usage as Usage
-
 from ._client import DEFAULT_HTTP_LIMITS as DEFAULT_HTTP_LIMITS
 from ._limiter import LimiterStatistics as LimiterStatistics, RateLimiter as RateLimiter
 from ._listen import retry_listener as retry_listener
