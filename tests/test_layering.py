@@ -90,18 +90,10 @@ ALLOWED: dict[str, set[str]] = {
     | {"store"},
 }
 
-# Packages whose modules may still import one another in a circle through
-# type-only imports (their run-time imports form none): actors/, whose lower
-# modules name the Branch class in annotations; the lead removes it once
-# actors/ is split (issue 32). Every other package is in ACYCLIC.
-CYCLIC_FOR_NOW = {"actors"}
-
-# Packages whose modules import no module of their own package back (type-only
-# imports and package faces included): every package of pride but CYCLIC_FOR_NOW.
+# Every package of pride: none of its modules imports a module of its own package
+# back (type-only imports and package faces included).
 ACYCLIC = sorted(
-    path.name
-    for path in ROOT.iterdir()
-    if path.is_dir() and (path / "__init__.py").exists() and path.name not in CYCLIC_FOR_NOW
+    path.name for path in ROOT.iterdir() if path.is_dir() and (path / "__init__.py").exists()
 )
 
 

@@ -1,8 +1,10 @@
 """The branch actor: the aggregate, its mailbox, the send API and the turn driver."""
 
-from .branch import DEFAULT_MAILBOX_SIZE, Branch, HookSink, SignalSink
+from .actor import HookSink, SignalSink
+from .branch import DEFAULT_MAILBOX_SIZE, Branch
 from .logs import DataLogger, LogConfig, LogEntry
-from .mailbox import MailboxStatistics, Reply
+from .mailbox import MailboxStatistics
+from .reply import Reply
 from .send import StreamItems, ask, send, send_nowait, stream
 from .target import BranchRef, Target
 from .turn import (

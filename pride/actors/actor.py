@@ -1,69 +1,197 @@
-"""The branch actor: its runtime state and the loop serving its mailbox.
+"""The branch actor: its runtime state, and what it needs of the branch it serves.
 
 One actor task per branch takes one mailbox item at a time, so turns of a
 branch serialise by mailbox order (the mailbox is where an asyncio design
-would hold a per-branch lock).
-Priority items are applied between turns, never during one. Everything the
-actor tracks lives in one `Actor` per branch (``branch.actor``); the
-branch itself holds the conversation.
+would hold a per-branch lock). Everything the actor tracks lives in one
+`Actor` per branch (``branch.actor``); the branch itself holds the
+conversation. The loop that serves the mailbox is `pride.actors.loop`.
 
-The loop serves three kinds of item: priority messages (``Attach``,
-``Detach``, ``Stop``, a supervisor's ``Suspend``), applied at once; model
-turns, each handed to the turn driver (`pride.actors.lifecycle`), which
-owns a turn's whole lifecycle; and steps that are not model turns (``Act``),
-served here with no turn context and no signals.
-
-A failed turn or step is a result, not a crash: the caller gets the
-exception and the actor goes on. A crash is [`Escalate`][pride.Escalate] or
-an error of the runtime itself: the reply is answered with it, then it
-escapes the loop for the supervisor to handle.
+The runtime sits below the classes it serves, so this module declares what it
+needs of them instead of importing them: `ServedBranch` (what the runtime
+reads of its branch; a `pride.Branch` is one), `SignalSink` and `HookSink`
+(a session's observer and hook bus, as an ``Attach`` brings them),
+`CommitHandover` and `HandedTurn` (a store's commit taking a finished turn's
+end off the actor's hands; `pride.durable.commit.CommitBarrier` and
+`pride.actors.ending.TurnEnd` are the ones pride has).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
-from collections.abc import Awaitable, Callable
-from functools import partial
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from uuid import UUID
 
 import attrs
 import trio
 
-from ..errors import BranchClosed, BranchNotRunning, Escalate, TurnCancelled
-from ..messages import Attach, Detach, PriorityCommand, Stop, WorkCommand
-from . import instrument, turn, wiring
-from .allowance import carry, uncarry
+from ..errors import BranchClosed, BranchNotRunning
+from ..messages import PriorityCommand
 from .budget import Account
-from .dispatch import run_command
-from .lifecycle import meter_for, run_turn, uncommitted
-from .mailbox import Mailbox, MailboxStatistics, Reply
-from .riders import ride
-from .target import announce_live, withdraw_live
-from .turn import FINALIZE_GRACE, await_bounded
-from .waits import serving_step
+from .mailbox import Mailbox, MailboxStatistics
+from .reply import Reply
+from .target import withdraw_live
 
 if TYPE_CHECKING:
-    from .branch import Branch, HookSink, SignalSink
-    from .ending import TurnEnd
+    from ..context import CapabilityGrant, ContextProviderRegistry
+    from ..llm import iModel
+    from ..memory import MemoryStore
+    from ..messages import Budget, RoledMessage, Signal, System, Usage
+    from ..messages.history import History
+    from ..operations.registry import OperationManager
+    from ..tools import ActionManager
     from .journaling import BranchRecord
+    from .logs import DataLogger
+    from .turn import LoopControl, TurnState
 
 __all__ = [
-    "FINALIZE_GRACE",
     "Actor",
     "CommitHandover",
+    "HandedTurn",
+    "HookSink",
+    "ServedBranch",
+    "SignalSink",
     "StopReason",
     "Suspend",
-    "await_bounded",
 ]
 
 log = logging.getLogger("pride.actor")
 
 StopReason = Literal["normal", "shutdown", "suspend"]
 
-TurnBarrier = Callable[["turn.TurnState | None"], Awaitable[None]]
+TurnBarrier = Callable[["TurnState | None"], Awaitable[None]]
 """Awaited at the end of every turn (with its state) and ``Act`` (with None),
 before its terminal signal and its reply (a store's commit)."""
+
+
+class ServedBranch(Protocol):
+    """What the actor runtime reads of the branch it serves (a `pride.Branch` is one).
+
+    The conversation's identity and managers, its models and budget, and the
+    one door into its history (`add_message`). The actor's own state is
+    `actor`; nothing here is the runtime's to replace.
+    """
+
+    @property
+    def id(self) -> UUID: ...
+
+    @property
+    def id_str(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def user(self) -> str | None: ...
+
+    @property
+    def owner_id(self) -> UUID | None: ...
+
+    @property
+    def mailbox_size(self) -> int: ...
+
+    @property
+    def budget(self) -> Budget | None: ...
+
+    @property
+    def usage(self) -> Usage: ...
+
+    @property
+    def system(self) -> System | None: ...
+
+    @property
+    def messages(self) -> History: ...
+
+    @property
+    def acts(self) -> ActionManager: ...
+
+    @property
+    def logs(self) -> DataLogger: ...
+
+    @property
+    def operations(self) -> OperationManager: ...
+
+    @property
+    def chat_model(self) -> iModel: ...
+
+    @property
+    def parse_model(self) -> iModel: ...
+
+    @property
+    def has_providers(self) -> bool: ...
+
+    @property
+    def providers(self) -> ContextProviderRegistry: ...
+
+    @property
+    def capabilities(self) -> CapabilityGrant | None: ...
+
+    @property
+    def actor(self) -> Actor: ...
+
+    def add_message(self, message: RoledMessage) -> RoledMessage: ...
+
+    def poll_control(self, *, turn_id: UUID | None = None) -> LoopControl | None: ...
+
+    def offer_memory(self, store: MemoryStore) -> None: ...
+
+
+class SignalSink(Protocol):
+    """What a branch needs of an observer (a session attaches a real one).
+
+    ``dispatch`` runs synchronous subscribers at once (isolating their
+    failures) and returns an awaitable for the asynchronous ones, or None.
+    A sink may also have ``wants(kind) -> bool`` (the session's observer has):
+    False says no subscriber would see a signal of that class, and the branch
+    then does not build one (`pride.actors.wiring.wants`).
+    """
+
+    def dispatch(self, signal: Signal) -> Any: ...
+
+
+class HookSink(Protocol):
+    """What a branch needs of a session's hook bus.
+
+    ``emit(point, payload)`` returns None or an awaitable. For blocking points
+    (``before_tool_call``) an exception denies the action; other points
+    isolate handler failures themselves.
+    """
+
+    def emit(self, point: str, payload: Mapping[str, Any]) -> Any: ...
+
+
+class HandedTurn(Protocol):
+    """A finished turn's end, as a `CommitHandover` holds it until its commit is
+    durable (`pride.actors.ending.TurnEnd` is the one the driver hands over)."""
+
+    @property
+    def reply(self) -> Reply: ...
+
+    @property
+    def watched(self) -> bool:
+        """Whether a subscriber may see its terminal (then it is ``answering``)."""
+        ...
+
+    @property
+    def state(self) -> TurnState | None:
+        """The turn's state, while a subscriber or a trace may still need it."""
+        ...
+
+    context: contextvars.Context | None
+    """The turn's context, for its terminal's subscribers (set at the hand-over)."""
+
+    def __call__(self, failure: Exception | None) -> None:
+        """End the turn: ``failure`` is its commit's, None once it is durable."""
+        ...
+
+    def uncommitted(self, failure: Exception) -> None:
+        """Its commit could not be staged: the turn fails with ``failure``."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once its terminal's subscribers ran (the loop's next item waits)."""
+        ...
 
 
 @runtime_checkable
@@ -74,7 +202,7 @@ class CommitHandover(Protocol):
     hands its turns over when such a barrier is its only one.
     """
 
-    def hand_over_turn(self, actor: Actor, state: turn.TurnState, end: TurnEnd) -> bool:
+    def hand_over_turn(self, actor: Actor, state: TurnState, end: HandedTurn) -> bool:
         """Stage the turn's commit and hand ``end`` to it: True if handed over (the
         commit calls ``end``), False if the driver ends it now."""
         ...
@@ -136,11 +264,11 @@ class Actor:
         "turn",
     )
 
-    def __init__(self, branch: Branch, observer: SignalSink | None = None) -> None:
+    def __init__(self, branch: ServedBranch, observer: SignalSink | None = None) -> None:
         self.branch = branch
         self.mailbox: Mailbox | None = None
         self.host: trio.Nursery | None = None
-        self.turn: turn.TurnState | None = None
+        self.turn: TurnState | None = None
         self.envelope: Reply | None = None
         self.last_context_report: Any = None
         self.observer = observer
@@ -151,7 +279,7 @@ class Actor:
         self.journal: BranchRecord | None = None
         self.barriers: list[TurnBarrier] | None = None
         self.handover: CommitHandover | None = None
-        self.answering: TurnEnd | None = None
+        self.answering: HandedTurn | None = None
 
     def __repr__(self) -> str:
         state = "serving" if self.serving else "running" if self.running else "idle"
@@ -266,178 +394,3 @@ class Actor:
         barriers = self.barriers
         only = barriers[0] if barriers is not None and len(barriers) == 1 else None
         self.handover = only if isinstance(only, CommitHandover) else None
-
-    # ------------------------------------------------------------ serving
-
-    async def serve(
-        self, host: trio.Nursery | None = None, *, task_status: Any = trio.TASK_STATUS_IGNORED
-    ) -> StopReason:
-        """Serve the mailbox until a ``Stop`` (or ``Suspend``) arrives.
-
-        ``host`` is a nursery that outlives the actor (its supervisor's) to run
-        the turns' nested and signal tasks in; without one the actor opens its
-        own. The mailbox is opened first (a new one if the last was closed).
-
-        Returns the stop reason. On ``Stop`` the mailbox is closed and every
-        envelope still queued is answered with BranchClosed; on ``Suspend`` (or
-        a crash, or cancellation) the mailbox is left as it is for the supervisor.
-
-        Raises:
-            Escalate, Exception: a crash, after the envelope being served was
-                answered with it.
-        """
-        if self.mailbox is None or self.mailbox.closed:
-            self.mailbox = Mailbox(self.branch.name, self.branch.mailbox_size)
-        announce_live(self.branch)
-        mailbox = self.mailbox
-        if host is not None:
-            # A supervisor's nursery hosts the turns' nested and signal tasks (each
-            # turn cancels and awaits its own before its terminal), which spares an
-            # idle actor a nursery of its own.
-            self.host = host
-            task_status.started()
-            try:
-                return await _loop(self, mailbox)
-            finally:
-                self.host = None
-        crash: BaseException | None = None
-        reason: StopReason = "normal"
-        async with trio.open_nursery() as background:
-            self.host = background
-            task_status.started()
-            try:
-                reason = await _loop(self, mailbox)
-            except BaseException as exc:
-                crash = exc
-            finally:
-                self.host = None
-                background.cancel_scope.cancel()
-        if crash is not None:
-            raise crash
-        return reason
-
-
-# ----------------------------------------------------------------- the loop
-
-
-async def _loop(actor: Actor, mailbox: Mailbox) -> StopReason:
-    # Cancelling a turn needs a cancel scope around it, and entering a trio
-    # cancel scope costs more than the rest of a short turn. So items are
-    # served inside one scope shared by consecutive items; a caller cancelling
-    # its turn cancels the shared scope, and the loop opens a fresh one before
-    # taking the next item. Cancellation is rare; the common path pays nothing.
-    while True:
-        with trio.CancelScope() as shared:
-            while not shared.cancel_called:
-                answering = actor.answering
-                if answering is not None:  # a watched terminal, then the next item (as ordered now)
-                    actor.answering = None
-                    await answering.wait()
-                reply = await mailbox.next()
-                if reply.state == "dropped":
-                    continue
-                actor.envelope = reply
-                command = reply.command
-                if isinstance(command, PriorityCommand):
-                    if isinstance(command, Stop | Suspend):
-                        return _stop(actor, reply)
-                    _apply_priority(actor, reply)
-                    await trio.lowlevel.checkpoint()
-                elif command.model_turn:  # type: ignore[attr-defined]
-                    await run_turn(actor, reply, shared)
-                else:
-                    await _run_step(actor, reply, shared)
-                actor.envelope = None  # served: an idle actor holds no finished envelope
-                del reply, command  # (nor does this frame, while it waits for the next)
-
-
-def _stop(actor: Actor, reply: Reply) -> StopReason:
-    command = reply.command
-    if isinstance(command, Suspend):
-        reply.succeed(None)
-        return "suspend"
-    assert isinstance(command, Stop)
-    actor.close(f"stopped ({command.reason})")
-    reply.succeed(None)
-    return command.reason
-
-
-def _apply_priority(actor: Actor, reply: Reply) -> None:
-    command = reply.command
-    try:
-        if isinstance(command, Attach):
-            wiring.attach(actor, command)
-        elif isinstance(command, Detach):
-            wiring.detach(actor)
-        else:
-            raise TypeError(f"unknown priority command {type(command).__name__}")
-    except Exception as exc:
-        reply.fail(exc)
-    else:
-        reply.succeed(None)
-
-
-async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None:
-    """Serve a work command that is not a model turn (``Act``): no context, no signals."""
-    reply.start(None, cancel)
-    with serving_step(reply):  # its tools waiting on this branch would deadlock
-        command: WorkCommand = reply.command  # type: ignore[assignment]
-        meter = meter_for(actor, command, reply)
-        carried = carry(reply.allowance)  # what its tools send draws on it too
-        tracer = instrument.TRACER  # its tool calls' spans, under the caller's (no span of its own)
-        trace = None if tracer is None else tracer.step(actor.branch, command, reply.trace)
-        try:
-            if actor.journal is not None:
-                actor.journal.check_free()  # an Act would record after unanswered tool calls
-            work = partial(run_command, actor.branch, command, None, meter, trace)
-            if meter.limited:  # the budget's cancel scope, its deadline the max_duration
-                result = await meter.run(work)
-            else:
-                result = await work()
-        except trio.Cancelled:
-            if reply.cancel_reason is None:
-                reply.fail(TurnCancelled("shutdown"))
-                raise
-            reply.fail(TurnCancelled(reply.cancel_reason))
-        except Escalate as exc:
-            reply.fail(exc)
-            raise
-        except Exception as exc:
-            reply.fail(exc)
-        else:
-            # Its tool calls are recorded: like a turn, answered only once they are durable.
-            if reply.rider is not None:
-                ride(reply, result, None)  # committed with them (pride.actors.riders)
-            handover = actor.handover
-            if handover is not None:  # answered by the commit (or at once: nothing to commit)
-                handover.hand_over_step(actor, reply, result)
-            else:
-                failure = await _commit_step(actor)
-                if failure is None:
-                    reply.succeed(result)
-                else:
-                    reply.fail(failure)
-        finally:
-            uncarry(carried)
-            meter.close()
-            meter.error = None  # the failure's frames hold the meter: no cycle through it
-            if trace is not None:
-                trace.end(None, False, meter.usage())
-
-
-async def _commit_step(actor: Actor) -> Exception | None:
-    """Pass the barriers (a store's commit) after an ``Act``, shielded and bounded;
-    return the failure, if any, for its caller."""
-    if not actor.barriers:
-        return None
-    with trio.move_on_after(FINALIZE_GRACE) as guard:
-        guard.shield = True
-        for barrier in actor.barriers:
-            try:
-                await barrier(None)
-            except Exception as exc:
-                log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
-                return exc
-    if guard.cancelled_caught:
-        return uncommitted(actor)
-    return None

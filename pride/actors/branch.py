@@ -55,6 +55,7 @@ from ..tools import ActionManager, Tool
 from . import (
     connect as connecting,
     control as controls,
+    loop,
     projection,
     recording,
     standalone,
@@ -62,14 +63,14 @@ from . import (
     waits,
     wiring,
 )
-from .actor import Actor, StopReason
+from .actor import Actor, HookSink, SignalSink, StopReason
 from .logs import DataLogger, LogConfig
-from .mailbox import MailboxStatistics, Reply
+from .mailbox import MailboxStatistics
 from .nursery import PrivateNursery
+from .reply import Reply
 from .send import StreamItems, ask, stream
 from .target import live_target
 from .turn import LoopControl, LoopDirective
-from .wiring import HookSink, SignalSink
 
 if TYPE_CHECKING:
     from .target import Target
@@ -128,25 +129,25 @@ class Branch:
     # declare slots too.
     __slots__ = (
         "__weakref__",
-        "_actions",
-        "_actor",
         "_capabilities",
         "_chat_model",
-        "_logs",
         "_memory",
         "_message_listeners",
-        "_messages",
         "_name",
         "_operations",
         "_parse_model",
         "_private",
         "_providers",
         "_rewrite_listeners",
+        "actor",
+        "acts",
         "budget",
         "created_at",
         "id",
         "id_str",
+        "logs",
         "mailbox_size",
+        "messages",
         "metadata",
         "stable_name",
         "user",
@@ -203,20 +204,23 @@ class Branch:
         for turns that start after the change."""
 
         # The five managers.
-        self._messages = History(messages or ())
-        self._actions = ActionManager()
+        self.messages: History = History(messages or ())
+        """The recorded conversation, in order (``len()``, iteration, indexing)."""
+        self.acts: ActionManager = ActionManager()
+        """The tool registry (the action manager)."""
         self._chat_model = iModel.from_spec(chat_model)
         self._parse_model = (
             self._chat_model if parse_model is None else iModel.from_spec(parse_model)
         )
-        self._logs = DataLogger(LogConfig.coerce(log_config), logs)
+        self.logs: DataLogger = DataLogger(LogConfig.coerce(log_config), logs)
+        """Model and tool call records (bounded by the log config's capacity)."""
         self._operations = OperationManager()
 
         if tools is not None:
-            self._actions.register(tools)
+            self.acts.register(tools)
         system = system_message(system, system_datetime, use_lion_system_message, system_sender)
         if system is not None:
-            self._messages.set_system(system)
+            self.messages.set_system(system)
 
         # Branch-scoped live extensions (created lazily).
         if memory is not None and not is_memory_store(memory):
@@ -230,12 +234,13 @@ class Branch:
         self._rewrite_listeners: list[Callable[[Branch], None]] | None = None
 
         # The runtime (never serialised): mailbox, turns, session attachments.
-        self._actor = Actor(self, observer)
+        self.actor: Actor = Actor(self, observer)
+        """The branch's actor: its mailbox, its turns and its session wiring (for supervisors)."""
         self._private: PrivateNursery | None = None  # while standalone (`async with`)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
-        return f"<Branch {self.name!r} {state}, {len(self._messages)} messages>"
+        return f"<Branch {self.name!r} {state}, {len(self.messages)} messages>"
 
     @property
     def name(self) -> str:
@@ -248,35 +253,25 @@ class Branch:
 
     @name.setter
     def name(self, value: str) -> None:
-        wiring.rename(self._actor, value)  # the session's index first: it may refuse
+        wiring.rename(self.actor, value)  # the session's index first: it may refuse
         self._name = value
 
     # ------------------------------------------------------------ managers
 
     @property
-    def messages(self) -> History:
-        """The recorded conversation, in order (``len()``, iteration, indexing)."""
-        return self._messages
-
-    @property
     def msgs(self) -> History:
         """Alias of `messages` (the reference system's name)."""
-        return self._messages
+        return self.messages
 
     @property
     def system(self) -> System | None:
         """The conversation's system message, if any."""
-        return self._messages.system
-
-    @property
-    def acts(self) -> ActionManager:
-        """The tool registry (the action manager)."""
-        return self._actions
+        return self.messages.system
 
     @property
     def tools(self) -> Mapping[str, Any]:
         """Registered tools by name."""
-        return self._actions.tools
+        return self.acts.tools
 
     def register_tools(self, tools: Any, *, update: bool = False) -> None:
         """Register tools the model may call.
@@ -291,7 +286,7 @@ class Branch:
                 callable's name cannot be a tool name; nothing was registered.
             TypeError: an item is neither a Tool nor a callable.
         """
-        self._actions.register(tools, update=update)
+        self.acts.register(tools, update=update)
 
     def register_mcp(
         self,
@@ -324,7 +319,7 @@ class Branch:
                 tool the server does not have.
         """
         return connecting.register_mcp(
-            self._actions, self.name, server, prefix=prefix, include=include, exclude=exclude
+            self.acts, self.name, server, prefix=prefix, include=include, exclude=exclude
         )
 
     @property
@@ -349,11 +344,6 @@ class Branch:
     def parse_model(self, value: iModel | dict[str, Any] | str) -> None:
         self._parse_model = iModel.from_spec(value)
 
-    @property
-    def logs(self) -> DataLogger:
-        """Model and tool call records (bounded by the log config's capacity)."""
-        return self._logs
-
     def dump_logs(self, path: str | Path | None = None, *, clear: bool = True) -> Path:
         """Append the call log to a file, one JSON record a line.
 
@@ -369,7 +359,7 @@ class Branch:
             ValueError: no ``path``, and the log config has no ``persist_dir``.
             OSError: the file could not be written.
         """
-        return self._logs.dump(path, clear=clear)
+        return self.logs.dump(path, clear=clear)
 
     @property
     def operations(self) -> OperationManager:
@@ -436,12 +426,27 @@ class Branch:
             self._memory = InMemoryStore()
         return self._memory
 
+    def offer_memory(self, store: MemoryStore) -> None:
+        """Adopt ``store`` as the memory unless the branch has one already (a
+        session's default, applied on attachment: the first claim is kept).
+
+        Args:
+            store: the memory store offered.
+        """
+        if self._memory is None:
+            self._memory = store
+
     @property
     def providers(self) -> ContextProviderRegistry:
         """The context-provider registry, created on first access (falsy while empty)."""
         if self._providers is None:
             self._providers = ContextProviderRegistry()
         return self._providers
+
+    @property
+    def has_providers(self) -> bool:
+        """True when a context provider is registered (reading it creates no registry)."""
+        return bool(self._providers)
 
     @property
     def capabilities(self) -> CapabilityGrant | None:
@@ -474,13 +479,13 @@ class Branch:
         grant = CapabilityGrant.from_operable(operable)
         self._capabilities = grant
         if prompt:
-            self._messages.set_system(apply_block(self.system, grant.render_prompt()))
+            self.messages.set_system(apply_block(self.system, grant.render_prompt()))
         return grant
 
     def revoke_capabilities(self) -> None:
         """Clear the grant, and remove its block from the system prompt."""
         self._capabilities = None
-        self._messages.set_system(apply_block(self.system, None))
+        self.messages.set_system(apply_block(self.system, None))
 
     def connect(
         self,
@@ -555,7 +560,7 @@ class Branch:
             request_options=request_options,
             **kwargs,
         )
-        self._actions.register(tool, update=update)
+        self.acts.register(tool, update=update)
         return tool
 
     # ------------------------------------------------ projection and cloning
@@ -701,10 +706,10 @@ class Branch:
         Returns:
             ``message``.
         """
-        self._messages.append(message)
+        self.messages.append(message)
         if self._message_listeners:
             recording.notify(self, self._message_listeners, "message", message)
-        actor = self._actor
+        actor = self.actor
         if actor.observer is not None or actor.hooks is not None:
             wiring.message_recorded(actor, message)
         return message
@@ -748,7 +753,7 @@ class Branch:
         """
         if self._rewrite_listeners is None:
             self._rewrite_listeners = []
-            self._messages.on_rewrite = self._history_rewritten
+            self.messages.on_rewrite = self._history_rewritten
         self._rewrite_listeners.append(listener)
 
     def remove_rewrite_listener(self, listener: Callable[[Branch], None]) -> None:
@@ -766,7 +771,7 @@ class Branch:
         listeners.remove(listener)
         if not listeners:
             self._rewrite_listeners = None
-            self._messages.on_rewrite = None
+            self.messages.on_rewrite = None
 
     def _history_rewritten(self) -> None:
         recording.notify(self, tuple(self._rewrite_listeners or ()), "history")
@@ -783,7 +788,7 @@ class Branch:
         Args:
             signal: the signal (a [`Signal`][pride.Signal]).
         """
-        wiring.emit(self._actor, signal)
+        wiring.emit(self.actor, signal)
 
     def fire_hook(self, point: str, payload: Mapping[str, Any]) -> None:
         """Fire a non-blocking hook point; async handlers join the turn's signal drain.
@@ -792,7 +797,7 @@ class Branch:
             point: the hook point's name (``"message_added"``, ...).
             payload: what the handlers are given.
         """
-        wiring.fire_hook(self._actor, point, payload)
+        wiring.fire_hook(self.actor, point, payload)
 
     async def run_hook(self, point: str, payload: Mapping[str, Any]) -> None:
         """Run a hook point and wait for its handlers (the blocking points).
@@ -804,12 +809,12 @@ class Branch:
         Raises:
             Exception: what a handler raised (a blocking handler denies that way).
         """
-        await wiring.run_hook(self._actor, point, payload)
+        await wiring.run_hook(self.actor, point, payload)
 
     @property
     def owner_id(self) -> UUID | None:
         """The id of the session this branch belongs to, if any."""
-        return self._actor.owner_id
+        return self.actor.owner_id
 
     # ------------------------------------------------------------- control
 
@@ -838,7 +843,7 @@ class Branch:
         """
         if not isinstance(directive, LoopDirective):
             raise TypeError(f"directive must be a LoopDirective, got {type(directive).__name__}")
-        context = controls.addressed_turn(self._actor, turn_id)
+        context = controls.addressed_turn(self.actor, turn_id)
         if context is None:
             return False
         context.control = LoopControl(directive, reason)
@@ -856,7 +861,7 @@ class Branch:
         Raises:
             TypeError: ``turn_id`` is not a UUID.
         """
-        context = controls.addressed_turn(self._actor, turn_id)
+        context = controls.addressed_turn(self.actor, turn_id)
         if context is None:
             return None
         pending, context.control = context.control, None
@@ -868,12 +873,12 @@ class Branch:
 
         Counted as calls happen: a running turn's calls are in it already.
         """
-        return self._actor.account.usage()
+        return self.actor.account.usage()
 
     @property
     def active_turn_id(self) -> UUID | None:
         """The id of the turn running now, if any."""
-        state = self._actor.turn
+        state = self.actor.turn
         return state.context.turn_id if state is not None else None
 
     @property
@@ -883,23 +888,18 @@ class Branch:
         Published when that turn finalises (before its caller's ``ask``
         returns); None after a turn with no providers.
         """
-        return self._actor.last_context_report
+        return self.actor.last_context_report
 
     # --------------------------------------------------------------- actor
 
     @property
-    def actor(self) -> Actor:
-        """The branch's actor: its mailbox, its turns and its session wiring (for supervisors)."""
-        return self._actor
-
-    @property
     def running(self) -> bool:
         """True while the branch's mailbox accepts commands."""
-        return self._actor.running
+        return self.actor.running
 
     def mailbox_statistics(self) -> MailboxStatistics | None:
         """A snapshot of the mailbox, or None if the actor never started."""
-        return self._actor.statistics()
+        return self.actor.statistics()
 
     async def deliver(self, envelope: Reply) -> None:
         """Put ``envelope`` in the mailbox (the [`Target`][pride.Target] protocol).
@@ -917,7 +917,7 @@ class Branch:
 
         Cancellation: cancelled while waiting for room, nothing was queued.
         """
-        mailbox = self._actor.require_mailbox()
+        mailbox = self.actor.require_mailbox()
         if envelope.command.lane == "priority":
             mailbox.put_priority(envelope)
             return
@@ -934,7 +934,7 @@ class Branch:
             MailboxFull: the work lane is full.
             BranchNotRunning, BranchClosed: as for `deliver`.
         """
-        mailbox = self._actor.require_mailbox()
+        mailbox = self.actor.require_mailbox()
         if envelope.command.lane == "priority":
             mailbox.put_priority(envelope)
         else:
@@ -966,16 +966,17 @@ class Branch:
         Cancellation: a running turn is cancelled and ends with
         ``RunFailed``; the mailbox is left as it is for the supervisor.
         """
-        return await self._actor.serve(host, task_status=task_status)
+        return await loop.serve(self.actor, host, task_status=task_status)
 
     async def __aenter__(self) -> Self:
         """Run the branch standalone: its actor in a nursery of its own (standalone.py)."""
-        await standalone.start(self)
+        self._private = await standalone.start(self)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool:
         try:
-            return await standalone.stop(self, exc_info)
+            private, self._private = self._private, None
+            return await standalone.stop(self, private, exc_info)
         finally:
             exc_info = ()  # an error leaving holds this frame: no cycle through it
 
@@ -983,16 +984,16 @@ class Branch:
 
     @property
     def _active_turn(self) -> turn.TurnExecutionContext | None:
-        state = self._actor.turn
+        state = self.actor.turn
         return state.context if state is not None else None
 
     @property
     def _last_context_report(self) -> Any:
-        return self._actor.last_context_report
+        return self.actor.last_context_report
 
     @_last_context_report.setter
     def _last_context_report(self, value: Any) -> None:
-        self._actor.last_context_report = value
+        self.actor.last_context_report = value
 
     @property
     def _waiting_on(self) -> dict[Any, int]:

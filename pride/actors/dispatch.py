@@ -19,7 +19,7 @@ from ..operations import execute
 from .view import BranchTurn
 
 if TYPE_CHECKING:
-    from .branch import Branch
+    from .actor import ServedBranch
     from .budget import Meter
     from .instrument import TurnTrace
     from .turn import TurnScope
@@ -33,7 +33,7 @@ _NOT_VERBS = frozenset({"serve", "deliver", "run_hook", "aclone"})
 
 
 async def run_command(
-    branch: Branch,
+    branch: ServedBranch,
     command: WorkCommand,
     scope: TurnScope | None,
     meter: Meter | None = None,
@@ -70,7 +70,7 @@ async def run_command(
     return await execute(BranchTurn(branch, scope, meter, trace=trace), command)
 
 
-def _verb(branch: Branch, name: str) -> Callable[..., Any]:
+def _verb(branch: ServedBranch, name: str) -> Callable[..., Any]:
     """The Branch attribute ``name`` as a Call may run it: a public async verb.
 
     A Call can arrive as data from anywhere, so attribute-first lookup stops at

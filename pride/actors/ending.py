@@ -24,8 +24,8 @@ from ..messages import RunEnd, RunFailed, RunSuspended, Signal
 from . import wiring
 
 if TYPE_CHECKING:
-    from .actor import Actor
-    from .mailbox import Reply
+    from .actor import Actor, HandedTurn
+    from .reply import Reply
     from .turn import TurnState
 
 __all__ = ["ENDED", "SUCCESS", "Outcome", "TurnEnd", "classify", "terminal"]
@@ -305,3 +305,9 @@ def terminal(actor: Actor, state: TurnState, outcome: Outcome, kind: type[Signal
         pending = tuple(call.call_id for call in state.journal.pending)
         return RunSuspended(**common, **error, pending=pending)
     return RunFailed(**common, **error, cancelled=outcome.cancelled)
+
+
+if TYPE_CHECKING:
+
+    def _implements_handed_turn(end: TurnEnd) -> HandedTurn:
+        return end  # mypy checks here that a TurnEnd is what a commit hand-over holds

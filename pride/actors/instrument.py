@@ -38,18 +38,19 @@ import contextvars
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
+from uuid import UUID
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from ..llm import ModelRequest, ModelResponse, iModel
     from ..messages import ActionCall, Usage, WorkCommand
-    from .branch import Branch
 
 __all__ = [
     "TRACER",
     "CallTrace",
     "Carrier",
+    "TracedBranch",
     "Tracer",
     "TurnTrace",
     "envelope_trace",
@@ -108,6 +109,22 @@ class TurnTrace(Protocol):
         ...
 
 
+class TracedBranch(Protocol):
+    """What a tracer reads of the branch whose turn it traces (a `pride.Branch` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def id_str(self) -> str: ...
+
+    @property
+    def chat_model(self) -> iModel: ...
+
+    @property
+    def owner_id(self) -> UUID | None: ...
+
+
 class Tracer(Protocol):
     """A tracing integration (see the module docstring)."""
 
@@ -116,13 +133,13 @@ class Tracer(Protocol):
         ...
 
     def turn(
-        self, branch: Branch, turn_id: Any, command: WorkCommand, carrier: Carrier | None
+        self, branch: TracedBranch, turn_id: Any, command: WorkCommand, carrier: Carrier | None
     ) -> TurnTrace | None:
         """Start tracing a turn in the actor's task; None when nothing records it."""
         ...
 
     def step(
-        self, branch: Branch, command: WorkCommand, carrier: Carrier | None
+        self, branch: TracedBranch, command: WorkCommand, carrier: Carrier | None
     ) -> TurnTrace | None:
         """Start tracing an ``Act`` (its tool calls only); None when nothing records it."""
         ...

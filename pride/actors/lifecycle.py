@@ -1,6 +1,6 @@
 """A turn's lifecycle, start to terminal: the turn driver.
 
-The actor loop (`pride.actors.actor`) hands each model-turn envelope to
+The actor loop (`pride.actors.loop`) hands each model-turn envelope to
 `run_turn`, the single owner of that turn's lifecycle, read top-down here:
 
 ```text
@@ -49,7 +49,7 @@ from .budget import Meter
 from .dispatch import run_command
 from .ending import SUCCESS, Outcome, TurnEnd, classify
 from .journaling import open_run
-from .mailbox import Reply
+from .reply import Reply
 from .riders import ride
 from .turn import FINALIZE_GRACE
 

@@ -18,8 +18,7 @@ waiting for room) is answered with [`BranchClosed`][pride.BranchClosed]: nothing
 dropped silently.
 
 The envelopes themselves, and the handles callers hold on them, are
-[`Reply`][pride.actors.reply.Reply] (`pride.actors.reply`); their names are
-re-exported here, where they were first defined.
+[`Reply`][pride.actors.reply.Reply] (`pride.actors.reply`).
 """
 
 from __future__ import annotations
@@ -32,10 +31,10 @@ import attrs
 import outcome
 import trio
 
-from ..errors import BranchClosed, MailboxFull, ReplyConsumedError
-from .reply import Holder, Reply, ReplyState
+from ..errors import BranchClosed, MailboxFull
+from .reply import Reply
 
-__all__ = ["Holder", "Mailbox", "MailboxStatistics", "Reply", "ReplyConsumedError", "ReplyState"]
+__all__ = ["Mailbox", "MailboxStatistics"]
 
 log = logging.getLogger("pride.mailbox")
 

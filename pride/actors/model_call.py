@@ -21,7 +21,7 @@ from ..messages import ReasoningDelta
 from . import wiring
 
 if TYPE_CHECKING:
-    from .branch import Branch
+    from .actor import ServedBranch
     from .budget import Meter
     from .turn import TurnScope
 
@@ -31,7 +31,7 @@ log = logging.getLogger("pride.turn")
 
 
 async def call_model_once(
-    branch: Branch,
+    branch: ServedBranch,
     scope: TurnScope | None,
     meter: Meter | None,
     model: iModel,
@@ -54,13 +54,13 @@ async def call_model_once(
         LoopBreak: a BREAK directive.
         Exception: a ``before_model_call`` hook refused the call.
     """
-    actor = branch._actor
+    actor = branch.actor
     hooked = wiring.hooked(actor)
     if hooked:
         await wiring.run_hook(
             actor, "before_model_call", {"branch": branch, "model": model, "request": request}
         )
-    logs = branch._logs
+    logs = branch.logs
     started = time.perf_counter()
     turn_id = scope.turn_id if scope is not None else None
     try:

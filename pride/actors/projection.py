@@ -42,8 +42,8 @@ import copy
 import logging
 import typing
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from uuid import UUID
 
 import attrs
@@ -54,9 +54,12 @@ from ..messages import ActionResponse, RoledMessage, System, new_id, structure, 
 from .logs import LogConfig, LogEntry
 
 if TYPE_CHECKING:
-    from .branch import Branch
+    from ..messages import Budget
+    from ..messages.history import History
+    from ..tools import ActionManager
+    from .logs import DataLogger
 
-__all__ = ["DEFAULT_DB_META_KEY", "Mode", "clone", "from_dict", "to_dict"]
+__all__ = ["DEFAULT_DB_META_KEY", "Mode", "Projected", "clone", "from_dict", "to_dict"]
 
 log = logging.getLogger("pride.branch")
 
@@ -88,7 +91,52 @@ _KNOWN = frozenset(
     }
 )
 _ROOT = "Branch"
-B = TypeVar("B", bound="Branch")
+B = TypeVar("B")
+
+
+class Projected(Protocol):
+    """What a projection reads of a branch (a `pride.Branch` is one)."""
+
+    @property
+    def id(self) -> UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def user(self) -> str | None: ...
+
+    @property
+    def created_at(self) -> float: ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+
+    @property
+    def messages(self) -> History: ...
+
+    @property
+    def system(self) -> System | None: ...
+
+    @property
+    def logs(self) -> DataLogger: ...
+
+    @property
+    def acts(self) -> ActionManager: ...
+
+    @property
+    def chat_model(self) -> iModel: ...
+
+    @property
+    def parse_model(self) -> iModel: ...
+
+    @property
+    def mailbox_size(self) -> int: ...
+
+    @property
+    def budget(self) -> Budget | None: ...
+
+
 _JSON_OBJECT = Mapping[str, Any]
 
 
@@ -96,7 +144,7 @@ _JSON_OBJECT = Mapping[str, Any]
 
 
 def to_dict(
-    branch: Branch,
+    branch: Projected,
     mode: Mode = "python",
     db_meta_key: str | None = None,
     *,
@@ -199,7 +247,7 @@ def _rerooted(exc: InvalidMessage, path: str, *, strip: str = "") -> list[tuple[
 
 
 def from_dict(
-    cls: type[B],
+    cls: Callable[..., B],
     data: Any,
     *,
     chat_model: iModel | None = None,
@@ -416,7 +464,7 @@ class _Reader:
 # -------------------------------------------------------------------- clone
 
 
-def clone(branch: Branch, sender: str | UUID | None = None, *, into: type[B]) -> B:
+def clone(branch: Projected, sender: str | UUID | None = None, *, into: Callable[..., B]) -> B:
     """A new, unstarted branch with a copy of ``branch``'s conversation.
 
     Every message (the system message too) gets a fresh id, ``sender`` (default:
@@ -454,7 +502,7 @@ def clone(branch: Branch, sender: str | UUID | None = None, *, into: type[B]) ->
     )
 
 
-def clone_source(branch: Branch, messages: Iterable[RoledMessage]) -> dict[str, Any]:
+def clone_source(branch: Projected, messages: Iterable[RoledMessage]) -> dict[str, Any]:
     """The reduced reference to a clone's source: id, user, created_at, progression."""
     return {
         "id": str(branch.id),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import trio
@@ -22,14 +22,17 @@ from ..messages import Command
 from . import instrument
 from .allowance import carried_allowance
 from .riders import carried_rider
-from .waits import check_wait_allowed, record_wait, remove_wait
+from .waits import Party, check_wait_allowed, record_wait, remove_wait
 
-if TYPE_CHECKING:
-    from .target import Canceller, Target
-
-__all__ = ["Holder", "Reply", "ReplyConsumedError", "ReplyState"]
+__all__ = ["Canceller", "Holder", "Reply", "ReplyConsumedError", "ReplyState"]
 
 ReplyState = Literal["queued", "running", "done", "dropped"]
+
+
+class Canceller(Protocol):
+    """What cancels a command once it runs (a `trio.CancelScope` is one)."""
+
+    def cancel(self) -> None: ...
 
 
 class Reply:
@@ -86,7 +89,7 @@ class Reply:
 
     def __init__(
         self,
-        target: Target,
+        target: Party,
         command: Command,
         *,
         stream: trio.MemorySendChannel[Any] | None = None,
@@ -156,7 +159,7 @@ class Reply:
         """
         return await self._result_for(None if self._done else check_wait_allowed(self.branch))
 
-    async def _result_for(self, waiter: Target | None) -> Any:
+    async def _result_for(self, waiter: Party | None) -> Any:
         """`result` for a caller whose deadlock check is done (`pride.actors.send.ask`
         checks before it delivers): while it waits, ``waiter`` (the branch whose
         turn waits, None for a caller outside any turn) is recorded as waiting on

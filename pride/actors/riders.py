@@ -33,13 +33,10 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
-if TYPE_CHECKING:
-    from .mailbox import Reply
-
-__all__ = ["CommitRider", "carried_rider", "ride", "riding"]
+__all__ = ["CommitRider", "Ridden", "carried_rider", "ride", "riding"]
 
 log = logging.getLogger("pride.actor")
 
@@ -67,7 +64,14 @@ def carried_rider() -> CommitRider | None:
     return _rider.get()
 
 
-def ride(reply: Reply, result: Any, failure: BaseException | None) -> None:
+class Ridden(Protocol):
+    """An envelope as `ride` sees it (a [`Reply`][pride.Reply] is one)."""
+
+    rider: CommitRider | None
+    turn_id: UUID | None
+
+
+def ride(reply: Ridden, result: Any, failure: BaseException | None) -> None:
     """For the actor: call ``reply``'s rider, if it has one, once (see the module docstring)."""
     rider = reply.rider
     if rider is None:

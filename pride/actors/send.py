@@ -30,12 +30,12 @@ from ..messages import Command, WorkCommand
 from . import turn
 from .budget import Meter
 from .dispatch import run_command
-from .mailbox import Reply
+from .reply import Reply
 from .target import BranchRef, Target, is_target, live_target
 from .waits import check_wait_allowed, waiting_edge
 
 if TYPE_CHECKING:
-    from .branch import Branch
+    from .actor import ServedBranch
 
 __all__ = ["StreamItems", "ask", "resolve", "send", "send_nowait", "stream"]
 
@@ -189,7 +189,7 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
 
 
 async def _run_nested(
-    branch: Branch, command: WorkCommand, scope: turn.TurnScope, timeout: float | None
+    branch: ServedBranch, command: WorkCommand, scope: turn.TurnScope, timeout: float | None
 ) -> Any:
     if scope.context.phase != "active":
         raise TurnFinalizingError(
@@ -201,7 +201,7 @@ async def _run_nested(
 
 
 async def _run_inline(
-    branch: Branch,
+    branch: ServedBranch,
     command: WorkCommand,
     scope: turn.TurnScope,
     stream: trio.MemorySendChannel[Any] | None,
@@ -289,7 +289,7 @@ async def stream(
     send_channel, receive_channel = trio.open_memory_channel[Any](0)
     scope = turn.live_scope_for(destination)
     if scope is not None:
-        branch: Branch = destination  # type: ignore[assignment]
+        branch: ServedBranch = destination  # type: ignore[assignment]
         async with _nested_stream(branch, command, scope, send_channel, receive_channel) as items:
             yield items
         return
@@ -319,7 +319,7 @@ async def stream(
 
 @contextlib.asynccontextmanager
 async def _nested_stream(
-    branch: Branch,
+    branch: ServedBranch,
     command: WorkCommand,
     scope: turn.TurnScope,
     send_channel: trio.MemorySendChannel[Any],

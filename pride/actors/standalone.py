@@ -11,20 +11,38 @@ block leaves it running there.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..messages import Stop
-from .mailbox import Reply
 from .nursery import PrivateNursery
+from .reply import Reply
 
 if TYPE_CHECKING:
-    from .branch import Branch
+    from .actor import Actor
 
-__all__ = ["start", "stop"]
+__all__ = ["Standalone", "start", "stop"]
 
 
-async def start(branch: Branch) -> None:
-    """Start ``branch``'s actor in a private nursery; returns once it accepts commands.
+class Standalone(Protocol):
+    """What runs standalone (a `pride.Branch` is one): a named actor, served by ``serve``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def actor(self) -> Actor: ...
+
+    @property
+    def serve(self) -> Callable[..., Awaitable[Any]]: ...
+
+
+async def start(branch: Standalone) -> PrivateNursery:
+    """Start ``branch``'s actor in a private nursery; returns it once the actor
+    accepts commands (hand it to `stop`).
 
     Raises:
         RuntimeError: the branch is already running.
@@ -33,16 +51,18 @@ async def start(branch: Branch) -> None:
         raise RuntimeError(f"branch {branch.name!r} is already running")
     private = PrivateNursery()
     await private.open(branch.serve)
-    branch._private = private
+    return private
 
 
-async def stop(branch: Branch, exc_info: tuple[Any, ...]) -> bool:
-    """Stop the actor `start` started (unless a session adopted it) and wait for it.
+async def stop(
+    branch: Standalone, private: PrivateNursery | None, exc_info: tuple[Any, ...]
+) -> bool:
+    """Stop the actor `start` started in ``private`` (unless a session adopted it)
+    and wait for it.
 
     Raises:
         Exception: what the actor raised, as one exception (never a group).
     """
-    private, branch._private = branch._private, None
     actor = branch.actor
     # A session took the actor over (include): the mailbox is no longer ours.
     nursery = private.nursery if private is not None else None

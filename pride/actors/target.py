@@ -38,15 +38,9 @@ from uuid import UUID
 import attrs
 
 if TYPE_CHECKING:
-    from .mailbox import Reply
+    from .reply import Reply
 
-__all__ = ["BranchRef", "Canceller", "Target", "is_target", "live_target"]
-
-
-class Canceller(Protocol):
-    """What cancels a command once it runs (a `trio.CancelScope` is one)."""
-
-    def cancel(self) -> None: ...
+__all__ = ["BranchRef", "Target", "is_target", "live_target"]
 
 
 class Target(Protocol):

@@ -25,7 +25,7 @@ import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
 import attrs
@@ -36,8 +36,6 @@ from ..messages import WorkCommand
 from .budget import Meter
 
 if TYPE_CHECKING:
-    from .actor import Actor
-    from .branch import Branch
     from .journaling import TurnRecord
 
 __all__ = [
@@ -425,6 +423,30 @@ def _raise_for(control: LoopControl) -> None:
 # ------------------------------------------------------------- the binding
 
 
+class _Owner(Protocol):
+    """What a turn needs of its branch (a `pride.Branch` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def id_str(self) -> str: ...
+
+    def poll_control(self, *, turn_id: UUID | None = None) -> LoopControl | None: ...
+
+
+class _Host(Protocol):
+    """What a turn needs of its branch's actor (an `pride.actors.actor.Actor` is
+    one): the turn it serves now, and the directory that resolves the names its
+    turns send to."""
+
+    @property
+    def turn(self) -> TurnState | None: ...
+
+    @property
+    def directory(self) -> Any: ...
+
+
 class _Binding:
     """What the turn binding holds: the branch, its actor, the scope bound."""
 
@@ -432,7 +454,7 @@ class _Binding:
     # frozen attrs class costs a setattr call per field.
     __slots__ = ("actor", "branch", "scope")
 
-    def __init__(self, branch: Branch, actor: Actor, scope: TurnScope) -> None:
+    def __init__(self, branch: _Owner, actor: _Host, scope: TurnScope) -> None:
         self.branch = branch
         self.actor = actor
         self.scope = scope
@@ -443,7 +465,7 @@ _active_turn: contextvars.ContextVar[_Binding | None] = contextvars.ContextVar(
 )
 
 
-def bind(branch: Branch, actor: Actor, scope: TurnScope) -> contextvars.Token[_Binding | None]:
+def bind(branch: _Owner, actor: _Host, scope: TurnScope) -> contextvars.Token[_Binding | None]:
     """Bind the current task (and tasks it starts) to ``scope``; reset with the token."""
     return _active_turn.set(_Binding(branch, actor, scope))
 
@@ -489,7 +511,7 @@ def current_turn() -> TurnScope | None:
     return live_scope_for(bound.branch)
 
 
-def check_control(branch: Branch) -> None:
+def check_control(branch: _Owner) -> None:
     """Poll ``branch``'s active turn for a directive and act on it.
 
     No directive or CONTINUE: nothing. BREAK raises [`LoopBreak`][pride.LoopBreak]

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from ..messages.history import History
     from ..operations import TurnView
     from ..tools import ActionManager
-    from .branch import Branch
+    from .actor import ServedBranch
 
 __all__ = ["BranchTurn"]
 
@@ -77,7 +77,7 @@ class BranchTurn:
 
     def __init__(
         self,
-        branch: Branch,
+        branch: ServedBranch,
         scope: TurnScope | None,
         meter: Meter | None = None,
         progress: trio.MemorySendChannel[Any] | None = None,
@@ -90,9 +90,9 @@ class BranchTurn:
         # step that streams no tokens (ReActStream's rounds stream only results).
         self._progress = progress if progress is not None or scope is None else scope.stream
         self._trace = trace if trace is not None or scope is None else scope.state.trace
-        self.messages: History = branch._messages
+        self.messages: History = branch.messages
         """The recorded conversation."""
-        self.acts: ActionManager = branch._actions
+        self.acts: ActionManager = branch.acts
         """The tool registry."""
 
     # ------------------------------------------------------------ what it reads
@@ -212,10 +212,11 @@ class BranchTurn:
         blocks are stored on the turn context, and the report becomes
         ``branch.last_context_report`` when the turn finalises.
         """
-        registry = self._branch._providers
+        branch = self._branch
         scope = self._scope
-        if not registry or scope is None:
+        if scope is None or not branch.has_providers:
             return
+        registry = branch.providers
         context = scope.state.context
         if context.provider_report is not None:
             return
@@ -228,9 +229,9 @@ class BranchTurn:
 
     async def writeback_context(self, responses: Sequence[Any]) -> None:
         """After actions produced responses, let providers persist what they learned."""
-        registry = self._branch._providers
-        if registry and any(response is not None for response in responses):
-            await registry.gather_writeback(self._branch, list(responses))
+        branch = self._branch
+        if branch.has_providers and any(response is not None for response in responses):
+            await branch.providers.gather_writeback(branch, list(responses))
 
     # ------------------------------------------------------------ model calls
 
@@ -317,7 +318,7 @@ class BranchTurn:
         """Deliver ``signal`` (its branch fields filled in) to the branch's observer."""
         branch = self._branch
         wiring.emit(
-            branch._actor, attrs.evolve(signal, branch_id=branch.id, branch_name=branch.name)
+            branch.actor, attrs.evolve(signal, branch_id=branch.id, branch_name=branch.name)
         )
 
     # ------------------------------------------------------------ tool calls
@@ -355,7 +356,7 @@ class BranchTurn:
                 return await self._execute(chosen, strategy, max_concurrent, **hooks)
 
             return await run.tool_steps(self, calls, execute, call_ids)
-        hooked = self._branch._actor.hooks is not None
+        hooked = self._branch.actor.hooks is not None
         before: Callable[[ActionCall], Awaitable[None]] | None = (
             self.before_tool_call if hooked else None
         )
@@ -434,7 +435,7 @@ class BranchTurn:
                 says ``denied: ...``).
         """
         branch = self._branch
-        await wiring.run_hook(branch._actor, "before_tool_call", {"branch": branch, "call": call})
+        await wiring.run_hook(branch.actor, "before_tool_call", {"branch": branch, "call": call})
 
     async def tool_progress(
         self,
@@ -457,7 +458,7 @@ class BranchTurn:
             total=total,
             message=message,
         )
-        wiring.emit(branch._actor, signal)
+        wiring.emit(branch.actor, signal)
         if self._progress is not None:
             # A consumer that left ends the stream at the next result item, not here.
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -466,7 +467,7 @@ class BranchTurn:
     async def after_tool_call(self, outcome: ActionOutcome) -> None:
         """Runs after each tool call: the call log, then the after/error hook."""
         branch = self._branch
-        branch._logs.record_measured(
+        branch.logs.record_measured(
             "tool",
             outcome.function,
             started_at=time.time() - outcome.duration,
@@ -475,7 +476,7 @@ class BranchTurn:
             turn_id=self.turn_id,
             error_type=outcome.error.split(":", 1)[0] if outcome.error else None,
         )
-        actor = branch._actor
+        actor = branch.actor
         if actor.hooks is not None:
             point = "after_tool_call" if outcome.succeeded else "tool_call_error"
             wiring.fire_hook(actor, point, {"branch": branch, "outcome": outcome})

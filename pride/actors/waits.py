@@ -17,16 +17,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import ReentrancyError
 from . import turn
 
-if TYPE_CHECKING:
-    from .branch import Branch
-    from .target import Target
-
 __all__ = [
+    "Party",
     "check_wait_allowed",
     "in_step",
     "record_wait",
@@ -36,6 +33,17 @@ __all__ = [
     "waiting_edge",
     "waiting_on",
 ]
+
+
+class Party(Protocol):
+    """A branch or target as the wait graph sees it: kept by identity, named in
+    the `ReentrancyError` that reports a cycle (a `pride.Target` is one)."""
+
+    @property
+    def name(self) -> str:
+        """The name the error reports."""
+        ...
+
 
 # Wait edges: waiting branch -> {target: number of waits}. An entry exists only
 # while a wait is under way (every record_wait is undone in a finally), so the
@@ -63,7 +71,7 @@ def in_step() -> bool:
     return _step.get() is not None
 
 
-def serving_branch() -> Branch | None:
+def serving_branch() -> Party | None:
     """The branch whose live turn (or Act step) the calling task belongs to, if any.
 
     While that is so, the branch's actor is busy with the caller's own work:
@@ -78,7 +86,7 @@ def serving_branch() -> Branch | None:
     return None
 
 
-def check_wait_allowed(target: Target) -> Branch | None:
+def check_wait_allowed(target: Party) -> Party | None:
     """Raise ReentrancyError if the calling turn waiting on ``target`` would deadlock.
 
     Returns the waiting branch (`serving_branch`), for `record_wait`;
@@ -97,9 +105,9 @@ def check_wait_allowed(target: Target) -> Branch | None:
     return waiter
 
 
-def _wait_path(start: Target, goal: Branch) -> list[Target] | None:
+def _wait_path(start: Party, goal: Party) -> list[Party] | None:
     """The targets from ``start`` following wait edges to ``goal``, if reachable."""
-    stack: list[list[Target]] = [[start]]
+    stack: list[list[Party]] = [[start]]
     seen = {id(start)}
     while stack:
         path = stack.pop()
@@ -112,12 +120,12 @@ def _wait_path(start: Target, goal: Branch) -> list[Target] | None:
     return None
 
 
-def waiting_on(waiter: Branch) -> dict[Any, int]:
+def waiting_on(waiter: Party) -> dict[Any, int]:
     """A copy of the targets ``waiter``'s turn waits on now, with how many waits each."""
     return dict(_edges.get(waiter, ()))
 
 
-def record_wait(waiter: Target, target: Target) -> None:
+def record_wait(waiter: Party, target: Party) -> None:
     """Record that ``waiter`` waits on ``target`` (undo with `remove_wait`)."""
     edges = _edges.get(waiter)
     if edges is None:
@@ -125,7 +133,7 @@ def record_wait(waiter: Target, target: Target) -> None:
     edges[target] = edges.get(target, 0) + 1
 
 
-def remove_wait(waiter: Target | None, target: Target) -> None:
+def remove_wait(waiter: Party | None, target: Party) -> None:
     """Undo `record_wait` (nothing for a ``waiter`` of None: no wait was recorded)."""
     if waiter is None:
         return
@@ -138,7 +146,7 @@ def remove_wait(waiter: Target | None, target: Target) -> None:
 
 
 @contextlib.contextmanager
-def waiting_edge(target: Target) -> Iterator[None]:
+def waiting_edge(target: Party) -> Iterator[None]:
     """While the block runs, record that the calling turn's branch (if any) waits on
     ``target``."""
     waiter = serving_branch()

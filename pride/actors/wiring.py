@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..context.capabilities import observe
@@ -31,11 +31,9 @@ from . import turn
 from .budget import Account
 
 if TYPE_CHECKING:
-    from .actor import Actor
+    from .actor import Actor, SignalSink
 
 __all__ = [
-    "HookSink",
-    "SignalSink",
     "attach",
     "await_lifecycle",
     "check_attachment",
@@ -53,34 +51,10 @@ __all__ = [
 log = logging.getLogger("pride.branch")
 
 
-class SignalSink(Protocol):
-    """What a branch needs of an observer (a session attaches a real one).
-
-    ``dispatch`` runs synchronous subscribers at once (isolating their
-    failures) and returns an awaitable for the asynchronous ones, or None.
-    A sink may also have ``wants(kind) -> bool`` (the session's observer has):
-    False says no subscriber would see a signal of that class, and the branch
-    then does not build one (see `wants`).
-    """
-
-    def dispatch(self, signal: Signal) -> Any: ...
-
-
 def wants(sink: SignalSink, kind: type[Signal]) -> bool:
     """Whether ``sink`` may want a ``kind`` signal: its ``wants(kind)``, else True."""
     method = getattr(sink, "wants", None)
     return True if method is None else bool(method(kind))
-
-
-class HookSink(Protocol):
-    """What a branch needs of a session's hook bus.
-
-    ``emit(point, payload)`` returns None or an awaitable. For blocking points
-    (``before_tool_call``) an exception denies the action; other points
-    isolate handler failures themselves.
-    """
-
-    def emit(self, point: str, payload: Mapping[str, Any]) -> Any: ...
 
 
 # ------------------------------------------------------------ attach, detach
@@ -138,8 +112,8 @@ def attach(actor: Actor, command: Attach) -> None:
     actor.hooks = command.hooks
     actor.directory = command.directory
     actor.account.parent = command.account
-    if branch._memory is None and command.memory is not None:
-        branch._memory = command.memory  # first claim: never replace a store in use
+    if command.memory is not None:
+        branch.offer_memory(command.memory)  # first claim: never replace a store in use
 
 
 def rename(actor: Actor, name: str) -> None:

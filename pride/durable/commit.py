@@ -41,8 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..actors import Reply
-    from ..actors.actor import Actor
-    from ..actors.ending import TurnEnd
+    from ..actors.actor import Actor, HandedTurn
     from ..actors.turn import TurnState
 
 __all__ = ["CommitBarrier"]
@@ -95,7 +94,7 @@ class CommitBarrier:
         self.stage(state)
         await self.flush()
 
-    def hand_over_turn(self, actor: Actor, state: TurnState, end: TurnEnd) -> bool:
+    def hand_over_turn(self, actor: Actor, state: TurnState, end: HandedTurn) -> bool:
         """Stage the turn's commit and hand its end to it: True if handed over (the
         commit calls ``end``), False if the driver ends it now (nothing waits for a
         commit, or staging failed: ``end`` then fails the turn with the error)."""

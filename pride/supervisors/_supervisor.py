@@ -32,7 +32,7 @@ from uuid import UUID
 import trio
 
 from ..actors import Branch, send_nowait
-from ..actors.mailbox import Reply
+from ..actors.reply import Reply
 from ..actors.turn import await_bounded
 from ..errors import PrideError, SupervisorFailed
 from ..messages import BranchRestarted, BranchStarted, BranchStopped, SessionFailed, Signal, Stop

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..actors import Branch, ask
-from ..actors.mailbox import Reply
+from ..actors.reply import Reply
 from ..actors.turn import await_bounded
 from ..actors.waits import serving_branch
 from ..errors import (

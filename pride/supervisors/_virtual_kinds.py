@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from ..actors import Branch
-from ..actors.mailbox import Reply
+from ..actors.reply import Reply
 from ..errors import VirtualKindError
 
 if TYPE_CHECKING:

@@ -46,7 +46,7 @@ from ..actors import instrument as slot
 from ._calls import Call, ModelCall, ToolCall
 
 if TYPE_CHECKING:
-    from ..actors.branch import Branch
+    from ..actors.instrument import TracedBranch
     from ..llm import ModelRequest, iModel
     from ..messages import ActionCall, Usage, WorkCommand
 
@@ -129,7 +129,7 @@ class PrideTracer:
 
     def turn(
         self,
-        branch: Branch,
+        branch: TracedBranch,
         turn_id: Any,
         command: WorkCommand,
         carrier: Mapping[str, str] | None,
@@ -170,7 +170,7 @@ class PrideTracer:
             return None
 
     def step(
-        self, branch: Branch, command: WorkCommand, carrier: Mapping[str, str] | None
+        self, branch: TracedBranch, command: WorkCommand, carrier: Mapping[str, str] | None
     ) -> _Turn | None:
         """An ``Act``: no span of its own; its tool calls' spans go under the sender's."""
         try:

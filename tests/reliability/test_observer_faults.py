@@ -11,7 +11,7 @@ import trio.testing
 
 import pride
 from pride import Branch, ChatAndRecord, MessageAdded, RunEnd, RunStart
-from pride.actors.actor import FINALIZE_GRACE
+from pride.actors.turn import FINALIZE_GRACE
 from tests.helpers import echo_model
 from tests.reliability.invariants import InvariantChecker
 

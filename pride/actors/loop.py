@@ -1,0 +1,212 @@
+"""The actor loop: the task that serves a branch's mailbox, one item at a time.
+
+Priority items are applied between turns, never during one. The loop serves
+three kinds of item: priority messages (``Attach``, ``Detach``, ``Stop``, a
+supervisor's ``Suspend``), applied at once; model turns, each handed to the
+turn driver (`pride.actors.lifecycle`), which owns a turn's whole lifecycle;
+and steps that are not model turns (``Act``), served here with no turn
+context and no signals. What the loop tracks is the branch's `Actor`
+(`pride.actors.actor`).
+
+A failed turn or step is a result, not a crash: the caller gets the
+exception and the actor goes on. A crash is [`Escalate`][pride.Escalate] or
+an error of the runtime itself: the reply is answered with it, then it
+escapes the loop for the supervisor to handle.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any
+
+import trio
+
+from ..errors import Escalate, TurnCancelled
+from ..messages import Attach, Detach, PriorityCommand, Stop, WorkCommand
+from . import instrument, wiring
+from .actor import Actor, StopReason, Suspend
+from .allowance import carry, uncarry
+from .dispatch import run_command
+from .lifecycle import meter_for, run_turn, uncommitted
+from .mailbox import Mailbox
+from .reply import Reply
+from .riders import ride
+from .target import announce_live
+from .turn import FINALIZE_GRACE
+from .waits import serving_step
+
+__all__ = ["serve"]
+
+log = logging.getLogger("pride.actor")
+
+
+async def serve(
+    actor: Actor, host: trio.Nursery | None = None, *, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> StopReason:
+    """Serve ``actor``'s mailbox until a ``Stop`` (or ``Suspend``) arrives.
+
+    ``host`` is a nursery that outlives the actor (its supervisor's) to run
+    the turns' nested and signal tasks in; without one the actor opens its
+    own. The mailbox is opened first (a new one if the last was closed).
+
+    Returns the stop reason. On ``Stop`` the mailbox is closed and every
+    envelope still queued is answered with BranchClosed; on ``Suspend`` (or
+    a crash, or cancellation) the mailbox is left as it is for the supervisor.
+
+    Raises:
+        Escalate, Exception: a crash, after the envelope being served was
+            answered with it.
+    """
+    if actor.mailbox is None or actor.mailbox.closed:
+        actor.mailbox = Mailbox(actor.branch.name, actor.branch.mailbox_size)
+    announce_live(actor.branch)
+    mailbox = actor.mailbox
+    if host is not None:
+        # A supervisor's nursery hosts the turns' nested and signal tasks (each
+        # turn cancels and awaits its own before its terminal), which spares an
+        # idle actor a nursery of its own.
+        actor.host = host
+        task_status.started()
+        try:
+            return await _loop(actor, mailbox)
+        finally:
+            actor.host = None
+    crash: BaseException | None = None
+    reason: StopReason = "normal"
+    async with trio.open_nursery() as background:
+        actor.host = background
+        task_status.started()
+        try:
+            reason = await _loop(actor, mailbox)
+        except BaseException as exc:
+            crash = exc
+        finally:
+            actor.host = None
+            background.cancel_scope.cancel()
+    if crash is not None:
+        raise crash
+    return reason
+
+
+async def _loop(actor: Actor, mailbox: Mailbox) -> StopReason:
+    # Cancelling a turn needs a cancel scope around it, and entering a trio
+    # cancel scope costs more than the rest of a short turn. So items are
+    # served inside one scope shared by consecutive items; a caller cancelling
+    # its turn cancels the shared scope, and the loop opens a fresh one before
+    # taking the next item. Cancellation is rare; the common path pays nothing.
+    while True:
+        with trio.CancelScope() as shared:
+            while not shared.cancel_called:
+                answering = actor.answering
+                if answering is not None:  # a watched terminal, then the next item (as ordered now)
+                    actor.answering = None
+                    await answering.wait()
+                reply = await mailbox.next()
+                if reply.state == "dropped":
+                    continue
+                actor.envelope = reply
+                command = reply.command
+                if isinstance(command, PriorityCommand):
+                    if isinstance(command, Stop | Suspend):
+                        return _stop(actor, reply)
+                    _apply_priority(actor, reply)
+                    await trio.lowlevel.checkpoint()
+                elif command.model_turn:  # type: ignore[attr-defined]
+                    await run_turn(actor, reply, shared)
+                else:
+                    await _run_step(actor, reply, shared)
+                actor.envelope = None  # served: an idle actor holds no finished envelope
+                del reply, command  # (nor does this frame, while it waits for the next)
+
+
+def _stop(actor: Actor, reply: Reply) -> StopReason:
+    command = reply.command
+    if isinstance(command, Suspend):
+        reply.succeed(None)
+        return "suspend"
+    assert isinstance(command, Stop)
+    actor.close(f"stopped ({command.reason})")
+    reply.succeed(None)
+    return command.reason
+
+
+def _apply_priority(actor: Actor, reply: Reply) -> None:
+    command = reply.command
+    try:
+        if isinstance(command, Attach):
+            wiring.attach(actor, command)
+        elif isinstance(command, Detach):
+            wiring.detach(actor)
+        else:
+            raise TypeError(f"unknown priority command {type(command).__name__}")
+    except Exception as exc:
+        reply.fail(exc)
+    else:
+        reply.succeed(None)
+
+
+async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None:
+    """Serve a work command that is not a model turn (``Act``): no context, no signals."""
+    reply.start(None, cancel)
+    with serving_step(reply):  # its tools waiting on this branch would deadlock
+        command: WorkCommand = reply.command  # type: ignore[assignment]
+        meter = meter_for(actor, command, reply)
+        carried = carry(reply.allowance)  # what its tools send draws on it too
+        tracer = instrument.TRACER  # its tool calls' spans, under the caller's (no span of its own)
+        trace = None if tracer is None else tracer.step(actor.branch, command, reply.trace)
+        try:
+            if actor.journal is not None:
+                actor.journal.check_free()  # an Act would record after unanswered tool calls
+            work = partial(run_command, actor.branch, command, None, meter, trace)
+            if meter.limited:  # the budget's cancel scope, its deadline the max_duration
+                result = await meter.run(work)
+            else:
+                result = await work()
+        except trio.Cancelled:
+            if reply.cancel_reason is None:
+                reply.fail(TurnCancelled("shutdown"))
+                raise
+            reply.fail(TurnCancelled(reply.cancel_reason))
+        except Escalate as exc:
+            reply.fail(exc)
+            raise
+        except Exception as exc:
+            reply.fail(exc)
+        else:
+            # Its tool calls are recorded: like a turn, answered only once they are durable.
+            if reply.rider is not None:
+                ride(reply, result, None)  # committed with them (pride.actors.riders)
+            handover = actor.handover
+            if handover is not None:  # answered by the commit (or at once: nothing to commit)
+                handover.hand_over_step(actor, reply, result)
+            else:
+                failure = await _commit_step(actor)
+                if failure is None:
+                    reply.succeed(result)
+                else:
+                    reply.fail(failure)
+        finally:
+            uncarry(carried)
+            meter.close()
+            meter.error = None  # the failure's frames hold the meter: no cycle through it
+            if trace is not None:
+                trace.end(None, False, meter.usage())
+
+
+async def _commit_step(actor: Actor) -> Exception | None:
+    """Pass the barriers (a store's commit) after an ``Act``, shielded and bounded;
+    return the failure, if any, for its caller."""
+    if not actor.barriers:
+        return None
+    with trio.move_on_after(FINALIZE_GRACE) as guard:
+        guard.shield = True
+        for barrier in actor.barriers:
+            try:
+                await barrier(None)
+            except Exception as exc:
+                log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
+                return exc
+    if guard.cancelled_caught:
+        return uncommitted(actor)
+    return None
