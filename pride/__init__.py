@@ -19,7 +19,6 @@ internal records) live only in their subpackages: `pride.messages`,
 from ._public import publish as _publish
 from ._version import __version__ as __version__
 from .actors import (
-    Branch as Branch,
     BranchRef as BranchRef,
     LogConfig as LogConfig,
     LoopControl as LoopControl,
@@ -35,6 +34,7 @@ from .actors import (
     send_nowait as send_nowait,
     stream as stream,
 )
+from .branch import Branch as Branch
 from .context import (
     CapabilityGrant as CapabilityGrant,
     ContextProvider as ContextProvider,

@@ -1,9 +1,10 @@
 """Imports point one way (DESIGN.md, "Layout"), and no package reaches into another's privates.
 
-cli, serve -> cluster -> supervisors -> flows, durable -> actors -> operations -> llm, tools,
-context, memory -> messages; store and testing sit beside them; cluster (the ray extra) builds
-on supervisors; durable (the turn journal, the commit hand-over, a session's store wiring)
-builds on actors, which declare the protocols it implements;
+cli, serve -> cluster -> supervisors -> flows, durable -> branch -> actors -> operations -> llm,
+tools, context, memory -> messages; branch (the Branch aggregate and its facade) builds on
+the actor runtime, which declares what it needs of a branch; store and testing sit beside
+them; cluster (the ray extra) builds on supervisors; durable (the turn journal, the commit
+hand-over, a session's store wiring) builds on actors, which declare the protocols it implements;
 flows (graphs of work across branches) builds on actors and knows no Session class: a
 session hands a run its name resolution and observer, and ``Session.flow`` delegates to it;
 mcp (the optional extra) sits beside tools
@@ -45,30 +46,39 @@ ALLOWED: dict[str, set[str]] = {
     "context": BASE | {"llm"},
     "operations": BASE | {"llm", "tools", "context", "memory"},
     "actors": BASE | {"llm", "tools", "context", "memory", "operations"},
-    "flows": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "store"},
+    # The Branch aggregate and its facade, above the runtime that serves it (actors
+    # declare what they need of a branch: pride.actors.actor.ServedBranch).
+    "branch": BASE | {"llm", "tools", "context", "memory", "operations", "actors"},
+    "flows": BASE
+    | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "store"},
     # Durable turns build on the actor runtime and the store; actors know none of it
     # (they declare the protocols it implements).
-    "durable": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "store"},
+    "durable": BASE
+    | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "store"},
     "supervisors": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "store", "mcp", "flows"}
+    | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "store", "mcp"}
+    | {"flows"}
     | {"durable"},
-    "mcp": BASE | {"llm", "tools", "context", "memory", "operations", "actors"},
+    "mcp": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "branch"},
     "telemetry": BASE | {"llm", "actors"},
     "store": BASE,
     "testing": BASE | {"llm"},
     "cluster": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
+    | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "flows"}
+    | {"supervisors"}
     | {"store", "durable"},
     # The client of pride serve: the wire (messages, errors), llm's SSE parser, and
     # the Target protocol its refs implement.
     "client": BASE | {"llm", "actors"},
     # The front door (pride serve) builds on the tree it serves, never on the CLI.
     "serve": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
+    | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "flows"}
+    | {"supervisors"}
     | {"store", "cluster"},
     "cli": BASE
     | {
         "serve",
+        "branch",
         "llm",
         "tools",
         "context",
@@ -86,7 +96,8 @@ ALLOWED: dict[str, set[str]] = {
     },
     # asyncio programs (pride.aio): a Session run as a guest of an asyncio loop.
     "aio": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "flows", "supervisors"}
+    | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "flows"}
+    | {"supervisors"}
     | {"store"},
 }
 
@@ -111,7 +122,7 @@ class Imported:
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    """``pride/actors/branch.py`` -> ``pride.actors.branch`` (a package's face is its name)."""
+    """``pride/branch/branch.py`` -> ``pride.branch.branch`` (a package's face is its name)."""
     parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

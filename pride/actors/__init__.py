@@ -1,7 +1,9 @@
-"""The branch actor: the aggregate, its mailbox, the send API and the turn driver."""
+"""The actor runtime: the mailbox, the envelope, the send API, the actor loop and the turn driver.
+
+The Branch aggregate it serves is `pride.branch`, above it.
+"""
 
 from .actor import HookSink, SignalSink
-from .branch import DEFAULT_MAILBOX_SIZE, Branch
 from .logs import DataLogger, LogConfig, LogEntry
 from .mailbox import MailboxStatistics
 from .reply import Reply
@@ -17,8 +19,6 @@ from .turn import (
 )
 
 __all__ = [
-    "DEFAULT_MAILBOX_SIZE",
-    "Branch",
     "BranchRef",
     "DataLogger",
     "HookSink",

@@ -30,7 +30,8 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Branch, BranchRef, Reply
+from ..actors import BranchRef, Reply
+from ..branch import Branch
 from ..flows import Flow, FlowResult
 from ..messages import Command, Signal, WorkCommand
 from ..supervisors import Session

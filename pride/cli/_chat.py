@@ -32,7 +32,8 @@ import trio
 from rich.console import Console
 from rich.text import Text
 
-from ..actors import Branch, stream
+from ..actors import stream
+from ..branch import Branch
 from ..errors import (
     ApprovalPending,
     ApprovalRequired,

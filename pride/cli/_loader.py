@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..actors import Branch
+from ..branch import Branch
 from ..errors import PrideError
 from ..supervisors import Session
 from ._startup import cannot_start, listed

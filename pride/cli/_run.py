@@ -67,7 +67,8 @@ import attrs
 import trio
 from rich.console import Console
 
-from ..actors import Branch, Reply, send
+from ..actors import Reply, send
+from ..branch import Branch
 from ..errors import (
     BranchClosed,
     InvalidMessage,

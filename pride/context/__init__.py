@@ -11,7 +11,7 @@
 
 Neither is serialised with a branch or copied by ``clone``.
 This package imports nothing of pride but [`pride.errors`][pride.errors],
-[`pride.messages`][pride.actors.branch.Branch.messages] and, for its token counter,
+[`pride.messages`][pride.branch.branch.Branch.messages] and, for its token counter,
 [`pride.llm`][pride.llm].
 """
 

@@ -46,8 +46,9 @@ from uuid import UUID
 
 import attrs
 
-from ..actors import Branch, Reply
+from ..actors import Reply
 from ..actors.turn import TurnState
+from ..branch import Branch
 from ..messages import Resume, RoledMessage
 from ..store import BranchStore
 from .commit import CommitBarrier

@@ -32,8 +32,9 @@ from uuid import UUID
 
 import attrs
 
-from ..actors import Branch, BranchRef
+from ..actors import BranchRef
 from ..actors.target import is_target
+from ..branch import Branch
 from ..errors import InvalidFlow
 from ..messages import WorkCommand
 from .mermaid import render

@@ -40,7 +40,8 @@ from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
 from .._version import __version__
-from ..actors import Branch, send
+from ..actors import send
+from ..branch import Branch
 from ..messages import (
     ActionRequest,
     ActionResponse,

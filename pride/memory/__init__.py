@@ -13,7 +13,7 @@ created on first access (the first-claim rule). Memory is never serialised with 
 branch and never copied by ``clone``.
 
 This package imports nothing of pride but [`pride.errors`][pride.errors] and
-[`pride.messages`][pride.actors.branch.Branch.messages].
+[`pride.messages`][pride.branch.branch.Branch.messages].
 """
 
 from .._public import publish as _publish

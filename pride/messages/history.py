@@ -2,7 +2,7 @@
 
 A model request needs the whole history in the provider's shape. Rendering it
 anew each turn would make a turn's cost grow with the conversation, so
-[`History`][pride.actors.branch.History] keeps, per provider shape, the already-rendered entries and
+[`History`][pride.branch.branch.History] keeps, per provider shape, the already-rendered entries and
 extends them as messages are appended: a turn copies a list of references and
 renders only its new instruction.
 

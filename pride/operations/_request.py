@@ -1,7 +1,7 @@
 """Turn request compilation: history + new instruction (+ context) into a ModelRequest.
 
 The history is compiled once per provider shape and kept up to date by the
-branch's [`History`][pride.actors.branch.History], so this costs a list copy
+branch's [`History`][pride.branch.branch.History], so this costs a list copy
 plus the rendering of the new instruction, whatever the history's length.
 
 The system prompt goes to the provider as a real system message (OpenAI: the

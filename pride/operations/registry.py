@@ -6,7 +6,7 @@ branch is attached, the session's registry stands behind the branch's own
 a name is looked up in the branch's registry first, then in the session's, so
 what the branch registered keeps its meaning whatever session it joins, the
 way attribute-first lookup through
-[`Branch.get_operation`][pride.actors.branch.Branch.get_operation] keeps a
+[`Branch.get_operation`][pride.branch.branch.Branch.get_operation] keeps a
 built-in verb from being shadowed. Detaching takes the shared
 registry away and leaves the branch's own.
 """

@@ -21,7 +21,8 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Branch, Reply, Target, instrument, send
+from ..actors import Reply, Target, instrument, send
+from ..branch import Branch
 from ..errors import MailboxFull, UnknownBranch
 from ..messages import WorkCommand
 from ..messages.origins import Guard

@@ -19,7 +19,8 @@ from uuid import UUID
 
 import attrs
 
-from ..actors import Branch, Reply, ask
+from ..actors import Reply, ask
+from ..branch import Branch
 from ..durable import journal_of
 from ..errors import UnknownTurn
 from ..messages import Decision, PendingCall, Resume

@@ -13,7 +13,7 @@ from uuid import UUID
 import attrs
 import trio
 
-from ..actors import Branch
+from ..branch import Branch
 from ._service import Service
 from .strategy import RestartType
 

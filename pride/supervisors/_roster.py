@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
-from ..actors import Branch
+from ..branch import Branch
 from ._child import Child
 
 __all__ = ["Roster"]

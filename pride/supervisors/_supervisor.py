@@ -31,9 +31,10 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Branch, send_nowait
+from ..actors import send_nowait
 from ..actors.reply import Reply
 from ..actors.turn import await_bounded
+from ..branch import Branch
 from ..errors import PrideError, SupervisorFailed
 from ..messages import BranchRestarted, BranchStarted, BranchStopped, SessionFailed, Signal, Stop
 from ._child import Child, Run, Status, close

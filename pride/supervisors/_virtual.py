@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..actors import Branch, ask
+from ..actors import ask
 from ..actors.reply import Reply
 from ..actors.turn import await_bounded
 from ..actors.waits import serving_branch
+from ..branch import Branch
 from ..errors import (
     ActivationFailed,
     BranchClosed,

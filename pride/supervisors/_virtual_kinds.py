@@ -17,8 +17,8 @@ from uuid import UUID
 import attrs
 import trio
 
-from ..actors import Branch
 from ..actors.reply import Reply
+from ..branch import Branch
 from ..errors import VirtualKindError
 
 if TYPE_CHECKING:

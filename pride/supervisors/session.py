@@ -38,7 +38,6 @@ from uuid import UUID
 import trio
 
 from ..actors import (
-    Branch,
     BranchRef,
     Reply,
     StreamItems,
@@ -50,6 +49,7 @@ from ..actors import (
 from ..actors.budget import Account
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
+from ..branch import Branch
 from ..durable import Durability, Persistence
 from ..errors import UnknownBranch, VirtualKindError
 from ..flows import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, Flow, FlowEvents, FlowResult
@@ -371,7 +371,7 @@ class Session:
 
         Returns once the server has initialised and listed its tools; register
         them on a branch with
-        [`register_mcp`][pride.actors.branch.Branch.register_mcp]. The server
+        [`register_mcp`][pride.branch.branch.Branch.register_mcp]. The server
         restarts by ``restart`` and the session's strategy and intensity,
         like a branch, and stops with the session. Needs the ``mcp`` extra
         (``pip install 'pride[mcp]'``); see docs/mcp.md.

@@ -12,7 +12,7 @@
 * [`report_progress`][pride.tools.report_progress] lets a running tool say how far it has got.
 
 This package knows nothing of branches or turns: it imports only
-[`pride.errors`][pride.errors] and [`pride.messages`][pride.actors.branch.Branch.messages].
+[`pride.errors`][pride.errors] and [`pride.messages`][pride.branch.branch.Branch.messages].
 """
 
 from .._public import publish as _publish

@@ -6,7 +6,7 @@ import pytest
 
 from pride import Branch, LogConfig, MessageAdded, ScriptedModel, System, iModel
 from pride.actors import DataLogger, LogEntry
-from pride.actors.branch import PRIDE_SYSTEM_MESSAGE
+from pride.branch.branch import PRIDE_SYSTEM_MESSAGE
 from pride.memory import InMemoryStore
 from pride.operations.registry import OperationManager
 from pride.tools import ActionManager, Tool

@@ -22,8 +22,9 @@ from uuid import UUID
 import attrs
 import trio
 
-from ...actors import Branch, Reply
+from ...actors import Reply
 from ...actors.instrument import forwarding
+from ...branch import Branch
 from ...messages import WorkCommand
 
 __all__ = ["Answers", "Call", "HostedReply", "backlog", "room", "trace_context"]

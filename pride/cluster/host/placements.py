@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...actors import Branch
+from ...branch import Branch
 from ...errors import StoreError
 
 __all__ = ["MAX_SPAWN_TIMEOUT", "SPAWN_TIMEOUT", "Placements", "build_branch", "import_factory"]

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from ...actors import Branch
+from ...branch import Branch
 from ...durable import Durability
 from ...errors import InvalidMessage, StoreLocked
 from ...messages import BranchStopped

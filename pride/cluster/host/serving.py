@@ -39,7 +39,7 @@ from uuid import UUID
 import attrs
 import trio
 
-from ...actors import Branch
+from ...branch import Branch
 from ...errors import (
     BranchClosed,
     EnvelopeReplayed,

@@ -26,7 +26,7 @@ from ..wire.encoding import encode_value
 from .calls import Answers, Call, HostedReply, room
 
 if TYPE_CHECKING:
-    from ...actors import Branch
+    from ...branch import Branch
 
 __all__ = ["MAX_WINDOW", "STREAM_CLOSE_GRACE", "StreamPost", "cancel_stream", "serve_stream"]
 

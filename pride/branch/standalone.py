@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..actors.nursery import PrivateNursery
+from ..actors.reply import Reply
 from ..messages import Stop
-from .nursery import PrivateNursery
-from .reply import Reply
 
 if TYPE_CHECKING:
-    from .actor import Actor
+    from ..actors.actor import Actor
 
 __all__ = ["Standalone", "start", "stop"]
 

@@ -48,16 +48,16 @@ from uuid import UUID
 
 import attrs
 
+from ..actors.logs import LogConfig, LogEntry
 from ..errors import InvalidMessage
 from ..llm import iModel
 from ..messages import ActionResponse, RoledMessage, System, new_id, structure, unstructure
-from .logs import LogConfig, LogEntry
 
 if TYPE_CHECKING:
+    from ..actors.logs import DataLogger
     from ..messages import Budget
     from ..messages.history import History
     from ..tools import ActionManager
-    from .logs import DataLogger
 
 __all__ = ["DEFAULT_DB_META_KEY", "Mode", "Projected", "clone", "from_dict", "to_dict"]
 
@@ -160,7 +160,7 @@ def to_dict(
     ``system`` (when there is one), ``log_config`` (when included),
     ``chat_model`` (always) and ``parse_model`` (when distinct). No API
     key, tool, provider, memory, grant, operation or session reference.
-    The module docstring (`pride.actors.projection`) has the details.
+    The module docstring (`pride.branch.projection`) has the details.
 
     Args:
         branch: the branch to project.
@@ -254,7 +254,7 @@ def from_dict(
     parse_model: iModel | None = None,
     db_meta_key: str | None = None,
 ) -> B:
-    """A standalone branch rebuilt from a [`to_dict`][pride.actors.projection.to_dict] projection;
+    """A standalone branch rebuilt from a [`to_dict`][pride.branch.projection.to_dict] projection;
     ``data`` is not modified.
 
     Raises:

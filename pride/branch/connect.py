@@ -77,7 +77,7 @@ def connected_tool(
     request_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Tool:
-    """The tool [`Branch.connect`][pride.actors.branch.Branch.connect] registers
+    """The tool [`Branch.connect`][pride.branch.branch.Branch.connect] registers
     (its arguments, but ``update``, are the same).
 
     Raises:
@@ -136,7 +136,7 @@ def register_mcp(
     exclude: Iterable[str] | None = None,
 ) -> tuple[str, ...]:
     """Register ``server``'s tools in ``actions`` for the branch named ``owner``
-    (what [`Branch.register_mcp`][pride.actors.branch.Branch.register_mcp] does).
+    (what [`Branch.register_mcp`][pride.branch.branch.Branch.register_mcp] does).
 
     Raises:
         TypeError: ``server`` is not an MCP server handle.

@@ -27,6 +27,15 @@ from uuid import UUID
 
 import trio
 
+from ..actors import loop, turn, waits, wiring
+from ..actors.actor import Actor, HookSink, SignalSink, StopReason
+from ..actors.logs import DataLogger, LogConfig
+from ..actors.mailbox import MailboxStatistics
+from ..actors.nursery import PrivateNursery
+from ..actors.reply import Reply
+from ..actors.send import StreamItems, ask, stream
+from ..actors.target import live_target
+from ..actors.turn import LoopControl, LoopDirective
 from ..context import CapabilityGrant, ContextProviderRegistry
 from ..context.capabilities import apply_block
 from ..llm import iModel
@@ -55,25 +64,13 @@ from ..tools import ActionManager, Tool
 from . import (
     connect as connecting,
     control as controls,
-    loop,
     projection,
     recording,
     standalone,
-    turn,
-    waits,
-    wiring,
 )
-from .actor import Actor, HookSink, SignalSink, StopReason
-from .logs import DataLogger, LogConfig
-from .mailbox import MailboxStatistics
-from .nursery import PrivateNursery
-from .reply import Reply
-from .send import StreamItems, ask, stream
-from .target import live_target
-from .turn import LoopControl, LoopDirective
 
 if TYPE_CHECKING:
-    from .target import Target
+    from ..actors.target import Target
 
 __all__ = [
     "DEFAULT_MAILBOX_SIZE",
@@ -536,7 +533,7 @@ class Branch:
 
         Returns:
             The registered [`Tool`][pride.tools.Tool]; its ``function`` is a
-            [`ConnectedModel`][pride.actors.connect.ConnectedModel] whose
+            [`ConnectedModel`][pride.branch.connect.ConnectedModel] whose
             ``imodel`` is the connected model.
 
         Raises:

@@ -2,7 +2,7 @@
 
 A controller (an observer callback, a UI, another task) writes a
 [`LoopDirective`][pride.LoopDirective] into the one active turn of a branch
-([`Branch.control`][pride.actors.branch.Branch.control]); the turn's loops
+([`Branch.control`][pride.branch.branch.Branch.control]); the turn's loops
 read it at their next check (`TurnScope.check_control`). Nothing is ever
 queued: outside an active turn (none running, or it is finalising) a
 directive is refused, and the last write before a check wins.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 if TYPE_CHECKING:
-    from .turn import TurnExecutionContext, TurnState
+    from ..actors.turn import TurnExecutionContext, TurnState
 
 __all__ = ["addressed_turn"]
 

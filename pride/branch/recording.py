@@ -1,6 +1,6 @@
 """Telling whoever listens that a branch's history changed.
 
-[`Branch.add_message`][pride.actors.branch.Branch.add_message] is the one
+[`Branch.add_message`][pride.branch.branch.Branch.add_message] is the one
 door into a branch's history from the runtime: it appends the message, then
 tells the application's listeners (synchronous callbacks: a store writing
 each message as it is recorded, a UI), then the attached observer and hooks
