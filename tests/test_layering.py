@@ -44,20 +44,23 @@ ALLOWED: dict[str, set[str]] = {
     "tools": BASE,
     "memory": BASE,
     "context": BASE | {"llm"},
+    # Budgets at run time: accounts and meters over the messages' Budget and Usage
+    # (context counts a streamed reply's tokens).
+    "budget": BASE | {"context"},
     "operations": BASE | {"llm", "tools", "context", "memory"},
-    "actors": BASE | {"llm", "tools", "context", "memory", "operations"},
+    "actors": BASE | {"llm", "tools", "context", "memory", "budget", "operations"},
     # The Branch aggregate and its facade, above the runtime that serves it (actors
     # declare what they need of a branch: pride.actors.actor.ServedBranch).
     "branch": BASE | {"llm", "tools", "context", "memory", "operations", "actors"},
     "flows": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "store"},
+    | {"llm", "tools", "context", "memory", "budget", "operations", "actors", "branch", "store"},
     # Durable turns build on the actor runtime and the store; actors know none of it
     # (they declare the protocols it implements).
     "durable": BASE
     | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "store"},
     "supervisors": BASE
-    | {"llm", "tools", "context", "memory", "operations", "actors", "branch", "store", "mcp"}
-    | {"flows"}
+    | {"llm", "tools", "context", "memory", "budget", "operations", "actors", "branch", "store"}
+    | {"mcp", "flows"}
     | {"durable"},
     "mcp": BASE | {"llm", "tools", "context", "memory", "operations", "actors", "branch"},
     "telemetry": BASE | {"llm", "actors"},

@@ -26,9 +26,9 @@ from uuid import UUID
 import attrs
 import trio
 
+from ..budget.accounts import Account
 from ..errors import BranchClosed, BranchNotRunning
 from ..messages import PriorityCommand
-from .budget import Account
 from .mailbox import Mailbox, MailboxStatistics
 from .reply import Reply
 from .target import withdraw_live

@@ -19,8 +19,8 @@ from ..operations import execute
 from .view import BranchTurn
 
 if TYPE_CHECKING:
+    from ..budget.accounts import Meter
     from .actor import ServedBranch
-    from .budget import Meter
     from .instrument import TurnTrace
     from .turn import TurnScope
 

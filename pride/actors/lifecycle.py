@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ..budget.accounts import Meter
+from ..budget.allowance import carry, uncarry
 from ..errors import ApprovalRequired, Escalate, StoreError
 from ..messages import RunStart, WorkCommand, new_id
 from . import instrument, turn, wiring
-from .allowance import carry, uncarry
-from .budget import Meter
 from .dispatch import run_command
 from .ending import SUCCESS, Outcome, TurnEnd, classify
 from .journaling import open_run

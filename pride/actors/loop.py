@@ -22,11 +22,11 @@ from typing import Any
 
 import trio
 
+from ..budget.allowance import carry, uncarry
 from ..errors import Escalate, TurnCancelled
 from ..messages import Attach, Detach, PriorityCommand, Stop, WorkCommand
 from . import instrument, wiring
 from .actor import Actor, StopReason, Suspend
-from .allowance import carry, uncarry
 from .dispatch import run_command
 from .lifecycle import meter_for, run_turn, uncommitted
 from .mailbox import Mailbox

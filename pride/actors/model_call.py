@@ -21,8 +21,8 @@ from ..messages import ReasoningDelta
 from . import wiring
 
 if TYPE_CHECKING:
+    from ..budget.accounts import Meter
     from .actor import ServedBranch
-    from .budget import Meter
     from .turn import TurnScope
 
 __all__ = ["call_model_once", "unique_call_ids"]

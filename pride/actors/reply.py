@@ -17,10 +17,10 @@ from uuid import UUID
 
 import trio
 
+from ..budget.allowance import carried_allowance
 from ..errors import ReplyConsumedError, TurnCancelled
 from ..messages import Command
 from . import instrument
-from .allowance import carried_allowance
 from .riders import carried_rider
 from .waits import Party, check_wait_allowed, record_wait, remove_wait
 

@@ -25,10 +25,10 @@ from uuid import UUID
 
 import trio
 
+from ..budget.accounts import Meter
 from ..errors import TurnFinalizingError, UnknownBranch
 from ..messages import Command, WorkCommand
 from . import turn
-from .budget import Meter
 from .dispatch import run_command
 from .reply import Reply
 from .target import BranchRef, Target, is_target, live_target

@@ -31,9 +31,9 @@ from uuid import UUID
 import attrs
 import trio
 
+from ..budget.accounts import Meter
 from ..errors import Escalate, LoopBreak, StopStream
 from ..messages import WorkCommand
-from .budget import Meter
 
 if TYPE_CHECKING:
     from .journaling import TurnRecord
@@ -133,7 +133,7 @@ class TurnState:
         context: the turn's `TurnExecutionContext`.
         command: the work command the turn serves.
         started_at: ``time.perf_counter()`` when the turn started.
-        meter: the turn's allowance and usage so far (`pride.actors.budget`):
+        meter: the turn's allowance and usage so far (`pride.budget.accounts`):
             what ``RunEnd`` reports, and what every model and tool call is
             checked against.
         host: the actor's long-lived nursery, hosting the turn's task groups.

@@ -5,7 +5,7 @@ branch and its turn scope. It is the one place where what an operation does
 reaches the runtime:
 
 * `BranchTurn.call_model`: every model call of every verb, with the
-  budget check before it (`pride.actors.budget`), the
+  budget check before it (`pride.budget.accounts`), the
   ``before_model_call``/``model_stream_chunk``/``after_model_call`` hooks,
   token streaming to the turn's consumer, usage on the turn (``RunEnd``) and
   on the branch and session, and the call log;
@@ -35,6 +35,7 @@ from uuid import UUID
 import attrs
 import trio
 
+from ..budget.accounts import Meter
 from ..errors import InvalidMessage
 from ..llm import ModelRequest, ModelResponse, iModel
 from ..messages import (
@@ -48,7 +49,6 @@ from ..messages import (
 from ..messages.commands import ModelName
 from ..tools import ActionOutcome
 from . import wiring
-from .budget import Meter
 from .instrument import TurnTrace
 from .journaling import refuse_approvals
 from .model_call import call_model_once, unique_call_ids
@@ -288,7 +288,7 @@ class BranchTurn:
     async def _replayed(self, response: ModelResponse, *, stream_tokens: bool) -> ModelResponse:
         """A model call the journal answered: it counts for the turn (``RunEnd.usage``,
         the turn's budget) but not again for the branch or the session, which
-        counted it when it ran (`pride.actors.budget`); its reasoning (a
+        counted it when it ran (`pride.budget.accounts`); its reasoning (a
         [`ReasoningDelta`][pride.ReasoningDelta] per block) and its text go to a
         stream consumer, each in one piece; no hooks, no call.
 

@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from ..budget.accounts import Account
 from ..context.capabilities import observe
 from ..errors import Escalate
 from ..memory import is_memory_store
 from ..messages import AssistantResponse, Attach, MessageAdded, RoledMessage, Signal
 from ..operations.registry import OperationManager
 from . import turn
-from .budget import Account
 
 if TYPE_CHECKING:
     from .actor import Actor, SignalSink

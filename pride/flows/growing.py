@@ -23,7 +23,7 @@ module sits above the run, which it finds.
 
 from __future__ import annotations
 
-from ..actors.allowance import carried_allowance
+from ..budget.allowance import carried_allowance
 from .run import FlowRun
 from .state import NodeAccount
 

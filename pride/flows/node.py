@@ -35,9 +35,9 @@ from typing import Any, Protocol
 import trio
 
 from ..actors import Reply, send, stream
-from ..actors.allowance import carry, uncarry
 from ..actors.riders import riding
 from ..actors.turn import FINALIZE_GRACE
+from ..budget.allowance import carry, uncarry
 from ..messages import ReActStream, ReasoningDelta, Run, WorkCommand
 from .graph import Outcome, call_maybe_async
 from .journal import WHEN_FALSE, FlowJournal

@@ -32,9 +32,9 @@ from uuid import UUID
 import trio
 
 from ..actors import Target
-from ..actors.allowance import carried_allowance
-from ..actors.budget import Account
 from ..actors.waits import serving_branch
+from ..budget.accounts import Account
+from ..budget.allowance import carried_allowance
 from ..errors import BudgetExceeded, InvalidFlow, UnknownBranch, exception_leaves
 from ..messages import Budget
 from .graph import (

@@ -4,7 +4,7 @@ node's end settles the nodes below it (`settle`).
 A run ([`FlowRun`][pride.flows.FlowRun]) keeps one `NodeState` per node: its
 phase, its result or error, its timing, and a `NodeAccount`, the node's usage
 under the flow's allowance. The node's envelope carries that account to its
-branch (`pride.actors.allowance.carry`), so everything the node's turn causes in
+branch (`pride.budget.allowance.carry`), so everything the node's turn causes in
 this process draws on the flow's allowance and can find the run again:
 that is how [`current_flow`][pride.current_flow] (`pride.flows.growing`)
 works, with no global state.
@@ -21,8 +21,8 @@ import attrs
 import trio
 
 from ..actors import Target
-from ..actors.allowance import carried_allowance
-from ..actors.budget import Account
+from ..budget.accounts import Account
+from ..budget.allowance import carried_allowance
 from ..errors import TurnCancelled
 from .graph import FlowNode, Outcome
 

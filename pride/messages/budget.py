@@ -4,7 +4,7 @@ A [`Budget`][pride.Budget] is a set of optional limits; a limit left at ``None``
 does not apply. It travels: every work command has a ``budget`` field, so a
 request line can bound the turn it asks for (the codec refuses a negative
 or non-finite limit). Where a budget applies and what happens when one is
-exceeded is the runtime's business (`pride.actors.budget`); this module
+exceeded is the runtime's business (`pride.budget.accounts`); this module
 only holds the values.
 
 [`Usage`][pride.Usage] is what was used: tokens (and which of them were cached

@@ -24,11 +24,11 @@ from uuid import UUID
 import trio
 
 from ..actors import BranchRef, send, send_nowait
-from ..actors.budget import Account
 from ..actors.target import Target, is_target
 from ..actors.waits import serving_branch
 from ..actors.wiring import detach
 from ..branch import Branch, live_branch
+from ..budget.accounts import Account
 from ..durable import Durability
 from ..errors import MembershipError, ReentrancyError, UnknownBranch
 from ..messages import Attach, Detach, Stop

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 if TYPE_CHECKING:
-    from ..actors.budget import Account
+    from ..budget.accounts import Account
     from ._membership import Membership
 
 __all__ = ["SessionStatistics", "statistics_of"]

@@ -46,10 +46,10 @@ from ..actors import (
     send as send_to,
     stream as stream_to,
 )
-from ..actors.budget import Account
 from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
 from ..branch import Branch
+from ..budget.accounts import Account
 from ..durable import Durability, Persistence
 from ..errors import UnknownBranch, VirtualKindError
 from ..flows import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, Flow, FlowEvents, FlowResult

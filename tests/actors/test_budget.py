@@ -1,4 +1,4 @@
-"""Budgets at run time (``pride.actors.budget``): each limit ends the turn at the right
+"""Budgets at run time (``pride.budget.accounts``): each limit ends the turn at the right
 moment, with one RunFailed, a BudgetExceeded for the caller and no partial reply recorded."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ how ``branch.usage`` and ``session.usage`` stay current.
 A third kind of allowance spans turns of *different* branches: a flow's
 budget bounds every node of the graph, wherever it runs. Such an account is
 not on any branch's chain, so it travels with the work instead
-(`pride.actors.allowance`): the turn's meter adds it to its chain.
+(`pride.budget.allowance`): the turn's meter adds it to its chain.
 
 The problem with checking only between calls (pydantic-ai's ``UsageLimits``)
 is that work in flight runs on past the limit. So a `Meter` does three

@@ -1,7 +1,7 @@
 """The allowance work carries with it: a flow's budget, across the branches it reaches.
 
 A flow's budget bounds every node of the graph, wherever it runs
-(`pride.actors.budget` has the accounts). Such an account is on no branch's
+(`pride.budget.accounts` has the accounts). Such an account is on no branch's
 chain, so it travels with the work instead: work sent inside
 `drawing_on(account)` carries it in its envelope (``Reply.allowance``), the
 turn's meter adds it to its chain, and whatever that turn sends on carries it
@@ -14,7 +14,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
-from .budget import Account
+from .accounts import Account
 
 __all__ = ["carried_allowance", "carry", "drawing_on", "uncarry"]
 
