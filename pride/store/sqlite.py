@@ -74,7 +74,7 @@ import trio
 
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, unstructure
-from ..messages.codec import dump_json, id_text, to_json
+from ..messages.codec import dump_json, from_json, id_text, to_json
 from ._batch import HEADER, REWRITE, AfterCommit, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
@@ -285,10 +285,21 @@ class BranchStore(Journals, Reads):
         return seq
 
     def _row_data(self, branch_name: str, message: RoledMessage) -> str:
+        """The row's JSON text for ``message``.
+
+        A lone surrogate is written as the documented replacement (U+FFFD), and
+        only after the row was seen to read back: in a field with fixed values
+        (an image's ``detail``) the replacement is no value at all.
+
+        Raises:
+            InvalidMessage: the message has no wire form, or its row would not
+                read back (the path names the field).
+        """
         try:
             return to_json(message)
         except InvalidMessage as exc:
             text = dump_json(unstructure(message), replace=True)  # raises: no wire form
+            from_json(text, RoledMessage)  # raises: the replacement is no value there
             log.warning(
                 "branch %r, message %s: %s; stored with the documented replacement",
                 branch_name,

@@ -356,3 +356,25 @@ async def test_issue19_append_all_stores_the_storable_and_fails_the_flush_for_th
         store.append_all("ada", [third])
         await store.flush("ada")  # the refusal was that batch's: this one is clean
         assert await store.load_messages("ada") == [first, second, third]
+
+
+async def test_a_message_its_row_could_not_read_back_is_refused(tmp_path: Path) -> None:
+    """A lone surrogate in text is stored with the documented replacement (U+FFFD), but
+    in a field whose values are fixed (an image's detail) the replacement is no value at
+    all: the row would never read back. It is refused at the flush, nothing of it is
+    written, and the branch's other rows still load."""
+    path = tmp_path / "store.db"
+    kept = Instruction(instruction="first")
+    # Only code builds this (a decoded one is refused by its type): trusted, and wrong.
+    image = "https://example.org/a.png"
+    bad = Instruction(instruction="look", images=(image,), image_detail="\ud800")
+    replaced = AssistantResponse(assistant_response="a\ud800b")  # text: replaced when built
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", "id-1", {}, [])
+        store.append_all("ada", [kept, bad, replaced])
+        with pytest.raises(StoreError, match=r"cannot be stored.*image_detail"):
+            await store.flush("ada")
+    async with BranchStore(path) as store:
+        loaded = await store.load_messages("ada")
+    assert [m.id for m in loaded] == [kept.id, replaced.id]
+    assert loaded[1].assistant_response == "a\ufffdb"
