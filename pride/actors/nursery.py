@@ -16,9 +16,9 @@ from typing import Any
 
 import trio
 
-from ..errors import exception_leaves
+from ..errors import one_exception
 
-__all__ = ["PrivateNursery"]
+__all__ = ["PrivateNursery", "leave_unwrapped"]
 
 log = logging.getLogger("pride.actor")
 
@@ -58,32 +58,31 @@ class PrivateNursery:
         self._cm, self.nursery = cm, nursery
 
     async def close(self, exc_info: tuple[Any, ...]) -> bool:
-        """Leave the nursery (waiting for its tasks), raising one exception rather than a group.
-
-        A group is reduced to its first exception that is not ``Cancelled``
-        (re-raised with its own cause); the others are logged.
-        """
+        """Leave the nursery (waiting for its tasks), raising one exception rather than a group
+        (see `leave_unwrapped`)."""
         cm, self._cm, self.nursery = self._cm, None, None
         try:
-            return bool(await cm.__aexit__(*exc_info))
-        except BaseExceptionGroup as group:
-            chosen = _one_of(group)
+            return await leave_unwrapped(cm, exc_info)
         finally:
-            # What leaves here has this frame in its traceback: hold none of it (the
-            # block's own error is in ``exc_info``), or the two keep each other alive.
-            del exc_info
-        try:
-            raise chosen from chosen.__cause__
-        finally:
-            del chosen
+            del exc_info  # an error leaving holds this frame: no cycle through it
 
 
-def _one_of(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The group's first exception that is not ``Cancelled`` (else a ``Cancelled``);
-    the others are logged."""
-    leaves = exception_leaves(group)
-    chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
-    for other in leaves:
-        if other is not chosen and not isinstance(other, trio.Cancelled):
-            log.error("another error while leaving: %r", other, exc_info=other)
-    return chosen
+async def leave_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
+    """Leave the nursery ``cm`` (``trio.open_nursery()``, entered) with ``exc_info``,
+    raising one exception rather than a group.
+
+    A group is reduced to its first exception that is not ``Cancelled``
+    (`pride.errors.one_exception`: re-raised with its own cause; the others are logged).
+    """
+    try:
+        return bool(await cm.__aexit__(*exc_info))
+    except BaseExceptionGroup as group:
+        chosen = one_exception(group, log, "while leaving")
+    finally:
+        # What leaves here has this frame in its traceback: hold none of it (the
+        # block's own error is in ``exc_info``), or the two keep each other alive.
+        del exc_info
+    try:
+        raise chosen from chosen.__cause__
+    finally:
+        del chosen

@@ -121,6 +121,7 @@ from ._turns import (
     TurnCancelled as TurnCancelled,
     TurnFinalizingError as TurnFinalizingError,
     exception_leaves as exception_leaves,
+    one_exception as one_exception,
 )
 
 __all__ = [
@@ -176,4 +177,4 @@ __all__ = [
 
 # Tracebacks, reprs and pickles name the public home of each class and function
 # (PrideError and InvalidMessage keep theirs: they live in pride.messages).
-_publish(globals(), (*__all__, "exception_leaves"), __name__)
+_publish(globals(), (*__all__, "exception_leaves", "one_exception"), __name__)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import trio
 
 from ..messages import PrideError
 
@@ -17,6 +20,7 @@ __all__ = [
     "TurnCancelled",
     "TurnFinalizingError",
     "exception_leaves",
+    "one_exception",
 ]
 
 
@@ -33,6 +37,24 @@ def exception_leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseExcep
         else:
             found.append(exc)
     return found
+
+
+def one_exception(
+    group: BaseExceptionGroup[BaseException], log: logging.Logger, leaving: str
+) -> BaseException:
+    """The one exception a group from a nursery pride opened stands for.
+
+    Its first leaf that is not a ``trio.Cancelled``; a ``Cancelled`` only when
+    every leaf is one (the cancel scope that caused it catches it). Every other
+    leaf that is not a ``Cancelled`` is logged on ``log`` as "another error
+    ``leaving``" with its traceback: nothing the group held is dropped silently.
+    """
+    leaves = exception_leaves(group)
+    chosen = next((leaf for leaf in leaves if not isinstance(leaf, trio.Cancelled)), leaves[0])
+    for other in leaves:
+        if other is not chosen and not isinstance(other, trio.Cancelled):
+            log.error("another error %s: %r", leaving, other, exc_info=other)
+    return chosen
 
 
 class TurnFinalizingError(PrideError, RuntimeError):

@@ -35,7 +35,7 @@ from ..actors import Target
 from ..actors.waits import serving_branch
 from ..budget.accounts import Account
 from ..budget.allowance import carried_allowance
-from ..errors import BudgetExceeded, InvalidFlow, UnknownBranch, exception_leaves
+from ..errors import BudgetExceeded, InvalidFlow, UnknownBranch, one_exception
 from ..messages import Budget
 from .graph import (
     CommandSource,
@@ -324,7 +324,7 @@ class FlowRun:
                     await self._schedule()
                     self._finished.set()
             except BaseExceptionGroup as group:  # one exception for the caller, never a group
-                raise _one_of(group) from None
+                raise one_exception(group, log, "while running a flow") from None
         except BaseException as exc:
             if isinstance(exc, trio.Cancelled):
                 reason = self._halt or "the flow was cancelled"
@@ -492,14 +492,3 @@ class FlowRun:
             ended_at=ended,
             usage=self.account.usage(),
         )
-
-
-def _one_of(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The exception a group from the run's nursery stands for: the first that is
-    not ``Cancelled`` (the others are logged), else a ``Cancelled``."""
-    leaves = exception_leaves(group)
-    chosen = next((exc for exc in leaves if not isinstance(exc, trio.Cancelled)), leaves[0])
-    for other in leaves:
-        if other is not chosen and not isinstance(other, trio.Cancelled):
-            log.error("flow: another error while running: %r", other, exc_info=other)
-    return chosen

@@ -19,6 +19,7 @@ slows the streaming turns instead of piling their output up.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,12 +27,14 @@ from typing import Any
 import attrs
 import trio
 
-from ..errors import exception_leaves
+from ..errors import one_exception
 from ..messages import NodeSignal, Signal
 from .result import FlowResult
 from .run import FlowRun
 
 __all__ = ["ITEM_BUFFER", "FlowEvents", "NodeItem", "open_flow_stream"]
+
+log = logging.getLogger("pride.flows")
 
 ITEM_BUFFER = 8
 """Streamed items that may wait for the consumer before the streaming turns wait too."""
@@ -146,8 +149,7 @@ async def open_flow_stream(run: FlowRun) -> AsyncIterator[FlowEvents]:
             finally:
                 stopped_here.cancel()  # a no-op once the run has ended
     except BaseExceptionGroup as group:  # the block's own error, never a group
-        leaves = exception_leaves(group)
-        chosen = next((exc for exc in leaves if not isinstance(exc, trio.Cancelled)), leaves[0])
+        chosen = one_exception(group, log, "while streaming a flow")
         raise chosen from chosen.__cause__
     finally:
         receive_channel.close()

@@ -33,7 +33,8 @@ from uuid import UUID
 
 import trio
 
-from ...errors import HostLost, InvalidMessage, exception_leaves
+from ...actors.nursery import leave_unwrapped
+from ...errors import HostLost, InvalidMessage
 from ...messages import Signal
 from ...supervisors import Observer, Session
 from ...supervisors.strategy import RestartType, check_restart_type
@@ -92,22 +93,6 @@ async def hosting_cluster(options: dict[str, Any]) -> AsyncIterator[Cluster]:
             yield cluster
         finally:
             _HOST_CLUSTER = None
-
-
-async def _exit_unwrapped(cm: Any, exc_info: tuple[Any, ...]) -> bool:
-    """Leave the private nursery, raising one exception rather than a group."""
-    try:
-        return bool(await cm.__aexit__(*exc_info))
-    except BaseExceptionGroup as group:
-        leaves = exception_leaves(group)
-        chosen = next((e for e in leaves if not isinstance(e, trio.Cancelled)), leaves[0])
-        del leaves
-    finally:
-        del exc_info  # what leaves here holds this frame in its traceback: no cycle
-    try:
-        raise chosen from chosen.__cause__
-    finally:
-        del chosen
 
 
 class Cluster:
@@ -254,7 +239,7 @@ class Cluster:
             exc_info = (type(late), late, late.__traceback__)
         cm, self._cm = self._cm, None
         try:
-            return await _exit_unwrapped(cm, exc_info)
+            return await leave_unwrapped(cm, exc_info)
         finally:
             exc_info = ()  # an error leaving holds this frame: no cycle through it
             with trio.CancelScope(shield=True):
