@@ -22,10 +22,12 @@ actor's state and the loop serving its mailbox are two modules since the actors
 package has no import cycle: ``pride.actors.loop`` imports the turn driver, which
 needs the `Actor` below it)."""
 
-RETURNS = 116
+RETURNS = 104
 """The most returns one stored ask may make to a module it had left (102-110 seen,
 109-114 once the usage record is one class, 104-110 once the runtime reads the
-branch's actor, history, tools and call log as plain attributes)."""
+branch's actor, history, tools and call log as plain attributes, 93-98 once the
+session awaits the actor's loop directly, the turn driver makes the turn's records
+together, and the turn view reads the branch's id and user once)."""
 
 
 async def test_one_stored_ask_stays_within_its_crossings() -> None:

@@ -86,19 +86,21 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         return
     if run is not None and run.command is not None:
         command = run.command  # a Resume runs the command that started the turn
-    context = turn.TurnExecutionContext(
-        turn_id=run.turn_id if run is not None else new_id(),
-        model=branch.chat_model,
-        owner_task=trio.lowlevel.current_task(),
-    )
+    turn_id = run.turn_id if run is not None else new_id()
+    model = branch.chat_model  # the snapshot the whole turn uses
     # A Resume's own budget, when it has one, bounds the rest of the turn.
     budgeted = reply.command if getattr(reply.command, "budget", None) is not None else command
     meter = meter_for(actor, budgeted, reply)  # type: ignore[arg-type]
-    state = turn.TurnState(context, command, actor.host, meter=meter, journal=run)  # type: ignore[arg-type]
     stream = reply.stream
+    reply.start(turn_id, cancel)
+    # The turn's three records are made together, then bound: the turn module is
+    # entered once for them, not once between each of the steps above.
+    context = turn.TurnExecutionContext(
+        turn_id=turn_id, model=model, owner_task=trio.lowlevel.current_task()
+    )
+    state = turn.TurnState(context, command, actor.host, meter=meter, journal=run)  # type: ignore[arg-type]
     scope = turn.TurnScope(state, owns_lifecycle=True, stream=stream)
     observer = actor.observer
-    reply.start(context.turn_id, cancel)
     tracer = instrument.TRACER
     if tracer is not None:  # the turn's span, under the caller's (from the envelope)
         state.trace = tracer.turn(branch, context.turn_id, command, reply.trace)  # type: ignore[arg-type]

@@ -73,7 +73,17 @@ class BranchTurn:
     ``meter``, if given, still counts its tool calls and applies its budget).
     """
 
-    __slots__ = ("_branch", "_meter", "_progress", "_scope", "_trace", "acts", "messages")
+    __slots__ = (
+        "_branch",
+        "_meter",
+        "_progress",
+        "_scope",
+        "_trace",
+        "acts",
+        "id_str",
+        "messages",
+        "user",
+    )
 
     def __init__(
         self,
@@ -94,6 +104,11 @@ class BranchTurn:
         """The recorded conversation."""
         self.acts: ActionManager = branch.acts
         """The tool registry."""
+        # Read once: the operations read them for every message they make.
+        self.id_str: str = branch.id_str
+        """The branch's id as text."""
+        self.user: str | None = branch.user
+        """Who the conversation is with (as the turn began)."""
 
     # ------------------------------------------------------------ what it reads
 
@@ -101,16 +116,6 @@ class BranchTurn:
     def name(self) -> str:
         """The branch's name."""
         return self._branch.name
-
-    @property
-    def id_str(self) -> str:
-        """The branch's id as text."""
-        return self._branch.id_str
-
-    @property
-    def user(self) -> str | None:
-        """Who the conversation is with."""
-        return self._branch.user
 
     @property
     def turn_id(self) -> UUID | None:

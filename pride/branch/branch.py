@@ -126,7 +126,6 @@ class Branch:
     # declare slots too.
     __slots__ = (
         "__weakref__",
-        "_capabilities",
         "_chat_model",
         "_memory",
         "_message_listeners",
@@ -139,6 +138,7 @@ class Branch:
         "actor",
         "acts",
         "budget",
+        "capabilities",
         "created_at",
         "id",
         "id_str",
@@ -226,7 +226,8 @@ class Branch:
             )
         self._memory: MemoryStore | None = memory
         self._providers: ContextProviderRegistry | None = None
-        self._capabilities: CapabilityGrant | None = None
+        self.capabilities: CapabilityGrant | None = None
+        """The current capability grant, if any (see `grant_capabilities`)."""
         self._message_listeners: tuple[Callable[[Branch, RoledMessage], None], ...] = ()
         self._rewrite_listeners: list[Callable[[Branch], None]] | None = None
 
@@ -445,11 +446,6 @@ class Branch:
         """True when a context provider is registered (reading it creates no registry)."""
         return bool(self._providers)
 
-    @property
-    def capabilities(self) -> CapabilityGrant | None:
-        """The current capability grant, if any (see `grant_capabilities`)."""
-        return self._capabilities
-
     def grant_capabilities(self, operable: type, *, prompt: bool = True) -> CapabilityGrant:
         """Grant the structured outputs that ``operable``'s fields describe.
 
@@ -474,14 +470,14 @@ class Branch:
             TypeError: ``operable`` is not one of those classes.
         """
         grant = CapabilityGrant.from_operable(operable)
-        self._capabilities = grant
+        self.capabilities = grant
         if prompt:
             self.messages.set_system(apply_block(self.system, grant.render_prompt()))
         return grant
 
     def revoke_capabilities(self) -> None:
         """Clear the grant, and remove its block from the system prompt."""
-        self._capabilities = None
+        self.capabilities = None
         self.messages.set_system(apply_block(self.system, None))
 
     def connect(

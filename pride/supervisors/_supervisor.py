@@ -32,6 +32,7 @@ from uuid import UUID
 import trio
 
 from ..actors import send_nowait
+from ..actors.loop import serve as serve_actor
 from ..actors.reply import Reply
 from ..actors.turn import await_bounded
 from ..branch import Branch
@@ -218,8 +219,12 @@ class Supervisor:
                 try:
                     actor = child.actor
                     if isinstance(actor, Branch):
-                        # The session's nursery hosts the actor's turn-scoped tasks.
-                        run.reason = await actor.serve(self._nursery, task_status=status)
+                        # The session's nursery hosts the actor's turn-scoped tasks. The
+                        # loop is awaited here directly: every resume of the actor's task
+                        # re-enters each frame of this chain, and Branch.serve adds one.
+                        run.reason = await serve_actor(
+                            actor.actor, self._nursery, task_status=status
+                        )
                     else:  # a child session (its supervisor) or a service
                         assert child.runner is not None
                         run.reason = await child.runner.serve(task_status=status)

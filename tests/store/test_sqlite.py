@@ -367,8 +367,9 @@ async def test_a_message_its_row_could_not_read_back_is_refused(tmp_path: Path) 
     kept = Instruction(instruction="first")
     # Only code builds this (a decoded one is refused by its type): trusted, and wrong.
     image = "https://example.org/a.png"
-    bad = Instruction(instruction="look", images=(image,), image_detail="\ud800")
-    replaced = AssistantResponse(assistant_response="a\ud800b")  # text: replaced when built
+    lone = chr(0xD800)  # a lone surrogate (never a literal in a source file)
+    bad = Instruction(instruction="look", images=(image,), image_detail=lone)
+    replaced = AssistantResponse(assistant_response=f"a{lone}b")  # text: replaced when built
     async with BranchStore(path) as store:
         await store.save_branch("ada", "id-1", {}, [])
         store.append_all("ada", [kept, bad, replaced])
