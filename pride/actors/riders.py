@@ -59,9 +59,9 @@ def riding(rider: CommitRider | None) -> Iterator[None]:
         _rider.reset(token)
 
 
-def carried_rider() -> CommitRider | None:
-    """The rider a `riding` block set for the calling task, if any."""
-    return _rider.get()
+carried_rider: Callable[[], CommitRider | None] = _rider.get
+"""The rider a `riding` block set for the calling task, if any (the context
+variable's own ``get``: asked for every envelope made, so no Python call around it)."""
 
 
 class Ridden(Protocol):
