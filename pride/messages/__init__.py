@@ -67,6 +67,7 @@ from .signals import (
     Signal,
     StructuredOutput,
     ToolProgress,
+    TurnEnded,
 )
 
 __all__ = [
@@ -128,6 +129,7 @@ __all__ = [
     "StructuredOutput",
     "System",
     "ToolProgress",
+    "TurnEnded",
     "Usage",
     "WorkCommand",
     "from_json",

@@ -56,6 +56,7 @@ __all__ = [
     "Signal",
     "StructuredOutput",
     "ToolProgress",
+    "TurnEnded",
 ]
 
 SIGNAL_SCHEMA_VERSION = 2
@@ -88,26 +89,29 @@ class RunStart(Signal):
 
 
 @attrs.frozen(kw_only=True)
-class RunEnd(Signal):
-    """A turn finished. Usage is summed over the turn's model calls.
+class TurnEnded(Signal):
+    """What both terminals of a turn carry: its id, how long it ran, and what it used.
 
-    ``total_cost_usd`` is None when no call reported or priced its cost; it is
-    never coerced to 0. ``model_calls`` counts the turn's model calls (a
-    ReAct turn makes several; parse reformat calls count), ``tool_calls`` the
-    tool calls made; ``usage`` has them as one [`pride.Usage`][pride.Usage].
-    ``cached_tokens`` (served from a provider cache) and ``cache_write_tokens``
-    (written to it) are part of ``input_tokens``; ``reasoning_tokens`` are part of
-    ``output_tokens`` ([`pride.Usage`][pride.Usage] says which provider reports which).
+    The base of [`RunEnd`][pride.RunEnd] and [`RunFailed`][pride.RunFailed]
+    (``observe(TurnEnded, ...)`` sees every terminal). Usage is summed over the
+    turn's model calls. ``total_cost_usd`` is None when no call reported or
+    priced its cost; it is never coerced to 0. ``model_calls`` counts the turn's
+    model calls (a ReAct turn makes several; parse reformat calls count),
+    ``tool_calls`` the tool calls made; ``usage`` has them as one
+    [`pride.Usage`][pride.Usage]. ``cached_tokens`` (served from a provider cache)
+    and ``cache_write_tokens`` (written to it) are part of ``input_tokens``;
+    ``reasoning_tokens`` are part of ``output_tokens`` ([`pride.Usage`][pride.Usage]
+    says which provider reports which).
     """
 
     turn_id: UUID | None = None
+    duration_ms: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
     total_cost_usd: float | None = None
     model_calls: int = 0
     tool_calls: int = 0
-    duration_ms: float = 0.0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
 
@@ -128,59 +132,31 @@ class RunEnd(Signal):
     @property
     def num_turns(self) -> int:
         """Deprecated: ``model_calls`` (the reference system's name; it never counted turns)."""
-        return _num_turns(self)
+        warnings.warn(
+            f"{type(self).__name__}.num_turns is deprecated: it counts model calls, "
+            "so read model_calls",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.model_calls
 
 
 @attrs.frozen(kw_only=True)
-class RunFailed(Signal):
+class RunEnd(TurnEnded):
+    """A turn finished (its usage fields are those of every terminal, `TurnEnded`)."""
+
+
+@attrs.frozen(kw_only=True)
+class RunFailed(TurnEnded):
     """A turn failed or was cancelled. ``error_type`` is the exception class name.
 
     The usage fields say what the turn had used when it ended (a turn stopped
     by its budget, say), as on [`RunEnd`][pride.RunEnd].
     """
 
-    turn_id: UUID | None = None
     error_type: str = ""
     error_message: str = ""
     cancelled: bool = False
-    duration_ms: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    total_cost_usd: float | None = None
-    model_calls: int = 0
-    tool_calls: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-
-    @property
-    def usage(self) -> Usage:
-        """What the turn had used, as a [`pride.Usage`][pride.Usage]."""
-        return Usage(
-            self.input_tokens,
-            self.output_tokens,
-            self.total_cost_usd,
-            self.model_calls,
-            self.tool_calls,
-            cached_tokens=self.cached_tokens,
-            cache_write_tokens=self.cache_write_tokens,
-            reasoning_tokens=self.reasoning_tokens,
-        )
-
-    @property
-    def num_turns(self) -> int:
-        """Deprecated: ``model_calls``."""
-        return _num_turns(self)
-
-
-def _num_turns(signal: RunEnd | RunFailed) -> int:
-    warnings.warn(
-        f"{type(signal).__name__}.num_turns is deprecated: it counts model calls, "
-        "so read model_calls",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return signal.model_calls
 
 
 @attrs.frozen(kw_only=True)
