@@ -33,11 +33,11 @@ def drawing_on(account: Account | None) -> Iterator[None]:
     spent, and so is the work that turn sends on. Accounts the work already
     draws on are not counted twice.
     """
-    token = _carried.set(account)
+    token = carry(account)
     try:
         yield
     finally:
-        _carried.reset(token)
+        uncarry(token)
 
 
 carried_allowance: Callable[[], Account | None] = _carried.get
