@@ -122,6 +122,7 @@ from ._turns import (
     TurnFinalizingError as TurnFinalizingError,
     exception_leaves as exception_leaves,
     one_exception as one_exception,
+    sole_exception as sole_exception,
 )
 
 __all__ = [
@@ -177,4 +178,4 @@ __all__ = [
 
 # Tracebacks, reprs and pickles name the public home of each class and function
 # (PrideError and InvalidMessage keep theirs: they live in pride.messages).
-_publish(globals(), (*__all__, "exception_leaves", "one_exception"), __name__)
+_publish(globals(), (*__all__, "exception_leaves", "one_exception", "sole_exception"), __name__)

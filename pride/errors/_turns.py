@@ -21,6 +21,7 @@ __all__ = [
     "TurnFinalizingError",
     "exception_leaves",
     "one_exception",
+    "sole_exception",
 ]
 
 
@@ -55,6 +56,16 @@ def one_exception(
         if other is not chosen and not isinstance(other, trio.Cancelled):
             log.error("another error %s: %r", leaving, other, exc_info=other)
     return chosen
+
+
+def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception inside ``group`` when it wraps just one (through any number
+    of groups of one, as a library's nested nurseries report it), else ``group``
+    itself: a caller raises the one error, or the group when several happened."""
+    sole: BaseException = group
+    while isinstance(sole, BaseExceptionGroup) and len(sole.exceptions) == 1:
+        sole = sole.exceptions[0]
+    return sole
 
 
 class TurnFinalizingError(PrideError, RuntimeError):

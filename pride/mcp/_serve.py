@@ -29,7 +29,6 @@ import contextlib
 import functools
 import logging
 import os
-import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -39,9 +38,11 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
+from .._sockets import bound_socket
 from .._version import __version__
 from ..actors import send
 from ..branch import Branch
+from ..errors import sole_exception
 from ..messages import (
     ActionRequest,
     ActionResponse,
@@ -414,11 +415,8 @@ async def _serve_http(
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     manager = StreamableHTTPSessionManager(app=server)
-    # pride binds the socket itself, and hypercorn serves that very socket: a
-    # refused address (a port in use) is an OSError before anything else is
-    # opened (hypercorn's own bind leaves its socket to the garbage collector
-    # when it fails), and the one socket object is closed here on every path.
-    listening = await _bound_socket(host, port)
+    # pride binds the socket and hypercorn serves it (pride._sockets says why).
+    listening = await bound_socket(host, port, "serve MCP")
     guard = Guard(host, listening.getsockname()[1], *allowed)
     app = door(guard, departures, manager.handle_request)
 
@@ -437,34 +435,7 @@ async def _serve_http(
         # hypercorn's nurseries and the session manager's task group each wrap
         # what serve raised (a port in use, say); the caller opened none of
         # them, so it gets the one error.
-        sole: BaseException = group
-        while isinstance(sole, BaseExceptionGroup) and len(sole.exceptions) == 1:
-            sole = sole.exceptions[0]
+        sole = sole_exception(group)
         if sole is group:
             raise
         raise sole from None
-
-
-async def _bound_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (not yet listening; hypercorn listens).
-
-    Raises:
-        OSError: the address cannot be resolved or bound (a port in use, say).
-    """
-    try:
-        family, kind, proto, _, address = (
-            await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        )[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot serve MCP on {host}:{port}: {exc.strerror}") from exc
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"cannot serve MCP on {host}:{port}: {exc.strerror}") from exc
-    except BaseException:
-        sock.close()
-        raise
-    return sock

@@ -21,11 +21,12 @@ last answers) for the requests in flight, whose turns the session's own
 from __future__ import annotations
 
 import logging
-import socket
 from typing import Any
 
 import trio
 
+from .._sockets import bound_socket
+from ..errors import sole_exception
 from ._app import Front
 from ._asgi import App
 from ._auth import Tokens
@@ -81,7 +82,7 @@ class Server:
         from hypercorn.trio import serve
 
         options = self.options
-        listening = await _bound_socket(options.host, options.port)
+        listening = await bound_socket(options.host, options.port, "serve")
 
         class _Config(Config):
             def create_sockets(self) -> Sockets:
@@ -121,36 +122,9 @@ class Server:
                     nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # hypercorn's nurseries wrap what serve raised; the caller opened none of them.
-            sole: BaseException = group
-            while isinstance(sole, BaseExceptionGroup) and len(sole.exceptions) == 1:
-                sole = sole.exceptions[0]
+            sole = sole_exception(group)
             if sole is group:
                 raise
             raise sole from None
         finally:
             front.closed()
-
-
-async def _bound_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (not yet listening: hypercorn listens).
-
-    Raises:
-        OSError: the address cannot be resolved or bound, naming it.
-    """
-    try:
-        family, kind, proto, _, address = (
-            await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        )[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot serve on {host}:{port}: {exc.strerror}") from exc
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"cannot serve on {host}:{port}: {exc.strerror}") from exc
-    except BaseException:
-        sock.close()
-        raise
-    return sock
