@@ -53,9 +53,7 @@ with their branches, and the app continues the flow with
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Iterable
@@ -95,6 +93,7 @@ from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, app_failed, call_app, load_app
 from ._logs import configure
 from ._requests import Request, RequestRejected, error_line, ok_line, parse_request
+from ._signals import answer_signals
 from ._startup import EXIT_USAGE, cannot_start
 from ._status import StatusLine, TurnsInFlight, describe_usage
 
@@ -271,7 +270,7 @@ class _Process:
                     log.info("stdin closed (--exit-on-eof): answering %d requests", self.in_flight)
             self._work = None
             # Every request read has been answered.
-            self._begin_stop(self.options.grace)
+            self.begin_stop(self.options.grace)
             await self._stopped.wait()
             outer.cancel_scope.cancel()
         log.info("stopped (exit status %d)", self.exit_code)
@@ -404,30 +403,19 @@ class _Process:
     # ------------------------------------------------------------ stopping
 
     async def _watch_signals(self, signals: Any) -> None:
-        async for signum in signals:
-            name = signal.Signals(signum).name
-            if not self.stopping:
-                log.warning(
-                    "%s: stopping; running turns have %ss to finish, queued requests are "
-                    "refused (send it again to force)",
-                    name,
-                    self.options.grace,
-                )
-                self._begin_stop(self.options.grace)
-            elif self.exit_code < 128:
-                self.exit_code = 128 + signum
-                log.warning("%s again: forcing; running turns are cancelled now", name)
-                if self.status is not None:
-                    self.status.state = "forcing"
-                assert self._outer is not None
-                self._outer.start_soon(self._stop, 0.0)
-            else:
-                log.error("%s a third time: exiting at once", name)
-                with contextlib.suppress(OSError):
-                    sys.stdout.flush()
-                os._exit(self.exit_code)
+        grace = self.options.grace
+        draining = f"stopping; running turns have {grace}s to finish, queued requests are refused"
+        await answer_signals(signals, self, grace=grace, draining=draining)
 
-    def _begin_stop(self, grace: float) -> None:
+    def force_stop(self) -> None:
+        """Stop now (a second signal): running turns are cancelled."""
+        if self.status is not None:
+            self.status.state = "forcing"
+        assert self._outer is not None
+        self._outer.start_soon(self._stop, 0.0)
+
+    def begin_stop(self, grace: float) -> None:
+        """Stop gracefully (a first signal, or the end of the work), once."""
         if self.stopping:
             return
         self.stopping = True
@@ -490,4 +478,4 @@ class _Process:
             if event.session_name == self.session.name and not self.stopping:
                 self.exit_code = EXIT_FAILED
                 if self._outer is not None:
-                    self._begin_stop(0.0)
+                    self.begin_stop(0.0)

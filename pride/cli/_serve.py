@@ -29,7 +29,6 @@ the app, the store, the tokens or the address could not be used.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
@@ -47,6 +46,7 @@ from ..supervisors import Session
 from ._extras import placement, start_tracing, stop_tracing
 from ._loader import AppError, app_failed, call_app, load_app
 from ._logs import configure
+from ._signals import answer_signals
 from ._startup import cannot_start
 
 __all__ = ["ServeCommand", "serve_command"]
@@ -188,27 +188,21 @@ class _Process:
             self._served.set()
 
     async def _watch_signals(self, signals: Any) -> None:
-        async for signum in signals:
-            name = signal.Signals(signum).name
-            if not self.stopping:
-                log.warning(
-                    "%s: draining; requests in flight have %ss to finish (send it again to force)",
-                    name,
-                    self.command.grace,
-                )
-                self._begin_stop(self.command.grace)
-            elif self.exit_code < 128:
-                self.exit_code = 128 + signum
-                log.warning("%s again: forcing; running turns are cancelled now", name)
-                assert self._outer is not None
-                self._outer.start_soon(self.session.stop, 0.0)
-            else:
-                log.error("%s a third time: exiting at once", name)
-                with contextlib.suppress(OSError):
-                    sys.stdout.flush()
-                os._exit(self.exit_code)
+        grace = self.command.grace
+        await answer_signals(
+            signals,
+            self,
+            grace=grace,
+            draining=f"draining; requests in flight have {grace}s to finish",
+        )
 
-    def _begin_stop(self, grace: float) -> None:
+    def force_stop(self) -> None:
+        """Stop now (a second signal): running turns are cancelled."""
+        assert self._outer is not None
+        self._outer.start_soon(self.session.stop, 0.0)
+
+    def begin_stop(self, grace: float) -> None:
+        """Stop gracefully (a first signal, or the end of the work), once."""
         if self.stopping:
             return
         self.stopping = True
@@ -227,4 +221,4 @@ class _Process:
             log.error("session %s failed: %s", event.session_name, event.cause)
             self.exit_code = 1
             if self._outer is not None:
-                self._begin_stop(0.0)
+                self.begin_stop(0.0)
