@@ -7,7 +7,8 @@ cut by a crash, runs again without repeating a step; a branch with a store
 ends each turn with a commit that answers its caller once the turn is
 durable (`pride.durable.commit`); a session gives each member with a stable
 name its journal, its restored conversation and that commit
-(`pride.durable.persistence`). The actor runtime knows none of these classes:
+(`pride.durable.persistence`), and its waiting turns are found and resolved
+(`pride.durable.approvals`). The actor runtime knows none of these classes:
 it declares what it needs of them (`pride.actors.journaling`,
 `pride.actors.actor.CommitHandover`), and this package implements it.
 """

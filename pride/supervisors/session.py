@@ -50,7 +50,8 @@ from ..actors.nursery import PrivateNursery
 from ..actors.turn import FINALIZE_GRACE
 from ..branch import Branch
 from ..budget.accounts import Account
-from ..durable import Durability, Persistence
+from ..durable import Durability, Persistence, approvals
+from ..durable.approvals import SuspendedTurn
 from ..errors import UnknownBranch, VirtualKindError
 from ..flows import DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_SPAWN, Flow, FlowEvents, FlowResult
 from ..flows.journal import UnfinishedFlow
@@ -58,8 +59,7 @@ from ..memory import InMemoryStore, MemoryStore, is_memory_store
 from ..messages import Budget, Call, Command, Decision, Usage, WorkCommand
 from ..operations.registry import OperationManager
 from ..store import BranchStore
-from . import _approvals as approvals, _flows as flows, _service as serving
-from ._approvals import SuspendedTurn
+from . import _flows as flows, _service as serving
 from ._child import Child
 from ._membership import Membership
 from ._service import Service
@@ -752,7 +752,7 @@ class Session:
         Raises:
             TypeError: ``handler`` is not callable.
         """
-        return approvals.on_resume(self, handler)
+        return approvals.on_resume(self._members, handler)
 
     async def resolve(
         self, turn_id: UUID | str, decisions: Mapping[str, Decision] | None = None
@@ -786,7 +786,7 @@ class Session:
         Cancellation: as for `ask`: the continued turn is cancelled and ends
         with ``RunFailed``.
         """
-        return await approvals.resolve(self, turn_id, decisions)
+        return await approvals.resolve(self._members, turn_id, decisions)
 
     def suspended_turns(self) -> list[SuspendedTurn]:
         """The turns of this tree's members waiting for approval, in member order.
@@ -794,7 +794,7 @@ class Session:
         After a restart too: a store's suspended turns are restored with their
         branches.
         """
-        return approvals.suspended_turns(self)
+        return approvals.suspended_turns(self._members)
 
     # ------------------------------------------------------------ flows
 

@@ -2,8 +2,9 @@
 stopped for approval until somebody decides.
 
 What [`Session`][pride.supervisors.session.Session]'s ``on_resume``,
-``resolve`` and ``suspended_turns`` do (each function here takes the session
-first; the methods document the contract).
+``resolve`` and ``suspended_turns`` do (each function here takes the session's
+tree of members first, as the small protocol `WaitingTree` says; the methods
+document the contract).
 A turn is found by its id in the turn journals of the tree's branches
 (`pride.durable.journal`), so a turn restored from a store by another process
 is found the same way; a turn of a passivated virtual branch is found in the
@@ -14,21 +15,25 @@ store's journal, and its branch activated. Continuing it is an ordinary
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 import attrs
 
 from ..actors import Reply, ask
 from ..branch import Branch
-from ..durable import journal_of
 from ..errors import UnknownTurn
 from ..messages import Decision, PendingCall, Resume
+from .persistence import Persistence, journal_of
 
-if TYPE_CHECKING:
-    from ._membership import Membership
-
-__all__ = ["SuspendedTurn", "WaitingSession", "on_resume", "resolve", "suspended_turns"]
+__all__ = [
+    "SuspendedTurn",
+    "VirtualKinds",
+    "WaitingTree",
+    "on_resume",
+    "resolve",
+    "suspended_turns",
+]
 
 
 @attrs.frozen
@@ -47,36 +52,58 @@ class SuspendedTurn:
     pending: tuple[PendingCall, ...]
 
 
-class WaitingSession(Protocol):
-    """What the waiting-turn verbs need of a session (a [`Session`][pride.Session] is one)."""
+class VirtualKinds(Protocol):
+    """A session's virtual kinds, as far as a waiting turn needs them."""
+
+    def claims(self, name: str) -> bool:
+        """Whether ``name`` is of a kind registered here."""
+        ...
+
+    async def activate(self, name: str) -> Branch:
+        """The live branch of ``name``, activated if it is passive."""
+        ...
+
+
+class WaitingTree(Protocol):
+    """What the waiting-turn verbs need of a session's tree of members (the
+    session's membership is one)."""
+
+    resume_handlers: list[Callable[[Any], Any]]
 
     @property
-    def _members(self) -> Membership: ...
+    def name(self) -> str: ...
+
+    @property
+    def persistence(self) -> Persistence | None: ...
+
+    @property
+    def virtuals(self) -> VirtualKinds | None: ...
+
+    def tree_branches(self) -> list[Branch]: ...
 
 
-def on_resume(session: WaitingSession, handler: Callable[[Reply], Any]) -> Callable[[Reply], Any]:
+def on_resume(members: WaitingTree, handler: Callable[[Reply], Any]) -> Callable[[Reply], Any]:
     """[`Session.on_resume`][pride.supervisors.session.Session.on_resume]."""
     if not callable(handler):
         raise TypeError(f"on_resume needs a callable, got {handler!r}")
-    session._members.resume_handlers.append(handler)
+    members.resume_handlers.append(handler)
     return handler
 
 
 async def resolve(
-    session: WaitingSession,
+    members: WaitingTree,
     turn_id: UUID | str,
     decisions: Mapping[str, Decision] | None = None,
 ) -> Any:
     """[`Session.resolve`][pride.supervisors.session.Session.resolve]."""
     identity = turn_id if isinstance(turn_id, UUID) else _turn_uuid(turn_id)
-    members = session._members
     branch = _holder_of(members, identity) or await _activate_holder(members, identity)
     if branch is None:
         raise UnknownTurn(identity, f"session {members.name!r} or its tree")
     return await ask(branch, Resume(identity, dict(decisions or {})))
 
 
-async def _activate_holder(members: Membership, turn_id: UUID) -> Branch | None:
+async def _activate_holder(members: WaitingTree, turn_id: UUID) -> Branch | None:
     """The branch of ``turn_id`` when it is a passivated virtual branch of this
     session: the store's journal names it, and it is activated (its journal
     then holds the turn)."""
@@ -91,10 +118,10 @@ async def _activate_holder(members: Membership, turn_id: UUID) -> Branch | None:
     return branch if journal is not None and turn_id in journal.waiting else None
 
 
-def suspended_turns(session: WaitingSession) -> list[SuspendedTurn]:
+def suspended_turns(members: WaitingTree) -> list[SuspendedTurn]:
     """[`Session.suspended_turns`][pride.supervisors.session.Session.suspended_turns]."""
     found = []
-    for branch in session._members.tree_branches():
+    for branch in members.tree_branches():
         journal = journal_of(branch)
         if journal is None:
             continue
@@ -104,7 +131,7 @@ def suspended_turns(session: WaitingSession) -> list[SuspendedTurn]:
     return found
 
 
-def _holder_of(members: Membership, turn_id: UUID) -> Branch | None:
+def _holder_of(members: WaitingTree, turn_id: UUID) -> Branch | None:
     for branch in members.tree_branches():
         journal = journal_of(branch)
         if journal is not None and turn_id in journal.waiting:
