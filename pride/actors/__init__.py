@@ -7,7 +7,16 @@ from .actor import HookSink, SignalSink
 from .logs import DataLogger, LogConfig, LogEntry
 from .mailbox import MailboxStatistics
 from .reply import Reply
-from .send import StreamItems, ask, send, send_nowait, stream
+from .send import (
+    StreamItems,
+    ask,
+    check_timeout,
+    resolve,
+    send,
+    send_in_line,
+    send_nowait,
+    stream,
+)
 from .target import BranchRef, Target
 from .turn import (
     LoopControl,
@@ -35,8 +44,11 @@ __all__ = [
     "TurnScope",
     "ask",
     "check_control",
+    "check_timeout",
     "current_turn",
+    "resolve",
     "send",
+    "send_in_line",
     "send_nowait",
     "stream",
 ]

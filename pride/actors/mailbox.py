@@ -91,8 +91,9 @@ class Mailbox:
         # the actor skips them (see forget_dropped).
         self._dropped = 0
         self._priority: collections.deque[Reply] | None = None
-        # Senders waiting for room, in arrival order: task -> its reply.
-        self._senders: dict[trio.lowlevel.Task, Reply] | None = None
+        # Senders waiting for room, in arrival order: each one's reply -> the task
+        # waiting to queue it (None for a reply lined up without one: `line_up`).
+        self._senders: dict[Reply, trio.lowlevel.Task | None] | None = None
         # The actor's task while it waits for an item.
         self._actor: trio.lowlevel.Task | None = None
         # Items taken in a row without yielding (see `next`).
@@ -141,11 +142,12 @@ class Mailbox:
     def _admit_senders(self) -> None:
         senders = self._senders
         while senders and self._live_work() < self.capacity:
-            task, waiting = next(iter(senders.items()))
-            del senders[task]
+            waiting, task = next(iter(senders.items()))
+            del senders[waiting]
             if waiting.state != "dropped":  # given up while waiting: nothing to queue
                 self._enqueue(waiting)
-            trio.lowlevel.reschedule(task)
+            if task is not None:
+                trio.lowlevel.reschedule(task)
 
     def _wake_actor(self) -> None:
         actor = self._actor
@@ -193,17 +195,43 @@ class Mailbox:
             if checkpoint:
                 await trio.lowlevel.cancel_shielded_checkpoint()
             return
-        task = trio.lowlevel.current_task()
         if self._senders is None:
             self._senders = {}
-        self._senders[task] = reply
+        self._senders[reply] = trio.lowlevel.current_task()
 
         def abort(_: Any) -> trio.lowlevel.Abort:
-            if self._senders is not None:
-                self._senders.pop(task, None)
+            self._leave_line(reply)
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def line_up(self, reply: Reply) -> None:
+        """Queue work now, or put it in line for room without a task waiting.
+
+        For a caller that learns of the outcome from the reply itself (its done
+        callback: ``pride.aio`` answers asyncio callers so) rather than in a
+        trio task: the envelope takes its place among the senders waiting for
+        room, first come, first served, and is queued when its turn comes. It
+        costs what a waiting ``put`` costs, minus the task. Dropped by its
+        caller, it leaves the line at once; when the branch stops it is
+        answered with BranchClosed, like every sender still waiting.
+
+        No backpressure reaches the caller: it is for callers that wait for
+        the outcome anyway (one envelope in line each), never for ``send``.
+
+        Raises:
+            BranchClosed: the branch has stopped.
+        """
+        if self.offer(reply):
+            return
+        if self._senders is None:
+            self._senders = {}
+        self._senders[reply] = None
+        reply.hold(_InLine(self, reply))
+
+    def _leave_line(self, reply: Reply) -> None:
+        if self._senders is not None:
+            self._senders.pop(reply, None)
 
     def put_priority(self, reply: Reply, *, first: bool = False) -> None:
         """Queue a system message; it is served before the next work item.
@@ -303,8 +331,24 @@ class Mailbox:
         self._dropped = 0
         senders, self._senders = self._senders or {}, None
         refused = []
-        for task, reply in senders.items():
+        for reply, task in senders.items():
             refused.append(reply)
-            trio.lowlevel.reschedule(task, outcome.Error(BranchClosed(self.name)))
+            if task is not None:
+                trio.lowlevel.reschedule(task, outcome.Error(BranchClosed(self.name)))
         self._wake_actor()
         return queued, refused
+
+
+class _InLine:
+    """The holder of a reply lined up for room (`Mailbox.line_up`): dropped, it leaves the line."""
+
+    __slots__ = ("_mailbox", "_reply")
+
+    answers_cancel = False
+
+    def __init__(self, mailbox: Mailbox, reply: Reply) -> None:
+        self._mailbox = mailbox
+        self._reply = reply
+
+    def forget_dropped(self) -> None:
+        self._mailbox._leave_line(self._reply)

@@ -11,6 +11,7 @@ queued envelope tells its `Holder` (the mailbox), which gives the room back.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 from uuid import UUID
@@ -25,6 +26,8 @@ from .riders import carried_rider
 from .waits import Party, check_wait_allowed, record_wait, remove_wait
 
 __all__ = ["Canceller", "Holder", "Reply", "ReplyConsumedError", "ReplyState"]
+
+log = logging.getLogger("pride.actor")
 
 ReplyState = Literal["queued", "running", "done", "dropped"]
 
@@ -67,6 +70,7 @@ class Reply:
     """
 
     __slots__ = (
+        "_callbacks",
         "_cancel_reason",
         "_cancel_scope",
         "_consumed",
@@ -107,6 +111,8 @@ class Reply:
         # ``_waiter``; any others in ``waiting_tasks`` (None until a second waits).
         self._waiter: trio.lowlevel.Task | None = None
         self.waiting_tasks: list[trio.lowlevel.Task] | None = None
+        # Functions called with this reply once it is done (None until one is added).
+        self._callbacks: list[Callable[[Reply], object]] | None = None
         self._result: Any = None
         self._error: BaseException | None = None
         self._consumed = False
@@ -176,6 +182,24 @@ class Reply:
                     await trio.lowlevel.wait_task_rescheduled(self._park())
                 finally:
                     remove_wait(waiter, branch)
+        return self.take_result()
+
+    def take_result(self) -> Any:
+        """The outcome of a done command, taken without waiting: its result, or its error raised.
+
+        For code that learns of the outcome through `add_done_callback`
+        instead of waiting in trio (``pride.aio`` answers asyncio callers so).
+        Like `result`, it delivers the outcome once.
+
+        Raises:
+            RuntimeError: the command is not done yet.
+            ReplyConsumedError: the outcome was already delivered.
+            Exception: whatever the command raised (as `result` raises it).
+        """
+        if not self._done:
+            raise RuntimeError(f"{self!r}: take_result() before the command is done")
+        if self._consumed:
+            raise ReplyConsumedError(f"{self!r}: the outcome was already delivered")
         self._consumed = True
         error = self._error
         if error is None:
@@ -188,6 +212,21 @@ class Reply:
             raise error
         finally:
             del error
+
+    def add_done_callback(self, callback: Callable[[Reply], object]) -> None:
+        """Call ``callback(reply)`` once the command is done: now, if it is already.
+
+        It runs synchronously where the outcome is delivered (in the serving
+        task, or in the caller's that dropped a queued command), after the
+        tasks waiting in `result` are rescheduled; it must not block. A
+        callback that raises is logged, and the others still run.
+        """
+        if self._done:
+            _run_callback(self, callback)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
 
     def cancel(self, reason: str = "caller") -> None:
         """Give up on the command. Idempotent; never blocks.
@@ -287,6 +326,9 @@ class Reply:
             trio.lowlevel.reschedule(waiter)
         for task in tasks or ():
             trio.lowlevel.reschedule(task)
+        callbacks, self._callbacks = self._callbacks, None
+        for callback in callbacks or ():
+            _run_callback(self, callback)
 
     def succeed(self, result: Any) -> None:
         """Deliver a result (called by the actor)."""
@@ -302,6 +344,13 @@ class Reply:
             if self.state != "dropped":
                 self.state = "done"
             self._finish()
+
+
+def _run_callback(reply: Reply, callback: Callable[[Reply], object]) -> None:
+    try:
+        callback(reply)
+    except Exception:
+        log.exception("a done callback of %r raised; it was ignored", reply)
 
 
 class Holder(Protocol):

@@ -37,7 +37,16 @@ from .waits import check_wait_allowed, waiting_edge
 if TYPE_CHECKING:
     from .actor import ServedBranch
 
-__all__ = ["StreamItems", "ask", "resolve", "send", "send_nowait", "stream"]
+__all__ = [
+    "StreamItems",
+    "ask",
+    "check_timeout",
+    "resolve",
+    "send",
+    "send_in_line",
+    "send_nowait",
+    "stream",
+]
 
 log = logging.getLogger("pride.send")
 
@@ -99,11 +108,16 @@ _NO_DEADLINE = contextlib.nullcontext()
 """The deadline of a call without a timeout (a nullcontext is reusable: one for all)."""
 
 
+def check_timeout(timeout: float) -> None:
+    """Raise ``ValueError`` unless ``timeout`` is a non-negative number of seconds."""
+    if not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+
+
 def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
     if timeout is None:
         return _NO_DEADLINE
-    if not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
-        raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+    check_timeout(timeout)
     return trio.fail_after(timeout)
 
 
@@ -139,6 +153,33 @@ def send_nowait(target: Any, command: Command, *, tag: str | int | None = None) 
     destination = resolve(target)
     reply = Reply(destination, _check_command(command), tag=_check_tag(tag))
     destination.deliver_nowait(reply)
+    return reply
+
+
+def send_in_line(target: Any, command: Command, *, tag: str | int | None = None) -> Reply:
+    """Deliver ``command`` now for a caller that waits on the reply's done callback.
+
+    Like [`send_nowait`][pride.send_nowait], except that a target keeping a
+    line of senders (a local [`Branch`][pride.Branch]: its ``line_up``) puts
+    the envelope in line for room when its mailbox is full, instead of
+    raising: the caller is answered through
+    [`Reply.add_done_callback`][pride.actors.reply.Reply.add_done_callback]
+    when the command is done, and needs no trio task while it waits. For code
+    outside trio's tasks that waits for the outcome anyway (``pride.aio``'s
+    asks: one envelope in line per caller); a caller that only queues work
+    must use `send`, which waits for room.
+
+    Raises:
+        MailboxFull: the target keeps no line and has no room now.
+        TypeError, BranchNotRunning, BranchClosed, UnknownBranch: as for `send`.
+    """
+    destination = resolve(target)
+    reply = Reply(destination, _check_command(command), tag=_check_tag(tag))
+    line_up = getattr(type(destination), "line_up", None)
+    if line_up is None:
+        destination.deliver_nowait(reply)
+    else:
+        line_up(destination, reply)
     return reply
 
 

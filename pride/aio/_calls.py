@@ -1,9 +1,13 @@
-"""One asyncio caller's call into trio: handed to a worker, answered once, cancellable both ways.
+"""One asyncio caller's call into trio: answered once, cancellable both ways.
 
-The asyncio side makes a `Call`, hands it to the guest's pool and awaits its
-future; a worker task runs ``fn(*args)`` inside a cancel scope of the call's
-own and answers the future. Everything happens in the loop's one thread, so
-the two sides touch each other's objects directly (trio's guest-mode
+Two kinds of call, one contract. A `ReplyWait` is an asyncio caller waiting
+on a command already in a mailbox: ``team.ask`` and ``team.send`` deliver the
+envelope from the asyncio side (`pride.send_nowait`) and wait on an asyncio
+future that the reply's done callback answers, so an ask costs no trio task
+of its own. A `Call` runs any trio async function: the asyncio side hands it
+to the guest's pool and awaits its future; a worker task runs ``fn(*args)``
+and answers the future. Everything happens in the loop's one thread, so the
+two sides touch each other's objects directly (trio's guest-mode
 documentation: sync trio APIs may be called from the host freely).
 
 Cancellation, asyncio to trio: the awaiting task cancelled, the call's scope
@@ -22,14 +26,28 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import trio
 
+from ..actors import Reply
+from ..errors import TurnCancelled
 from ._errors import TeamClosed
 
 if TYPE_CHECKING:
     from ._guest import Guest
 
-__all__ = ["Call", "CallOwner", "for_asyncio"]
+__all__ = ["Call", "CallOwner", "Pending", "ReplyWait", "for_asyncio"]
 
 CallState = Literal["queued", "running", "done"]
+
+
+class Pending(Protocol):
+    """A call not answered yet, as its team sees it (a `Call` or a `ReplyWait`)."""
+
+    def cancel(self, *, requested: bool) -> None:
+        """Cancel the trio work: for the caller (``requested``) or for the team closing."""
+        ...
+
+    def fail(self, error: BaseException) -> None:
+        """Answer with ``error`` from outside the run (the guest run itself ended)."""
+        ...
 
 
 class CallOwner(Protocol):
@@ -37,11 +55,120 @@ class CallOwner(Protocol):
 
     loop: asyncio.AbstractEventLoop
     guest: Guest
-    calls: set[Call]
+    calls: set[Pending]
 
-    def call_done(self, call: Call) -> None:
+    def call_done(self, call: Pending) -> None:
         """``call`` has been answered: it is no longer the team's to cancel."""
         ...
+
+
+class ReplyWait:
+    """An asyncio caller waiting for the outcome of a command in a mailbox.
+
+    The command was delivered from the asyncio side; the reply's done
+    callback (run in trio, where the outcome is delivered, or at once if it
+    is done already) answers the caller's future, so nothing of trio waits
+    for the caller. Answered once; made and awaited by the team.
+    """
+
+    __slots__ = ("_finished", "_future", "_owner", "_timed_out", "reply")
+
+    def __init__(self, owner: CallOwner, reply: Reply) -> None:
+        self._owner = owner
+        self.reply = reply
+        self._future: asyncio.Future[Any] = owner.loop.create_future()
+        self._timed_out = False
+        # Made only when the caller gave up and waits for the command to end.
+        self._finished: asyncio.Future[None] | None = None
+
+    async def wait(self, timeout: float | None = None, *, cancels: bool = True) -> Any:
+        """Wait for the command's outcome: return its result or raise its error.
+
+        ``timeout`` seconds running out cancels the command, and once it has
+        ended raises the builtin ``TimeoutError`` (as ``asyncio.wait_for``
+        does: the work behind a timed-out call has ended when it raises).
+
+        Raises:
+            TimeoutError: ``timeout`` ran out first.
+            Exception: the command's error, translated by `for_asyncio`.
+
+        Cancellation: with ``cancels`` (an ask), the command is cancelled (a
+        queued one never starts, a running turn finalises) and waited for,
+        then the ``CancelledError`` is raised; without it (``Sent.result``),
+        the command goes on, and its outcome stays for a later wait.
+        """
+        owner = self._owner
+        reply = self.reply
+        owner.calls.add(self)
+        reply.add_done_callback(self._answer)
+        timer = None if timeout is None else owner.loop.call_later(timeout, self._time_out)
+        try:
+            return await self._future
+        except asyncio.CancelledError:
+            if cancels and not reply.done:
+                reply.cancel("caller")
+                if not reply.done:
+                    await self._wait_finished()
+            elif not reply.done:
+                owner.call_done(self)  # the command goes on, no longer this caller's
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def _wait_finished(self) -> None:
+        finished = self._finished = self._owner.loop.create_future()
+        while not finished.done():
+            try:
+                await asyncio.wait((finished,))
+            except asyncio.CancelledError:
+                continue  # already on the way out: the first cancellation is raised after
+
+    def _time_out(self) -> None:
+        if not self.reply.done:
+            self._timed_out = True
+            self.reply.cancel("caller")
+
+    def cancel(self, *, requested: bool) -> None:
+        """Cancel the command (see `Pending`); the team closing answers `TeamClosed` at once."""
+        self.reply.cancel("caller" if requested else "shutdown")
+        if not requested:
+            self.fail(TeamClosed("the team closed while this call was waiting"))
+
+    def fail(self, error: BaseException) -> None:
+        """Answer with ``error`` now, whatever the command does (see `Pending`)."""
+        self._owner.call_done(self)
+        future = self._future
+        if not future.done():
+            future.set_exception(error)
+        self._set_finished()
+
+    def _answer(self, reply: Reply) -> None:
+        # The reply's done callback: in trio where the outcome was delivered, or at once.
+        owner = self._owner
+        owner.call_done(self)
+        owner.guest.after_call()
+        future = self._future
+        if future.done():  # the caller gave up (or the team answered): nothing to take
+            self._set_finished()
+            return
+        try:
+            value = reply.take_result()
+        except BaseException as error:
+            if self._timed_out and isinstance(error, TurnCancelled):
+                timed_out = TimeoutError("the call did not finish within its timeout")
+                timed_out.__cause__ = error
+                future.set_exception(timed_out)
+            else:
+                future.set_exception(for_asyncio(error))
+            del error
+        else:
+            future.set_result(value)
+
+    def _set_finished(self) -> None:
+        finished = self._finished
+        if finished is not None and not finished.done():
+            finished.set_result(None)
 
 
 class Call:

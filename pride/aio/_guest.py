@@ -280,10 +280,15 @@ class Guest:
 
     # ------------------------------------------------------------ the pool
 
+    def note_crossing(self) -> None:
+        """Note that asyncio just handed trio work (on the asyncio side): trio asleep in
+        its I/O thread is kept hot from now (the work itself wakes it)."""
+        if self._cold_task is not None:
+            self.heat()
+
     def submit(self, job: Job) -> None:
         """Have ``job.run()`` run in a trio task soon (called on the asyncio side)."""
-        if self._cold_task is not None:  # trio sleeps in its I/O thread: wake it, keep it hot
-            self.heat()
+        self.note_crossing()
         if self._idle:
             trio.lowlevel.reschedule(self._idle.pop(), outcome.Value(job))
         elif self.nursery is None or self.stopping:

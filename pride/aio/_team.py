@@ -2,8 +2,11 @@
 
 A team's session runs in a trio task of the loop's guest run (`_hold`): it
 enters ``async with Session(**kwargs)``, waits until asyncio closes the team,
-and leaves, which stops the members with the session's grace. Every verb is a
-`Call` into that session. The team's life on the asyncio side:
+and leaves, which stops the members with the session's grace. ``ask`` and
+``send`` put their envelope in the mailbox from the asyncio side and wait on
+it through a `ReplyWait` (no trio task per call); every other verb is a
+`Call` into that session, run by a trio task. The team's life on the asyncio
+side:
 
 * opened by ``async with open_session(...)`` (or ``await open_session(...)``,
   closed later by ``await team.aclose()``, for notebooks);
@@ -30,12 +33,13 @@ from uuid import UUID
 
 import trio
 
-from ..actors import BranchRef, Reply
+from ..actors import BranchRef, Reply, check_timeout, send_in_line, send_nowait
 from ..branch import Branch
+from ..errors import MailboxFull
 from ..flows import Flow, FlowResult
 from ..messages import Command, Signal, WorkCommand
 from ..supervisors import Session
-from ._calls import Call
+from ._calls import Call, Pending, ReplyWait
 from ._errors import TeamClosed, WrongLoop
 from ._guest import Guest, acquire, release
 from ._observe import Subscriber
@@ -79,7 +83,7 @@ class Team:
         # Set when the team opens; until then every call is refused (`check`).
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.guest: Guest = None  # type: ignore[assignment]
-        self.calls: set[Call] = set()
+        self.calls: set[Pending] = set()
         self._session: Session | None = None
         self._leave = trio.Event()
         self._at_once = False  # the block raised: stop the session without its grace
@@ -238,7 +242,7 @@ class Team:
             call.cancel(requested=False)
         await self._calls_done.wait()
 
-    def call_done(self, call: Call) -> None:
+    def call_done(self, call: Pending) -> None:
         """A call was answered (see `CallOwner`)."""
         calls = self.calls
         calls.discard(call)
@@ -288,10 +292,33 @@ class Team:
             )
 
     def resolve_target(self, target: Any) -> Any:
-        """``target`` as the send API takes it: a name or id looked up in the session's tree."""
+        """``target`` as the send API takes it: a name or id looked up in the session's tree.
+
+        Raises:
+            UnknownBranch: no branch of the tree has that name or id.
+        """
         if isinstance(target, str | UUID):
             return self.session.resolve_name(target)
         return target
+
+    def _deliver(self, target: Any, command: Command, tag: str | int | None) -> Reply | None:
+        """Put ``command`` in the target's mailbox from the asyncio side; None if it is full.
+
+        This is how ``send`` reaches trio without a trio task of its own (sync
+        trio APIs may be called from the host): the envelope goes in at once
+        and wakes the actor. A full mailbox returns None, and the caller then
+        waits for room in trio (`Call`), as `pride.send` does.
+
+        Raises:
+            UnknownBranch, BranchClosed, TypeError: as `pride.send_nowait` raises them.
+        """
+        self.check()
+        try:
+            reply = send_nowait(self.resolve_target(target), command, tag=tag)
+        except MailboxFull:
+            return None
+        self.guest.note_crossing()
+        return reply
 
     async def _call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         self.check()
@@ -328,20 +355,25 @@ class Team:
             Exception: what the command raised.
         """
         self.check()
-        session = self._session
-        assert session is not None
-        return await Call(self, session.ask, (target, command, timeout)).wait()
+        if timeout is not None:
+            check_timeout(timeout)
+        try:
+            # A local branch's full mailbox puts the envelope in line for room:
+            # the ask waits for its outcome anyway, and needs no trio task to.
+            reply = send_in_line(self.resolve_target(target), command)
+        except MailboxFull:  # a target with no line (a remote one) is full: wait in trio
+            session = self.session
+            return await Call(self, session.ask, (target, command, timeout)).wait()
+        self.guest.note_crossing()
+        return await ReplyWait(self, reply).wait(timeout)
 
     async def send(self, target: Any, command: Command, *, tag: str | int | None = None) -> Sent:
         """[`Session.send`][pride.supervisors.session.Session.send]: queue ``command`` and
         return a [`Sent`][pride.aio.Sent] handle at once (waits while the mailbox is full).
         Sends from one caller are served in the order they were awaited."""
-        self.check()
-        session = self._session
-        assert session is not None
-        if tag is None:
-            reply = await self._call(session.send, target, command)
-        else:
+        reply = self._deliver(target, command, tag)
+        if reply is None:  # the mailbox is full: wait for room in trio (backpressure)
+            session = self.session
             reply = await self._call(functools.partial(session.send, target, command, tag=tag))
         return Sent(self, reply)
 
@@ -459,7 +491,9 @@ class Sent:
             TurnCancelled, BranchClosed, Exception: as
                 [`Reply.result`][pride.actors.reply.Reply.result].
         """
-        return await self._team._call(self._reply.result)
+        team = self._team
+        team.check()
+        return await ReplyWait(team, self._reply).wait(cancels=False)
 
     def cancel(self, reason: str = "caller") -> None:
         """Give up on the command: dropped if still queued, cancelled if running. Idempotent."""

@@ -933,6 +933,22 @@ class Branch:
         else:
             mailbox.put_nowait(envelope)
 
+    def line_up(self, envelope: Reply) -> None:
+        """Put ``envelope`` in the mailbox now, or in line for room when it is full.
+
+        For a caller that waits for the outcome through the envelope's done
+        callback instead of a trio task (`pride.actors.send.send_in_line`,
+        behind ``pride.aio``'s asks); see `pride.actors.mailbox.Mailbox.line_up`.
+
+        Raises:
+            BranchNotRunning, BranchClosed: as for `deliver`.
+        """
+        mailbox = self.actor.require_mailbox()
+        if envelope.command.lane == "priority":
+            mailbox.put_priority(envelope)
+        else:
+            mailbox.line_up(envelope)
+
     async def serve(
         self, host: trio.Nursery | None = None, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> StopReason:

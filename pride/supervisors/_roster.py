@@ -149,10 +149,8 @@ class Roster:
             return self._by_id.get(ref)
         if isinstance(ref, str):
             found = [child for child in (self.named(ref),) if child is not None]
-            # Only an id's canonical text (36 characters) designates it here, so a
-            # name is never parsed: a failed UUID() cost ~0.9 us of every ask by name.
             identity = _as_uuid(ref) if len(ref) == _CANONICAL_UUID else None
-            if identity is not None and str(identity) == ref:
+            if identity is not None and str(identity) == ref:  # only the canonical text here
                 found += self.with_id(identity)[:1]
             return min(found, key=_place, default=None)
         return self.of(ref)
@@ -160,7 +158,7 @@ class Roster:
     def branch(self, ref: Any) -> Branch | None:
         """The child branch with the id ``ref`` (a UUID or any text of one), else
         the one named ``ref``."""
-        identity = ref if isinstance(ref, UUID) else _as_uuid(ref) if isinstance(ref, str) else None
+        identity = ref if isinstance(ref, UUID) else _id_in(ref) if isinstance(ref, str) else None
         if identity is not None:
             for holder in self.with_id(identity):
                 if isinstance(holder.actor, Branch):
@@ -188,6 +186,18 @@ def _place(child: Child) -> int:
 
 _CANONICAL_UUID = 36
 """Length of ``str(uuid)``: 32 hex digits and 4 hyphens."""
+
+_SHORTEST_UUID = 32
+"""Length of the shortest text ``UUID()`` takes: 32 hex digits alone."""
+
+
+def _id_in(text: str) -> UUID | None:
+    """The id ``text`` spells in any form ``UUID()`` takes (hex, hyphens, braces, urn), else None.
+
+    Text shorter than 32 characters (the hex digits alone) is not parsed: most
+    names are, and a failed ``UUID()`` cost ~0.9 us of every ask by name.
+    """
+    return _as_uuid(text) if len(text) >= _SHORTEST_UUID else None
 
 
 def _as_uuid(text: str) -> UUID | None:

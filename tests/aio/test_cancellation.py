@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import pride
 import pride.aio
 from pride import Chat, RunEnd, RunFailed, RunStart, Signal
+from tests.helpers import Gate
 
 from .kit import branch, counted, run, waiting
 
@@ -108,6 +110,79 @@ def test_a_timeout_raises_timeouterror_and_the_turn_ends() -> None:
                 async with asyncio.timeout(0.01):
                     await team.ask("slow", Chat("forever"))
             assert team.session.statistics().turns_failed == 2
+
+    run(main)
+
+
+def test_asks_past_a_full_mailbox_wait_in_line_and_one_given_up_never_starts() -> None:
+    gate = Gate()
+
+    async def main() -> None:
+        terminals = Terminals()
+        async with pride.aio.open_session() as team:
+            team.observe(RunStart, RunEnd, RunFailed, handler=terminals)
+            await team.spawn(branch("small", gate.model, mailbox_size=1))
+            running = asyncio.create_task(team.ask("small", Chat("running")))
+            await team.run(gate.started.wait)
+            texts = ("queued", "lined", "given up")
+            asks = {text: asyncio.create_task(team.ask("small", Chat(text))) for text in texts}
+            timed_out = asyncio.create_task(team.ask("small", Chat("timed out"), timeout=0.01))
+            await asyncio.sleep(0)  # one loop pass: each task delivers before its first await
+            assert team.session.statistics().queued == 4  # one in the mailbox, three in line
+            with pytest.raises(TimeoutError) as info:
+                await timed_out
+            assert isinstance(info.value.__cause__, pride.TurnCancelled)
+            asks["given up"].cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asks["given up"]
+            assert team.session.statistics().queued == 2
+            for text in ("running", "queued", "lined"):
+                gate.release(text)
+            assert await running == "reply to running"
+            assert [await asks[text] for text in ("queued", "lined")] == [
+                "reply to queued",
+                "reply to lined",
+            ]
+            assert not team.calls
+            await terminals.settled()
+        assert [text for event, text in gate.events if event == "start"] == [
+            "running",
+            "queued",
+            "lined",
+        ]
+        terminals.check()
+        assert len(terminals.starts) == 3
+
+    run(main)
+
+
+def test_send_to_a_full_mailbox_waits_for_room_and_a_cancelled_wait_keeps_the_outcome() -> None:
+    gate = Gate()
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            await team.spawn(branch("small", gate.model, mailbox_size=1))
+            running = await team.send("small", Chat("running"))
+            await team.run(gate.started.wait)
+            queued = await team.send("small", Chat("queued"))
+            third = asyncio.create_task(team.send("small", Chat("third")))
+            await asyncio.sleep(0)  # one loop pass: the send finds the mailbox full
+            await team.run(trio.testing.wait_all_tasks_blocked)
+            assert not third.done()  # backpressure: it waits for room
+            gate.release("running")
+            sent = await third
+            waiter = asyncio.create_task(queued.result())
+            await asyncio.sleep(0)
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            gate.release("queued")
+            gate.release("third")
+            assert await queued.result() == "reply to queued"  # the outcome was kept
+            assert await sent.result() == "reply to third"
+            assert await running.result() == "reply to running"
+            with pytest.raises(pride.ReplyConsumedError):
+                await running.result()
 
     run(main)
 
