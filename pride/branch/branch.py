@@ -940,6 +940,9 @@ class Branch:
         callback instead of a trio task (`pride.actors.send.send_in_line`,
         behind ``pride.aio``'s asks); see `pride.actors.mailbox.Mailbox.line_up`.
 
+        Args:
+            envelope: the [`Reply`][pride.Reply] carrying the command.
+
         Raises:
             BranchNotRunning, BranchClosed: as for `deliver`.
         """
