@@ -326,9 +326,10 @@ class Reply:
             trio.lowlevel.reschedule(waiter)
         for task in tasks or ():
             trio.lowlevel.reschedule(task)
-        callbacks, self._callbacks = self._callbacks, None
-        for callback in callbacks or ():
-            _run_callback(self, callback)
+        if self._callbacks is not None:  # mostly none: a reply waited on in trio has none
+            callbacks, self._callbacks = self._callbacks, None
+            for callback in callbacks:
+                _run_callback(self, callback)
 
     def succeed(self, result: Any) -> None:
         """Deliver a result (called by the actor)."""

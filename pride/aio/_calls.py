@@ -29,6 +29,7 @@ import trio
 from ..actors import Reply
 from ..errors import TurnCancelled
 from ._errors import TeamClosed
+from ._guest import wait_through
 
 if TYPE_CHECKING:
     from ._guest import Guest
@@ -117,12 +118,9 @@ class ReplyWait:
                 timer.cancel()
 
     async def _wait_finished(self) -> None:
-        finished = self._finished = self._owner.loop.create_future()
-        while not finished.done():
-            try:
-                await asyncio.wait((finished,))
-            except asyncio.CancelledError:
-                continue  # already on the way out: the first cancellation is raised after
+        # Already on the way out: a further cancellation is dropped, the first raised after.
+        self._finished = self._owner.loop.create_future()
+        await wait_through(self._finished)
 
     def _time_out(self) -> None:
         if not self.reply.done:
@@ -242,12 +240,9 @@ class Call:
         self.cancel(requested=True)
         if self.state == "done":
             return
-        finished = self.finished = self.owner.loop.create_future()
-        while not finished.done():
-            try:
-                await asyncio.wait((finished,))
-            except asyncio.CancelledError:
-                continue  # already on the way out: the first cancellation is raised after
+        # Already on the way out: a further cancellation is dropped, the first raised after.
+        self.finished = self.owner.loop.create_future()
+        await wait_through(self.finished)
 
     def cancel(self, *, requested: bool) -> None:
         """Cancel the trio work: for the caller (``requested``) or for the team closing."""

@@ -47,7 +47,16 @@ from ..errors import exception_leaves
 from ._errors import TeamClosed
 from ._wake import wake_on_signals
 
-__all__ = ["LINGER", "MAX_IDLE_WORKERS", "MAX_TICKS", "Guest", "Job", "acquire", "release"]
+__all__ = [
+    "LINGER",
+    "MAX_IDLE_WORKERS",
+    "MAX_TICKS",
+    "Guest",
+    "Job",
+    "acquire",
+    "release",
+    "wait_through",
+]
 
 log = logging.getLogger("pride.aio")
 
@@ -119,14 +128,25 @@ async def release(guest: Guest) -> None:
     if guest.users > 0 or guest.stopping:
         return
     guest.stop()
-    cancelled = None
-    while not guest.finished.done():
-        try:
-            await asyncio.wait((guest.finished,))
-        except asyncio.CancelledError as exc:
-            cancelled = exc
+    cancelled = await wait_through(guest.finished)
     if cancelled is not None:
         raise cancelled
+
+
+async def wait_through(future: asyncio.Future[Any]) -> asyncio.CancelledError | None:
+    """Wait for ``future`` whatever happens; return the cancellation that came meanwhile.
+
+    For the waits that must see their end even when the waiting task is
+    cancelled (a closing run, a call's trio side finishing): the caller
+    raises the cancellation after.
+    """
+    cancelled = None
+    while not future.done():
+        try:
+            await asyncio.wait((future,))
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    return cancelled
 
 
 class Guest:

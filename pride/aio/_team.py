@@ -41,7 +41,7 @@ from ..messages import Command, Signal, WorkCommand
 from ..supervisors import Session
 from ._calls import Call, Pending, ReplyWait
 from ._errors import TeamClosed, WrongLoop
-from ._guest import Guest, acquire, release
+from ._guest import Guest, acquire, release, wait_through
 from ._observe import Subscriber
 from ._stream import Items, open_stream
 
@@ -172,14 +172,14 @@ class Team:
             self._state = "closed"
             return None
         if self._closed is not None:  # closed, or being closed by another caller: wait
-            cancelled = await _wait_through(self._closed)
+            cancelled = await wait_through(self._closed)
         else:
             self._closed = closed = self.loop.create_future()
             self._state = "closing"
             self._at_once = self._at_once or at_once
             if not self.guest.finished.done():
                 self._leave.set()
-            cancelled = await _wait_through(ended)
+            cancelled = await wait_through(ended)
             for subscriber in self._subscribers:
                 try:
                     await subscriber.drain()
@@ -499,14 +499,3 @@ class Sent:
         """Give up on the command: dropped if still queued, cancelled if running. Idempotent."""
         self._team._check_loop()
         self._reply.cancel(reason)
-
-
-async def _wait_through(future: asyncio.Future[Any]) -> asyncio.CancelledError | None:
-    """Wait for ``future`` whatever happens; return the cancellation that came meanwhile."""
-    cancelled = None
-    while not future.done():
-        try:
-            await asyncio.wait((future,))
-        except asyncio.CancelledError as exc:
-            cancelled = exc
-    return cancelled
