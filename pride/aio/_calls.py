@@ -202,20 +202,8 @@ class Call:
         Cancellation: the trio work is cancelled (a queued call never starts)
         and waited for; then the ``CancelledError`` is raised.
         """
-        # submit() and collect(), written out: this is every call's path.
-        owner = self.owner
-        owner.calls.add(self)
-        try:
-            owner.guest.submit(self)
-        except BaseException:
-            owner.calls.discard(self)
-            raise
-        try:
-            return await self.future
-        except asyncio.CancelledError:
-            if self.state != "done":
-                await self._abandon()
-            raise
+        self.submit()
+        return await self.collect()
 
     def submit(self) -> None:
         """Hand the call to a trio worker (the first half of `wait`)."""
