@@ -15,21 +15,25 @@ from __future__ import annotations
 
 from benchmarks.crossings import Walk, traced_ask
 
-MODULES = 49
+MODULES = 48
 """The most pride modules one stored ask may visit (one Usage, issue 32 item 4, adds
 ``pride.messages.budget``: a model call's usage is the same class as a turn's; the
 actor's state and the loop serving its mailbox are two modules since the actors
 package has no import cycle; the carried allowance is read without entering
-``pride.budget.allowance``)."""
+``pride.budget.allowance``; the hook bus says whether it is active as data, so a
+turn with no handler never enters ``pride.supervisors.hooks``)."""
 
-RETURNS = 104
+RETURNS = 90
 """The most returns one stored ask may make to a module it had left (102-110 seen,
 109-114 once the usage record is one class, 104-110 once the runtime reads the
 branch's actor, history, tools and call log as plain attributes, 93-98 once the
 session awaits the actor's loop directly, the turn driver makes the turn's records
 together, and the turn view reads the branch's id and user once; 92-97 in 12 runs
-once an envelope reads its allowance and rider with their context variables' get; the bound
-keeps a margin over the worst seen: the spread is the store thread's timing)."""
+once an envelope reads its allowance and rider with their context variables' get; 80-85 in
+15 runs once the branch asks its observer what it wants through a bound method of the
+actor's, the hook bus publishes ``active`` as data, and a terminal reads the turn's usage
+off its meter; the bound keeps a margin over the worst seen: the spread is the store
+thread's timing)."""
 
 
 async def test_one_stored_ask_stays_within_its_crossings() -> None:

@@ -144,7 +144,7 @@ class SignalSink(Protocol):
     failures) and returns an awaitable for the asynchronous ones, or None.
     A sink may also have ``wants(kind) -> bool`` (the session's observer has):
     False says no subscriber would see a signal of that class, and the branch
-    then does not build one (`pride.actors.wiring.wants`).
+    then does not build one (`Actor.wants`).
     """
 
     def dispatch(self, signal: Signal) -> Any: ...
@@ -155,7 +155,9 @@ class HookSink(Protocol):
 
     ``emit(point, payload)`` returns None or an awaitable. For blocking points
     (``before_tool_call``) an exception denies the action; other points
-    isolate handler failures themselves.
+    isolate handler failures themselves. A bus may also have an ``active``
+    attribute (a session's `HookBus` has): False says no handler would run,
+    and the branch then builds no payload.
     """
 
     def emit(self, point: str, payload: Mapping[str, Any]) -> Any: ...
@@ -232,7 +234,10 @@ class Actor:
         envelope: the envelope the loop took last (a restart cancels its turn).
         last_context_report: the context report of the last finished top-level turn.
         observer: where the branch's signals go (a session's observer, or one
-            given to a standalone branch).
+            given to a standalone branch); set with `watch_with`.
+        wants: ``wants(kind)``, whether the observer may want a signal of class
+            ``kind``: its own ``wants``, or True for an observer without one.
+            Asked before a signal is built; meaningless while ``observer`` is None.
         hooks: the session's hook bus, while attached.
         owner_id: the id of the session the branch belongs to, while attached.
         directory: resolves branch names for sends made from the branch's turns.
@@ -262,6 +267,7 @@ class Actor:
         "observer",
         "owner_id",
         "turn",
+        "wants",
     )
 
     def __init__(self, branch: ServedBranch, observer: SignalSink | None = None) -> None:
@@ -271,7 +277,9 @@ class Actor:
         self.turn: TurnState | None = None
         self.envelope: Reply | None = None
         self.last_context_report: Any = None
-        self.observer = observer
+        self.observer: SignalSink | None = None
+        self.wants: Callable[[type[Signal]], bool] = _wants_every_kind
+        self.watch_with(observer)
         self.hooks: HookSink | None = None
         self.owner_id: UUID | None = None
         self.directory: Any = None
@@ -284,6 +292,16 @@ class Actor:
     def __repr__(self) -> str:
         state = "serving" if self.serving else "running" if self.running else "idle"
         return f"<Actor of {self.branch.name!r} {state}>"
+
+    def watch_with(self, observer: SignalSink | None) -> None:
+        """Send the branch's signals to ``observer`` (None: nowhere).
+
+        Its ``wants`` becomes `wants` here, a bound method read from a slot,
+        so a branch asking before each signal calls the observer directly.
+        """
+        self.observer = observer
+        found = getattr(observer, "wants", None)
+        self.wants = found if callable(found) else _wants_every_kind
 
     # ------------------------------------------------------------ mailbox
 
@@ -394,3 +412,8 @@ class Actor:
         barriers = self.barriers
         only = barriers[0] if barriers is not None and len(barriers) == 1 else None
         self.handover = only if isinstance(only, CommitHandover) else None
+
+
+def _wants_every_kind(kind: type[Signal]) -> bool:
+    """`Actor.wants` of an observer that says nothing of what it wants: it may want all."""
+    return True

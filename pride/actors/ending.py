@@ -137,10 +137,10 @@ class TurnEnd:
         observer = actor.observer
         # A success ends with RunEnd, a turn waiting for approval with RunSuspended.
         kind = RunEnd if outcome.failure is None else RunSuspended if state.suspended else RunFailed
-        shown = observer is not None and wiring.wants(observer, kind)
+        shown = observer is not None and actor.wants(kind)
         shown_uncommitted = shown
         if committing and kind is RunEnd:  # a failed commit turns it into a RunFailed
-            shown_uncommitted = observer is not None and wiring.wants(observer, RunFailed)
+            shown_uncommitted = observer is not None and actor.wants(RunFailed)
         self.actor = actor
         self.kind = kind
         self.shown = shown
@@ -281,20 +281,21 @@ ENDED: dict[type[Signal], str] = {RunEnd: "done", RunFailed: "failed", RunSuspen
 def terminal(actor: Actor, state: TurnState, outcome: Outcome, kind: type[Signal]) -> Signal:
     """The terminal signal of kind ``kind`` for the turn."""
     branch = actor.branch
+    used = state.meter  # the turn's usage: read off its meter, not through the state
     # What every terminal says: whose turn, how long, and the work it did.
     common: dict[str, Any] = {
         "branch_id": branch.id,
         "branch_name": branch.name,
         "turn_id": state.context.turn_id,
         "duration_ms": (time.perf_counter() - state.started_at) * 1000.0,
-        "input_tokens": state.input_tokens,
-        "output_tokens": state.output_tokens,
-        "cached_tokens": state.cached_tokens,
-        "cache_write_tokens": state.cache_write_tokens,
-        "reasoning_tokens": state.reasoning_tokens,
-        "total_cost_usd": state.cost_usd,
-        "model_calls": state.model_calls,
-        "tool_calls": state.tool_calls,
+        "input_tokens": used.input_tokens,
+        "output_tokens": used.output_tokens,
+        "cached_tokens": used.cached_tokens,
+        "cache_write_tokens": used.cache_write_tokens,
+        "reasoning_tokens": used.reasoning_tokens,
+        "total_cost_usd": used.cost_usd,
+        "model_calls": used.model_calls,
+        "tool_calls": used.tool_calls,
     }
     if kind is RunEnd:
         return RunEnd(**common)

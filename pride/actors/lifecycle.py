@@ -114,7 +114,7 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     end: TurnEnd | None = None
     try:
         try:
-            if observer is not None and wiring.wants(observer, RunStart):
+            if observer is not None and actor.wants(RunStart):
                 await wiring.emit_lifecycle(
                     actor,
                     RunStart(

@@ -55,7 +55,8 @@ async def call_model_once(
         Exception: a ``before_model_call`` hook refused the call.
     """
     actor = branch.actor
-    hooked = wiring.hooked(actor)
+    hooks = actor.hooks  # an ``active`` bus only: no payload is built for nobody
+    hooked = hooks is not None and getattr(hooks, "active", True)
     if hooked:
         await wiring.run_hook(
             actor, "before_model_call", {"branch": branch, "model": model, "request": request}

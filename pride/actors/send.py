@@ -115,6 +115,7 @@ def check_timeout(timeout: float) -> None:
 
 
 def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
+    # Callers on every ask's path test ``timeout is None`` themselves: no call then.
     if timeout is None:
         return _NO_DEADLINE
     check_timeout(timeout)
@@ -208,8 +209,8 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
     is dropped (it never starts) and a running turn is cancelled and
     finalised (terminal ``RunFailed``).
     """
-    destination = resolve(target)
     _check_command(command)
+    destination = resolve(target)
     if turn.binding() is not None and command.lane == "work":
         scope = turn.live_scope_for(destination)
         if scope is not None:  # called from the target's own live turn: run nested
@@ -220,7 +221,7 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
     reply = Reply(destination, command)
     try:
         # No checkpoint is needed around deliver: waiting for the result is one.
-        with _deadline(timeout):
+        with _NO_DEADLINE if timeout is None else _deadline(timeout):
             await destination.deliver(reply)
             return await reply._result_for(waiter)
     except BaseException:

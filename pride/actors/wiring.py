@@ -31,7 +31,7 @@ from ..operations.registry import OperationManager
 from . import turn
 
 if TYPE_CHECKING:
-    from .actor import Actor, SignalSink
+    from .actor import Actor
 
 __all__ = [
     "attach",
@@ -42,19 +42,11 @@ __all__ = [
     "emit",
     "emit_lifecycle",
     "fire_hook",
-    "hooked",
     "message_recorded",
     "run_hook",
-    "wants",
 ]
 
 log = logging.getLogger("pride.branch")
-
-
-def wants(sink: SignalSink, kind: type[Signal]) -> bool:
-    """Whether ``sink`` may want a ``kind`` signal: its ``wants(kind)``, else True."""
-    method = getattr(sink, "wants", None)
-    return True if method is None else bool(method(kind))
 
 
 # ------------------------------------------------------------ attach, detach
@@ -108,7 +100,7 @@ def attach(actor: Actor, command: Attach) -> None:
         # First, so a registry that would stand behind itself refuses the lot.
         branch.operations.shared = command.operations  # behind the branch's own, never over it
     actor.owner_id = command.owner_id
-    actor.observer = command.observer
+    actor.watch_with(command.observer)
     actor.hooks = command.hooks
     actor.directory = command.directory
     actor.account.parent = command.account
@@ -131,7 +123,7 @@ def detach(actor: Actor) -> None:
     account and its operation registry cleared; the branch's own operations stay."""
     actor.owner_id = None
     actor.account.parent = None
-    actor.observer = None
+    actor.watch_with(None)
     actor.hooks = None
     actor.directory = None
     actor.branch.operations.shared = None
@@ -150,7 +142,7 @@ def message_recorded(actor: Actor, message: RoledMessage) -> None:
     branch = actor.branch
     observer = actor.observer
     grant = branch.capabilities
-    wanted = observer is not None and wants(observer, MessageAdded)
+    wanted = observer is not None and actor.wants(MessageAdded)
     if wanted or (observer is not None and grant is not None):
         scope = turn.live_scope_for(branch)
         turn_id = scope.turn_id if scope is not None else None
@@ -166,15 +158,9 @@ def message_recorded(actor: Actor, message: RoledMessage) -> None:
                 grant, message.text, branch_id=branch.id, branch_name=branch.name, turn_id=turn_id
             ):
                 emit(actor, signal)
-    if hooked(actor):
+    hooks = actor.hooks  # an ``active`` bus only: no payload is built for nobody
+    if hooks is not None and getattr(hooks, "active", True):
         fire_hook(actor, "message_added", {"branch": branch, "message": message})
-
-
-def hooked(actor: Actor) -> bool:
-    """Whether the actor's hooks may run anything: attached, and (a session's
-    `HookBus`, which is falsy while it has no handlers) not empty. A verb asks
-    before building a hook point's payload."""
-    return bool(actor.hooks)
 
 
 def emit(actor: Actor, signal: Signal) -> None:

@@ -99,11 +99,14 @@ class HookBus:
     ```
     """
 
-    __slots__ = ("_handlers",)
+    __slots__ = ("_handlers", "active")
 
     def __init__(self) -> None:
         # Copy-on-write tuples: emit iterates a snapshot.
         self._handlers: dict[str, tuple[HookHandler, ...]] = {}
+        self.active = False
+        """Whether any handler is registered: a plain attribute, so a branch asks
+        before every model call and recorded message without a call."""
 
     def __repr__(self) -> str:
         return f"<HookBus {len(self)} handlers>"
@@ -114,9 +117,8 @@ class HookBus:
         return sum(len(handlers) for handlers in self._handlers.values())
 
     def __bool__(self) -> bool:
-        """Whether any handler is registered (a point's tuple goes when its last
-        handler does). Asked once per turn by every member, so not via `__len__`."""
-        return bool(self._handlers)
+        """Whether any handler is registered (`active`)."""
+        return self.active
 
     @overload
     def on(self, point: str, handler: None = None) -> Callable[[_H], _H]: ...
@@ -140,6 +142,7 @@ class HookBus:
             if not callable(function):
                 raise TypeError(f"hook handler must be callable, got {function!r}")
             self._handlers[point] = (*self._handlers.get(point, ()), function)
+            self.active = True
             return function
 
         if handler is None:
@@ -159,6 +162,7 @@ class HookBus:
             self._handlers[point] = kept
         else:
             self._handlers.pop(point, None)
+            self.active = bool(self._handlers)
         return len(kept) != len(handlers)
 
     @property

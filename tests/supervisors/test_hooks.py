@@ -32,6 +32,20 @@ class TestHookBus:
         with pytest.raises(ValueError):
             hooks.emit("tool.pre", {})
 
+    def test_active_says_whether_any_handler_is_registered(self) -> None:
+        """``active`` (and truth) follows on/off: a branch reads it before building payloads."""
+        hooks = HookBus()
+        assert not hooks.active and not hooks
+        first = hooks.on("message_added", print)
+        second = hooks.on("after_model_call", print)
+        assert hooks.active and hooks
+        assert hooks.off("message_added", first)
+        assert hooks.active
+        assert hooks.off("after_model_call", second)
+        assert not hooks.active and not hooks
+        assert not hooks.off("after_model_call", second)
+        assert not hooks.active
+
     def test_handlers_run_in_registration_order_and_off_removes(self) -> None:
         """on() appends, off() removes, handlers() lists them."""
         hooks = HookBus()
@@ -215,3 +229,15 @@ async def test_restart_and_failure_hook_points_fire() -> None:
                 await trio.testing.wait_all_tasks_blocked()
             await trio.sleep_forever()
     assert events == [("branch_restart", "corrupt"), ("session_failed", "corrupt")]
+
+
+async def test_a_handler_registered_after_the_branch_attached_is_called() -> None:
+    """The branch reads the bus's ``active`` live: a bus empty at attach time still counts."""
+    async with Session() as session:
+        branch = await session.spawn(Branch(chat_model=echo_model()))
+        await branch.chat_and_record("before")  # no handler yet: no payload built
+        seen: list[str] = []
+        session.hooks.on("message_added", lambda payload: seen.append(payload["message"].role))
+        session.hooks.on("before_model_call", lambda payload: seen.append("model"))
+        await branch.chat_and_record("after")
+    assert seen == ["model", "user", "assistant"]
