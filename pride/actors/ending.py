@@ -137,15 +137,17 @@ class TurnEnd:
         observer = actor.observer
         # A success ends with RunEnd, a turn waiting for approval with RunSuspended.
         kind = RunEnd if outcome.failure is None else RunSuspended if state.suspended else RunFailed
-        shown = observer is not None and actor.wants(kind)
-        shown_uncommitted = shown
-        if committing and kind is RunEnd:  # a failed commit turns it into a RunFailed
-            shown_uncommitted = observer is not None and actor.wants(RunFailed)
         self.actor = actor
         self.kind = kind
-        self.shown = shown
-        self.shown_uncommitted = shown_uncommitted
-        watched = shown or shown_uncommitted
+        if observer is None:  # nobody to show a terminal to, committed or not
+            self.shown = self.shown_uncommitted = watched = False
+        else:
+            shown = self.shown = actor.wants(kind)
+            if committing and kind is RunEnd:  # a failed commit turns it into a RunFailed
+                self.shown_uncommitted = actor.wants(RunFailed)
+            else:
+                self.shown_uncommitted = shown
+            watched = shown or self.shown_uncommitted
         self.state: TurnState | None = state if watched or state.trace is not None else None
         # What the turn ran attached to: a Detach served meanwhile changes the actor's.
         self.observer = observer if watched else None

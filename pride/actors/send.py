@@ -104,22 +104,10 @@ def _check_tag(tag: Any) -> str | int | None:
     raise TypeError(f"a tag is a str, an int or None, got {type(tag).__name__}")
 
 
-_NO_DEADLINE = contextlib.nullcontext()
-"""The deadline of a call without a timeout (a nullcontext is reusable: one for all)."""
-
-
 def check_timeout(timeout: float) -> None:
     """Raise ``ValueError`` unless ``timeout`` is a non-negative number of seconds."""
     if not isinstance(timeout, int | float) or math.isnan(timeout) or timeout < 0:
         raise ValueError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
-
-
-def _deadline(timeout: float | None) -> contextlib.AbstractContextManager[Any]:
-    # Callers on every ask's path test ``timeout is None`` themselves: no call then.
-    if timeout is None:
-        return _NO_DEADLINE
-    check_timeout(timeout)
-    return trio.fail_after(timeout)
 
 
 async def send(target: Any, command: Command, *, tag: str | int | None = None) -> Reply:
@@ -209,37 +197,37 @@ async def ask(target: Any, command: Command, timeout: float | None = None) -> An
     is dropped (it never starts) and a running turn is cancelled and
     finalised (terminal ``RunFailed``).
     """
+    if timeout is not None:  # the same ask, under a deadline
+        check_timeout(timeout)
+        with trio.fail_after(timeout):
+            return await ask(target, command)
     _check_command(command)
     destination = resolve(target)
     if turn.binding() is not None and command.lane == "work":
         scope = turn.live_scope_for(destination)
         if scope is not None:  # called from the target's own live turn: run nested
             # Only a branch of this process has a live turn here.
-            return await _run_nested(destination, command, scope, timeout)  # type: ignore[arg-type]
+            return await _run_nested(destination, command, scope)  # type: ignore[arg-type]
     # From a turn or an Act step the deadlock rules apply: checked once, before delivering.
     waiter = check_wait_allowed(destination)
     reply = Reply(destination, command)
     try:
         # No checkpoint is needed around deliver: waiting for the result is one.
-        with _NO_DEADLINE if timeout is None else _deadline(timeout):
-            await destination.deliver(reply)
-            return await reply._result_for(waiter)
+        await destination.deliver(reply)
+        return await reply._result_for(waiter)
     except BaseException:
         if not reply.done:
             reply.cancel("caller")
         raise
 
 
-async def _run_nested(
-    branch: ServedBranch, command: WorkCommand, scope: turn.TurnScope, timeout: float | None
-) -> Any:
+async def _run_nested(branch: ServedBranch, command: WorkCommand, scope: turn.TurnScope) -> Any:
     if scope.context.phase != "active":
         raise TurnFinalizingError(
             f"branch {branch.name!r}: turn {scope.turn_id} is finalising; a call from its own "
             "task lineage cannot wait for it (schedule the work after the terminal signal)"
         )
-    with _deadline(timeout):
-        return await _run_inline(branch, command, scope, None)
+    return await _run_inline(branch, command, scope, None)
 
 
 async def _run_inline(
