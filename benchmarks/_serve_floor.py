@@ -12,8 +12,8 @@ It stops on SIGTERM or SIGINT.
 
 from __future__ import annotations
 
+import logging
 import signal
-import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -54,20 +54,13 @@ async def app(
 
 
 async def main() -> None:
-    from hypercorn.config import Config, Sockets
     from hypercorn.trio import serve
 
-    listening = socket.socket()
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listening.bind(("127.0.0.1", 0))
+    from pride._hypercorn import bound_socket, hypercorn_config
 
-    class _Config(Config):
-        def create_sockets(self) -> Sockets:
-            return Sockets(secure_sockets=[], insecure_sockets=[listening], quic_sockets=[])
-
-    config = _Config()
+    listening = await bound_socket("127.0.0.1", 0, "serve the floor")
     # pride.serve._server.Server's settings, but for the grace period.
-    config.accesslog = None
+    config = hypercorn_config(listening, logging.getLogger("benchmarks.serve_floor"))
     config.include_server_header = False
     config.keep_alive_timeout = 10.0
     config.keep_alive_max_requests = 1_000_000

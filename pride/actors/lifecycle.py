@@ -221,16 +221,7 @@ async def _finalise(
         if state.signals is not None:
             await state.signals.wait()
         outcome = _escalated(state, outcome)
-        if reply.rider is not None:
-            ride(reply, result if outcome.result_kept else None, outcome.failure)
-        for barrier in actor.barriers or ():
-            try:
-                await barrier(state)
-            except Exception as exc:
-                # The turn's messages may not be durable: say so to the caller.
-                log.error("turn %s of branch %r: %s", turn_id, name, exc, exc_info=exc)
-                if outcome.failure is None:
-                    outcome = Outcome(exc)
+        outcome = await _commit(actor, state, reply, result, outcome)
         committed = True
     if guard.cancelled_caught:
         log.error(
@@ -244,18 +235,30 @@ async def _finalise(
             if state.signals is not None:  # stuck subscribers: cancel, never leave behind
                 await state.signals.cancel_and_wait()
             if not committed:  # cut short before its commit: commit now, still first
-                if reply.rider is not None:
-                    ride(reply, result if outcome.result_kept else None, outcome.failure)
-                for barrier in actor.barriers or ():
-                    try:
-                        await barrier(state)
-                    except Exception as exc:
-                        log.error("turn %s of branch %r: %s", turn_id, name, exc)
-                        if outcome.failure is None:
-                            outcome = Outcome(exc)
+                outcome = await _commit(actor, state, reply, result, outcome)
                 committed = True
         if not committed and outcome.failure is None:  # never answered ok uncommitted
             outcome = Outcome(uncommitted(actor))
+    return outcome
+
+
+async def _commit(
+    actor: Actor, state: turn.TurnState, reply: Reply, result: Any, outcome: Outcome
+) -> Outcome:
+    """The turn's commit: its envelope's rider, then the actor's barriers (a store's
+    commit), with no checkpoint between. Returns the outcome the turn ends with: a
+    barrier's failure fails a turn that had not failed (its messages may not be
+    durable: the caller is told), and is logged either way."""
+    if reply.rider is not None:
+        ride(reply, result if outcome.result_kept else None, outcome.failure)
+    for barrier in actor.barriers or ():
+        try:
+            await barrier(state)
+        except Exception as exc:
+            turn_id, name = state.context.turn_id, actor.branch.name
+            log.error("turn %s of branch %r: %s", turn_id, name, exc, exc_info=exc)
+            if outcome.failure is None:
+                outcome = Outcome(exc)
     return outcome
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from .._hypercorn import answer_lifespan
 from ..messages.origins import Guard
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -149,13 +150,8 @@ def door(guard: Guard, departures: Departures, endpoint: Asgi) -> Asgi:
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                event = await receive()
-                if event["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif event["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await answer_lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         refusal = _refusal(guard, scope)

@@ -38,7 +38,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
-from .._sockets import bound_socket
+from .._hypercorn import bound_socket, hypercorn_config
 from .._version import __version__
 from ..actors import send
 from ..branch import Branch
@@ -410,23 +410,15 @@ async def _serve_http(
     departures: Departures,
     task_status: trio.TaskStatus[str | None],
 ) -> None:
-    from hypercorn.config import Config, Sockets
     from hypercorn.trio import serve
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     manager = StreamableHTTPSessionManager(app=server)
-    # pride binds the socket and hypercorn serves it (pride._sockets says why).
+    # pride binds the socket and hypercorn serves it (pride._hypercorn says why).
     listening = await bound_socket(host, port, "serve MCP")
     guard = Guard(host, listening.getsockname()[1], *allowed)
     app = door(guard, departures, manager.handle_request)
-
-    class _Config(Config):
-        def create_sockets(self) -> Sockets:
-            return Sockets(secure_sockets=[], insecure_sockets=[listening], quic_sockets=[])
-
-    config = _Config()
-    config.accesslog = None
-    config.errorlog = log
+    config = hypercorn_config(listening, log)
     try:
         with listening:
             async with manager.run():

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StopStream
 from ..messages import Interpret, Operate, ReAct, ReActStream
+from ._items import Items
 from .interpret import interpret
 from .operate import operate
 from .results import Analysis, OperateResult, ReActAnalysis, Unparsed
@@ -120,23 +121,15 @@ async def react_stream(turn: TurnView, command: ReActStream) -> list[Any] | None
         LoopBreak: a BREAK directive arrived between rounds.
         StopStream: the consumer left, or a CANCEL directive (the turn ends cleanly).
     """
-    streaming = turn.streaming
-    items: list[Any] = []
-
-    async def put(item: Any) -> None:
-        if streaming:
-            await turn.emit(item)
-        else:
-            items.append(item)
-
+    items = Items(turn)
     try:
-        answer = await _run(turn, command, put, stream_tokens=False)
+        answer = await _run(turn, command, items.put, stream_tokens=False)
     except StopStream:
-        if streaming:
+        if items.streaming:
             raise
-        return items
-    await put(answer)
-    return None if streaming else items
+        return items.result()
+    await items.put(answer)
+    return items.result()
 
 
 async def _run(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StopStream
 from ..messages import Run
+from ._items import Items
 from ._request import build_request
 from .act import action_calls, run_actions, unexecuted_note
 from .chat import make_instruction, make_response, record_reasoning
@@ -51,15 +52,8 @@ async def run(turn: TurnView, command: Run) -> list[Any] | None:
     """
     if command.max_rounds < 0:
         raise ValueError(f"max_rounds must be >= 0, got {command.max_rounds}")
-    streaming = turn.streaming
-    items: list[Any] = []
-
-    async def put(item: Any) -> None:
-        if streaming:
-            await turn.emit(item)
-        else:
-            items.append(item)
-        turn.check_control()
+    items = Items(turn, check_control=True)
+    put = items.put
 
     model = turn.model(command.chat_model)
     tools = turn.acts.schemas(command.tools) if model.supports_native_tools else ()
@@ -106,6 +100,6 @@ async def run(turn: TurnView, command: Run) -> list[Any] | None:
             await run_actions(turn, calls, argument_errors=errors, emit=put)
             rounds += 1
     except StopStream:
-        if streaming:
+        if items.streaming:
             raise
-    return None if streaming else items
+    return items.result()

@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 import trio
 
+from .._hypercorn import answer_lifespan
 from . import _console
 from ._app import Front
 from ._http import HttpError, Receive, Request, Scope, Send, respond, respond_json
@@ -53,7 +54,7 @@ class App:
         if kind == "http":
             await self._http(Request(scope, receive, send))
         elif kind == "lifespan":
-            await _lifespan(receive, send)
+            await answer_lifespan(receive, send)
         # websockets are not served: hypercorn closes them when the app returns
 
     async def _http(self, request: Request) -> None:
@@ -176,13 +177,3 @@ def _unauthorized() -> HttpError:
         "send Authorization: Bearer TOKEN (PRIDE_SERVE_TOKEN or --token-file)",
         headers=[(b"www-authenticate", b'Bearer realm="pride"')],
     )
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        event = await receive()
-        if event["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif event["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

@@ -25,7 +25,7 @@ from typing import Any
 
 import trio
 
-from .._sockets import bound_socket
+from .._hypercorn import bound_socket, hypercorn_config
 from ..errors import sole_exception
 from ._app import Front
 from ._asgi import App
@@ -78,19 +78,11 @@ class Server:
         Raises:
             OSError: the address cannot be bound (a port in use, say).
         """
-        from hypercorn.config import Config, Sockets
         from hypercorn.trio import serve
 
         options = self.options
         listening = await bound_socket(options.host, options.port, "serve")
-
-        class _Config(Config):
-            def create_sockets(self) -> Sockets:
-                return Sockets(secure_sockets=[], insecure_sockets=[listening], quic_sockets=[])
-
-        config = _Config()
-        config.accesslog = None
-        config.errorlog = log
+        config = hypercorn_config(listening, log)
         config.include_server_header = False
         config.keep_alive_timeout = options.header_timeout
         config.keep_alive_max_requests = 1_000_000  # keep-alive clients keep their connection

@@ -203,10 +203,8 @@ class HookBus:
                 result = handler(payload)
             except Escalate:
                 raise
-            except Exception:
-                if blocking:
-                    raise
-                log.exception("hook %r at %s failed", handler, point)
+            except Exception as exc:
+                _failed(point, blocking, handler, exc)
                 continue
             if result is not None and inspect.isawaitable(result):
                 rest = handlers[index + 1 :]
@@ -214,6 +212,15 @@ class HookBus:
             if blocking and isinstance(result, Defer):
                 raise result
         return None
+
+
+def _failed(point: str, blocking: bool, handler: HookHandler, error: Exception) -> None:
+    """A handler at ``point`` raised ``error`` (never an Escalate, which always goes
+    up): at a blocking point it denies the action, so it is raised; anywhere else
+    it is logged and the next handler runs."""
+    if blocking:
+        raise error
+    log.error("hook %r at %s failed", handler, point, exc_info=error)
 
 
 async def _finish(
@@ -229,10 +236,8 @@ async def _finish(
         result = await awaitable
     except Escalate:
         raise
-    except Exception:
-        if blocking:
-            raise
-        log.exception("hook %r at %s failed", handler, point)
+    except Exception as exc:
+        _failed(point, blocking, handler, exc)
     else:
         if blocking and isinstance(result, Defer):
             raise result
@@ -245,7 +250,5 @@ async def _finish(
                 raise result
         except Escalate:
             raise
-        except Exception:
-            if blocking:
-                raise
-            log.exception("hook %r at %s failed", following, point)
+        except Exception as exc:
+            _failed(point, blocking, following, exc)
