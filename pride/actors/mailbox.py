@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -227,11 +228,19 @@ class Mailbox:
         if self._senders is None:
             self._senders = {}
         self._senders[reply] = None
-        reply.hold(_InLine(self, reply))
+        reply.hold(_Held(self._leave_line, reply))
 
     def _leave_line(self, reply: Reply) -> None:
         if self._senders is not None:
             self._senders.pop(reply, None)
+
+    def _leave_priority(self, reply: Reply) -> None:
+        # O(n) in the priority queue, which holds a few system messages at most.
+        priority = self._priority
+        if priority is not None and reply in priority:
+            priority.remove(reply)
+            if not priority:
+                self._priority = None
 
     def put_priority(self, reply: Reply, *, first: bool = False) -> None:
         """Queue a system message; it is served before the next work item.
@@ -247,6 +256,7 @@ class Mailbox:
             self._priority.appendleft(reply)
         else:
             self._priority.append(reply)
+        reply.hold(_Held(self._leave_priority, reply))
         self._wake_actor()
 
     # ------------------------------------------------------------ actor
@@ -297,6 +307,7 @@ class Mailbox:
             item = priority.popleft()
             if not priority:  # system messages are rare: keep no empty deque
                 self._priority = None
+            item._queued_in = None
             return item
         work = self._work
         while work:
@@ -339,16 +350,18 @@ class Mailbox:
         return queued, refused
 
 
-class _InLine:
-    """The holder of a reply lined up for room (`Mailbox.line_up`): dropped, it leaves the line."""
+class _Held:
+    """The holder of a reply queued outside the work lane (in the senders' line, by
+    `Mailbox.line_up`, or in the priority queue): dropped by its caller (an ask that
+    timed out), it leaves at once, through ``leave``."""
 
-    __slots__ = ("_mailbox", "_reply")
+    __slots__ = ("_leave", "_reply")
 
     answers_cancel = False
 
-    def __init__(self, mailbox: Mailbox, reply: Reply) -> None:
-        self._mailbox = mailbox
+    def __init__(self, leave: Callable[[Reply], None], reply: Reply) -> None:
+        self._leave = leave
         self._reply = reply
 
     def forget_dropped(self) -> None:
-        self._mailbox._leave_line(self._reply)
+        self._leave(self._reply)

@@ -228,6 +228,17 @@ class Reply:
         else:
             self._callbacks.append(callback)
 
+    def remove_done_callback(self, callback: Callable[[Reply], object]) -> bool:
+        """Take back a callback added with `add_done_callback` (its waiter left);
+        True if it was still waiting to be called."""
+        callbacks = self._callbacks
+        if callbacks is None or callback not in callbacks:
+            return False
+        callbacks.remove(callback)
+        if not callbacks:
+            self._callbacks = None
+        return True
+
     def cancel(self, reason: str = "caller") -> None:
         """Give up on the command. Idempotent; never blocks.
 

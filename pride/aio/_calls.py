@@ -111,7 +111,9 @@ class ReplyWait:
                 if not reply.done:
                     await self._wait_finished()
             elif not reply.done:
-                owner.call_done(self)  # the command goes on, no longer this caller's
+                # The command goes on, no longer this caller's: nothing of the wait stays.
+                reply.remove_done_callback(self._answer)
+                owner.call_done(self)
             raise
         finally:
             if timer is not None:
@@ -128,13 +130,15 @@ class ReplyWait:
             self.reply.cancel("caller")
 
     def cancel(self, *, requested: bool) -> None:
-        """Cancel the command (see `Pending`); the team closing answers `TeamClosed` at once."""
-        self.reply.cancel("caller" if requested else "shutdown")
+        """Cancel the command (see `Pending`); the team closing answers `TeamClosed` at once,
+        before the cancel (which answers a queued command at once, with its drop)."""
         if not requested:
             self.fail(TeamClosed("the team closed while this call was waiting"))
+        self.reply.cancel("caller" if requested else "shutdown")
 
     def fail(self, error: BaseException) -> None:
         """Answer with ``error`` now, whatever the command does (see `Pending`)."""
+        self.reply.remove_done_callback(self._answer)
         self._owner.call_done(self)
         future = self._future
         if not future.done():

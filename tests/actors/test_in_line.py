@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 import pride
-from pride import Branch, BranchClosed, Chat, ReplyConsumedError, Stop, TurnCancelled
+from pride import Branch, BranchClosed, Chat, Detach, ReplyConsumedError, Stop, TurnCancelled
 from pride.actors import Reply, send_in_line
 from tests.helpers import Gate, echo_model
 
@@ -72,7 +72,7 @@ async def test_an_envelope_in_line_is_answered_branchclosed_when_the_branch_stop
         lined.take_result()
 
 
-async def test_done_callbacks_run_once_in_order_and_a_raising_one_is_logged(
+async def test_done_callbacks_run_once_in_order_a_raising_one_is_logged_one_taken_back_is_not(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with Branch(chat_model=echo_model()) as branch:
@@ -82,9 +82,15 @@ async def test_done_callbacks_run_once_in_order_and_a_raising_one_is_logged(
         def boom(_: Reply) -> None:
             raise RuntimeError("a callback's own bug")
 
+        def taken_back(_: Reply) -> None:
+            seen.append("taken back")
+
         reply.add_done_callback(lambda r: seen.append(f"first {r.done}"))
+        reply.add_done_callback(taken_back)
         reply.add_done_callback(boom)
         reply.add_done_callback(lambda r: seen.append("third"))
+        assert reply.remove_done_callback(taken_back)
+        assert not reply.remove_done_callback(taken_back)
         with pytest.raises(RuntimeError, match="before the command is done"):
             reply.take_result()
         with caplog.at_level(logging.ERROR, logger="pride.actor"):
@@ -98,3 +104,22 @@ async def test_done_callbacks_run_once_in_order_and_a_raising_one_is_logged(
             reply.take_result()
         with pytest.raises(ReplyConsumedError):
             await reply.result()
+
+
+async def test_a_system_message_given_up_leaves_the_priority_queue_at_once() -> None:
+    """Asks of a ``Detach`` that time out while a turn runs leave nothing queued behind
+    them (they used to stay, dead, until the actor reached them)."""
+    gate = Gate()
+    async with Branch(chat_model=gate.model) as branch:
+        running = pride.send_nowait(branch, Chat("running"))
+        await gate.started.wait()
+        for _ in range(100):
+            with pytest.raises(trio.TooSlowError):
+                await pride.ask(branch, Detach(), timeout=0)
+        assert _statistics(branch).priority_queued == 0
+        kept = pride.send_nowait(branch, Detach())  # one not given up stays, and is served
+        assert _statistics(branch).priority_queued == 1
+        gate.release("running")
+        assert await running.result() == "reply to running"
+        await kept.result()
+        assert _statistics(branch).priority_queued == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import gc
 import random
 from typing import Any
 
@@ -183,6 +184,48 @@ def test_send_to_a_full_mailbox_waits_for_room_and_a_cancelled_wait_keeps_the_ou
             assert await running.result() == "reply to running"
             with pytest.raises(pride.ReplyConsumedError):
                 await running.result()
+
+    run(main)
+
+
+def test_waits_given_up_on_a_sent_command_leave_nothing_behind() -> None:
+    """A ``Sent.result()`` abandoned again and again (a poll with a timeout) holds
+    nothing of the command's: each wait leaves when its caller does."""
+    gate = Gate()
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            await team.spawn(branch("slow", gate.model))
+            sent = await team.send("slow", Chat("stuck"))
+            for _ in range(200):
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(sent.result(), 1e-6)
+            assert not team.calls
+            gc.collect()
+            abandoned = [o for o in gc.get_objects() if isinstance(o, asyncio.Future) and o.done()]
+            assert len(abandoned) < 20, f"{len(abandoned)} futures of abandoned waits kept"
+            gate.release("stuck")
+            assert await sent.result() == "reply to stuck"
+
+    run(main)
+
+
+def test_a_closing_team_answers_its_asks_into_another_teams_branch_teamclosed() -> None:
+    """Asks of a team that closes, waiting on a branch it does not own (running,
+    queued, in line for room), are answered TeamClosed, whatever state they were in."""
+    gate = Gate()
+
+    async def main() -> None:
+        asking = await pride.aio.open_session()
+        owning = await pride.aio.open_session()
+        target = await owning.spawn(branch("theirs", gate.model, mailbox_size=1))
+        asks = [asyncio.create_task(asking.ask(target, Chat(text))) for text in ("a", "b", "c")]
+        await asyncio.sleep(0)  # one loop pass: each delivers
+        await owning.run(gate.started.wait)
+        await asking.aclose()
+        answers = await asyncio.gather(*asks, return_exceptions=True)
+        assert [type(answer).__name__ for answer in answers] == ["TeamClosed"] * 3, answers
+        await owning.aclose()
 
     run(main)
 
