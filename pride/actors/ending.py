@@ -118,6 +118,7 @@ class TurnEnd:
         "shown_uncommitted",
         "state",
         "waiter",
+        "watched",
     )
 
     def __init__(
@@ -151,6 +152,8 @@ class TurnEnd:
         self.state: TurnState | None = state if watched or state.trace is not None else None
         # What the turn ran attached to: a Detach served meanwhile changes the actor's.
         self.observer = observer if watched else None
+        self.watched = watched
+        """Whether a subscriber may see the terminal the turn will end with."""
         self.outcome = outcome
         self.reply = reply
         self.result = result
@@ -159,11 +162,6 @@ class TurnEnd:
         self.waiter: trio.lowlevel.Task | None = None
         # The turn's context (its binding, budget, trace), for a handed-over turn's subscribers.
         self.context: contextvars.Context | None = None
-
-    @property
-    def watched(self) -> bool:
-        """Whether a subscriber may see the terminal the turn will end with."""
-        return self.observer is not None
 
     def uncommitted(self, failure: Exception) -> None:
         """What the turn recorded may not be durable (its commit failed, or could
@@ -197,12 +195,14 @@ class TurnEnd:
         then answer (after async subscribers). What the driver calls for a turn
         with nothing to commit; `__call__` is the commit's way in."""
         kind = self.kind
-        if self.above is not None:
-            self.above.count_turn(ENDED[kind])
         state, observer = self.state, self.observer
         pending = signal = None
         if self.shown and state is not None and observer is not None:
+            # Built before the count, dispatched after it: this module's work in one go.
             signal = terminal(self.actor, state, self.outcome, kind)
+        if self.above is not None:
+            self.above.count_turn(ENDED[kind])
+        if signal is not None and observer is not None:
             try:
                 pending = observer.dispatch(signal)
             except BaseException:  # even KeyboardInterrupt-like: outside any task

@@ -282,6 +282,7 @@ class iModel:
         flight has its HTTP request aborted; a backoff sleep ends. Nothing is
         retried after cancellation.
         """
+        options = self._options(request)  # before the ledger: this module's work in one go
         ledger = self._ledger
         estimate = await ledger.admit(request)
         response = None
@@ -290,7 +291,7 @@ class iModel:
             response = await send_with_retries(
                 self._endpoint,
                 request,
-                self._options(request),
+                options,
                 self.retry,
                 on_retry=self._on_retry,
                 deadline=Deadline.after(self.call_timeout),

@@ -86,6 +86,7 @@ __all__ = [
     "is_scalar_text",
     "parse_json",
     "registered_types",
+    "row_json",
     "scrub",
     "structure",
     "to_json",
@@ -416,6 +417,29 @@ def to_json(obj: Any) -> str:
         raise InvalidMessage(
             [(type(obj).__name__ + path.removeprefix("$"), reason) for path, reason in exc.problems]
         ) from None
+
+
+def row_json(obj: Any, tp: Any) -> tuple[str, InvalidMessage | None]:
+    """The JSON text a store keeps for ``obj`` (read back as ``tp``), and why it is a
+    replacement, if it is.
+
+    The wire form (`to_json`), else, where strict JSON cannot carry a value (a
+    lone surrogate in a text), the documented replacement (U+FFFD, `dump_json`
+    with ``replace``), given only once it was seen to read back as ``tp``: in a
+    field with fixed values (an image's ``detail``) the replacement is no value
+    at all. A store writes its rows one after another through here, without
+    handing each one back and forth.
+
+    Raises:
+        InvalidMessage: ``obj`` has no wire form, or its replacement would not
+            read back (the path names the field).
+    """
+    try:
+        return to_json(obj), None
+    except InvalidMessage as exc:
+        text = dump_json(unstructure(obj), replace=True)  # raises: no wire form
+        from_json(text, tp)  # raises: the replacement is no value there
+        return text, exc
 
 
 def id_text(identity: Any) -> str:

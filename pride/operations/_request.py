@@ -27,8 +27,8 @@ __all__ = ["build_request", "system_text"]
 def system_text(turn: TurnView, extra: str | None = None) -> str | None:
     """The system prompt for this turn's requests: the system message, provider
     blocks, then ``extra`` (text for this one request, e.g. tool descriptions)."""
+    blocks = turn.provider_blocks  # the view's first, then the history's: one visit each
     system = turn.messages.system
-    blocks = turn.provider_blocks
     if extra is None and not blocks:
         return system.text if system is not None else None
     parts = [system.text] if system is not None else []
@@ -60,6 +60,9 @@ def build_request(
     as parse reformats).
     """
     shape: ProviderShape = model.api_format  # type: ignore[assignment]
+    # What this module makes of its own arguments, first: then the history, once.
+    response_format = _plain(response_format)
+    options = _plain(options) or {}
     system = system_text(turn, extra_system) if include_system else None
     entries = turn.messages.compile(shape) if include_history else []
     if instruction is not None:
@@ -74,16 +77,16 @@ def build_request(
             messages=messages,
             tools=tools,
             tool_choice=tool_choice,
-            response_format=_plain(response_format),
-            options=_plain(options) or {},
+            response_format=response_format,
+            options=options,
         )
     return ModelRequest(
         messages=entries,
         system=system,
         tools=tools,
         tool_choice=tool_choice,
-        response_format=_plain(response_format),
-        options=_plain(options) or {},
+        response_format=response_format,
+        options=options,
     )
 
 

@@ -73,8 +73,8 @@ from typing import Any, Protocol, Self
 import trio
 
 from ..errors import InvalidMessage, StoreError
-from ..messages import RoledMessage, unstructure
-from ..messages.codec import dump_json, from_json, id_text, to_json
+from ..messages import RoledMessage
+from ..messages.codec import id_text, row_json
 from ._batch import HEADER, REWRITE, AfterCommit, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
@@ -232,7 +232,7 @@ class BranchStore(Journals, Reads):
         rows = []
         for message in messages:
             try:
-                data = self._row_data(branch_name, message)
+                data, replaced = row_json(message, RoledMessage)
             except Exception as exc:  # recorded in memory, not storable: said at the flush
                 error = StoreError(
                     f"message {message.id} of branch {branch_name!r} cannot be stored in "
@@ -241,6 +241,8 @@ class BranchStore(Journals, Reads):
                 log.error("%s", error)
                 self._queue.refuse(branch_name, error)
                 continue
+            if replaced is not None:
+                _stored_replaced(branch_name, message, replaced)
             rows.append((branch_name, seq, id_text(message.id), data))
             seq += 1
         self._next_seq[branch_name] = seq
@@ -283,30 +285,6 @@ class BranchStore(Journals, Reads):
                 f"branch {branch_name!r} is not registered in {self!r}: save_branch() it first"
             )
         return seq
-
-    def _row_data(self, branch_name: str, message: RoledMessage) -> str:
-        """The row's JSON text for ``message``.
-
-        A lone surrogate is written as the documented replacement (U+FFFD), and
-        only after the row was seen to read back: in a field with fixed values
-        (an image's ``detail``) the replacement is no value at all.
-
-        Raises:
-            InvalidMessage: the message has no wire form, or its row would not
-                read back (the path names the field).
-        """
-        try:
-            return to_json(message)
-        except InvalidMessage as exc:
-            text = dump_json(unstructure(message), replace=True)  # raises: no wire form
-            from_json(text, RoledMessage)  # raises: the replacement is no value there
-            log.warning(
-                "branch %r, message %s: %s; stored with the documented replacement",
-                branch_name,
-                message.id,
-                exc,
-            )
-            return text
 
     async def flush(self, branch_name: str | None = None) -> None:
         """Commit what is queued so far: everything, or what ``branch_name`` queued
@@ -359,10 +337,12 @@ class BranchStore(Journals, Reads):
         """
         db = self._require(write=True)
         await self.flush(name)
-        rows = [
-            (name, seq, id_text(message.id), self._row_data(name, message))
-            for seq, message in enumerate(messages)
-        ]
+        rows = []
+        for seq, message in enumerate(messages):
+            data, replaced = row_json(message, RoledMessage)
+            if replaced is not None:
+                _stored_replaced(name, message, replaced)
+            rows.append((name, seq, id_text(message.id), data))
         header = projection_text(projection)
         async with self._queue.exclusive():
             await self._run(
@@ -432,3 +412,12 @@ def _snapshot(db: sqlite3.Connection, function: Any, *args: Any) -> Any:
     finally:
         if db.in_transaction:
             db.execute("ROLLBACK")  # nothing to keep: it only read
+
+
+def _stored_replaced(branch_name: str, message: RoledMessage, why: InvalidMessage) -> None:
+    log.warning(
+        "branch %r, message %s: %s; stored with the documented replacement",
+        branch_name,
+        message.id,
+        why,
+    )
