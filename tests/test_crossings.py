@@ -23,7 +23,7 @@ package has no import cycle; the carried allowance is read without entering
 ``pride.budget.allowance``; the hook bus says whether it is active as data, so a
 turn with no handler never enters ``pride.supervisors.hooks``)."""
 
-RETURNS = 84
+RETURNS = 82
 """The most returns one stored ask may make to a module it had left (102-110 seen,
 109-114 once the usage record is one class, 104-110 once the runtime reads the
 branch's actor, history, tools and call log as plain attributes, 93-98 once the
@@ -35,8 +35,10 @@ actor's, the hook bus publishes ``active`` as data, and a terminal reads the tur
 off its meter; 77-82 once a request is built with the view's blocks read before the
 history's system text and a model call's options made before its ledger; 73-78 in 8 runs once
 a store writes a turn's rows through the codec without a method of its own per row, and a
-terminal is built before the turn is counted; the bound keeps a margin over the worst seen:
-the spread is the store thread's timing)."""
+terminal is built before the turn is counted; 71-76 once a model call's journal questions
+come together before its budget's and the driver makes a new turn's id before opening its
+journal run; the bound keeps a margin over the worst seen: the spread is the store thread's
+timing)."""
 
 
 async def test_one_stored_ask_stays_within_its_crossings() -> None:

@@ -154,9 +154,10 @@ class BranchRecord(Protocol):
         """Every turn needs a run: the journal is stored, or a turn waits in it."""
         ...
 
-    def run(self, reply: Envelope, history: History) -> TurnRecord:
+    def run(self, reply: Envelope, history: History, turn_id: UUID) -> TurnRecord:
         """The run of the turn ``reply`` starts (or continues: a ``Resume``) over
-        ``history``, the conversation as it is before the turn.
+        ``history``, the conversation as it is before the turn; a new turn's id is
+        ``turn_id`` (a continued one keeps its own).
 
         Raises:
             UnknownTurn, UnknownPendingCall: a bad ``Resume``.
@@ -209,9 +210,10 @@ class _Holder(Protocol):
     def branch(self) -> _Branch: ...
 
 
-def open_run(actor: _Holder, reply: Envelope) -> TurnRecord | None:
+def open_run(actor: _Holder, reply: Envelope, turn_id: UUID) -> TurnRecord | None:
     """The journal run of the turn ``reply`` starts, or None when the branch keeps
-    no journal (called by the turn driver before ``RunStart``).
+    no journal (called by the turn driver before ``RunStart``); a new turn's id is
+    ``turn_id``.
 
     Raises:
         UnknownTurn, UnknownPendingCall: a bad ``Resume``.
@@ -221,7 +223,7 @@ def open_run(actor: _Holder, reply: Envelope) -> TurnRecord | None:
     journal = actor.journal
     branch = actor.branch
     if journal is not None and journal.active:  # every turn of a stored branch
-        return journal.run(reply, branch.messages)
+        return journal.run(reply, branch.messages, turn_id)
     # Nothing to journal durably and nothing waiting: a run only if a call may
     # stop for approval (kept in memory).
     if isinstance(reply.command, Resume):
@@ -232,7 +234,7 @@ def open_run(actor: _Holder, reply: Envelope) -> TurnRecord | None:
         if JOURNALS is None:  # never: `import pride` installs it
             raise RuntimeError("no journal factory installed (import pride.durable)")
         journal = actor.journal = JOURNALS(branch.name)
-    return journal.run(reply, branch.messages)
+    return journal.run(reply, branch.messages, turn_id)
 
 
 def refuse_approvals(

@@ -76,8 +76,9 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     branch = actor.branch
     command = reply.command
     assert actor.host is not None, "a turn runs only inside a serving actor"
+    turn_id = new_id()  # a continued turn (a Resume) keeps its own: its run says which
     try:
-        run = open_run(actor, reply)
+        run = open_run(actor, reply, turn_id)
     except Exception as exc:  # refused before it started (a bad Resume, a pending approval)
         reply.start(None, cancel)
         reply.fail(exc)
@@ -86,7 +87,8 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         return
     if run is not None and run.command is not None:
         command = run.command  # a Resume runs the command that started the turn
-    turn_id = run.turn_id if run is not None else new_id()
+    if run is not None:
+        turn_id = run.turn_id
     model = branch.chat_model  # the snapshot the whole turn uses
     # A Resume's own budget, when it has one, bounds the rest of the turn.
     budgeted = reply.command if getattr(reply.command, "budget", None) is not None else command

@@ -268,10 +268,10 @@ class BranchTurn:
             step, replayed = run.take_model_step()
             if replayed is not None:
                 return await self._replayed(replayed, stream_tokens=stream_tokens)
-        if meter is not None:
+            if run.uncommitted:  # the steps before it are durable first
+                await run.commit()
+        if meter is not None:  # the budget last before the call: what it admits is made
             meter.admit_model_call()
-        if run is not None and run.uncommitted:  # the steps before it are durable first
-            await run.commit()
         streaming = stream_tokens and scope is not None and scope.stream is not None
         trace = self._trace
         if trace is None:  # called directly: every verb's model call passes here

@@ -83,7 +83,6 @@ from ..messages import (
     PendingCall,
     Resume,
     WorkCommand,
-    new_id,
     structure,
     to_json,
 )
@@ -318,10 +317,11 @@ class BranchJournal:
         """Every turn needs a run: new turns are journaled in a store, or a turn waits."""
         return bool(self.waiting) or (self.backend is not None and self.durability.journal)
 
-    def run(self, reply: Envelope, history: History) -> JournalRun:
+    def run(self, reply: Envelope, history: History, turn_id: UUID) -> JournalRun:
         """The run of the turn ``reply`` starts (or continues: a ``Resume``) over
         ``history`` (the conversation as it is before the turn); the actor's
-        `pride.actors.journaling.open_run` asks for it before ``RunStart``.
+        `pride.actors.journaling.open_run` asks for it before ``RunStart``. A new
+        turn's id is ``turn_id`` (made by the driver); a continued one keeps its own.
 
         Raises:
             UnknownTurn, UnknownPendingCall: a bad ``Resume`` (see `resume`).
@@ -332,7 +332,7 @@ class BranchJournal:
             run = self.resume(reply, command)
         else:
             self.check_free()
-            run = self.start(reply, command, new_id())  # type: ignore[arg-type]
+            run = self.start(reply, command, turn_id)  # type: ignore[arg-type]
         run.begin(history)
         return run
 
