@@ -182,7 +182,7 @@ class Reply:
                     await trio.lowlevel.wait_task_rescheduled(self._park())
                 finally:
                     remove_wait(waiter, branch)
-        return self.take_result()
+        return self._take()
 
     def take_result(self) -> Any:
         """The outcome of a done command, taken without waiting: its result, or its error raised.
@@ -200,6 +200,10 @@ class Reply:
             raise RuntimeError(f"{self!r}: take_result() before the command is done")
         if self._consumed:
             raise ReplyConsumedError(f"{self!r}: the outcome was already delivered")
+        return self._take()
+
+    def _take(self) -> Any:
+        """Deliver the outcome of a done command not consumed yet (both checked by the caller)."""
         self._consumed = True
         error = self._error
         if error is None:

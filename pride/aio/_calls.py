@@ -1,12 +1,13 @@
 """One asyncio caller's call into trio: answered once, cancellable both ways.
 
 Two kinds of call, one contract. A `ReplyWait` is an asyncio caller waiting
-on a command already in a mailbox: ``team.ask`` and ``team.send`` deliver the
-envelope from the asyncio side (`pride.send_nowait`) and wait on an asyncio
-future that the reply's done callback answers, so an ask costs no trio task
-of its own. A `Call` runs any trio async function: the asyncio side hands it
-to the guest's pool and awaits its future; a worker task runs ``fn(*args)``
-and answers the future. Everything happens in the loop's one thread, so the
+on a command already in a mailbox: ``team.ask`` delivers the envelope from
+the asyncio side (`pride.actors.send_in_line`; ``team.send`` likewise, with
+`pride.send_nowait`), and the caller waits on an asyncio future that the
+reply's done callback answers, so an ask costs no trio task of its own. A
+`Call` runs any trio async function: the asyncio side hands it to the
+guest's pool and awaits its future; a worker task runs ``fn(*args)`` and
+answers the future. Everything happens in the loop's one thread, so the
 two sides touch each other's objects directly (trio's guest-mode
 documentation: sync trio APIs may be called from the host freely).
 

@@ -301,20 +301,25 @@ class Team:
             return self.session.resolve_name(target)
         return target
 
-    def _deliver(self, target: Any, command: Command, tag: str | int | None) -> Reply | None:
-        """Put ``command`` in the target's mailbox from the asyncio side; None if it is full.
+    def _deliver(
+        self, target: Any, command: Command, tag: str | int | None, *, in_line: bool
+    ) -> Reply | None:
+        """Put ``command`` in the target's mailbox from the asyncio side; None if it is full
+        (for a caller that checked the team takes calls here and now).
 
-        This is how ``send`` reaches trio without a trio task of its own (sync
-        trio APIs may be called from the host): the envelope goes in at once
-        and wakes the actor. A full mailbox returns None, and the caller then
-        waits for room in trio (`Call`), as `pride.send` does.
+        This is how ``ask`` and ``send`` reach trio without a trio task of their
+        own (sync trio APIs may be called from the host): the envelope goes in
+        at once and wakes the actor. With ``in_line`` (an ask, which waits for
+        the outcome anyway) a local branch's full mailbox puts it in line for
+        room (`pride.actors.send_in_line`). Otherwise a full mailbox returns
+        None, and the caller waits for room in trio (`Call`), as `pride.send` does.
 
         Raises:
             UnknownBranch, BranchClosed, TypeError: as `pride.send_nowait` raises them.
         """
-        self.check()
+        deliver = send_in_line if in_line else send_nowait
         try:
-            reply = send_nowait(self.resolve_target(target), command, tag=tag)
+            reply = deliver(self.resolve_target(target), command, tag=tag)
         except MailboxFull:
             return None
         self.guest.note_crossing()
@@ -357,21 +362,18 @@ class Team:
         self.check()
         if timeout is not None:
             check_timeout(timeout)
-        try:
-            # A local branch's full mailbox puts the envelope in line for room:
-            # the ask waits for its outcome anyway, and needs no trio task to.
-            reply = send_in_line(self.resolve_target(target), command)
-        except MailboxFull:  # a target with no line (a remote one) is full: wait in trio
+        reply = self._deliver(target, command, None, in_line=True)
+        if reply is None:  # a target with no line (a remote one) is full: wait in trio
             session = self.session
             return await Call(self, session.ask, (target, command, timeout)).wait()
-        self.guest.note_crossing()
         return await ReplyWait(self, reply).wait(timeout)
 
     async def send(self, target: Any, command: Command, *, tag: str | int | None = None) -> Sent:
         """[`Session.send`][pride.supervisors.session.Session.send]: queue ``command`` and
         return a [`Sent`][pride.aio.Sent] handle at once (waits while the mailbox is full).
         Sends from one caller are served in the order they were awaited."""
-        reply = self._deliver(target, command, tag)
+        self.check()
+        reply = self._deliver(target, command, tag, in_line=False)
         if reply is None:  # the mailbox is full: wait for room in trio (backpressure)
             session = self.session
             reply = await self._call(functools.partial(session.send, target, command, tag=tag))
