@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from benchmarks._harness import CollectorTime
 from pride import AssistantResponse, Branch, Chat, Instruction, ScriptedModel, ask
 
 
@@ -47,11 +48,14 @@ def verb_turns_on(branch: Branch) -> Callable[[int], Awaitable[None]]:
     return run
 
 
-def fan_out(branches: int) -> Callable[[int], Awaitable[float]]:
+def fan_out(
+    branches: int, collected: list[CollectorTime] | None = None
+) -> Callable[[int], Awaitable[float]]:
     """About ``total`` turns spread over ``branches`` branches running concurrently.
 
     Returns the seconds per turn of the concurrent phase only (starting the
-    actors is setup, not measured).
+    actors is setup, not measured). With ``collected``, the garbage
+    collector's share of that phase is appended to it, one per batch.
     """
 
     async def run(total: int) -> float:
@@ -67,12 +71,15 @@ def fan_out(branches: int) -> Callable[[int], Awaitable[float]]:
                 for _ in range(per_branch):
                     await ask(branch, command)
 
-            started = time.perf_counter()
-            async with trio.open_nursery() as workers:
-                for branch in members:
-                    workers.start_soon(worker, branch)
-            elapsed = time.perf_counter() - started
+            with CollectorTime() as collector:
+                started = time.perf_counter()
+                async with trio.open_nursery() as workers:
+                    for branch in members:
+                        workers.start_soon(worker, branch)
+                elapsed = time.perf_counter() - started
             nursery.cancel_scope.cancel()
+        if collected is not None:
+            collected.append(collector)
         return elapsed * total / (per_branch * branches)
 
     return run

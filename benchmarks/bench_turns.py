@@ -4,7 +4,9 @@ Targets (issue 4 / issue 9 / issue 18 / issue 15):
 * ``ask(branch, Chat(...))`` on the scripted model, empty history, costs at most
   4x a bare memory-channel request/reply round trip;
 * 1,000 branches running turns concurrently sustain at least 80% of the
-  single-branch turn rate;
+  single-branch turn rate (printed beside trio's own fan-out, 1,000 channel
+  request/reply pairs against one, and the garbage collector's time in each:
+  docs/benchmarks.md, "Fan-out against its floor");
 * with ``pride.telemetry`` installed but no OpenTelemetry provider configured,
   a turn costs at most 1.05x the turn with tracing off (the in-memory
   exporter's cost is printed for information);
@@ -30,7 +32,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from benchmarks._floor import channel_round_trips
+from benchmarks._floor import channel_fan_out, channel_round_trips
 from benchmarks._harness import (
     CollectorTime,
     Stats,
@@ -52,13 +54,18 @@ async def _main(smoke: bool) -> None:
     fan_sizes = [50] if smoke else [1000, 10000]
     fan_name = "pride: {} branches concurrently (per turn)"
     first_fan = fan_sizes[0]
+    floor_fan_name = f"floor: {first_fan} channel pairs concurrently"
+    fan_ops = first_fan * (2 if smoke else 10)
+    collected: dict[str, list[CollectorTime]] = {"pride": [], "floor": []}
     # The floor, the single-branch turn and the first fan-out alternate, so the
-    # two targets compare samples taken side by side.
+    # two targets compare samples taken side by side; the floor's own fan-out
+    # with them, so the fan-out's ratio has the floor's beside it.
     stats = await measure_interleaved(
         {
             floor_name: (channel_round_trips, ops),
             turn_name: (single, ops),
-            fan_name.format(first_fan): (fan_out(first_fan), first_fan * (2 if smoke else 10)),
+            fan_name.format(first_fan): (fan_out(first_fan, collected["pride"]), fan_ops),
+            floor_fan_name: (channel_fan_out(first_fan, collected["floor"]), fan_ops),
         },
         repeats=repeats,
     )
@@ -68,6 +75,13 @@ async def _main(smoke: bool) -> None:
     ratio = turn.median / floor.median
     print(ratio_line("turn / floor round trip", ratio, "<= 4x", ratio <= 4.0))
     _fan_line(stats[fan_name.format(first_fan)], turn, first_fan)
+    _floor_fan_lines(
+        stats[floor_fan_name],
+        floor,
+        first_fan,
+        turn.median / stats[fan_name.format(first_fan)].median,
+    )
+    _collector_lines(collected, fan_ops, stats[fan_name.format(first_fan)], turn, first_fan)
 
     await _tracing(smoke)
     await _sessions(smoke)
@@ -79,6 +93,40 @@ async def _main(smoke: bool) -> None:
             repeats=3,
         )
         _fan_line(paired[fan_name.format(size)], paired[turn_name], size)
+
+
+def _floor_fan_lines(fan: Stats, floor: Stats, size: int, pride_ratio: float) -> None:
+    """The floor's fan-out: how trio itself (and CPython under it) scales to ``size``
+    concurrent request/reply pairs, the ratio the fan-out target is up against."""
+    print(fan.line())
+    rate = floor.median / fan.median
+    print(ratio_line(f"  floor: {size}-pair rate / one pair's rate", rate, "(info)", True))
+    print(
+        ratio_line(
+            f"  pride's {size}-branch ratio / the floor's", pride_ratio / rate, "(info)", True
+        )
+    )
+
+
+def _collector_lines(
+    collected: dict[str, list[CollectorTime]], ops: int, fan: Stats, turn: Stats, size: int
+) -> None:
+    """The garbage collector's share of each fan-out, and pride's fan-out ratio without
+    it. With thousands of tasks alive, objects still in flight at a young collection
+    survive it, and the older generations' collections walk them (and every live
+    branch); one branch's sequential turns free everything they make as they go."""
+    share: dict[str, float] = {}
+    for side, runs in collected.items():
+        share[side] = statistics.median(c.seconds for c in runs) / ops
+        full = statistics.median(c.collections[2] for c in runs)
+        young = statistics.median(c.collections[0] + c.collections[1] for c in runs)
+        print(
+            f"    {side}: garbage collector {share[side] * 1e6:6.2f} us per round trip of the"
+            f" fan-out, {young:g} young and {full:g} full collections per batch"
+        )
+    rate = turn.median / (fan.median - share["pride"])
+    label = f"  {size}-branch rate / single, the collector's time left out"
+    print(ratio_line(label, rate, "(info)", True))
 
 
 async def _tracing(smoke: bool) -> None:
