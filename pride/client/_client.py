@@ -329,13 +329,14 @@ class Client:
 def _json(response: httpx.Response) -> Any:
     try:
         return json.loads(response.content)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the reader's depth
         return response.text[:500]
 
 
 def _refusal(response: httpx.Response, data: Any, name: str | None) -> BaseException:
     retry = response.headers.get("retry-after")
-    retry_after = float(retry) if retry and retry.isdigit() else None
+    # Whole seconds in ASCII digits: ``"²".isdigit()`` holds, and float() refuses it.
+    retry_after = float(retry) if retry and retry.isascii() and retry.isdigit() else None
     described = data.get("error") if isinstance(data, dict) else data
     return rebuild(response.status_code, described, name=name, retry_after=retry_after)
 
@@ -393,7 +394,7 @@ class _EventReader:
 def _event(data: str) -> dict[str, Any]:
     try:
         event = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InvalidMessage([("event", "the server sent an event that is not JSON")]) from None
     if not isinstance(event, dict):
         raise InvalidMessage([("event", "the server sent an event that is not an object")])

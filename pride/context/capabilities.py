@@ -273,7 +273,7 @@ def extract_blocks(text: str) -> list[dict[str, Any]]:
     for candidate in candidates:
         try:
             value = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the reader's depth
             continue
         if isinstance(value, dict):
             blocks.append(value)

@@ -186,7 +186,7 @@ def _calls(raw: Any) -> tuple[ActionCall, ...]:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past the reader's depth
                 raise ParseFailed(f"{where}.arguments is not valid JSON") from None
         if arguments is None:
             arguments = {}

@@ -32,7 +32,11 @@ __all__ = [
     "schema_keys",
 ]
 
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+# The language tag is possessive (``*+``): the body's ``.*?`` matches the tag's
+# characters too, so a fence never closed made a backtracking tag rescan the
+# rest of the reply once per character of it (quadratic: 40 KB took 7 s of the
+# event loop). A shorter tag can never find a closing fence the longest missed.
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*+[ \t]*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -130,15 +134,17 @@ def extract_json(text: str) -> Any:
 
 
 def _lenient_loads(candidate: str) -> tuple[bool, Any]:
+    # Model output is hostile: JSON nested past the standard library's reach
+    # raises RecursionError, and is then no JSON, as a syntax error is.
     try:
         return True, json.loads(candidate)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     repaired = _TRAILING_COMMA.sub(r"\1", candidate)
     if repaired != candidate:
         try:
             return True, json.loads(repaired)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     if candidate[:1] in "{[":
         try:

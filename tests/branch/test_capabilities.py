@@ -220,6 +220,16 @@ async def test_a_block_mixing_granted_and_other_keys_is_a_capability_violation()
     assert not recorder.of(StructuredOutput)
 
 
+async def test_a_block_nested_too_deeply_to_read_is_not_json_and_the_turn_ends_ok() -> None:
+    """Model output is hostile: a block nested past any JSON reader's depth (the
+    standard library raises RecursionError) is prose like any block that is not
+    JSON, so recording the reply neither fails the turn nor signals anything."""
+    deep = '{"finding": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    recorder = await observed({}, fenced(deep) + "\n" + fenced('{"question": "why?"}'))
+    assert [s.data for s in recorder.of(StructuredOutput)] == [{"question": "why?"}]
+    assert recorder.of(RunEnd) and not recorder.of(EmissionRejected)
+
+
 @pytest.mark.parametrize("operable", [Grant, PydanticGrant])
 async def test_an_invalid_granted_block_is_rejected(operable: type) -> None:
     """A wholly granted block that fails validation gives EmissionRejected with the error."""

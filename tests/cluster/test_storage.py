@@ -16,6 +16,7 @@ import trio
 import pride
 from pride import Call, ChatAndRecord, HostLost, StoreError, UnknownBranch
 from pride.cluster import Cluster
+from pride.cluster.host.placements import Placements
 from pride.cluster.wire.storage import host_directory
 
 from .conftest import NAMESPACE
@@ -54,6 +55,23 @@ def test_a_symlinked_or_escaping_host_directory_is_refused(tmp_path: Path) -> No
     for bad in ("..", "a/b", ""):
         with pytest.raises(StoreError, match="cannot name a directory"):
             host_directory(tmp_path, "ns", bad)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"[" * 100_000 + b"]" * 100_000, b'[{"name": "a"', b"\xff\xfe", b'{"name": "a"}', b"[1]"],
+    ids=["nested-too-deep", "cut-short", "not-utf-8", "not-a-list", "not-placements"],
+)
+def test_a_placements_file_that_cannot_be_read_is_a_store_error(
+    tmp_path: Path, content: bytes
+) -> None:
+    """A file on disk is hostile, even in the host's own directory: one the host cannot
+    read as placements (nested past the JSON reader's depth included, which raises
+    RecursionError in the standard library) is a StoreError naming the file."""
+    path = tmp_path / "placements.json"
+    path.write_bytes(content)
+    with pytest.raises(StoreError, match="placements"):
+        Placements(path).load()
 
 
 async def test_a_default_cluster_has_storage_of_its_own(ray_session: Path, name: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
@@ -230,6 +231,22 @@ async def test_fenced_json_path_without_native_tools() -> None:
     [(request, response)] = pairs(branch.messages)
     assert request.call_id is None and response.output == 42
     assert "Output: 42" in user_texts(second)[-1]
+
+
+async def test_fenced_arguments_nested_too_deeply_to_read_fail_the_parse_not_the_runtime() -> None:
+    """Model output is hostile: tool-call arguments given as a JSON string nested past
+    any reader's depth (the standard library raises RecursionError) are arguments
+    that are not valid JSON, a ParseFailed naming them; nothing is called."""
+    arguments = json.dumps("[" * 100_000 + "]" * 100_000)
+    deep = f'{{"value": 0, "action_requests": [{{"function": "add", "arguments": {arguments}}}]}}'
+    model = _fenced(*[deep] * 4, "serving")
+    async with Branch(chat_model=model, tools=[add]) as branch:
+        with pytest.raises(ParseFailed, match="arguments is not valid JSON"):
+            await branch.operate(
+                "x", response_format=Answer, actions=True, handle_validation="raise"
+            )
+        assert not pairs(branch.messages)
+        assert await branch.chat("still there?") == "serving"
 
 
 async def test_fenced_path_drops_the_action_fields_after_the_last_round() -> None:

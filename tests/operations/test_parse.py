@@ -187,6 +187,46 @@ async def test_each_reformat_prompt_names_the_previous_error() -> None:
     assert first != second
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"value": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "```json\n" + "[" * 100_000 + "\n```",
+        '{"value": ' + "[" * 100_000 + "]" * 100_000 + ",}",
+    ],
+    ids=["array", "in-object", "fenced", "trailing-comma"],
+)
+async def test_a_reply_nested_too_deeply_to_read_is_no_json_and_the_branch_serves_on(
+    reply: str,
+) -> None:
+    """Model output is hostile: a reply nested past any JSON reader's depth (the
+    standard library raises RecursionError) is a reply with no JSON in it, a
+    ParseFailed like any other, and the branch serves on."""
+    async with Branch(chat_model=_model("serving")) as branch:
+        with pytest.raises(ParseFailed, match="no JSON object found"):
+            await branch.parse(
+                reply, response_format=Answer, max_retries=0, handle_validation="raise"
+            )
+        assert await branch.chat("still there?") == "serving"
+
+
+@pytest.mark.parametrize("opener", ["```", "```json", "```json\n"])
+async def test_a_long_reply_with_an_unclosed_fence_is_read_in_linear_time(opener: str) -> None:
+    """Model output is hostile: a fence opened and never closed, then a megabyte of
+    text. The fence pattern once backtracked through the language tag for every
+    character after it (40 KB took 7 s, 160 KB two minutes, with every branch of
+    the process waiting: the match runs in the event loop). Read in linear time,
+    it is a reply with no JSON in it (a timeout of the test suite if it is not)."""
+    reply = opener + "x" * 1_000_000
+    async with Branch(chat_model=_model("serving")) as branch:
+        with pytest.raises(ParseFailed, match="no JSON object found"):
+            await branch.parse(
+                reply, response_format=Answer, max_retries=0, handle_validation="raise"
+            )
+        assert await branch.chat("still there?") == "serving"
+
+
 async def test_parse_fails_clearly_after_max_retries() -> None:
     """After max_retries reformat calls, handle_validation="raise" raises a clear ParseFailed."""
     model = _model("still no", "nope", "never")

@@ -50,7 +50,7 @@ class Placements:
             data = json.loads(self.path.read_text())
         except FileNotFoundError:
             return []
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise StoreError(f"cannot read {self.path}: {exc}") from exc
         if not isinstance(data, list) or not all(_is_placement(spec) for spec in data):
             raise StoreError(f"{self.path} is not a list of placements")

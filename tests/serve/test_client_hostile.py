@@ -1,0 +1,118 @@
+"""`pride.client` against a hostile server: what it sends back is as untrusted as a
+provider's bytes, so each answer it cannot read is a typed error, never a crash.
+
+The server is a real loopback socket (trio's ``serve_tcp``) that answers every
+request with one canned HTTP/1.1 response and closes the connection.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+
+import attrs
+import pytest
+import trio
+
+import pride
+from pride import ChatAndRecord, Run
+from pride.client import Client, RequestRefused
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+"""JSON nested past the standard library's reach: it raises RecursionError."""
+
+
+def _response(status: str, headers: dict[str, bytes], body: bytes) -> bytes:
+    lines = [f"HTTP/1.1 {status}".encode()]
+    lines += [name.encode() + b": " + value for name, value in headers.items()]
+    lines += [b"content-length: " + str(len(body)).encode(), b"connection: close"]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+async def _answer(stream: trio.SocketStream, response: bytes) -> None:
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = await stream.receive_some()
+        if not chunk:
+            return
+        received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = await stream.receive_some()
+        if not chunk:
+            return
+        body += chunk
+    await stream.send_all(response)
+    await stream.aclose()
+
+
+@attrs.define
+class Hostile:
+    """The server: its URL, and the response it gives every request (set by the test)."""
+
+    url: str
+    response: bytes = b""
+
+
+@pytest.fixture
+async def hostile(nursery: trio.Nursery) -> AsyncIterator[Hostile]:
+    server = Hostile("")
+
+    async def handler(stream: trio.SocketStream) -> None:
+        await _answer(stream, server.response)
+
+    listeners = await nursery.start(functools.partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
+    server.url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+    yield server
+
+
+async def test_an_error_body_nested_too_deeply_to_read_is_a_refusal(hostile: Hostile) -> None:
+    hostile.response = _response(
+        "500 Internal Server Error", {"content-type": b"application/json"}, DEEP
+    )
+    async with Client(hostile.url, "token-0123456789") as client:
+        with pytest.raises(RequestRefused) as refused:
+            await client.ask("writer", ChatAndRecord(instruction="x"))
+    assert refused.value.status == 500
+
+
+async def test_a_success_body_nested_too_deeply_to_read_is_a_refusal(hostile: Hostile) -> None:
+    hostile.response = _response("200 OK", {"content-type": b"application/json"}, DEEP)
+    async with Client(hostile.url, "token-0123456789") as client:
+        with pytest.raises(RequestRefused) as refused:
+            await client.ask("writer", ChatAndRecord(instruction="x"))
+    assert refused.value.status == 200
+
+
+@pytest.mark.parametrize(
+    "retry_after", [b"\xb2", b"\xb9\xb2", b"1e9", b"-1", b"99999999999999999999"]
+)
+async def test_a_retry_after_that_is_no_number_of_seconds_is_left_out(
+    hostile: Hostile, retry_after: bytes
+) -> None:
+    """``Retry-After: ²`` passes ``str.isdigit`` (and ``float`` refuses it): a header
+    the client cannot read as whole seconds is None, the refusal raised all the same."""
+    body = b'{"error": {"type": "Overloaded", "message": "busy"}}'
+    headers = {"content-type": b"application/json", "retry-after": retry_after}
+    hostile.response = _response("503 Service Unavailable", headers, body)
+    async with Client(hostile.url, "token-0123456789") as client:
+        with pytest.raises(RequestRefused) as refused:
+            await client.ask("writer", ChatAndRecord(instruction="x"))
+    assert refused.value.status == 503 and refused.value.kind == "Overloaded"
+    expected = float(retry_after) if retry_after.isdigit() else None  # ASCII digits only
+    assert refused.value.retry_after == expected
+
+
+async def test_an_event_nested_too_deeply_to_read_is_invalid(hostile: Hostile) -> None:
+    events = b"data: " + DEEP + b"\n\n"
+    hostile.response = _response("200 OK", {"content-type": b"text/event-stream"}, events)
+    async with Client(hostile.url, "token-0123456789") as client:
+        with pytest.raises(pride.InvalidMessage, match="not JSON"):
+            async with client.stream("writer", Run(instruction="x")) as items:
+                async for _ in items:
+                    pass
