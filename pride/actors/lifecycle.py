@@ -209,8 +209,10 @@ async def _finalise(
     the barriers, with no checkpoint between: what it queues is in their commit.
 
     Cut short by the bound, the turn's leftover signal deliveries are cancelled
-    and its commit, if it had not started, is made then; its terminal follows
-    (`TurnEnd`), once.
+    and its commit, if it had not ended, is made then, under a second bound: a
+    barrier cut short is passed again (a store's stages nothing twice and waits
+    for its commit once more). A turn still uncommitted after that fails, never
+    answered ok. Its terminal follows (`TurnEnd`), once.
     """
     committed = not actor.barriers
     name = actor.branch.name

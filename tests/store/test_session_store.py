@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -317,3 +318,47 @@ async def test_issue20_a_new_branch_is_stored_by_a_message_recorded_between_turn
         branch.add_message(Instruction(instruction="noted"))
     async with BranchStore(path) as store:
         assert [m.text for m in await store.load_messages("ada")] == ["be kind", "noted"]
+
+
+async def test_a_commit_under_way_when_the_grace_runs_out_is_waited_for_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finalisation whose grace runs out during the store's commit (another connection
+    holds SQLite's write lock) passes the commit again under a second grace: the rows
+    the first attempt staged are not staged twice, and the turn is answered ok once
+    they are durable. The lock is let go the moment the first grace is logged as run
+    out, so no timing is guessed."""
+    from pride import MessageAdded
+    from pride.actors import lifecycle
+
+    monkeypatch.setattr(lifecycle, "FINALIZE_GRACE", 2.0)  # real clock: the store uses threads
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        # An async subscriber of MessageAdded takes the turn through the shielded
+        # finalisation (its deliveries are waited for), where the grace applies.
+        async def seen(signal: MessageAdded) -> None:
+            await trio.lowlevel.checkpoint()
+
+        session.observe(MessageAdded, handler=seen)
+        branch = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        assert await branch.chat_and_record("one") == "re: one"
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+
+        let_go: list[str] = []
+
+        class LetGo(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if "did not finalise within" in record.getMessage() and holder.in_transaction:
+                    holder.execute("ROLLBACK")
+                    let_go.append(record.getMessage())
+
+        handler = LetGo()
+        logging.getLogger("pride.actor").addHandler(handler)
+        try:
+            assert await branch.chat_and_record("two") == "re: two"
+        finally:
+            logging.getLogger("pride.actor").removeHandler(handler)
+            holder.close()
+        assert len(let_go) == 1  # the first grace ran out with the commit waiting
+        assert _rows(path) == 4  # the second turn's two messages, once each
