@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 
 import trio
 
-from benchmarks._harness import CollectorTime
+from benchmarks._harness import CollectorTime, run_concurrently
 
 
 async def channel_round_trips(n: int) -> None:
@@ -53,15 +52,8 @@ def channel_fan_out(
                     await send.send(done)
                     await done.wait()
 
-            with CollectorTime() as collector:
-                started = time.perf_counter()
-                async with trio.open_nursery() as callers:
-                    for send in senders:
-                        callers.start_soon(caller, send)
-                elapsed = time.perf_counter() - started
+            elapsed = await run_concurrently(caller, senders, collected)
             nursery.cancel_scope.cancel()
-        if collected is not None:
-            collected.append(collector)
         return elapsed * total / (per_pair * pairs)
 
     return run

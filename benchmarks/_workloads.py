@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 
 import trio
 
-from benchmarks._harness import CollectorTime
+from benchmarks._harness import CollectorTime, run_concurrently
 from pride import AssistantResponse, Branch, Chat, Instruction, ScriptedModel, ask
 
 
@@ -71,15 +70,8 @@ def fan_out(
                 for _ in range(per_branch):
                     await ask(branch, command)
 
-            with CollectorTime() as collector:
-                started = time.perf_counter()
-                async with trio.open_nursery() as workers:
-                    for branch in members:
-                        workers.start_soon(worker, branch)
-                elapsed = time.perf_counter() - started
+            elapsed = await run_concurrently(worker, members, collected)
             nursery.cancel_scope.cancel()
-        if collected is not None:
-            collected.append(collector)
         return elapsed * total / (per_branch * branches)
 
     return run

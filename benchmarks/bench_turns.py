@@ -39,6 +39,7 @@ from benchmarks._harness import (
     figure_line,
     measure_interleaved,
     ratio_line,
+    run_concurrently,
 )
 from benchmarks._workloads import fan_out, scripted, turns_on
 from benchmarks.bench_memory import probe
@@ -231,11 +232,7 @@ def session_fan_out(members: int) -> Callable[[int], Awaitable[float]]:
                 for _ in range(per_member):
                     await ask(branch, command)
 
-            started = time.perf_counter()
-            async with trio.open_nursery() as workers:
-                for branch in branches:
-                    workers.start_soon(worker, branch)
-            elapsed = time.perf_counter() - started
+            elapsed = await run_concurrently(worker, branches)
         return elapsed * total / (per_member * members)
 
     return run
