@@ -13,7 +13,9 @@ async with Client("http://127.0.0.1:8000", token) as client:
   a target for ``pride.ask/send/stream`` in trio code.
 * Errors are pride's own classes (``UnknownBranch``, ``BudgetExceeded``
   with its figures, ``ApprovalRequired`` with its pending calls, ...); a
-  refusal with no pride class is a `RequestRefused`.
+  refusal with no pride class is a `RequestRefused`; an answer past the
+  client's bounds (``max_answer_bytes``, ``max_event_bytes``) an
+  `AnswerTooLarge`.
 
 See docs/serve.md.
 """
@@ -22,10 +24,10 @@ from __future__ import annotations
 
 from .._public import publish as _publish
 from ._client import Client as Client, ServedItems as ServedItems
-from ._errors import RequestRefused as RequestRefused
+from ._errors import AnswerTooLarge as AnswerTooLarge, RequestRefused as RequestRefused
 from ._ref import ServedBranch as ServedBranch
 
-__all__ = ["Client", "RequestRefused", "ServedBranch", "ServedItems"]
+__all__ = ["AnswerTooLarge", "Client", "RequestRefused", "ServedBranch", "ServedItems"]
 
 # Tracebacks, reprs and pickles name the public home of each class and function.
 _publish(globals(), __all__, __name__)

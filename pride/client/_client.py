@@ -26,12 +26,19 @@ from uuid import UUID
 import httpx
 
 from ..errors import InvalidMessage
-from ..llm import SseParser
+from ..llm import LimitExceeded, SseParser
 from ..messages import RoledMessage, Signal, WorkCommand, structure, unstructure
-from ._errors import RequestRefused, rebuild
+from ._errors import AnswerTooLarge, RequestRefused, rebuild
 from ._ref import Carriers, ServedBranch, close_carriers, open_carriers
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_EVENT_BYTES", "TOKEN_ENV", "Client", "ServedItems"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_ANSWER_BYTES",
+    "MAX_EVENT_BYTES",
+    "TOKEN_ENV",
+    "Client",
+    "ServedItems",
+]
 
 log = logging.getLogger("pride.client")
 
@@ -43,7 +50,12 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None)
 (an ask's own ``timeout`` bounds it on the server, which answers 504)."""
 
 MAX_EVENT_BYTES = 16 * 1024 * 1024
-"""The largest server-sent event the client reads (a stream item, a signal)."""
+"""The largest server-sent event the client reads (a stream item, a signal): the
+default of ``Client(max_event_bytes=)``."""
+
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The largest answer the client reads, its body decoded (a result, a page of
+messages, an error): the default of ``Client(max_answer_bytes=)``."""
 
 ANSWER_MARGIN = 10.0
 """Seconds past an ask's ``timeout`` the client waits for the server's answer to it."""
@@ -110,13 +122,18 @@ class Client:
         timeout: httpx's timeouts (`DEFAULT_TIMEOUT`: no read timeout, since a
             turn takes as long as it takes).
         transport: an httpx transport (tests, proxies); None for httpx's own.
+        max_answer_bytes: the largest answer read (`MAX_ANSWER_BYTES`);
+            past it, `AnswerTooLarge`.
+        max_event_bytes: the largest server-sent event read
+            (`MAX_EVENT_BYTES`); past it, `AnswerTooLarge`.
 
     Raises (each method):
         pride's own errors as the server named them (``UnknownBranch``,
         ``InvalidMessage``, ``BudgetExceeded`` with ``.limit/.used/.allowed``,
         ``ApprovalRequired`` with ``.turn_id/.pending``, ``MailboxFull``, ...);
         `RequestRefused` for a refusal with no pride class (a wrong token is
-        401); ``TimeoutError`` for an ask past its ``timeout``;
+        401); ``TimeoutError`` for an ask past its ``timeout``; `AnswerTooLarge`
+        for an answer past the client's bounds;
         ``httpx.TransportError`` when the server cannot be reached.
     """
 
@@ -127,10 +144,24 @@ class Client:
         *,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
+        for field, value in (
+            ("max_answer_bytes", max_answer_bytes),
+            ("max_event_bytes", max_event_bytes),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{field} must be a positive number of bytes, got {value!r}")
         token = token if token is not None else os.environ.get(TOKEN_ENV)
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        # Uncompressed answers only: a compressed one is a bomb the bound would
+        # count only after inflating each chunk (pride serve compresses nothing).
+        headers = {"Accept-Encoding": "identity"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
+        self.max_answer_bytes = max_answer_bytes
+        self.max_event_bytes = max_event_bytes
         self._http = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
@@ -300,11 +331,39 @@ class Client:
     async def _call(
         self, method: str, path: str, *, name: str | None = None, **options: Any
     ) -> dict[str, Any]:
-        response = await self._http.request(method, path, **options)
-        data = _json(response)
+        request = self._http.build_request(method, path, **options)
+        response = await self._http.send(request, stream=True)
+        try:
+            body = await self._answer(response)
+        finally:
+            await response.aclose()
+        data = _json(body)
         if response.is_success and isinstance(data, dict):
             return data
         raise _refusal(response, data, name)
+
+    async def _answer(self, response: httpx.Response) -> bytes:
+        """The body of ``response`` (opened with ``stream=True``), decoded, within
+        ``max_answer_bytes``.
+
+        Raises:
+            AnswerTooLarge: past the bound (a declared length, or the bytes read).
+        """
+        limit = self.max_answer_bytes
+        declared = response.headers.get("content-length", "")
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
+            raise AnswerTooLarge("max_answer_bytes", limit, f"the answer ({int(declared):,} bytes)")
+        body = bytearray()
+        chunks = response.aiter_bytes()
+        try:
+            async for chunk in chunks:
+                body += chunk
+                if len(body) > limit:
+                    raise AnswerTooLarge("max_answer_bytes", limit, "the answer")
+        except AnswerTooLarge:
+            await _close_half_read(response, chunks)
+            raise
+        return bytes(body)
 
     @contextlib.asynccontextmanager
     async def _events(
@@ -315,9 +374,8 @@ class Client:
         try:
             kind = response.headers.get("content-type", "")
             if not response.is_success or not kind.startswith("text/event-stream"):
-                await response.aread()
-                raise _refusal(response, _json(response), name)
-            reader = _EventReader(response)
+                raise _refusal(response, _json(await self._answer(response)), name)
+            reader = _EventReader(response, self.max_event_bytes)
             try:
                 yield reader
             finally:
@@ -326,11 +384,11 @@ class Client:
             await response.aclose()
 
 
-def _json(response: httpx.Response) -> Any:
+def _json(body: bytes) -> Any:
     try:
-        return json.loads(response.content)
+        return json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: nested past the reader's depth
-        return response.text[:500]
+        return body[:500].decode("utf-8", errors="replace")
 
 
 def _refusal(response: httpx.Response, data: Any, name: str | None) -> BaseException:
@@ -349,10 +407,10 @@ class _EventReader:
     collector, which trio warns about.
     """
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, max_event_bytes: int) -> None:
         self._response = response
         self._chunks = response.aiter_raw()
-        self._parser = SseParser(MAX_EVENT_BYTES)
+        self._parser = SseParser(max_event_bytes)
         self._ready: list[str] = []
         self._ended = False
 
@@ -369,26 +427,38 @@ class _EventReader:
                 self._ended = True
                 self._ready.extend(self._parser.close())
                 continue
-            self._ready.extend(self._parser.feed(chunk))
+            try:
+                self._ready.extend(self._parser.feed(chunk))
+            except LimitExceeded as exc:
+                raise AnswerTooLarge(
+                    "max_event_bytes", self._parser.max_event_bytes, "an event of the stream"
+                ) from exc
         return _event(self._ready.pop(0))
 
     async def aclose(self) -> None:
-        """Close the response, then run the raw iterator to its end.
-
-        httpx reads a body through a chain of async generators that do not close
-        the ones they iterate: closing only the outermost would leave the inner
-        ones to the garbage collector (trio warns of each). Closed first, the
-        response makes the next read fail, and every layer ends by that.
-        """
-        await self._response.aclose()
+        """Close the response, and its body's iterators if the stream was left unread
+        (`_close_half_read`)."""
         if self._ended:
+            await self._response.aclose()
             return
         self._ended = True
-        try:
-            async for _ in self._chunks:
-                pass
-        except Exception as exc:  # the expected end of a read on a closed response
-            log.debug("closing a half-read event stream ended its read with %r", exc)
+        await _close_half_read(self._response, self._chunks)
+
+
+async def _close_half_read(response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
+    """Close ``response``, then run its body's iterator ``chunks`` to its end.
+
+    httpx reads a body through a chain of async generators that do not close
+    the ones they iterate: closing only the outermost would leave the inner
+    ones to the garbage collector (trio warns of each). Closed first, the
+    response makes the next read fail, and every layer ends by that.
+    """
+    await response.aclose()
+    try:
+        async for _ in chunks:
+            pass
+    except Exception as exc:  # the expected end of a read on a closed response
+        log.debug("closing a half-read answer ended its read with %r", exc)
 
 
 def _event(data: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from .. import errors
 from ..errors import ApprovalPending, ApprovalRequired, BudgetExceeded, PrideError, TurnCancelled
 from ..messages import PendingCall
 
-__all__ = ["RequestRefused", "rebuild"]
+__all__ = ["AnswerTooLarge", "RequestRefused", "rebuild"]
 
 
 class RequestRefused(PrideError):
@@ -46,6 +46,28 @@ class RequestRefused(PrideError):
         self.kind = kind
         self.retry_after = retry_after
         super().__init__(f"{status} {kind}: {message}")
+
+
+class AnswerTooLarge(PrideError):
+    """The server's answer passed a bound of the client; reading stopped there and
+    the connection was dropped.
+
+    A server's bytes are as untrusted as a provider's: without a bound, one
+    endless answer would take the client's memory.
+
+    Attributes:
+        limit: the bound passed: ``"max_answer_bytes"`` (a whole answer, its
+            body decoded) or ``"max_event_bytes"`` (one server-sent event).
+        allowed: its value in bytes.
+    """
+
+    def __init__(self, limit: str, allowed: int, what: str) -> None:
+        self.limit = limit
+        self.allowed = allowed
+        super().__init__(
+            f"{what} is larger than {limit} ({allowed:,} bytes); "
+            f"raise it with Client({limit}=...) if the server is trusted to send more"
+        )
 
 
 _CANCELLED = re.compile(r"turn cancelled \(([^)]*)\)")

@@ -7,7 +7,9 @@ request with one canned HTTP/1.1 response and closes the connection.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gzip
 from collections.abc import AsyncIterator
 
 import attrs
@@ -16,16 +18,19 @@ import trio
 
 import pride
 from pride import ChatAndRecord, Run
-from pride.client import Client, RequestRefused
+from pride.client import AnswerTooLarge, Client, RequestRefused
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 """JSON nested past the standard library's reach: it raises RecursionError."""
 
 
-def _response(status: str, headers: dict[str, bytes], body: bytes) -> bytes:
+def _response(status: str, headers: dict[str, bytes], body: bytes, *, length: bool = True) -> bytes:
+    """An HTTP/1.1 response; without ``length`` its body runs to the connection's end."""
     lines = [f"HTTP/1.1 {status}".encode()]
     lines += [name.encode() + b": " + value for name, value in headers.items()]
-    lines += [b"content-length: " + str(len(body)).encode(), b"connection: close"]
+    if length:
+        lines.append(b"content-length: " + str(len(body)).encode())
+    lines.append(b"connection: close")
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
@@ -47,7 +52,9 @@ async def _answer(stream: trio.SocketStream, response: bytes) -> None:
         if not chunk:
             return
         body += chunk
-    await stream.send_all(response)
+    # The client drops the connection once it has read enough: the rest is not sent.
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await stream.send_all(response)
     await stream.aclose()
 
 
@@ -116,3 +123,58 @@ async def test_an_event_nested_too_deeply_to_read_is_invalid(hostile: Hostile) -
             async with client.stream("writer", Run(instruction="x")) as items:
                 async for _ in items:
                     pass
+
+
+JSON = {"content-type": b"application/json"}
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "undeclared"])
+async def test_an_answer_past_max_answer_bytes_is_too_large(
+    hostile: Hostile, declared: bool
+) -> None:
+    """A declared length past the bound is refused unread; an undeclared one is
+    counted as it comes and cut at the bound."""
+    body = b'{"ok": true, "result": "' + b"x" * 2_000_000 + b'"}'
+    hostile.response = _response("200 OK", JSON, body, length=declared)
+    async with Client(hostile.url, "token-0123456789", max_answer_bytes=1_000_000) as client:
+        with pytest.raises(AnswerTooLarge) as too_large:
+            await client.ask("writer", ChatAndRecord(instruction="x"))
+    assert (too_large.value.limit, too_large.value.allowed) == ("max_answer_bytes", 1_000_000)
+
+
+async def test_an_error_answer_past_the_bound_is_too_large_too(hostile: Hostile) -> None:
+    hostile.response = _response("500 Internal Server Error", JSON, b"x" * 2_000_000, length=False)
+    async with Client(hostile.url, "token-0123456789", max_answer_bytes=1_000_000) as client:
+        with pytest.raises(AnswerTooLarge):
+            await client.ask("writer", ChatAndRecord(instruction="x"))
+        with pytest.raises(AnswerTooLarge):  # a stream refused with a long body
+            async with client.stream("writer", Run(instruction="x")):
+                pass
+
+
+async def test_a_compressed_answer_is_bounded_after_inflation(hostile: Hostile) -> None:
+    """The client asks for no compression; a server compressing anyway is read
+    inflated, and the bound counts the inflated bytes (10 MB of zeros in 10 KB)."""
+    body = gzip.compress(b'{"ok": true, "result": "' + b"0" * 10_000_000 + b'"}')
+    hostile.response = _response("200 OK", {**JSON, "content-encoding": b"gzip"}, body)
+    async with Client(hostile.url, "token-0123456789", max_answer_bytes=1_000_000) as client:
+        with pytest.raises(AnswerTooLarge):
+            await client.ask("writer", ChatAndRecord(instruction="x"))
+
+
+async def test_an_event_past_max_event_bytes_is_too_large(hostile: Hostile) -> None:
+    events = b"data: " + b"x" * 200_000 + b"\n\n"
+    hostile.response = _response("200 OK", {"content-type": b"text/event-stream"}, events)
+    async with Client(hostile.url, "token-0123456789", max_event_bytes=100_000) as client:
+        with pytest.raises(AnswerTooLarge) as too_large:
+            async with client.stream("writer", Run(instruction="x")) as items:
+                async for _ in items:
+                    pass
+    assert (too_large.value.limit, too_large.value.allowed) == ("max_event_bytes", 100_000)
+
+
+@pytest.mark.parametrize("bound", ["max_answer_bytes", "max_event_bytes"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "10"])
+def test_the_bounds_are_positive_numbers_of_bytes(bound: str, value: object) -> None:
+    with pytest.raises(ValueError, match=bound):
+        Client("http://127.0.0.1:1", "token-0123456789", **{bound: value})  # type: ignore[arg-type]
