@@ -52,7 +52,11 @@ CAP_BEGIN = "<!-- pride:capabilities -->"
 CAP_END = "<!-- /pride:capabilities -->"
 """Closes the capability block in a system prompt."""
 
-_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+# The blanks after the tag are possessive (``*+``): the body's ``.*?`` matches
+# them too, so a fence never closed made them backtrack, rescanning the rest of
+# the reply once per blank (80 KB took 30 s of the event loop). Fewer blanks can
+# never find a closing fence that all of them missed.
+_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*+\n?(.*?)```", re.DOTALL)
 
 Validator = Callable[[Any], Any]
 

@@ -32,11 +32,12 @@ __all__ = [
     "schema_keys",
 ]
 
-# The language tag is possessive (``*+``): the body's ``.*?`` matches the tag's
-# characters too, so a fence never closed made a backtracking tag rescan the
-# rest of the reply once per character of it (quadratic: 40 KB took 7 s of the
-# event loop). A shorter tag can never find a closing fence the longest missed.
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*+[ \t]*\n?(.*?)```", re.DOTALL)
+# The language tag and the blanks after it are possessive (``*+``): the body's
+# ``.*?`` matches their characters too, so a fence never closed made a
+# backtracking tag or run of blanks rescan the rest of the reply once per
+# character of it (quadratic: 40 KB of tag took 7 s of the event loop, 80 KB of
+# blanks 30 s). A shorter one can never find a closing fence the longest missed.
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*+[ \t]*+\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {

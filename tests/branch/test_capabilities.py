@@ -230,6 +230,17 @@ async def test_a_block_nested_too_deeply_to_read_is_not_json_and_the_turn_ends_o
     assert recorder.of(RunEnd) and not recorder.of(EmissionRejected)
 
 
+@pytest.mark.parametrize("opener", ["```", "```json"])
+async def test_a_fence_then_a_megabyte_of_blanks_is_read_in_linear_time(opener: str) -> None:
+    """Model output is hostile: a fence never closed, then a megabyte of spaces and
+    tabs. The blanks allowed after the fence backtracked through the rest of the
+    reply once per blank (80 KB took 30 s of the event loop, every branch of the
+    process waiting). Read in linear time, it is prose: the turn ends ok, nothing
+    signalled (a timeout if it is not)."""
+    recorder = await observed({}, opener + " \t" * 500_000)
+    assert recorder.of(RunEnd) and not recorder.of(StructuredOutput)
+
+
 @pytest.mark.parametrize("operable", [Grant, PydanticGrant])
 async def test_an_invalid_granted_block_is_rejected(operable: type) -> None:
     """A wholly granted block that fails validation gives EmissionRejected with the error."""

@@ -227,6 +227,21 @@ async def test_a_long_reply_with_an_unclosed_fence_is_read_in_linear_time(opener
         assert await branch.chat("still there?") == "serving"
 
 
+@pytest.mark.parametrize("opener", ["```", "```json", "```json \t"])
+async def test_a_fence_then_a_megabyte_of_blanks_is_read_in_linear_time(opener: str) -> None:
+    """Model output is hostile: a fence never closed, then a megabyte of spaces and
+    tabs. The blanks allowed after the language tag backtracked as the tag once did
+    (the body's ``.*?`` matches them too: 80 KB took 30 s of the event loop). Read
+    in linear time, it is a reply with no JSON in it (a timeout if it is not)."""
+    reply = opener + " \t" * 500_000
+    async with Branch(chat_model=_model("serving")) as branch:
+        with pytest.raises(ParseFailed, match="no JSON object found"):
+            await branch.parse(
+                reply, response_format=Answer, max_retries=0, handle_validation="raise"
+            )
+        assert await branch.chat("still there?") == "serving"
+
+
 async def test_parse_fails_clearly_after_max_retries() -> None:
     """After max_retries reformat calls, handle_validation="raise" raises a clear ParseFailed."""
     model = _model("still no", "nope", "never")
