@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 import functools
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import trio
@@ -107,6 +107,22 @@ class TestValidation:
         assert isinstance(info.value, ValueError)
         assert isinstance(info.value, ToolError)
         assert calls == []
+
+    @pytest.mark.parametrize("keyword", [False, True], ids=["parameter", "kwargs"])
+    async def test_a_value_quoted_in_the_error_is_read_in_linear_time(self, keyword: bool) -> None:
+        """Model output is hostile: msgspec quotes a wrong enum value in its message,
+        and the message was split from its path by a pattern that backtracked through
+        every `` - at `$`` in it (320 KB of them took 37 s of the event loop). Two
+        megabytes of them are one ToolArgumentError at once (a timeout if not)."""
+
+        def paint(color: Literal["red", "blue"] = "red", **more: Literal["red"]) -> None: ...
+
+        name = "shade" if keyword else "color"
+        with pytest.raises(
+            ToolArgumentError,
+            match=rf"tool 'paint': invalid value for argument '{name}': Invalid enum value",
+        ):
+            await Tool(paint).invoke({name: " - at `$" * 250_000})
 
     async def test_nested_errors_name_the_path(self) -> None:
         """An error inside a structured argument names the argument and the path in it."""
