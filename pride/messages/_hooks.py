@@ -10,6 +10,7 @@ the branch resolves among its own models.
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -19,7 +20,7 @@ import cattrs
 from cattrs.errors import AttributeValidationNote, IterableValidationError, IterableValidationNote
 
 from . import commands
-from ._json import number_problem
+from ._json import JsonPath, json_path, number_problem
 from .budget import BUDGET_FIELDS, Budget, limit_problem
 
 __all__ = [
@@ -102,24 +103,27 @@ def structure_uuid(value: Any, _: Any) -> UUID:
         raise Problem(f"invalid UUID {value!r}") from None
 
 
-def check_json(value: Any, path: str = "") -> Any:
+def check_json(value: Any, path: JsonPath = "") -> Any:
     """Return ``value`` if it is plain JSON data; raise naming where it is not."""
+    # ``path`` is formatted only for a refusal (`json_path` says why).
     if value is None or isinstance(value, str | bool):
         return value
     if isinstance(value, int | float):
         if (problem := number_problem(value)) is not None:
-            raise Problem(f"{path}: {problem}" if path else problem)
+            where = json_path(path)
+            raise Problem(f"{where}: {problem}" if where else problem)
         return value
     if isinstance(value, list | tuple):
-        return [check_json(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        return [check_json(item, (path, index)) for index, item in enumerate(value)]
     if isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                raise Problem(f"{path or 'object'} has a non-string key {key!r}")
-            out[key] = check_json(item, f"{path}.{key}" if path else key)
+                raise Problem(f"{json_path(path) or 'object'} has a non-string key {key!r}")
+            out[key] = check_json(item, (path, key))
         return out
-    where = f"{path}: " if path else ""
+    where = json_path(path)
+    where = f"{where}: " if where else ""
     raise Problem(f"{where}expected JSON data, got {type_name(value)}")
 
 
@@ -157,29 +161,36 @@ def structure_model_spec(value: Any, _: Any) -> Any:
     raise Problem(f"expected a model name (str) or null, got {type_name(value)}")
 
 
-def call_kwargs(value: Any, path: str) -> Any:
+def call_kwargs(value: Any, path: JsonPath) -> Any:
     """A decoded Call's arguments, checked as JSON and stripped of model power:
     a model argument (``chat_model``, ...) at any depth becomes a
     [`ModelName`][pride.messages.commands.ModelName], and a model configuration
     anywhere is refused (an operation may pass its arguments on to a verb)."""
+    # ``path`` is formatted only for a refusal, and a model name's field when
+    # asked: formatted for each, one long key over many names made each name
+    # hold its own copy of it (quadratic time and memory).
     if isinstance(value, Mapping):
         if CONFIG_KEYS.intersection(value):
-            raise Problem(NOT_OFFERED, path)
+            raise Problem(NOT_OFFERED, json_path(path))
         out = {}
         for key, item in value.items():
-            where = f"{path}.{key}"
+            where = (path, key)
             if key == "request_options" and isinstance(item, Mapping) and "model" in item:
-                raise Problem(OPTIONS_MODEL, f"{where}.model")
+                raise Problem(OPTIONS_MODEL, json_path((where, "model")))
             if key in commands.MODEL_FIELDS and item is not None:
                 if not isinstance(item, str):
-                    raise Problem(NOT_OFFERED, where)
-                out[key] = commands.ModelName(item, f"Call.{where}")
+                    raise Problem(NOT_OFFERED, json_path(where))
+                out[key] = commands.ModelName(item, functools.partial(_call_field, where))
             else:
                 out[key] = call_kwargs(item, where)
         return out
     if isinstance(value, list | tuple):
-        return [call_kwargs(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        return [call_kwargs(item, (path, index)) for index, item in enumerate(value)]
     return value
+
+
+def _call_field(path: JsonPath) -> str:
+    return f"Call.{json_path(path)}"
 
 
 def unstructure_model_spec(value: Any) -> Any:

@@ -39,9 +39,11 @@ __all__ = [
     "INT_MAX",
     "INT_MIN",
     "MAX_DEPTH",
+    "JsonPath",
     "dump_json",
     "is_plain",
     "is_scalar_text",
+    "json_path",
     "number_problem",
     "parse_json",
     "scrub",
@@ -67,6 +69,34 @@ _LONGEST_INT = 20
 # point; only a walk over the decoded data can tell a lone one.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+JsonPath = tuple[Any, str | int] | str
+"""Where a value is in the data: its root's name, or ``(parent's path, key or index)``."""
+
+
+def json_path(path: JsonPath) -> str:
+    """``path`` as text: ``$.a[2]`` (a key under an empty root is the key alone: ``a[2]``)."""
+    # A walk passes ``(parent, key)`` down and formats only what it refuses:
+    # formatting at every level copied the parent's path into each child's, so
+    # one long key over many values was quadratic (a 1 MB key over 80,000 lists
+    # took 1.5 s of the event loop).
+    keys: list[str | int] = []
+    while isinstance(path, tuple):
+        path, key = path
+        keys.append(key)
+    parts = [path]
+    empty = not path
+    for key in reversed(keys):
+        if isinstance(key, int):
+            parts.append(f"[{key}]")
+            empty = False
+        elif empty:
+            parts.append(key)
+            empty = not key
+        else:
+            parts.append(f".{key}")
+    return "".join(parts)
 
 
 class _Refused(Exception):
@@ -206,27 +236,27 @@ def parse_json(text: str | bytes) -> Any:
 _SURROGATE = "text holds a lone UTF-16 surrogate, which no UTF-8 text can carry"
 
 
-def _unreadable(value: Any, path: str, depth: int, texts: bool) -> tuple[str, str] | None:
+def _unreadable(value: Any, path: JsonPath, depth: int, texts: bool) -> tuple[str, str] | None:
     """``(path, reason)`` of the first container nested past ``MAX_DEPTH`` or (when
     ``texts``) the first string or key with a lone surrogate; None if there is none."""
     if depth < 0:
-        return (path, f"nested deeper than {MAX_DEPTH} levels")
+        return (json_path(path), f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, dict):
         for key, item in value.items():
             if texts and not is_scalar_text(key):
-                return (path, f"a key: {_SURROGATE}")
+                return (json_path(path), f"a key: {_SURROGATE}")
             if isinstance(item, dict | list) or (texts and isinstance(item, str)):
-                found = _unreadable(item, f"{path}.{key}", depth - 1, texts)
+                found = _unreadable(item, (path, key), depth - 1, texts)
                 if found is not None:
                     return found
     elif isinstance(value, list):
         for index, item in enumerate(value):
             if isinstance(item, dict | list) or (texts and isinstance(item, str)):
-                found = _unreadable(item, f"{path}[{index}]", depth - 1, texts)
+                found = _unreadable(item, (path, index), depth - 1, texts)
                 if found is not None:
                     return found
     elif isinstance(value, str):
-        return None if is_scalar_text(value) else (path, _SURROGATE)
+        return None if is_scalar_text(value) else (json_path(path), _SURROGATE)
     return None
 
 
@@ -325,35 +355,35 @@ def _plain_leaf(value: Any) -> bool:
     return False
 
 
-def _unwritable(value: Any, path: str, depth: int) -> tuple[str, str] | None:
+def _unwritable(value: Any, path: JsonPath, depth: int) -> tuple[str, str] | None:
     """``(path, reason)`` of the first value strict JSON cannot carry (or that
     nests past ``MAX_DEPTH``: pride would not read it back), or None."""
     if isinstance(value, Mapping | list | tuple) and depth < 0:
-        return (path, f"nested deeper than {MAX_DEPTH} levels")
+        return (json_path(path), f"nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, str):
-        return None if is_scalar_text(value) else (path, _SURROGATE)
+        return None if is_scalar_text(value) else (json_path(path), _SURROGATE)
     if isinstance(value, int | float):
         problem = number_problem(value)
-        return None if problem is None else (path, problem)
+        return None if problem is None else (json_path(path), problem)
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                return (path, f"a key is {type(key).__name__}, not a string")
+                return (json_path(path), f"a key is {type(key).__name__}, not a string")
             if not is_scalar_text(key):
-                return (path, f"a key: {_SURROGATE}")
-            found = _unwritable(item, f"{path}.{key}", depth - 1)
+                return (json_path(path), f"a key: {_SURROGATE}")
+            found = _unwritable(item, (path, key), depth - 1)
             if found is not None:
                 return found
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            found = _unwritable(item, f"{path}[{index}]", depth - 1)
+            found = _unwritable(item, (path, index), depth - 1)
             if found is not None:
                 return found
         return None
-    return (path, f"expected JSON data, got {type(value).__name__}")
+    return (json_path(path), f"expected JSON data, got {type(value).__name__}")
 
 
 _TOO_DEEP_TEXT = f"<nested deeper than {MAX_DEPTH} levels>"

@@ -31,7 +31,7 @@ with an [`InvalidMessage`][pride.InvalidMessage] naming the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
@@ -103,16 +103,31 @@ class ModelName(str):
     its full meaning: ``"openai/gpt-4.1"`` makes that model. A ``ModelName``
     equals the plain string of the same text, so a command survives a JSON
     round trip unchanged. ``field`` names where it came from
-    (``"Chat.chat_model"``), for error messages.
+    (``"Chat.chat_model"``), for error messages; it may be given as a function
+    making that text, called once when the text is first asked for.
     """
 
-    __slots__ = ("field",)
-    field: str
+    __slots__ = ("_field",)
+    _field: str | Callable[[], str]
 
-    def __new__(cls, name: str, field: str = "") -> ModelName:
+    def __new__(cls, name: str, field: str | Callable[[], str] = "") -> ModelName:
         self = super().__new__(cls, name)
-        self.field = field
+        self._field = field
         return self
+
+    @property
+    def field(self) -> str:
+        """Where the name came from (``"Chat.chat_model"``), for error messages."""
+        # Made when asked: the names of a Call's arguments come from anywhere in
+        # them, and each holding its own path was quadratic in a long key's length.
+        field = self._field
+        if not isinstance(field, str):
+            field = self._field = field()
+        return field
+
+    @field.setter
+    def field(self, value: str) -> None:
+        self._field = value
 
 
 ToolSelection = bool | tuple[str, ...]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -408,3 +410,58 @@ def test_issue14_decoded_data_nests_at_most_max_depth_levels() -> None:
     with pytest.raises(InvalidMessage, match="nested deeper than 100 levels") as info:
         from_json(json.dumps({"type": "Chat", "context": [deep]}), Command)
     assert info.value.path.startswith("$.context[0]")
+
+
+KEY = "k" * 12_000_000
+"""A key as long as a request line leaves room for, over a million and more values."""
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda data: data,
+        lambda data: {"type": "Chat", "context": data},
+        lambda data: {"type": "Call", "operation": "op", "kwargs": {"x": data}},
+    ],
+    ids=["parse_json", "json-field", "call-kwargs"],
+)
+def test_a_long_key_over_many_values_is_decoded_in_linear_time(wrap: Any) -> None:
+    """Text from outside is hostile: every value's path (``$.KEY[7]``) was formatted as
+    the data was walked, copying the key into the path of each value under it, in
+    parse_json's checks, a JSON field's and a Call's arguments' (a 1 MB key over
+    80,000 lists took 1.5 s of the event loop, over 400,000 numbers 7 s: quadratic).
+    Formatted only for a refusal, 12 MB of key over 1.2 million lists is decoded at
+    once (a timeout if it is not)."""
+    text = json.dumps(wrap({KEY: [[]] * 1_200_000}))
+    decoded = codec.parse_json(text) if wrap({}) == {} else from_json(text, Command)
+    assert decoded is not None
+
+
+def test_a_long_key_over_many_values_is_written_in_linear_time() -> None:
+    """What pride writes of data it did not choose (a parse of model text, shown on
+    ``pride run``'s stdout) is walked for what strict JSON cannot carry when a lone
+    surrogate is in it: the walk formatted a path for every value on its way, a copy
+    of the long key above each. Formatted only for what it finds, it is quick (a
+    timeout if it is not)."""
+    text = codec.dump_json({KEY: [0] * 1_200_000, "z": "\ud800"}, replace=True)
+    assert text.endswith('"z":"\ufffd"}')
+
+
+def test_model_names_under_a_long_key_share_its_path() -> None:
+    """Each model name decoded from a Call's arguments says where it came from; made
+    for each as it was decoded, the path was a copy of every key above it, so names
+    under one long key held one copy each (a 160 KB line took 320 MB). Made when
+    asked, it is the same text, and the names take no memory of the key's."""
+    key = "k" * 100_000
+    names = 5_000
+    line = json.dumps(
+        {"type": "Call", "operation": "op", "kwargs": {key: [{"chat_model": "m"}] * names}}
+    )
+    tracemalloc.start()
+    try:
+        call = from_json(line, Command)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 25_000_000  # a copy of the key for each name took 500 MB
+    assert call.kwargs[key][4_999]["chat_model"].field == f"Call.kwargs.{key}[4999].chat_model"
