@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, TypedDict
 
 import attrs
@@ -111,6 +112,49 @@ async def test_fuzzy_key_matching_maps_near_miss_keys() -> None:
             '{"amount": 2}', response_format=Answer, max_retries=0, handle_validation="return_none"
         )
         assert distant is None
+
+
+def _names(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}{index:06d}" for index in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("text", "properties"),
+    [
+        (json.dumps(dict.fromkeys(_names("q", 8_000), 1)), _names("p", 8_000)),
+        (json.dumps({"a" * 80_000: 1}), ["b" * 80_000]),
+    ],
+    ids=["many-keys", "long-keys"],
+)
+async def test_fuzzy_matching_of_keys_from_outside_is_bounded(
+    text: str, properties: list[str]
+) -> None:
+    """A Parse request carries its text and its schema, both hostile: every key the
+    schema lacks was compared with every property, each comparison costing the
+    product of their lengths (2,000 keys against 2,000 properties took 12 s of the
+    event loop, a key of 8,000 characters against a property as long 1.8 s). The
+    comparisons of one parse are bounded: the first keys are matched (``q000000``
+    is ``p000000`` misspelt), and past the bound a key is left unmatched, as one
+    like no property (a timeout if they are not)."""
+    schema = {"type": "object", "properties": {key: {} for key in properties}}
+    async with Branch(chat_model=_model()) as branch:
+        parsed = await branch.parse(
+            text, response_format=schema, max_retries=0, handle_validation="raise"
+        )
+    assert parsed == dict.fromkeys(properties[: len(parsed)], 1)
+    assert len(parsed) < len(properties)
+
+
+async def test_the_required_keys_of_a_wide_schema_are_filled_in_linear_time() -> None:
+    """A schema from outside may list many required keys: each property was looked up
+    in the list of them to be filled (80,000 took 33 s of the event loop)."""
+    names = _names("p", 200_000)
+    schema = {"type": "object", "properties": {key: {} for key in names}, "required": names}
+    async with Branch(chat_model=_model()) as branch:
+        parsed = await branch.parse(
+            "{}", response_format=schema, max_retries=0, handle_validation="raise"
+        )
+    assert parsed == dict.fromkeys(names)
 
 
 @pytest.mark.parametrize(
