@@ -118,7 +118,9 @@ def _conversation(front: Front, body: dict[str, Any]) -> tuple[str | None, list[
     if not isinstance(raw, list) or not raw:
         raise InvalidMessage([("messages", "expected a non-empty list of messages")])
     options = {key: body[key] for key in SAMPLING if body.get(key) is not None}
-    system: str | None = None
+    # Joined once at the end: joined as each came, the text so far was copied per
+    # message (400,000 short ones, 24 MiB, took 101 s of the event loop).
+    systems: list[str] = []
     history: list[Any] = []
     turns: list[Run] = []
     for index, message in enumerate(raw):
@@ -128,7 +130,7 @@ def _conversation(front: Front, body: dict[str, Any]) -> tuple[str | None, list[
             text, images = _text(message.get("content"), where)
             if history or images:
                 raise InvalidMessage([(where, "a system message comes first, as text")])
-            system = text if system is None else f"{system}\n\n{text}"
+            systems.append(text)
         elif role == "user":
             text, images = _text(message.get("content"), where)
             data: dict[str, Any] = {"type": "Run", "instruction": text, "images": images}
@@ -152,7 +154,7 @@ def _conversation(front: Front, body: dict[str, Any]) -> tuple[str | None, list[
     if not isinstance(raw[-1], dict) or raw[-1].get("role") != "user":
         raise InvalidMessage([("messages", "the last message must be the user's")])
     history.pop()  # the last message is the turn's own instruction
-    return system, history, turns[-1]
+    return ("\n\n".join(systems) if systems else None), history, turns[-1]
 
 
 def _check(body: Any) -> tuple[str, bool, bool]:
