@@ -354,24 +354,6 @@ async def _stdio() -> AsyncIterator[tuple[Any, Any]]:
     reader, session_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     session_writes, writer = anyio.create_memory_object_stream[SessionMessage](0)
 
-    async def pump_in() -> None:
-        buffer = bytearray()
-        async with reader:
-            while chunk := await stdin.receive_some(65536):
-                buffer += chunk
-                while (end := buffer.find(b"\n")) >= 0:
-                    line, buffer = bytes(buffer[:end]), buffer[end + 1 :]
-                    if line.strip():
-                        try:
-                            message = types.JSONRPCMessage.model_validate_json(line)
-                        except ValueError as exc:
-                            log.warning("MCP client sent a line that is not JSON-RPC: %s", exc)
-                            continue
-                        await reader.send(SessionMessage(message))
-                if len(buffer) > DEFAULT_MAX_MESSAGE_BYTES:
-                    log.error("MCP client sent a message over %d bytes", DEFAULT_MAX_MESSAGE_BYTES)
-                    return
-
     async def pump_out() -> None:
         async with writer:
             async for message in writer:
@@ -379,12 +361,40 @@ async def _stdio() -> AsyncIterator[tuple[Any, Any]]:
                 await stdout.send_all(data.encode() + b"\n")
 
     async with stdin, stdout, trio.open_nursery() as nursery:
-        nursery.start_soon(pump_in)
+        nursery.start_soon(_pump_in, stdin, reader)
         nursery.start_soon(pump_out)
         try:
             yield session_reads, session_writes
         finally:
             nursery.cancel_scope.cancel()
+
+
+async def _pump_in(stdin: Any, reader: Any) -> None:
+    """Split the client's bytes into lines, and hand the session the message of each."""
+    buffer = bytearray()
+    # What the buffer holds was searched for a newline: a line trickled in small
+    # reads is searched once (searched whole per read, 15 MB in reads of 1,000
+    # bytes took 1.5 s of the event loop). A line found is deleted from the front,
+    # which moves nothing, where slicing the rest off copied it once per line.
+    searched = 0
+    async with reader:
+        while chunk := await stdin.receive_some(65536):
+            buffer += chunk
+            while (end := buffer.find(b"\n", searched)) >= 0:
+                line = bytes(buffer[:end])
+                del buffer[: end + 1]
+                searched = 0
+                if line.strip():
+                    try:
+                        message = types.JSONRPCMessage.model_validate_json(line)
+                    except ValueError as exc:
+                        log.warning("MCP client sent a line that is not JSON-RPC: %s", exc)
+                        continue
+                    await reader.send(SessionMessage(message))
+            searched = len(buffer)
+            if len(buffer) > DEFAULT_MAX_MESSAGE_BYTES:
+                log.error("MCP client sent a message over %d bytes", DEFAULT_MAX_MESSAGE_BYTES)
+                return
 
 
 class _Endpoint:

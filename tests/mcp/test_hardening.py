@@ -8,6 +8,7 @@ takes, never a measurement.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from pride.mcp import McpServer, McpServerError, McpServerSpec, McpToolError
 from pride.mcp._calls import PROGRESS_BUFFER, PROGRESS_TEXT
 from pride.mcp._logs import LOG_BURST
 from pride.mcp._server import REFRESH_INTERVAL
+from pride.mcp._stdio import StdioProcess, _Broken, _read_stdout
 
 from .conftest import announced_url, fake_command
 from .support import Waiter
@@ -456,3 +458,38 @@ async def test_progress_reports_held_for_a_slow_turn_are_bounded_in_memory() -> 
         assert server.statistics().progress_dropped == 300 - len(seen)
         assert all(message is not None and len(message) <= PROGRESS_TEXT for message in seen)
         assert peak < 16 * 1024 * 1024, f"{peak:,} bytes held"
+
+
+class _TrickledOutput:
+    """A server process whose standard output gives a small piece per read."""
+
+    returncode = 0
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self.stdout = self
+        self._pieces = pieces
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        return next(self._pieces, b"")
+
+    async def wait(self) -> int:
+        return 0
+
+
+async def test_a_line_trickled_in_small_reads_is_searched_once() -> None:
+    """An MCP server's output is hostile: a line it sent a little at a time was
+    searched whole for its end at each read (15 MB in reads of 1,000 bytes took
+    1.5 s of the event loop, quadratic). Searched once, 48 MB in reads of 100 bytes
+    is one line at once (a timeout if it is not): a blank one, skipped, then a line
+    that is not JSON-RPC, counted. Not a subprocess: a pipe joins what a slow reader
+    has not read yet, so only a reader's own input can be cut this fine."""
+    size, piece = 48_000_000, b" " * 100
+    pieces = itertools.chain(itertools.repeat(piece, size // len(piece)), [b"\nnot json\n"])
+    spec = McpServerSpec(name="trickle", command=["server"], max_message_bytes=2 * size)
+    state = StdioProcess("trickle")
+    state.process = _TrickledOutput(pieces)  # type: ignore[assignment]
+    broken = _Broken(lambda error: None)
+    with trio.CancelScope() as scope:
+        await _read_stdout(spec, state, None, broken, scope)
+    assert state.bad_lines == 1
+    assert isinstance(broken.error, McpServerError) and "closed its output" in str(broken.error)

@@ -9,6 +9,7 @@ starts are visible to the test's observer.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from mcp.shared.memory import create_client_server_memory_streams
 from pride import Branch, RunFailed, RunStart, ScriptedModel, Session
 from pride.llm import ModelRequest
 from pride.mcp import build_server
+from pride.mcp._serve import _pump_in
 
 from .support import Waiter
 
@@ -172,3 +174,31 @@ async def test_many_concurrent_calls_are_each_answered_once() -> None:
                 for index in range(50):
                     nursery.start_soon(ask, index)
         assert answers == {index: f"echo: n{index}" for index in range(50)}
+
+
+class _Trickle:
+    """A client's standard input, given a small piece per read."""
+
+    def __init__(self, pieces: Any) -> None:
+        self._pieces = pieces
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        return next(self._pieces, b"")
+
+
+async def test_a_line_trickled_in_small_reads_is_searched_once() -> None:
+    """``pride mcp``'s standard input is hostile: a line sent a little at a time was
+    searched whole for its end at each read (15 MB in reads of 1,000 bytes took
+    1.5 s of the event loop, quadratic), and each line found copied the rest of its
+    read. Searched once, 16 MB in reads of 10 bytes is one line at once, and the
+    message after it is read (a timeout if it is not). Not a subprocess: a pipe
+    joins what a slow reader has not read yet, so only a reader's own input can be
+    cut this fine."""
+    blank = b" " * 10
+    after = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
+    pieces = itertools.chain(itertools.repeat(blank, 1_600_000), [b"\n" + after])
+    reader, reads = anyio.create_memory_object_stream[Any](1)
+    async with reads, trio.open_nursery() as nursery:
+        nursery.start_soon(_pump_in, _Trickle(pieces), reader)
+        message = await reads.receive()
+    assert message.message.root.method == "notifications/initialized"
