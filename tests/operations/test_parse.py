@@ -231,6 +231,17 @@ async def test_each_reformat_prompt_names_the_previous_error() -> None:
     assert first != second
 
 
+async def _no_json_and_serving_on(reply: str) -> None:
+    """Parsing the hostile ``reply`` is a ParseFailed finding no JSON, and the branch
+    answers its next ask."""
+    async with Branch(chat_model=_model("serving")) as branch:
+        with pytest.raises(ParseFailed, match="no JSON object found"):
+            await branch.parse(
+                reply, response_format=Answer, max_retries=0, handle_validation="raise"
+            )
+        assert await branch.chat("still there?") == "serving"
+
+
 @pytest.mark.parametrize(
     "reply",
     [
@@ -247,12 +258,7 @@ async def test_a_reply_nested_too_deeply_to_read_is_no_json_and_the_branch_serve
     """Model output is hostile: a reply nested past any JSON reader's depth (the
     standard library raises RecursionError) is a reply with no JSON in it, a
     ParseFailed like any other, and the branch serves on."""
-    async with Branch(chat_model=_model("serving")) as branch:
-        with pytest.raises(ParseFailed, match="no JSON object found"):
-            await branch.parse(
-                reply, response_format=Answer, max_retries=0, handle_validation="raise"
-            )
-        assert await branch.chat("still there?") == "serving"
+    await _no_json_and_serving_on(reply)
 
 
 @pytest.mark.parametrize("opener", ["```", "```json", "```json\n"])
@@ -263,12 +269,7 @@ async def test_a_long_reply_with_an_unclosed_fence_is_read_in_linear_time(opener
     the process waiting: the match runs in the event loop). Read in linear time,
     it is a reply with no JSON in it (a timeout of the test suite if it is not)."""
     reply = opener + "x" * 1_000_000
-    async with Branch(chat_model=_model("serving")) as branch:
-        with pytest.raises(ParseFailed, match="no JSON object found"):
-            await branch.parse(
-                reply, response_format=Answer, max_retries=0, handle_validation="raise"
-            )
-        assert await branch.chat("still there?") == "serving"
+    await _no_json_and_serving_on(reply)
 
 
 @pytest.mark.parametrize("opener", ["```", "```json", "```json \t"])
@@ -278,12 +279,7 @@ async def test_a_fence_then_a_megabyte_of_blanks_is_read_in_linear_time(opener: 
     (the body's ``.*?`` matches them too: 80 KB took 30 s of the event loop). Read
     in linear time, it is a reply with no JSON in it (a timeout if it is not)."""
     reply = opener + " \t" * 500_000
-    async with Branch(chat_model=_model("serving")) as branch:
-        with pytest.raises(ParseFailed, match="no JSON object found"):
-            await branch.parse(
-                reply, response_format=Answer, max_retries=0, handle_validation="raise"
-            )
-        assert await branch.chat("still there?") == "serving"
+    await _no_json_and_serving_on(reply)
 
 
 async def test_parse_fails_clearly_after_max_retries() -> None:
