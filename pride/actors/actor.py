@@ -6,6 +6,11 @@ would hold a per-branch lock). Everything the actor tracks lives in one
 `Actor` per branch (``branch.actor``); the branch itself holds the
 conversation. The loop that serves the mailbox is `pride.actors.loop`.
 
+The reference points one way, from the branch to its actor: the runtime is
+handed the branch wherever it needs it, so a stopped branch and its actor
+are freed as soon as nothing else holds the branch (a back-reference made
+the pair a cycle, kept with the whole conversation until a full collection).
+
 The runtime sits below the classes it serves, so this module declares what it
 needs of them instead of importing them: `ServedBranch` (what the runtime
 reads of its branch; a `pride.Branch` is one), `SignalSink` and `HookSink`
@@ -50,6 +55,7 @@ __all__ = [
     "CommitHandover",
     "HandedTurn",
     "HookSink",
+    "Identified",
     "ServedBranch",
     "SignalSink",
     "StopReason",
@@ -137,6 +143,17 @@ class ServedBranch(Protocol):
     def offer_memory(self, store: MemoryStore) -> None: ...
 
 
+class Identified(Protocol):
+    """The branch an actor's own methods act for (a `ServedBranch` is one): named
+    in their errors, withdrawn by its id from the branches live in the process."""
+
+    @property
+    def id(self) -> UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+
 class SignalSink(Protocol):
     """What a branch needs of an observer (a session attaches a real one).
 
@@ -204,12 +221,12 @@ class CommitHandover(Protocol):
     hands its turns over when such a barrier is its only one.
     """
 
-    def hand_over_turn(self, actor: Actor, state: TurnState, end: HandedTurn) -> bool:
+    def hand_over_turn(self, branch: ServedBranch, state: TurnState, end: HandedTurn) -> bool:
         """Stage the turn's commit and hand ``end`` to it: True if handed over (the
         commit calls ``end``), False if the driver ends it now."""
         ...
 
-    def hand_over_step(self, actor: Actor, reply: Reply, result: Any) -> None:
+    def hand_over_step(self, branch: ServedBranch, reply: Reply, result: Any) -> None:
         """Answer an ``Act`` once its commit is durable (at once if nothing waits)."""
         ...
 
@@ -226,8 +243,10 @@ class Actor:
     run of the loop (a restart serves the same mailbox again); the rest is
     per run or per turn.
 
+    It holds no reference to its branch (see the module's docstring): what
+    needs the branch takes it as an argument.
+
     Attributes:
-        branch: the branch this actor serves.
         mailbox: the two-lane mailbox, once the actor was started.
         host: the nursery hosting the turns' tasks while the loop runs, else None.
         turn: the active top-level turn, else None.
@@ -255,7 +274,6 @@ class Actor:
         "account",
         "answering",
         "barriers",
-        "branch",
         "directory",
         "envelope",
         "handover",
@@ -270,8 +288,8 @@ class Actor:
         "wants",
     )
 
-    def __init__(self, branch: ServedBranch, observer: SignalSink | None = None) -> None:
-        self.branch = branch
+    def __init__(self, name: str, observer: SignalSink | None = None) -> None:
+        """An actor for the branch named ``name`` (its account's scope), idle."""
         self.mailbox: Mailbox | None = None
         self.host: trio.Nursery | None = None
         self.turn: TurnState | None = None
@@ -283,7 +301,7 @@ class Actor:
         self.hooks: HookSink | None = None
         self.owner_id: UUID | None = None
         self.directory: Any = None
-        self.account = Account(None, scope=f"branch {branch.name}")
+        self.account = Account(None, scope=f"branch {name}")
         self.journal: BranchRecord | None = None
         self.barriers: list[TurnBarrier] | None = None
         self.handover: CommitHandover | None = None
@@ -291,7 +309,8 @@ class Actor:
 
     def __repr__(self) -> str:
         state = "serving" if self.serving else "running" if self.running else "idle"
-        return f"<Actor of {self.branch.name!r} {state}>"
+        name = self.mailbox.name if self.mailbox is not None else "a branch never started"
+        return f"<Actor of {name!r} {state}>"
 
     def watch_with(self, observer: SignalSink | None) -> None:
         """Send the branch's signals to ``observer`` (None: nowhere).
@@ -319,8 +338,8 @@ class Actor:
         """A snapshot of the mailbox, or None if the actor never started."""
         return self.mailbox.statistics() if self.mailbox is not None else None
 
-    def require_mailbox(self) -> Mailbox:
-        """The open mailbox.
+    def require_mailbox(self, branch: Identified) -> Mailbox:
+        """The open mailbox (``branch``, this actor's, names it in an error).
 
         Raises:
             BranchNotRunning: the actor was never started.
@@ -328,17 +347,18 @@ class Actor:
         """
         mailbox = self.mailbox
         if mailbox is None:
-            raise BranchNotRunning(self.branch.name)
+            raise BranchNotRunning(branch.name)
         if mailbox.closed:
-            raise BranchClosed(self.branch.name)
+            raise BranchClosed(branch.name)
         return mailbox
 
-    def close(self, detail: str) -> None:
-        """Close the mailbox and answer everything queued with BranchClosed."""
+    def close(self, branch: Identified, detail: str) -> None:
+        """Close the mailbox of ``branch`` (this actor's) and answer everything
+        queued with BranchClosed."""
         mailbox = self.mailbox
         if mailbox is None or mailbox.closed:
             return
-        name = self.branch.name
+        name = branch.name
         answered = [reply for reply in mailbox.close() if reply.state != "dropped"]
         for reply in answered:  # a dropped one's caller has gone: nobody to answer
             reply.fail(BranchClosed(name, detail))
@@ -346,11 +366,12 @@ class Actor:
             log.info(
                 "branch %r: answered %d queued envelopes with BranchClosed", name, len(answered)
             )
-        withdraw_live(self.branch)
+        withdraw_live(branch)
 
-    def hand_over(self, detail: str) -> list[Reply]:
-        """Close the mailbox for a supervisor that gives the queued work to the
-        branch's next incarnation (a crashed virtual branch's, activated afresh).
+    def hand_over(self, branch: Identified, detail: str) -> list[Reply]:
+        """Close the mailbox of ``branch`` (this actor's) for a supervisor that gives
+        the queued work to the branch's next incarnation (a crashed virtual
+        branch's, activated afresh).
 
         Returns the work envelopes that were queued, in order and unanswered:
         answering them is now the caller's. Everything else (priority items,
@@ -365,12 +386,13 @@ class Actor:
         kept = set(map(id, work))
         for reply in [*queued, *refused]:
             if id(reply) not in kept and reply.state != "dropped":
-                reply.fail(BranchClosed(self.branch.name, detail))
-        withdraw_live(self.branch)
+                reply.fail(BranchClosed(branch.name, detail))
+        withdraw_live(branch)
         return work
 
-    def suspend(self, cancel_reason: str | None) -> Reply:
-        """For supervisors: leave the loop after the current item, keeping the mailbox.
+    def suspend(self, branch: Identified, cancel_reason: str | None) -> Reply:
+        """For supervisors: leave the loop serving ``branch`` (this actor's) after
+        the current item, keeping the mailbox.
 
         With ``cancel_reason`` the item being served is cancelled first (its
         caller gets ``TurnCancelled(cancel_reason)``); without, it finishes.
@@ -379,8 +401,8 @@ class Actor:
         Raises:
             BranchNotRunning, BranchClosed: no mailbox to suspend.
         """
-        reply = Reply(self.branch, Suspend())
-        self.require_mailbox().put_priority(reply, first=True)
+        reply = Reply(branch, Suspend())
+        self.require_mailbox(branch).put_priority(reply, first=True)
         serving = self.envelope
         if cancel_reason is not None and serving is not None and serving.state == "running":
             serving.cancel(cancel_reason)

@@ -24,7 +24,7 @@ from ..messages import RunEnd, RunFailed, RunSuspended, Signal
 from . import wiring
 
 if TYPE_CHECKING:
-    from .actor import Actor, HandedTurn
+    from .actor import HandedTurn, ServedBranch
     from .reply import Reply
     from .turn import TurnState
 
@@ -106,7 +106,7 @@ class TurnEnd:
 
     __slots__ = (
         "above",
-        "actor",
+        "branch",
         "context",
         "finished",
         "kind",
@@ -123,7 +123,7 @@ class TurnEnd:
 
     def __init__(
         self,
-        actor: Actor,
+        branch: ServedBranch,
         state: TurnState,
         outcome: Outcome,
         reply: Reply,
@@ -131,14 +131,22 @@ class TurnEnd:
         *,
         committing: bool,
     ) -> None:
-        """Args:
-        committing: a commit may yet fail the turn (its end is handed to the
-            commit), so whether a subscriber wants a ``RunFailed`` matters too.
+        """The end of ``branch``'s turn ``state``, once its outcome is known.
+
+        Args:
+            branch: the branch whose turn it is.
+            state: the turn's state.
+            outcome: how it ended.
+            reply: its envelope, answered at the end.
+            result: the operation's result.
+            committing: a commit may yet fail the turn (its end is handed to the
+                commit), so whether a subscriber wants a ``RunFailed`` matters too.
         """
+        actor = branch.actor
         observer = actor.observer
         # A success ends with RunEnd, a turn waiting for approval with RunSuspended.
         kind = RunEnd if outcome.failure is None else RunSuspended if state.suspended else RunFailed
-        self.actor = actor
+        self.branch = branch
         self.kind = kind
         if observer is None:  # nobody to show a terminal to, committed or not
             self.shown = self.shown_uncommitted = watched = False
@@ -167,7 +175,7 @@ class TurnEnd:
         """What the turn recorded may not be durable (its commit failed, or could
         not be staged): logged, and the turn fails with ``failure`` unless it
         failed already."""
-        log.error("turn %s of branch %r: %s", self.reply.turn_id, self.actor.branch.name, failure)
+        log.error("turn %s of branch %r: %s", self.reply.turn_id, self.branch.name, failure)
         if self.outcome.failure is None:
             self.outcome = Outcome(failure)
             self.kind = RunFailed
@@ -186,7 +194,7 @@ class TurnEnd:
                 context.run(self.announce)
         except BaseException:  # outside any task: raised, it would crash the run
             log.exception(
-                "ending turn %s of branch %r failed", self.reply.turn_id, self.actor.branch.name
+                "ending turn %s of branch %r failed", self.reply.turn_id, self.branch.name
             )
             self.answer()
 
@@ -199,20 +207,18 @@ class TurnEnd:
         pending = signal = None
         if self.shown and state is not None and observer is not None:
             # Built before the count, dispatched after it: this module's work in one go.
-            signal = terminal(self.actor, state, self.outcome, kind)
+            signal = terminal(self.branch, state, self.outcome, kind)
         if self.above is not None:
             self.above.count_turn(ENDED[kind])
         if signal is not None and observer is not None:
             try:
                 pending = observer.dispatch(signal)
             except BaseException:  # even KeyboardInterrupt-like: outside any task
-                log.exception(
-                    "observer failed on %s of branch %r", kind.__name__, self.actor.branch.name
-                )
+                log.exception("observer failed on %s of branch %r", kind.__name__, self.branch.name)
         if pending is None:
             self.answer()
             return
-        host = self.actor.host or (state.host if state is not None else None)
+        host = self.branch.actor.host or (state.host if state is not None else None)
         try:
             if host is None:
                 raise RuntimeError("its actor has stopped")
@@ -227,9 +233,9 @@ class TurnEnd:
         may run as a system task, whose exception would crash the run)."""
         try:
             with trio.CancelScope(shield=True):  # bounded by FINALIZE_GRACE inside
-                await wiring.await_lifecycle(self.actor, signal, pending)
+                await wiring.await_lifecycle(self.branch, signal, pending)
         except BaseException:
-            log.exception("async subscribers of a terminal of %r failed", self.actor.branch.name)
+            log.exception("async subscribers of a terminal of %r failed", self.branch.name)
         finally:
             self.answer()
 
@@ -247,9 +253,7 @@ class TurnEnd:
             if state is not None and state.trace is not None:  # ended before the answer
                 state.trace.end(outcome.failure, outcome.cancelled, state.meter.usage())
         except BaseException:  # a tracer's fault: the caller is answered all the same
-            log.exception(
-                "ending turn %s of branch %r failed", reply.turn_id, self.actor.branch.name
-            )
+            log.exception("ending turn %s of branch %r failed", reply.turn_id, self.branch.name)
         if outcome.failure is None:
             reply.succeed(self.result if outcome.result_kept else None)
         else:
@@ -280,9 +284,10 @@ ENDED: dict[type[Signal], str] = {RunEnd: "done", RunFailed: "failed", RunSuspen
 """How `Account.count_turn` names the end of a turn whose terminal is of a class."""
 
 
-def terminal(actor: Actor, state: TurnState, outcome: Outcome, kind: type[Signal]) -> Signal:
-    """The terminal signal of kind ``kind`` for the turn."""
-    branch = actor.branch
+def terminal(
+    branch: ServedBranch, state: TurnState, outcome: Outcome, kind: type[Signal]
+) -> Signal:
+    """The terminal signal of kind ``kind`` for the turn of ``branch``."""
     used = state.meter  # the turn's usage: read off its meter, not through the state
     # What every terminal says: whose turn, how long, and the work it did.
     common: dict[str, Any] = {

@@ -206,14 +206,11 @@ class _Holder(Protocol):
     journal: BranchRecord | None
     hooks: Any
 
-    @property
-    def branch(self) -> _Branch: ...
 
-
-def open_run(actor: _Holder, reply: Envelope, turn_id: UUID) -> TurnRecord | None:
-    """The journal run of the turn ``reply`` starts, or None when the branch keeps
-    no journal (called by the turn driver before ``RunStart``); a new turn's id is
-    ``turn_id``.
+def open_run(branch: _Branch, actor: _Holder, reply: Envelope, turn_id: UUID) -> TurnRecord | None:
+    """The journal run of the turn ``reply`` of ``branch`` (``actor`` is its) starts, or
+    None when the branch keeps no journal (called by the turn driver before
+    ``RunStart``); a new turn's id is ``turn_id``.
 
     Raises:
         UnknownTurn, UnknownPendingCall: a bad ``Resume``.
@@ -221,7 +218,6 @@ def open_run(actor: _Holder, reply: Envelope, turn_id: UUID) -> TurnRecord | Non
             is other work.
     """
     journal = actor.journal
-    branch = actor.branch
     if journal is not None and journal.active:  # every turn of a stored branch
         return journal.run(reply, branch.messages, turn_id)
     # Nothing to journal durably and nothing waiting: a run only if a call may

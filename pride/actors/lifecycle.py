@@ -54,15 +54,18 @@ from .riders import ride
 from .turn import FINALIZE_GRACE
 
 if TYPE_CHECKING:
-    from .actor import Actor
+    from .actor import Actor, ServedBranch
 
 __all__ = ["meter_for", "run_turn", "uncommitted"]
 
 log = logging.getLogger("pride.actor")
 
 
-async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None:
-    """Serve ``reply``'s model turn, start to terminal, and answer it (the sequence above).
+async def run_turn(
+    branch: ServedBranch, actor: Actor, reply: Reply, cancel: trio.CancelScope
+) -> None:
+    """Serve ``reply``'s model turn of ``branch`` (``actor`` is its), start to terminal,
+    and answer it (the sequence above).
 
     ``cancel`` is the actor loop's cancel scope the turn runs in (a caller
     giving up cancels it). A failed turn answers its reply with the error and
@@ -73,12 +76,11 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
             runtime, the actor cancelled from outside), after the reply was
             answered.
     """
-    branch = actor.branch
     command = reply.command
     assert actor.host is not None, "a turn runs only inside a serving actor"
     turn_id = new_id()  # a continued turn (a Resume) keeps its own: its run says which
     try:
-        run = open_run(actor, reply, turn_id)
+        run = open_run(branch, actor, reply, turn_id)
     except Exception as exc:  # refused before it started (a bad Resume, a pending approval)
         reply.start(None, cancel)
         reply.fail(exc)
@@ -92,7 +94,7 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     model = branch.chat_model  # the snapshot the whole turn uses
     # A Resume's own budget, when it has one, bounds the rest of the turn.
     budgeted = reply.command if getattr(reply.command, "budget", None) is not None else command
-    meter = meter_for(actor, budgeted, reply)  # type: ignore[arg-type]
+    meter = meter_for(branch, actor, budgeted, reply)  # type: ignore[arg-type]
     stream = reply.stream
     reply.start(turn_id, cancel)
     # The turn's three records are made together, then bound: the turn module is
@@ -118,7 +120,7 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
         try:
             if observer is not None and actor.wants(RunStart):
                 await wiring.emit_lifecycle(
-                    actor,
+                    branch,
                     RunStart(
                         branch_id=branch.id,
                         branch_name=branch.name,
@@ -146,21 +148,21 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
             stream.close()
         outcome = SUCCESS if error is None else classify(error, reply)
         if run is not None:
-            outcome = _end_journal_run(actor, state, run, outcome)
+            outcome = _end_journal_run(branch, state, run, outcome)
         handover = actor.handover
         # Nothing to end under a shield (no nested tasks, signal deliveries or stream):
         # the turn's end can wait for its commit while the actor serves its next item.
         quiet = state.nested is None and state.signals is None and stream is None
         committing = handover is not None and quiet and outcome.reraise is None
         if not committing and (not quiet or actor.barriers):
-            outcome = await _finalise(actor, state, outcome, reply, result)
+            outcome = await _finalise(branch, state, outcome, reply, result)
         elif reply.rider is not None:
             ride(reply, result if outcome.result_kept else None, outcome.failure)
         actor.last_context_report = context.provider_report  # before its caller is answered
-        end = TurnEnd(actor, state, outcome, reply, result, committing=committing)
+        end = TurnEnd(branch, state, outcome, reply, result, committing=committing)
         if committing:
             assert handover is not None
-            handed = handover.hand_over_turn(actor, state, end)
+            handed = handover.hand_over_turn(branch, state, end)
         if not handed:
             end.announce()  # what end(None) does, in the turn's own context
             if not end.finished:  # async subscribers of its terminal: the caller after them
@@ -186,7 +188,7 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
     try:
         if crashed and (end is None or not end.finished):
             if end is None:
-                end = TurnEnd(actor, state, outcome, reply, result, committing=False)
+                end = TurnEnd(branch, state, outcome, reply, result, committing=False)
             end.outcome = outcome  # the crash, not what the turn ended with
             end.answer()  # no terminal: the supervisor's to handle
         if outcome.reraise is not None:
@@ -200,7 +202,7 @@ async def run_turn(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None
 
 
 async def _finalise(
-    actor: Actor, state: turn.TurnState, outcome: Outcome, reply: Reply, result: Any
+    branch: ServedBranch, state: turn.TurnState, outcome: Outcome, reply: Reply, result: Any
 ) -> Outcome:
     """End nested work, drain message signals, pass the turn's barriers (a store's
     commit): shielded and bounded. Returns the outcome the turn ends with.
@@ -214,8 +216,8 @@ async def _finalise(
     for its commit once more). A turn still uncommitted after that fails, never
     answered ok. Its terminal follows (`TurnEnd`), once.
     """
-    committed = not actor.barriers
-    name = actor.branch.name
+    committed = not branch.actor.barriers
+    name = branch.name
     turn_id = state.context.turn_id
     with trio.move_on_after(FINALIZE_GRACE) as guard:
         # Cancellation from outside must not strand the turn half-finalised.
@@ -225,7 +227,7 @@ async def _finalise(
         if state.signals is not None:
             await state.signals.wait()
         outcome = _escalated(state, outcome)
-        outcome = await _commit(actor, state, reply, result, outcome)
+        outcome = await _commit(branch, state, reply, result, outcome)
         committed = True
     if guard.cancelled_caught:
         log.error(
@@ -239,15 +241,15 @@ async def _finalise(
             if state.signals is not None:  # stuck subscribers: cancel, never leave behind
                 await state.signals.cancel_and_wait()
             if not committed:  # cut short before its commit: commit now, still first
-                outcome = await _commit(actor, state, reply, result, outcome)
+                outcome = await _commit(branch, state, reply, result, outcome)
                 committed = True
         if not committed and outcome.failure is None:  # never answered ok uncommitted
-            outcome = Outcome(uncommitted(actor))
+            outcome = Outcome(uncommitted(branch))
     return outcome
 
 
 async def _commit(
-    actor: Actor, state: turn.TurnState, reply: Reply, result: Any, outcome: Outcome
+    branch: ServedBranch, state: turn.TurnState, reply: Reply, result: Any, outcome: Outcome
 ) -> Outcome:
     """The turn's commit: its envelope's rider, then the actor's barriers (a store's
     commit), with no checkpoint between. Returns the outcome the turn ends with: a
@@ -255,11 +257,11 @@ async def _commit(
     durable: the caller is told), and is logged either way."""
     if reply.rider is not None:
         ride(reply, result if outcome.result_kept else None, outcome.failure)
-    for barrier in actor.barriers or ():
+    for barrier in branch.actor.barriers or ():
         try:
             await barrier(state)
         except Exception as exc:
-            turn_id, name = state.context.turn_id, actor.branch.name
+            turn_id, name = state.context.turn_id, branch.name
             log.error("turn %s of branch %r: %s", turn_id, name, exc, exc_info=exc)
             if outcome.failure is None:
                 outcome = Outcome(exc)
@@ -281,7 +283,9 @@ def _over_budget(
     return exceeded
 
 
-def _end_journal_run(actor: Actor, state: turn.TurnState, run: Any, outcome: Outcome) -> Outcome:
+def _end_journal_run(
+    branch: ServedBranch, state: turn.TurnState, run: Any, outcome: Outcome
+) -> Outcome:
     """End the turn's journal run; a run with calls waiting for approval suspends,
     and its caller gets ApprovalRequired (even if the operation swallowed it)."""
     can_suspend = outcome.reraise is None and not outcome.cancelled
@@ -290,7 +294,7 @@ def _end_journal_run(actor: Actor, state: turn.TurnState, run: Any, outcome: Out
     state.suspended = True
     failure = outcome.failure
     if not (isinstance(failure, ApprovalRequired) and failure.turn_id == run.turn_id):
-        failure = ApprovalRequired(run.turn_id, run.pending, actor.branch.name)
+        failure = ApprovalRequired(run.turn_id, run.pending, branch.name)
     return Outcome(failure)
 
 
@@ -308,18 +312,19 @@ def _escalated(state: turn.TurnState, outcome: Outcome) -> Outcome:
 # ------------------------------------------------------------ shared with Act steps
 
 
-def uncommitted(actor: Actor) -> StoreError:
+def uncommitted(branch: ServedBranch) -> StoreError:
     """The error (logged) for work whose commit did not finish within FINALIZE_GRACE."""
     message = (
-        f"branch {actor.branch.name!r}: the commit of its messages did not finish within "
+        f"branch {branch.name!r}: the commit of its messages did not finish within "
         f"{FINALIZE_GRACE}s; they may not be durable"
     )
     log.error("%s", message)
     return StoreError(message)
 
 
-def meter_for(actor: Actor, command: WorkCommand, reply: Reply) -> Meter:
-    """The allowance of one work item: its command's budget, else its branch's,
-    drawing on the allowance its envelope carries (a flow's), if any."""
-    budget = command.budget if command.budget is not None else actor.branch.budget
+def meter_for(branch: ServedBranch, actor: Actor, command: WorkCommand, reply: Reply) -> Meter:
+    """The allowance of one work item of ``branch`` (``actor`` is its): its command's
+    budget, else its branch's, drawing on the allowance its envelope carries (a
+    flow's), if any."""
+    budget = command.budget if command.budget is not None else branch.budget
     return Meter(budget, actor.account, carried=reply.allowance)

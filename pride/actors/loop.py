@@ -26,7 +26,7 @@ from ..budget.allowance import carry, uncarry
 from ..errors import Escalate, TurnCancelled
 from ..messages import Attach, Detach, PriorityCommand, Stop, WorkCommand
 from . import instrument, wiring
-from .actor import Actor, StopReason, Suspend
+from .actor import Actor, ServedBranch, StopReason, Suspend
 from .dispatch import run_command
 from .lifecycle import meter_for, run_turn, uncommitted
 from .mailbox import Mailbox
@@ -42,9 +42,12 @@ log = logging.getLogger("pride.actor")
 
 
 async def serve(
-    actor: Actor, host: trio.Nursery | None = None, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    branch: ServedBranch,
+    host: trio.Nursery | None = None,
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> StopReason:
-    """Serve ``actor``'s mailbox until a ``Stop`` (or ``Suspend``) arrives.
+    """Serve the mailbox of ``branch``'s actor until a ``Stop`` (or ``Suspend``) arrives.
 
     ``host`` is a nursery that outlives the actor (its supervisor's) to run
     the turns' nested and signal tasks in; without one the actor opens its
@@ -58,9 +61,10 @@ async def serve(
         Escalate, Exception: a crash, after the envelope being served was
             answered with it.
     """
+    actor = branch.actor
     if actor.mailbox is None or actor.mailbox.closed:
-        actor.mailbox = Mailbox(actor.branch.name, actor.branch.mailbox_size)
-    announce_live(actor.branch)
+        actor.mailbox = Mailbox(branch.name, branch.mailbox_size)
+    announce_live(branch)
     mailbox = actor.mailbox
     if host is not None:
         # A supervisor's nursery hosts the turns' nested and signal tasks (each
@@ -69,27 +73,35 @@ async def serve(
         actor.host = host
         task_status.started()
         try:
-            return await _loop(actor, mailbox)
+            return await _loop(branch, actor, mailbox)
         finally:
-            actor.host = None
+            _leave(actor)
     crash: BaseException | None = None
     reason: StopReason = "normal"
     async with trio.open_nursery() as background:
         actor.host = background
         task_status.started()
         try:
-            reason = await _loop(actor, mailbox)
+            reason = await _loop(branch, actor, mailbox)
         except BaseException as exc:
             crash = exc
         finally:
-            actor.host = None
+            _leave(actor)
             background.cancel_scope.cancel()
     if crash is not None:
         raise crash
     return reason
 
 
-async def _loop(actor: Actor, mailbox: Mailbox) -> StopReason:
+def _leave(actor: Actor) -> None:
+    """The loop has left: the actor no longer serves, nor holds the envelope it took
+    last (a Stop's, a crash's, answered): it points at the branch, and the branch
+    at the actor, a cycle that would keep a stopped branch for a full collection."""
+    actor.host = None
+    actor.envelope = None
+
+
+async def _loop(branch: ServedBranch, actor: Actor, mailbox: Mailbox) -> StopReason:
     # Cancelling a turn needs a cancel scope around it, and entering a trio
     # cancel scope costs more than the rest of a short turn. So items are
     # served inside one scope shared by consecutive items; a caller cancelling
@@ -109,35 +121,35 @@ async def _loop(actor: Actor, mailbox: Mailbox) -> StopReason:
                 command = reply.command
                 if isinstance(command, PriorityCommand):
                     if isinstance(command, Stop | Suspend):
-                        return _stop(actor, reply)
-                    _apply_priority(actor, reply)
+                        return _stop(branch, actor, reply)
+                    _apply_priority(branch, reply)
                     await trio.lowlevel.checkpoint()
                 elif command.model_turn:  # type: ignore[attr-defined]
-                    await run_turn(actor, reply, shared)
+                    await run_turn(branch, actor, reply, shared)
                 else:
-                    await _run_step(actor, reply, shared)
+                    await _run_step(branch, actor, reply, shared)
                 actor.envelope = None  # served: an idle actor holds no finished envelope
                 del reply, command  # (nor does this frame, while it waits for the next)
 
 
-def _stop(actor: Actor, reply: Reply) -> StopReason:
+def _stop(branch: ServedBranch, actor: Actor, reply: Reply) -> StopReason:
     command = reply.command
     if isinstance(command, Suspend):
         reply.succeed(None)
         return "suspend"
     assert isinstance(command, Stop)
-    actor.close(f"stopped ({command.reason})")
+    actor.close(branch, f"stopped ({command.reason})")
     reply.succeed(None)
     return command.reason
 
 
-def _apply_priority(actor: Actor, reply: Reply) -> None:
+def _apply_priority(branch: ServedBranch, reply: Reply) -> None:
     command = reply.command
     try:
         if isinstance(command, Attach):
-            wiring.attach(actor, command)
+            wiring.attach(branch, command)
         elif isinstance(command, Detach):
-            wiring.detach(actor)
+            wiring.detach(branch)
         else:
             raise TypeError(f"unknown priority command {type(command).__name__}")
     except Exception as exc:
@@ -146,19 +158,21 @@ def _apply_priority(actor: Actor, reply: Reply) -> None:
         reply.succeed(None)
 
 
-async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> None:
+async def _run_step(
+    branch: ServedBranch, actor: Actor, reply: Reply, cancel: trio.CancelScope
+) -> None:
     """Serve a work command that is not a model turn (``Act``): no context, no signals."""
     reply.start(None, cancel)
     with serving_step(reply):  # its tools waiting on this branch would deadlock
         command: WorkCommand = reply.command  # type: ignore[assignment]
-        meter = meter_for(actor, command, reply)
+        meter = meter_for(branch, actor, command, reply)
         carried = carry(reply.allowance)  # what its tools send draws on it too
         tracer = instrument.TRACER  # its tool calls' spans, under the caller's (no span of its own)
-        trace = None if tracer is None else tracer.step(actor.branch, command, reply.trace)
+        trace = None if tracer is None else tracer.step(branch, command, reply.trace)
         try:
             if actor.journal is not None:
                 actor.journal.check_free()  # an Act would record after unanswered tool calls
-            work = partial(run_command, actor.branch, command, None, meter, trace)
+            work = partial(run_command, branch, command, None, meter, trace)
             if meter.limited:  # the budget's cancel scope, its deadline the max_duration
                 result = await meter.run(work)
             else:
@@ -179,9 +193,9 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
                 ride(reply, result, None)  # committed with them (pride.actors.riders)
             handover = actor.handover
             if handover is not None:  # answered by the commit (or at once: nothing to commit)
-                handover.hand_over_step(actor, reply, result)
+                handover.hand_over_step(branch, reply, result)
             else:
-                failure = await _commit_step(actor)
+                failure = await _commit_step(branch, actor)
                 if failure is None:
                     reply.succeed(result)
                 else:
@@ -194,7 +208,7 @@ async def _run_step(actor: Actor, reply: Reply, cancel: trio.CancelScope) -> Non
                 trace.end(None, False, meter.usage())
 
 
-async def _commit_step(actor: Actor) -> Exception | None:
+async def _commit_step(branch: ServedBranch, actor: Actor) -> Exception | None:
     """Pass the barriers (a store's commit) after an ``Act``, shielded and bounded;
     return the failure, if any, for its caller."""
     if not actor.barriers:
@@ -205,8 +219,8 @@ async def _commit_step(actor: Actor) -> Exception | None:
             try:
                 await barrier(None)
             except Exception as exc:
-                log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
+                log.error("an Act of branch %r: %s", branch.name, exc, exc_info=exc)
                 return exc
     if guard.cancelled_caught:
-        return uncommitted(actor)
+        return uncommitted(branch)
     return None

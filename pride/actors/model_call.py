@@ -54,12 +54,11 @@ async def call_model_once(
         LoopBreak: a BREAK directive.
         Exception: a ``before_model_call`` hook refused the call.
     """
-    actor = branch.actor
-    hooks = actor.hooks  # an ``active`` bus only: no payload is built for nobody
+    hooks = branch.actor.hooks  # an ``active`` bus only: no payload is built for nobody
     hooked = hooks is not None and getattr(hooks, "active", True)
     if hooked:
         await wiring.run_hook(
-            actor, "before_model_call", {"branch": branch, "model": model, "request": request}
+            branch, "before_model_call", {"branch": branch, "model": model, "request": request}
         )
     logs = branch.logs
     started = time.perf_counter()
@@ -76,7 +75,7 @@ async def call_model_once(
                         streamed = meter.streamed(text, streamed)  # type: ignore[union-attr]
                     if hooked and text is delta:  # the hook's chunks are the answer's text
                         wiring.fire_hook(
-                            actor, "model_stream_chunk", {"branch": branch, "chunk": delta}
+                            branch, "model_stream_chunk", {"branch": branch, "chunk": delta}
                         )
                     await scope.emit(delta)
                     if control:
@@ -110,7 +109,7 @@ async def call_model_once(
     )
     if hooked:
         wiring.fire_hook(
-            actor, "after_model_call", {"branch": branch, "model": model, "response": response}
+            branch, "after_model_call", {"branch": branch, "model": model, "response": response}
         )
     return response
 

@@ -322,9 +322,7 @@ class BranchTurn:
     def signal(self, signal: Signal) -> None:
         """Deliver ``signal`` (its branch fields filled in) to the branch's observer."""
         branch = self._branch
-        wiring.emit(
-            branch.actor, attrs.evolve(signal, branch_id=branch.id, branch_name=branch.name)
-        )
+        wiring.emit(branch, attrs.evolve(signal, branch_id=branch.id, branch_name=branch.name))
 
     # ------------------------------------------------------------ tool calls
 
@@ -440,7 +438,7 @@ class BranchTurn:
                 says ``denied: ...``).
         """
         branch = self._branch
-        await wiring.run_hook(branch.actor, "before_tool_call", {"branch": branch, "call": call})
+        await wiring.run_hook(branch, "before_tool_call", {"branch": branch, "call": call})
 
     async def tool_progress(
         self,
@@ -463,7 +461,7 @@ class BranchTurn:
             total=total,
             message=message,
         )
-        wiring.emit(branch.actor, signal)
+        wiring.emit(branch, signal)
         if self._progress is not None:
             # A consumer that left ends the stream at the next result item, not here.
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -481,10 +479,9 @@ class BranchTurn:
             turn_id=self.turn_id,
             error_type=outcome.error.split(":", 1)[0] if outcome.error else None,
         )
-        actor = branch.actor
-        if actor.hooks is not None:
+        if branch.actor.hooks is not None:
             point = "after_tool_call" if outcome.succeeded else "tool_call_error"
-            wiring.fire_hook(actor, point, {"branch": branch, "outcome": outcome})
+            wiring.fire_hook(branch, point, {"branch": branch, "outcome": outcome})
 
 
 if TYPE_CHECKING:

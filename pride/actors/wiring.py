@@ -1,7 +1,8 @@
 """A branch's session wiring: attach and detach, and delivering its signals and hooks.
 
 A session's references arrive in an ``Attach`` (applied by the actor between
-turns, all or nothing) and are kept on the branch's `Actor`:
+turns, all or nothing) and are kept on the branch's `Actor` (each function here
+takes the branch, and finds its actor on it):
 the observer (a `SignalSink`), the hook bus (a `HookSink`), the
 owner id and a name directory. The session's operation registry stands behind
 the branch's own (the branch's names are found first, and survive detaching);
@@ -31,7 +32,7 @@ from ..operations.registry import OperationManager
 from . import turn
 
 if TYPE_CHECKING:
-    from .actor import Actor
+    from .actor import ServedBranch
 
 __all__ = [
     "attach",
@@ -86,7 +87,7 @@ def check_attachment(command: Attach) -> None:
             raise TypeError(f"Attach.{field} must be {what}, got {type(value).__name__}")
 
 
-def attach(actor: Actor, command: Attach) -> None:
+def attach(branch: ServedBranch, command: Attach) -> None:
     """Apply ``command`` (between turns): all of it, or nothing if it is malformed.
 
     Raises:
@@ -95,7 +96,7 @@ def attach(actor: Actor, command: Attach) -> None:
             already stands in front of it).
     """
     check_attachment(command)
-    branch = actor.branch
+    actor = branch.actor
     if command.operations is not None:
         # First, so a registry that would stand behind itself refuses the lot.
         branch.operations.shared = command.operations  # behind the branch's own, never over it
@@ -108,38 +109,40 @@ def attach(actor: Actor, command: Attach) -> None:
         branch.offer_memory(command.memory)  # first claim: never replace a store in use
 
 
-def rename(actor: Actor, name: str) -> None:
+def rename(branch: ServedBranch, name: str) -> None:
     """Tell the attached directory that the branch is about to be called ``name``.
 
     Raises:
         ValueError: the directory refuses it (another member has the name).
     """
-    if actor.directory is not None:
-        actor.directory.rename(actor.branch, name)
+    directory = branch.actor.directory
+    if directory is not None:
+        directory.rename(branch, name)
 
 
-def detach(actor: Actor) -> None:
+def detach(branch: ServedBranch) -> None:
     """Undo an attachment: owner, observer, hooks, directory, the session's
     account and its operation registry cleared; the branch's own operations stay."""
+    actor = branch.actor
     actor.owner_id = None
     actor.account.parent = None
     actor.watch_with(None)
     actor.hooks = None
     actor.directory = None
-    actor.branch.operations.shared = None
+    branch.operations.shared = None
 
 
 # ------------------------------------------------------------ signals, hooks
 
 
-def message_recorded(actor: Actor, message: RoledMessage) -> None:
+def message_recorded(branch: ServedBranch, message: RoledMessage) -> None:
     """Tell the observer and the hooks that ``message`` was recorded.
 
     The observer gets ``MessageAdded`` and, for an assistant reply under a
     capability grant, the capability signals (observation only: nothing
     is executed); the hooks get ``message_added``.
     """
-    branch = actor.branch
+    actor = branch.actor
     observer = actor.observer
     grant = branch.capabilities
     wanted = observer is not None and actor.wants(MessageAdded)
@@ -148,7 +151,7 @@ def message_recorded(actor: Actor, message: RoledMessage) -> None:
         turn_id = scope.turn_id if scope is not None else None
         if wanted:
             emit(
-                actor,
+                branch,
                 MessageAdded(
                     branch_id=branch.id, branch_name=branch.name, message=message, turn_id=turn_id
                 ),
@@ -157,57 +160,53 @@ def message_recorded(actor: Actor, message: RoledMessage) -> None:
             for signal in observe(
                 grant, message.text, branch_id=branch.id, branch_name=branch.name, turn_id=turn_id
             ):
-                emit(actor, signal)
+                emit(branch, signal)
     hooks = actor.hooks  # an ``active`` bus only: no payload is built for nobody
     if hooks is not None and getattr(hooks, "active", True):
-        fire_hook(actor, "message_added", {"branch": branch, "message": message})
+        fire_hook(branch, "message_added", {"branch": branch, "message": message})
 
 
-def emit(actor: Actor, signal: Signal) -> None:
+def emit(branch: ServedBranch, signal: Signal) -> None:
     """Deliver ``signal`` to the observer; its async subscribers join the turn's drain."""
-    observer = actor.observer
+    observer = branch.actor.observer
     if observer is None:
         return
     try:
         pending = observer.dispatch(signal)
     except Exception:
-        log.exception(
-            "observer failed on %s of branch %r", type(signal).__name__, actor.branch.name
-        )
+        log.exception("observer failed on %s of branch %r", type(signal).__name__, branch.name)
         return
     if pending is not None:
-        _spawn(actor, pending, type(signal).__name__)
+        _spawn(branch, pending, type(signal).__name__)
 
 
-async def emit_lifecycle(actor: Actor, signal: Signal) -> None:
+async def emit_lifecycle(branch: ServedBranch, signal: Signal) -> None:
     """Deliver a lifecycle signal and wait for its async subscribers.
 
     The wait is bounded by ``FINALIZE_GRACE``: a subscriber that does not
     finish by then is cancelled (and logged), so none can hold a turn.
     """
-    pending = dispatch_lifecycle(actor, signal)
+    pending = dispatch_lifecycle(branch, signal)
     if pending is not None:
-        await await_lifecycle(actor, signal, pending)
+        await await_lifecycle(branch, signal, pending)
 
 
-def dispatch_lifecycle(actor: Actor, signal: Signal) -> Any:
+def dispatch_lifecycle(branch: ServedBranch, signal: Signal) -> Any:
     """The synchronous half of `emit_lifecycle`: deliver ``signal`` now and
     return the awaitable of its async subscribers, or None (nothing to wait for)."""
-    observer = actor.observer
+    observer = branch.actor.observer
     if observer is None:
         return None
     try:
         return observer.dispatch(signal)
     except Exception:
-        log.exception(
-            "observer failed on %s of branch %r", type(signal).__name__, actor.branch.name
-        )
+        log.exception("observer failed on %s of branch %r", type(signal).__name__, branch.name)
         return None
 
 
-async def await_lifecycle(actor: Actor, signal: Signal, pending: Any) -> None:
+async def await_lifecycle(branch: ServedBranch, signal: Signal, pending: Any) -> None:
     """The waiting half of `emit_lifecycle`: ``pending``, bounded by ``FINALIZE_GRACE``."""
-    name = actor.branch.name
+    name = branch.name
     what = f"async observers of {type(signal).__name__} of branch {name!r}"
     try:
         await turn.await_bounded(pending, what, log)
@@ -215,14 +214,14 @@ async def await_lifecycle(actor: Actor, signal: Signal, pending: Any) -> None:
         log.exception("observer failed on %s of branch %r", type(signal).__name__, name)
 
 
-def fire_hook(actor: Actor, point: str, payload: Mapping[str, Any]) -> None:
+def fire_hook(branch: ServedBranch, point: str, payload: Mapping[str, Any]) -> None:
     """Fire a non-blocking hook point; async handlers join the turn's signal drain.
 
     Raises:
         Escalate: a handler escalated (a hook may hand the branch to its
             supervisor, as a tool can); any other failure is logged.
     """
-    hooks = actor.hooks
+    hooks = branch.actor.hooks
     if hooks is None:
         return
     try:
@@ -230,15 +229,15 @@ def fire_hook(actor: Actor, point: str, payload: Mapping[str, Any]) -> None:
     except Escalate:
         raise
     except Exception:
-        log.exception("hook %s of branch %r failed", point, actor.branch.name)
+        log.exception("hook %s of branch %r failed", point, branch.name)
         return
     if pending is not None:
-        _spawn(actor, pending, f"hook {point}")
+        _spawn(branch, pending, f"hook {point}")
 
 
-async def run_hook(actor: Actor, point: str, payload: Mapping[str, Any]) -> None:
+async def run_hook(branch: ServedBranch, point: str, payload: Mapping[str, Any]) -> None:
     """Run a hook point and wait for it; exceptions propagate (blocking points)."""
-    hooks = actor.hooks
+    hooks = branch.actor.hooks
     if hooks is None:
         return
     pending = hooks.emit(point, payload)
@@ -246,15 +245,15 @@ async def run_hook(actor: Actor, point: str, payload: Mapping[str, Any]) -> None
         await pending
 
 
-def _spawn(actor: Actor, pending: Any, what: str) -> None:
-    scope = turn.live_scope_for(actor.branch)
+def _spawn(branch: ServedBranch, pending: Any, what: str) -> None:
+    scope = turn.live_scope_for(branch)
     if scope is not None and scope.state.host is not None:
         # The turn's task group logs a failure and records an Escalate,
         # which then escalates the turn.
         scope.state.signal_group().start_soon(_awaited, pending)
         return
-    nursery = actor.host
-    name = actor.branch.name
+    nursery = branch.actor.host
+    name = branch.name
     if nursery is None:
         pending.close()
         log.warning(

@@ -232,7 +232,7 @@ class Branch:
         self._rewrite_listeners: list[Callable[[Branch], None]] | None = None
 
         # The runtime (never serialised): mailbox, turns, session attachments.
-        self.actor: Actor = Actor(self, observer)
+        self.actor: Actor = Actor(self.name, observer)
         """The branch's actor: its mailbox, its turns and its session wiring (for supervisors)."""
         self._private: PrivateNursery | None = None  # while standalone (`async with`)
 
@@ -251,7 +251,7 @@ class Branch:
 
     @name.setter
     def name(self, value: str) -> None:
-        wiring.rename(self.actor, value)  # the session's index first: it may refuse
+        wiring.rename(self, value)  # the session's index first: it may refuse
         self._name = value
 
     # ------------------------------------------------------------ managers
@@ -704,7 +704,7 @@ class Branch:
             recording.notify(self, self._message_listeners, "message", message)
         actor = self.actor
         if actor.observer is not None or actor.hooks is not None:
-            wiring.message_recorded(actor, message)
+            wiring.message_recorded(self, message)
         return message
 
     def add_message_listener(self, listener: Callable[[Branch, RoledMessage], None]) -> None:
@@ -781,7 +781,7 @@ class Branch:
         Args:
             signal: the signal (a [`Signal`][pride.Signal]).
         """
-        wiring.emit(self.actor, signal)
+        wiring.emit(self, signal)
 
     def fire_hook(self, point: str, payload: Mapping[str, Any]) -> None:
         """Fire a non-blocking hook point; async handlers join the turn's signal drain.
@@ -790,7 +790,7 @@ class Branch:
             point: the hook point's name (``"message_added"``, ...).
             payload: what the handlers are given.
         """
-        wiring.fire_hook(self.actor, point, payload)
+        wiring.fire_hook(self, point, payload)
 
     async def run_hook(self, point: str, payload: Mapping[str, Any]) -> None:
         """Run a hook point and wait for its handlers (the blocking points).
@@ -802,7 +802,7 @@ class Branch:
         Raises:
             Exception: what a handler raised (a blocking handler denies that way).
         """
-        await wiring.run_hook(self.actor, point, payload)
+        await wiring.run_hook(self, point, payload)
 
     @property
     def owner_id(self) -> UUID | None:
@@ -910,7 +910,7 @@ class Branch:
 
         Cancellation: cancelled while waiting for room, nothing was queued.
         """
-        mailbox = self.actor.require_mailbox()
+        mailbox = self.actor.require_mailbox(self)
         if envelope.command.lane == "priority":
             mailbox.put_priority(envelope)
             return
@@ -927,7 +927,7 @@ class Branch:
             MailboxFull: the work lane is full.
             BranchNotRunning, BranchClosed: as for `deliver`.
         """
-        mailbox = self.actor.require_mailbox()
+        mailbox = self.actor.require_mailbox(self)
         if envelope.command.lane == "priority":
             mailbox.put_priority(envelope)
         else:
@@ -946,7 +946,7 @@ class Branch:
         Raises:
             BranchNotRunning, BranchClosed: as for `deliver`.
         """
-        mailbox = self.actor.require_mailbox()
+        mailbox = self.actor.require_mailbox(self)
         if envelope.command.lane == "priority":
             mailbox.put_priority(envelope)
         else:
@@ -978,7 +978,7 @@ class Branch:
         Cancellation: a running turn is cancelled and ends with
         ``RunFailed``; the mailbox is left as it is for the supervisor.
         """
-        return await loop.serve(self.actor, host, task_status=task_status)
+        return await loop.serve(self, host, task_status=task_status)
 
     async def __aenter__(self) -> Self:
         """Run the branch standalone: its actor in a nursery of its own (standalone.py)."""

@@ -19,6 +19,8 @@ from ..actors.reply import Reply
 from ..messages import Stop
 
 if TYPE_CHECKING:
+    from uuid import UUID
+
     from ..actors.actor import Actor
 
 __all__ = ["Standalone", "start", "stop"]
@@ -26,6 +28,9 @@ __all__ = ["Standalone", "start", "stop"]
 
 class Standalone(Protocol):
     """What runs standalone (a `pride.Branch` is one): a named actor, served by ``serve``."""
+
+    @property
+    def id(self) -> UUID: ...
 
     @property
     def name(self) -> str: ...
@@ -69,10 +74,10 @@ async def stop(
     adopted = actor.owner_id is not None and nursery is not None and not nursery.child_tasks
     if actor.running and not adopted:
         # Stop after the current turn; queued envelopes are answered BranchClosed.
-        actor.require_mailbox().put_priority(Reply(branch, Stop()))
+        actor.require_mailbox(branch).put_priority(Reply(branch, Stop()))
     try:
         return await private.close(exc_info) if private is not None else False
     finally:
         exc_info = ()  # an error leaving holds this frame: no cycle through it
         if not adopted:
-            actor.close("the branch's actor exited")
+            actor.close(branch, "the branch's actor exited")

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..actors import Reply
-    from ..actors.actor import Actor, HandedTurn
+    from ..actors.actor import HandedTurn, ServedBranch
     from ..actors.turn import TurnState
 
 __all__ = ["CommitBarrier"]
@@ -94,7 +94,7 @@ class CommitBarrier:
         self.stage(state)
         await self.flush()
 
-    def hand_over_turn(self, actor: Actor, state: TurnState, end: HandedTurn) -> bool:
+    def hand_over_turn(self, branch: ServedBranch, state: TurnState, end: HandedTurn) -> bool:
         """Stage the turn's commit and hand its end to it: True if handed over (the
         commit calls ``end``), False if the driver ends it now (nothing waits for a
         commit, or staging failed: ``end`` then fails the turn with the error)."""
@@ -109,21 +109,21 @@ class CommitBarrier:
         reply.start(reply.turn_id, None)  # a caller giving up now cancels nothing of the actor's
         if end.watched:
             end.context = contextvars.copy_context()  # what its subscribers see (the turn's)
-            actor.answering = end  # its terminal goes before the branch's next signal
+            branch.actor.answering = end  # its terminal goes before the branch's next signal
         if state.trace is not None:  # the span ends later, its context is restored here, now
             state.trace.leave()
         return True
 
-    def hand_over_step(self, actor: Actor, reply: Reply, result: Any) -> None:
+    def hand_over_step(self, branch: ServedBranch, reply: Reply, result: Any) -> None:
         """Stage an ``Act``'s commit and answer it once that is durable (at once if
         nothing waits for a commit)."""
         try:
             self.stage(None)
         except Exception as exc:
-            log.error("an Act of branch %r: %s", actor.branch.name, exc, exc_info=exc)
+            log.error("an Act of branch %r: %s", branch.name, exc, exc_info=exc)
             reply.fail(exc)
             return
-        name = actor.branch.name
+        name = branch.name
 
         def done(failure: Exception | None) -> None:
             if failure is None:

@@ -88,11 +88,15 @@ class Status:
     """Wraps a TaskStatus to note that the run started (a crash before it is a start failure)."""
 
     inner: Any
-    run: Run
+    run: Run | None
 
     def started(self, value: Any = None) -> None:
-        self.run.started = True
-        inner, self.inner = self.inner, None  # the child's frames keep this wrapper alive
+        # The child's frames keep this wrapper alive, and a crash's traceback keeps
+        # them: holding the run (which holds the crash) would close a cycle.
+        run, self.run = self.run, None
+        inner, self.inner = self.inner, None
+        assert run is not None, "started twice"
+        run.started = True
         inner.started(value)
 
 
@@ -100,6 +104,6 @@ def close(child: Child, detail: str) -> int:
     """Close a stopped branch child's mailbox (queued envelopes get BranchClosed)."""
     actor = child.actor
     if isinstance(actor, Branch) and actor.running:
-        actor.actor.close(detail)
+        actor.actor.close(actor, detail)
         return 1
     return 0

@@ -323,7 +323,7 @@ class Membership:
         if child is None or child.state == "stopped":
             if branch.actor.serving:
                 # Serving elsewhere (standalone): take the actor over between turns.
-                await branch.actor.suspend(None).result()
+                await branch.actor.suspend(branch, None).result()
             async with supervisor.lock:
                 if child is None:
                     if self.persistence is not None:
@@ -465,7 +465,7 @@ class Membership:
         if _owners.get(actor) is self:
             del _owners[actor]
         if isinstance(actor, Branch):
-            detach(actor.actor)  # no actor is serving: applying it directly is between turns
+            detach(actor)  # no actor is serving: applying it directly is between turns
             if self.persistence is not None:
                 self.persistence.unwire(actor)
             return

@@ -222,9 +222,7 @@ class Supervisor:
                         # The session's nursery hosts the actor's turn-scoped tasks. The
                         # loop is awaited here directly: every resume of the actor's task
                         # re-enters each frame of this chain, and Branch.serve adds one.
-                        run.reason = await serve_actor(
-                            actor.actor, self._nursery, task_status=status
-                        )
+                        run.reason = await serve_actor(actor, self._nursery, task_status=status)
                     else:  # a child session (its supervisor) or a service
                         assert child.runner is not None
                         run.reason = await child.runner.serve(task_status=status)
@@ -236,6 +234,10 @@ class Supervisor:
             run.ended.set()
             if run.started and not run.expected:
                 self._post("exit", child, run)
+            # A crash's traceback holds this frame, and the run holds the crash: let go of
+            # the run and its child here, or the three keep each other (and the branch)
+            # alive after the child left, until a full collection.
+            del child, run, status
 
     async def start(self, child: Child, *, restart: bool) -> None:
         """Start a new run of ``child`` in the session's nursery and announce it."""
@@ -322,7 +324,7 @@ class Supervisor:
             if isinstance(actor, Branch):
                 suspend: Reply | None = None
                 with contextlib.suppress(PrideError):  # closed: its run is ending by itself
-                    suspend = actor.actor.suspend("restart")
+                    suspend = actor.actor.suspend(actor, "restart")
                 await run.ended.wait()
                 if suspend is not None and not suspend.done:
                     suspend.cancel("restart")  # never leave a stale Suspend queued

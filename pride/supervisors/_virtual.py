@@ -450,7 +450,7 @@ class Virtuals:
         kind.release()
         # Work queued behind the crash (or a sibling's restart) goes to the next
         # activation, in order; at shutdown it is answered BranchClosed.
-        queued = [] if self.closing else branch.actor.hand_over("it was passivated")
+        queued = [] if self.closing else branch.actor.hand_over(branch, "it was passivated")
         members = self._members
         members.release(child)
         if child in members.supervisor.children:

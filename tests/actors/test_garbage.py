@@ -11,6 +11,7 @@ walks on every full collection.
 from __future__ import annotations
 
 import gc
+import logging
 import traceback
 import weakref
 from collections import deque
@@ -20,6 +21,7 @@ import pytest
 import trio
 import trio.testing
 
+import pride
 from pride import (
     Branch,
     Budget,
@@ -189,3 +191,58 @@ async def test_an_ask_over_budget_leaves_no_reference_cycle() -> None:
                 with pytest.raises(BudgetExceeded):
                     await ask(branch, Chat("hi", budget=spent))
     assert _pride_objects(garbage) == []
+
+
+# A stopped branch's objects (its conversation, models, logs, 36 objects and up)
+# must leave with the last reference to it: a cycle between the branch and its
+# actor kept them until a full collection, which a process of many passivated
+# branches runs rarely and pays for by walking everything still alive.
+
+
+async def test_a_stopped_standalone_branch_is_freed_by_reference_counting() -> None:
+    with saving_garbage():  # what a collection finds is kept: only counting frees
+        branch = Branch(chat_model=ScriptedModel(lambda request: "ok"))
+        async with branch:
+            assert await ask(branch, Chat("hi")) == "ok"
+        gone = weakref.ref(branch)
+        del branch
+        assert gone() is None
+
+
+async def test_a_removed_member_is_freed_by_reference_counting(tmp_path: Path) -> None:
+    async with Session(store=tmp_path / "store.db") as session:
+        with saving_garbage():
+            member = await session.spawn(Branch(chat_model=ScriptedModel(lambda r: "ok")))
+            assert await ask(member, ChatAndRecord("hi")) == "ok"
+            await session.remove(member)
+            gone = weakref.ref(member)
+            del member
+            assert gone() is None
+
+
+async def test_a_crashed_temporary_member_once_removed_is_freed_by_reference_counting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The crash is logged with the Escalate, whose frames hold the branch; pytest
+    # keeps every record it captures (a handler that formats and drops them does not).
+    caplog.set_level(logging.ERROR, logger="pride.session")
+
+    def escalates(request: object) -> str:
+        raise pride.Escalate("not to be trusted")
+
+    async with Session() as session:
+        with saving_garbage():
+            member = await session.spawn(
+                Branch(chat_model=ScriptedModel(escalates)), restart="temporary"
+            )
+            try:  # (pytest.raises would keep the error, whose frames hold the branch)
+                await ask(member, Chat("hi"))
+            except pride.Escalate:
+                pass
+            else:
+                pytest.fail("the turn did not escalate")
+            await trio.testing.wait_all_tasks_blocked()  # its actor has left, not restarted
+            await session.remove(member)
+            gone = weakref.ref(member)
+            del member
+            assert gone() is None
