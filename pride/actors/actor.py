@@ -308,9 +308,11 @@ class Actor:
         self.answering: HandedTurn | None = None
 
     def __repr__(self) -> str:
+        mailbox = self.mailbox
+        if mailbox is None:  # the mailbox knows the branch's name; the actor does not
+            return "<Actor never started>"
         state = "serving" if self.serving else "running" if self.running else "idle"
-        name = self.mailbox.name if self.mailbox is not None else "a branch never started"
-        return f"<Actor of {name!r} {state}>"
+        return f"<Actor of {mailbox.name!r} {state}>"
 
     def watch_with(self, observer: SignalSink | None) -> None:
         """Send the branch's signals to ``observer`` (None: nowhere).

@@ -199,24 +199,28 @@ class _Branch(Protocol):
     @property
     def acts(self) -> ActionManager: ...
 
+    @property
+    def actor(self) -> _Holder: ...
+
 
 class _Holder(Protocol):
-    """What `open_run` needs of an actor (an `pride.actors.actor.Actor` is one)."""
+    """What `open_run` needs of a branch's actor (an `pride.actors.actor.Actor` is one)."""
 
     journal: BranchRecord | None
     hooks: Any
 
 
-def open_run(branch: _Branch, actor: _Holder, reply: Envelope, turn_id: UUID) -> TurnRecord | None:
-    """The journal run of the turn ``reply`` of ``branch`` (``actor`` is its) starts, or
-    None when the branch keeps no journal (called by the turn driver before
-    ``RunStart``); a new turn's id is ``turn_id``.
+def open_run(branch: _Branch, reply: Envelope, turn_id: UUID) -> TurnRecord | None:
+    """The journal run of the turn ``reply`` of ``branch`` starts, or None when the
+    branch keeps no journal (called by the turn driver before ``RunStart``); a new
+    turn's id is ``turn_id``.
 
     Raises:
         UnknownTurn, UnknownPendingCall: a bad ``Resume``.
         ApprovalPending: the branch has a turn waiting for approval, and this
             is other work.
     """
+    actor = branch.actor
     journal = actor.journal
     if journal is not None and journal.active:  # every turn of a stored branch
         return journal.run(reply, branch.messages, turn_id)

@@ -54,18 +54,16 @@ from .riders import ride
 from .turn import FINALIZE_GRACE
 
 if TYPE_CHECKING:
-    from .actor import Actor, ServedBranch
+    from .actor import ServedBranch
 
 __all__ = ["meter_for", "run_turn", "uncommitted"]
 
 log = logging.getLogger("pride.actor")
 
 
-async def run_turn(
-    branch: ServedBranch, actor: Actor, reply: Reply, cancel: trio.CancelScope
-) -> None:
-    """Serve ``reply``'s model turn of ``branch`` (``actor`` is its), start to terminal,
-    and answer it (the sequence above).
+async def run_turn(branch: ServedBranch, reply: Reply, cancel: trio.CancelScope) -> None:
+    """Serve ``reply``'s model turn of ``branch``, start to terminal, and answer it
+    (the sequence above).
 
     ``cancel`` is the actor loop's cancel scope the turn runs in (a caller
     giving up cancels it). A failed turn answers its reply with the error and
@@ -76,11 +74,12 @@ async def run_turn(
             runtime, the actor cancelled from outside), after the reply was
             answered.
     """
+    actor = branch.actor
     command = reply.command
     assert actor.host is not None, "a turn runs only inside a serving actor"
     turn_id = new_id()  # a continued turn (a Resume) keeps its own: its run says which
     try:
-        run = open_run(branch, actor, reply, turn_id)
+        run = open_run(branch, reply, turn_id)
     except Exception as exc:  # refused before it started (a bad Resume, a pending approval)
         reply.start(None, cancel)
         reply.fail(exc)
@@ -94,7 +93,7 @@ async def run_turn(
     model = branch.chat_model  # the snapshot the whole turn uses
     # A Resume's own budget, when it has one, bounds the rest of the turn.
     budgeted = reply.command if getattr(reply.command, "budget", None) is not None else command
-    meter = meter_for(branch, actor, budgeted, reply)  # type: ignore[arg-type]
+    meter = meter_for(branch, budgeted, reply)  # type: ignore[arg-type]
     stream = reply.stream
     reply.start(turn_id, cancel)
     # The turn's three records are made together, then bound: the turn module is
@@ -322,9 +321,8 @@ def uncommitted(branch: ServedBranch) -> StoreError:
     return StoreError(message)
 
 
-def meter_for(branch: ServedBranch, actor: Actor, command: WorkCommand, reply: Reply) -> Meter:
-    """The allowance of one work item of ``branch`` (``actor`` is its): its command's
-    budget, else its branch's, drawing on the allowance its envelope carries (a
-    flow's), if any."""
+def meter_for(branch: ServedBranch, command: WorkCommand, reply: Reply) -> Meter:
+    """The allowance of one work item of ``branch``: its command's budget, else its
+    branch's, drawing on the allowance its envelope carries (a flow's), if any."""
     budget = command.budget if command.budget is not None else branch.budget
-    return Meter(budget, actor.account, carried=reply.allowance)
+    return Meter(budget, branch.actor.account, carried=reply.allowance)

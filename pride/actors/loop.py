@@ -73,7 +73,7 @@ async def serve(
         actor.host = host
         task_status.started()
         try:
-            return await _loop(branch, actor, mailbox)
+            return await _loop(branch, mailbox)
         finally:
             _leave(actor)
     crash: BaseException | None = None
@@ -82,7 +82,7 @@ async def serve(
         actor.host = background
         task_status.started()
         try:
-            reason = await _loop(branch, actor, mailbox)
+            reason = await _loop(branch, mailbox)
         except BaseException as exc:
             crash = exc
         finally:
@@ -101,12 +101,13 @@ def _leave(actor: Actor) -> None:
     actor.envelope = None
 
 
-async def _loop(branch: ServedBranch, actor: Actor, mailbox: Mailbox) -> StopReason:
+async def _loop(branch: ServedBranch, mailbox: Mailbox) -> StopReason:
     # Cancelling a turn needs a cancel scope around it, and entering a trio
     # cancel scope costs more than the rest of a short turn. So items are
     # served inside one scope shared by consecutive items; a caller cancelling
     # its turn cancels the shared scope, and the loop opens a fresh one before
     # taking the next item. Cancellation is rare; the common path pays nothing.
+    actor = branch.actor
     while True:
         with trio.CancelScope() as shared:
             while not shared.cancel_called:
@@ -121,24 +122,24 @@ async def _loop(branch: ServedBranch, actor: Actor, mailbox: Mailbox) -> StopRea
                 command = reply.command
                 if isinstance(command, PriorityCommand):
                     if isinstance(command, Stop | Suspend):
-                        return _stop(branch, actor, reply)
+                        return _stop(branch, reply)
                     _apply_priority(branch, reply)
                     await trio.lowlevel.checkpoint()
                 elif command.model_turn:  # type: ignore[attr-defined]
-                    await run_turn(branch, actor, reply, shared)
+                    await run_turn(branch, reply, shared)
                 else:
-                    await _run_step(branch, actor, reply, shared)
+                    await _run_step(branch, reply, shared)
                 actor.envelope = None  # served: an idle actor holds no finished envelope
                 del reply, command  # (nor does this frame, while it waits for the next)
 
 
-def _stop(branch: ServedBranch, actor: Actor, reply: Reply) -> StopReason:
+def _stop(branch: ServedBranch, reply: Reply) -> StopReason:
     command = reply.command
     if isinstance(command, Suspend):
         reply.succeed(None)
         return "suspend"
     assert isinstance(command, Stop)
-    actor.close(branch, f"stopped ({command.reason})")
+    branch.actor.close(branch, f"stopped ({command.reason})")
     reply.succeed(None)
     return command.reason
 
@@ -158,14 +159,13 @@ def _apply_priority(branch: ServedBranch, reply: Reply) -> None:
         reply.succeed(None)
 
 
-async def _run_step(
-    branch: ServedBranch, actor: Actor, reply: Reply, cancel: trio.CancelScope
-) -> None:
+async def _run_step(branch: ServedBranch, reply: Reply, cancel: trio.CancelScope) -> None:
     """Serve a work command that is not a model turn (``Act``): no context, no signals."""
+    actor = branch.actor
     reply.start(None, cancel)
     with serving_step(reply):  # its tools waiting on this branch would deadlock
         command: WorkCommand = reply.command  # type: ignore[assignment]
-        meter = meter_for(branch, actor, command, reply)
+        meter = meter_for(branch, command, reply)
         carried = carry(reply.allowance)  # what its tools send draws on it too
         tracer = instrument.TRACER  # its tool calls' spans, under the caller's (no span of its own)
         trace = None if tracer is None else tracer.step(branch, command, reply.trace)
@@ -195,7 +195,7 @@ async def _run_step(
             if handover is not None:  # answered by the commit (or at once: nothing to commit)
                 handover.hand_over_step(branch, reply, result)
             else:
-                failure = await _commit_step(branch, actor)
+                failure = await _commit_step(branch)
                 if failure is None:
                     reply.succeed(result)
                 else:
@@ -208,14 +208,15 @@ async def _run_step(
                 trace.end(None, False, meter.usage())
 
 
-async def _commit_step(branch: ServedBranch, actor: Actor) -> Exception | None:
+async def _commit_step(branch: ServedBranch) -> Exception | None:
     """Pass the barriers (a store's commit) after an ``Act``, shielded and bounded;
     return the failure, if any, for its caller."""
-    if not actor.barriers:
+    barriers = branch.actor.barriers
+    if not barriers:
         return None
     with trio.move_on_after(FINALIZE_GRACE) as guard:
         guard.shield = True
-        for barrier in actor.barriers:
+        for barrier in barriers:
             try:
                 await barrier(None)
             except Exception as exc:
