@@ -36,7 +36,10 @@ import pride
 
 ROOT = Path(pride.__file__).parent
 
-BASE = {"errors", "messages", "_version", "_public", "_hypercorn"}
+# Pride-wide helpers: modules at pride's top, outside the layers, importing nothing
+# of pride (checked below), which any layer may use.
+HELPERS = {"_version", "_public", "_hypercorn", "_lines"}
+BASE = {"errors", "messages"} | HELPERS
 ALLOWED: dict[str, set[str]] = {
     "messages": set(),
     "errors": {"messages", "_public"},
@@ -241,7 +244,7 @@ def test_imports_point_one_way() -> None:
     violations = []
     for path in sorted(ROOT.rglob("*.py")):
         layer = _layer(path)
-        if layer in {"__init__", "__main__", "_version", "_public", "_hypercorn"}:
+        if layer in {"__init__", "__main__"} | HELPERS:
             continue
         allowed = ALLOWED.get(layer)
         assert allowed is not None, f"{path}: layer {layer!r} has no rule in this test"
@@ -253,6 +256,18 @@ def test_imports_point_one_way() -> None:
             if target != layer and target not in allowed:
                 violations.append(f"{path.relative_to(ROOT)} imports pride.{target}")
     assert violations == []
+
+
+def test_the_pride_wide_helpers_import_nothing_of_pride() -> None:
+    """A helper at pride's top any layer may use sits below them all: it imports no
+    module of pride (so a layer using it cannot reach another through it)."""
+    offenders = [
+        f"{name}.py: {imp.module}"
+        for name in sorted(HELPERS)
+        for imp in imports(ROOT / f"{name}.py")
+        if imp.module.split(".")[0] == "pride"
+    ]
+    assert offenders == []
 
 
 def test_actors_never_see_durable_turns() -> None:
@@ -317,8 +332,9 @@ def test_low_packages_import_only_what_is_below_them(
 ) -> None:
     """tools and memory: errors and messages; context also counts tokens with llm; llm
     depends on errors and messages (a reply's reasoning is a conversation message,
-    `pride.messages.reasoning`, the one type the codec keeps); testing uses llm (and
-    errors and messages)."""
+    `pride.messages.reasoning`, the one type the codec keeps) and splits an event
+    stream's lines with pride's one line splitter (``pride._lines``); testing uses
+    llm (and errors and messages)."""
     inside = f"pride.{package}"
     offenders = {
         module
@@ -327,6 +343,7 @@ def test_low_packages_import_only_what_is_below_them(
         and not (module == inside or module.startswith(inside + "."))
         and not any(module == ok or module.startswith(ok + ".") for ok in permitted)
         and module != "pride._public"  # each package face names its public home with it
+        and module != "pride._lines"  # llm's event-stream parser splits lines with it
     }
     assert offenders == set()
 
@@ -469,11 +486,7 @@ def test_no_private_module_or_name_of_another_package_is_imported() -> None:
                 continue
             private = [part for part in parts[1:] if part.startswith("_")]
             private += [name for name in imp.names if name.startswith("_")]
-            if private and parts[1] not in {
-                "_version",
-                "_public",
-                "_hypercorn",
-            }:  # pride-wide helpers
+            if private and parts[1] not in HELPERS:
                 offenders.append(f"{path.relative_to(ROOT)}:{imp.line}: {imp.module} {private}")
     assert offenders == []
 
