@@ -10,19 +10,18 @@ left unfinished at the end of the stream is dropped.
 Why not httpx-sse: it reads lines with httpx's line iterator, which keeps any
 line in memory however long it grows (an endless line of a broken provider
 took a process past 2 GiB); a bounded parser must own its line splitting, and
-the format is four field names. Only ``data`` is kept: both wire formats pride
-speaks carry the event's type inside its JSON data too.
+the format is four field names. The lines are cut by pride's one bounded
+splitter (`pride._lines.LineSplitter`, with the format's CR, LF and CRLF
+endings); this module is the events made of them. Only ``data`` is kept: both
+wire formats pride speaks carry the event's type inside its JSON data too.
 """
 
 from __future__ import annotations
 
-import re
-
+from .._lines import LineSplitter, LineTooLong
 from ._reading import LimitExceeded
 
 __all__ = ["SseParser"]
-
-_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 class SseParser:
@@ -35,58 +34,43 @@ class SseParser:
 
     def __init__(self, max_event_bytes: int) -> None:
         self.max_event_bytes = max_event_bytes
-        self._buffer = bytearray()
-        # How much of the buffer was searched and holds no line end: the next
-        # search starts there, so a line trickled in small chunks is scanned
-        # once (rescanned from its start per chunk, 200 KB a byte at a time took
-        # 94 s of the event loop).
-        self._searched = 0
+        self._lines = LineSplitter(max_event_bytes, ends="any")
         self._data: list[str] = []
         self._size = 0
 
     def feed(self, chunk: bytes) -> list[str]:
         """Take the next bytes of the stream; return the data of each event they complete.
 
+        An event is complete at the blank line after it, as soon as that line's
+        ending arrives (a CR ending it is not held back for an LF).
+
         Raises:
-            LimitExceeded: a line or an event is larger than ``max_event_bytes``.
+            LimitExceeded: a line or an event is larger than ``max_event_bytes``
+                (the stream is then unusable: its caller drops it).
         """
-        buffer = self._buffer
-        buffer += chunk
+        self._lines.feed(chunk)
         events: list[str] = []
-        start = 0
-        search = self._searched
-        end = len(buffer)
-        while start < end:
-            found = _LINE_END.search(buffer, search)
-            if found is None:
-                break
-            if found.group() == b"\r" and found.end() == end:
-                break  # a CR at the end may be the first half of a CRLF: wait for more
-            self._line(bytes(buffer[start : found.start()]), events)
-            start = search = found.end()
-        if start:
-            del buffer[:start]
-        # All of what is left was searched, but for a CR held back at its end.
-        self._searched = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)
-        if len(buffer) > self.max_event_bytes:
+        try:
+            while (line := self._lines.next_line()) is not None:
+                self._line(line, events)
+        except LineTooLong as exc:
             raise LimitExceeded(
                 "max_event_bytes", self.max_event_bytes, "a line of the event stream"
-            )
+            ) from exc
         return events
 
     def close(self) -> list[str]:
-        """At the end of the stream: the event a final CR-terminated blank line completes.
+        """At the end of the stream: the events its end completes, which is none.
 
-        (A CR at the very end was held back in case an LF followed it.)
-        Anything else left over is an unfinished event, dropped as the format says.
+        Every line leaves `feed` as soon as its ending arrives, so the blank line
+        that completes an event has been seen by then; an event left unfinished
+        (and a last line without an ending) is dropped, as the format says. The
+        parser starts afresh for another stream.
         """
-        events: list[str] = []
-        if self._buffer.endswith(b"\r"):
-            self._line(bytes(self._buffer[:-1]), events)
-        self._buffer.clear()
-        self._searched = 0
+        self._lines.end()
         self._data = []
-        return events
+        self._size = 0
+        return []
 
     def _line(self, raw: bytes, events: list[str]) -> None:
         if not raw:

@@ -46,8 +46,28 @@ def test_a_line_trickled_one_byte_a_chunk_is_scanned_once() -> None:
     assert parser.feed(b"data: ") == []
     for _ in range(300_000):
         parser.feed(b"x")
-    assert parser.feed(b"\r") == []  # a CR at the end may be half a CRLF: held back
-    assert parser.feed(b"\n\n") == ["x" * 300_000]
+    assert parser.feed(b"\r") == []  # the line ends, its event does not
+    assert parser.feed(b"\n\n") == ["x" * 300_000]  # that LF was the rest of a CRLF
+
+
+def test_an_event_ends_with_the_feed_that_brings_its_blank_line() -> None:
+    """A CR ending the blank line at the end of a chunk completes the event there and
+    then, not at the next chunk (it may be minutes away on a quiet stream), and an
+    LF opening the next chunk is the rest of that CRLF, no second blank line."""
+    parser = SseParser(1 << 20)
+    assert parser.feed(b"data: one\r\r") == ["one"]
+    assert parser.feed(b"\ndata: two\r\n\r") == ["two"]
+    assert parser.feed(b"\n") == []
+    assert parser.close() == []
+
+
+@pytest.mark.parametrize("line", [b"data: " + b"x" * 995, b": " + b"x" * 999])
+def test_a_line_past_the_bound_is_refused_however_it_arrives(line: bytes) -> None:
+    """A line of exactly max_event_bytes passes; one byte more is refused, arriving
+    whole in one chunk too (a comment line that did once passed unbounded)."""
+    assert SseParser(1001).feed(line + b"\n\n") == (["x" * 995] if line[:1] == b"d" else [])
+    with pytest.raises(LimitExceeded, match="a line of the event stream"):
+        SseParser(1000).feed(line + b"\n\n")
 
 
 def test_the_bound_still_holds_for_a_trickled_line() -> None:
