@@ -99,7 +99,7 @@ class LineSplitter:
         # the peer waits to send another.)
         self._after_cr = False
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray) -> None:
         """Take the next bytes of the input (``b""`` is allowed, and changes nothing)."""
         buffer = self._buffer
         searched = len(buffer)

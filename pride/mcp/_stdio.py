@@ -5,7 +5,8 @@ to make sure of), buffers a line without limit (a server that writes without
 a newline grows the client's memory forever), and its termination sequence
 runs unshielded, so a cancelled shutdown can skip it. Here the process is
 started with `trio.lowlevel.open_process` in its own process group,
-every line is capped at ``max_message_bytes``, and the end always runs
+every line is capped at ``max_message_bytes`` (cut by pride's one bounded
+splitter, `pride._lines.LineSplitter`), and the end always runs
 shielded and bounded: close stdin and wait for the exit (until the stop
 deadline), then SIGTERM the group, then SIGKILL. Parsing and the protocol
 itself stay the SDK's (``JSONRPCMessage`` and ``ClientSession``), each line
@@ -33,6 +34,7 @@ import trio
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from .._lines import LineSplitter, LineTooLong
 from ._errors import McpServerError
 from ._family import end_family, family
 from ._spec import McpServerSpec
@@ -170,36 +172,28 @@ async def _read_stdout(
     broken: _Broken,
     scope: trio.CancelScope,
 ) -> None:
-    """Frame stdout into lines, parse each as JSON-RPC, hand it to the session."""
+    """Frame stdout into lines, parse each as JSON-RPC, hand it to the session.
+
+    A line past ``max_message_bytes`` breaks the connection (`McpServerError`);
+    a last line the server did not end is dropped with its exit.
+    """
     process = state.process
     assert process is not None and process.stdout is not None
-    buffer = bytearray()
-    # What the buffer holds was searched for a newline: a line trickled in small
-    # reads is searched once (searched whole per read, 15 MB in reads of 1,000
-    # bytes took 1.5 s of the event loop).
-    searched = 0
-    limit = spec.max_message_bytes
+    lines = LineSplitter(spec.max_message_bytes, ends="lf")
     try:
-        while True:
-            chunk = await process.stdout.receive_some(_READ_CHUNK)
-            if not chunk:
-                break
-            buffer += chunk
-            while (end := buffer.find(b"\n", searched)) >= 0:
-                line = bytes(buffer[:end])
-                del buffer[: end + 1]
-                searched = 0
+        while chunk := await process.stdout.receive_some(_READ_CHUNK):
+            lines.feed(chunk)
+            while (line := lines.next_line()) is not None:
                 await _deliver(spec.name, state, line, reader)
-            searched = len(buffer)
-            if len(buffer) > limit:
-                raise McpServerError(
-                    f"MCP server {spec.name!r} sent a message over {limit} bytes "
-                    "(max_message_bytes); the connection was closed"
-                )
     except (trio.BrokenResourceError, trio.ClosedResourceError, anyio.BrokenResourceError):
         pass  # our end closed (the session is going away)
-    except McpServerError as exc:
-        broken.report(exc, scope)
+    except LineTooLong:
+        limit = spec.max_message_bytes
+        error = McpServerError(
+            f"MCP server {spec.name!r} sent a message over {limit} bytes "
+            "(max_message_bytes); the connection was closed"
+        )
+        broken.report(error, scope)
         return
     # End of output: the server exited (or closed stdout). Give it a moment to report its code.
     with trio.move_on_after(0.5):
