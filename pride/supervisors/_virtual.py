@@ -492,7 +492,7 @@ class Virtuals:
             if self.closing:
                 return
             for kind in list(self._kinds.values()):
-                for name in kind.expired(trio.current_time(), self._unavailable):
+                while name := kind.next_expired(trio.current_time(), self._unavailable):
                     await self.passivate(name, "idle")
                     if self._closed():  # (a call: mypy would narrow the property for good)
                         return

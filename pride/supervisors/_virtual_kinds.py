@@ -109,20 +109,23 @@ class Kind:
             return live.last_active + self.passivate_after
         return math.inf
 
-    def expired(self, now: float, busy: Callable[[str, Live], bool]) -> list[str]:
-        """The live branches idle for ``passivate_after`` by ``now``; those of them
-        ``busy`` says are busy get a fresh deadline instead (their work's end
-        moves it again)."""
-        expired = []
-        for name, live in list(self.live.items()):
+    def next_expired(self, now: float, busy: Callable[[str, Live], bool]) -> str | None:
+        """The least recently used live branch idle for ``passivate_after`` by ``now``,
+        or None; those before it that ``busy`` says are busy get a fresh deadline
+        instead (their work's end moves it again).
+
+        Asked anew before each passivation, never listed ahead: a passivation
+        waits for a commit, and a branch used meanwhile is no longer idle.
+        """
+        while self.live:  # each busy one goes to the end, fresh: the loop ends
+            name, live = next(iter(self.live.items()))
             if live.last_active + self.passivate_after > now:
-                break  # LRU order: the rest are younger
-            if busy(name, live):
-                live.last_active = now
-                self.live.move_to_end(name)
-            else:
-                expired.append(name)
-        return expired
+                return None  # LRU order: the rest are younger
+            if not busy(name, live):
+                return name
+            live.last_active = now
+            self.live.move_to_end(name)
+        return None
 
     def starved(self) -> bool:
         """True while activations wait for a slot."""

@@ -323,3 +323,31 @@ async def test_passivating_itself_from_its_own_turn_is_refused(tmp_path: Path) -
         assert "refused: ReentrancyError" in result.output
         assert session.get_branch("user/ada").running
         assert await session.passivate("user/ada") is True
+
+
+async def test_a_branch_used_while_the_reaper_passivates_another_stays_live(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """Branches that expire together are passivated one after another, each waiting
+    for its commit: one used in between (here from a subscriber of the first one's
+    passivation, so the use falls in that window) is no longer idle and stays."""
+    late: list[pride.Reply] = []
+    async with Session(store=tmp_path / "s.db") as session:
+        watch = Watch(session)
+
+        async def use_bob(signal: BranchPassivated) -> None:
+            if signal.branch_name == "user/ada":
+                late.append(await session.send("user/bob", ChatAndRecord("late")))
+
+        session.observe(BranchPassivated, handler=use_bob)
+        await session.virtual("user", user_branch, passivate_after=PASSIVATE_AFTER)
+        await session.ask("user/ada", ChatAndRecord("one"))
+        await session.ask("user/bob", ChatAndRecord("one"))  # the same virtual instant
+        mock_clock.jump(PASSIVATE_AFTER)
+        _, name, reason, _ = await watch.next_passivation()
+        assert (name, reason) == ("user/ada", "idle")
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(late) == 1
+        assert await late[0].result() == "re: late"
+        assert [e[1] for e in watch.events if e[0] == "passivated"] == ["user/ada"]
+        assert session.statistics().virtual_active == 1
