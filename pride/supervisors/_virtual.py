@@ -455,15 +455,22 @@ class Virtuals:
         members.release(child)
         if child in members.supervisor.children:
             members.supervisor.children.remove(child)
-        await self._flush(name)
+        done = self._passivating[name] = trio.Event()  # the next activation waits for it
+        try:
+            # Queued now, before the commit below lets other tasks run: whatever is
+            # sent from now on queues behind it, as it would have behind the crash.
+            for envelope in queued:
+                try:
+                    self.deliver_nowait(name, envelope)
+                except PrideError as exc:  # its queue is full, or the session stopped
+                    envelope.fail(exc)
+            await self._flush(name)
+        finally:
+            del self._passivating[name]
+            done.set()
         self.passivations += 1
         why: PassivationReason = "crash" if reason == "crash" else "shutdown"
         await self._announce(BranchPassivated(branch_id=branch.id, branch_name=name, reason=why))
-        for envelope in queued:
-            try:
-                self.deliver_nowait(name, envelope)
-            except PrideError as exc:  # the session stopped meanwhile, or the queue is full
-                envelope.fail(exc)
 
     async def _flush(self, name: str) -> None:
         """Commit what ``name`` still has queued, and let the store forget it."""

@@ -351,3 +351,48 @@ async def test_a_branch_used_while_the_reaper_passivates_another_stays_live(
         assert await late[0].result() == "re: late"
         assert [e[1] for e in watch.events if e[0] == "passivated"] == ["user/ada"]
         assert session.statistics().virtual_active == 1
+
+
+async def test_work_queued_behind_a_crash_keeps_its_place_before_later_work(
+    tmp_path: Path,
+) -> None:
+    """The work queued behind a crash goes to the next activation ahead of work sent
+    after the crash (here from a subscriber of the crash's passivation, the window
+    while its rows are committed): one caller's order holds across the crash."""
+
+    def check(x: str) -> str:
+        """Check something."""
+        raise pride.Escalate("state not to be trusted")
+
+    def reply(request: ModelRequest) -> Any:
+        if last_user_text(request) == "check":
+            return [ToolCall("check", {"x": "1"}, id="c1")]
+        return f"re: {last_user_text(request)}"
+
+    def factory(key: str) -> Branch:
+        return Branch(chat_model=pride.ScriptedModel(reply), tools=[check])
+
+    later: list[pride.Reply] = []
+    async with Session(store=tmp_path / "s.db") as session:
+
+        async def send_later(signal: BranchPassivated) -> None:
+            if signal.reason == "crash":
+                later.append(await session.send("user/ada", ChatAndRecord("after the crash")))
+
+        session.observe(BranchPassivated, handler=send_later)
+        await session.virtual("user", factory)
+        await session.ask("user/ada", ChatAndRecord("hello"))
+        crashing = await session.send("user/ada", Operate("check", actions=True))
+        behind = await session.send("user/ada", ChatAndRecord("queued behind"))
+        with pytest.raises(pride.Escalate):
+            await crashing.result()
+        assert await behind.result() == "re: queued behind"
+        assert len(later) == 1
+        assert await later[0].result() == "re: after the crash"
+        texts = [m.text for m in session.get_branch("user/ada").messages]
+        assert texts[-4:] == [
+            "queued behind",
+            "re: queued behind",
+            "after the crash",
+            "re: after the crash",
+        ]
