@@ -14,6 +14,7 @@ so a browser on another machine needs no synchronised clock.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 from uuid import UUID
 
@@ -57,9 +58,15 @@ class Activity:
 
     ``watch(session)`` subscribes; ``close()`` unsubscribes. Branches are keyed
     by id, which a restart keeps.
+
+    Args:
+        ignored: ids of branches never reported, whose signals are not kept
+            (the OpenAI endpoint's transient clones: one per request, each
+            with a fresh id; kept, their last turns grew without bound).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ignored: Container[UUID] = ()) -> None:
+        self._ignored = ignored
         self._started: dict[UUID, tuple[UUID | None, float]] = {}
         self._restarts: dict[UUID, int] = {}
         self._last: dict[UUID, LastTurn] = {}
@@ -78,7 +85,7 @@ class Activity:
 
     def _on_signal(self, signal: Signal) -> None:
         branch = signal.branch_id
-        if branch is None:
+        if branch is None or branch in self._ignored:
             return
         if isinstance(signal, BranchRestarted):
             self._restarts[branch] = self._restarts.get(branch, 0) + 1

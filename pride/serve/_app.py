@@ -72,7 +72,7 @@ class Front:
         self.clones: set[UUID] = set()  # transient branches of the OpenAI endpoint
         self._adopted: list[Reply] = []  # resumed before serving began
         self._slots = trio.Semaphore(options.max_concurrent)
-        self.activity = Activity()
+        self.activity = Activity(ignored=self.clones)
         self.logins: Logins | None = None  # browser sign-ins, with --console once bound
         self.traces: Recorder | None = None  # recent turns, with --console while serving
         self.flows: FlowRuns | None = None  # recent flow runs, with --console while serving
