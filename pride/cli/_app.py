@@ -361,6 +361,15 @@ def serve(
             min=0.001, metavar="SECONDS", help="How long a request body may take to arrive."
         ),
     ] = 30.0,
+    send_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.001,
+            metavar="SECONDS",
+            help="How long one write of an answer may wait for the client to read it; "
+            "past it the client is taken for gone (its turn cancelled).",
+        ),
+    ] = 30.0,
     keepalive: Annotated[
         float,
         typer.Option(
@@ -417,6 +426,7 @@ def serve(
         max_concurrent=max_concurrent,
         header_timeout=header_timeout,
         body_timeout=body_timeout,
+        send_timeout=send_timeout,
         keepalive=keepalive,
         image_urls=tuple(allow_image_url or ()),
         allow_hosts=tuple(allow_host or ()),

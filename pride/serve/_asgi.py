@@ -25,7 +25,17 @@ import trio
 from .._hypercorn import answer_lifespan
 from . import _console
 from ._app import Front
-from ._http import HttpError, Receive, Request, Scope, Send, respond, respond_json
+from ._http import (
+    ClientStalled,
+    HttpError,
+    Receive,
+    Request,
+    Scope,
+    Send,
+    Writer,
+    respond,
+    respond_json,
+)
 from ._routes import route
 from ._status import native_error, openai_error, status_of
 
@@ -52,7 +62,11 @@ class App:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            await self._http(Request(scope, receive, send))
+            request = Request(scope, receive, send)
+            try:
+                await self._http(request)
+            except ClientStalled as exc:  # a client that reads nothing is told nothing more
+                log.warning("%s %s: %s", request.method, request.path, exc)
         elif kind == "lifespan":
             await answer_lifespan(receive, send)
         # websockets are not served: hypercorn closes them when the app returns
@@ -60,7 +74,9 @@ class App:
     async def _http(self, request: Request) -> None:
         started = trio.current_time()
         status = 0
-        inner = request.send
+        front = self.front
+        assert front.nursery is not None  # requests come once the server is serving
+        inner = Writer(request.send, front.nursery, front.options.send_timeout)
 
         async def spy(message: Any) -> None:
             nonlocal status
@@ -132,7 +148,7 @@ class App:
             label, family, handler, arguments = route(request.method, segments)
             try:
                 await handler(self.front, request, grant, *arguments)
-            except HttpError:
+            except (HttpError, ClientStalled):
                 raise
             except Exception as exc:
                 if status:  # the answer has begun (an event stream): nothing more to say

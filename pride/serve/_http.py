@@ -7,7 +7,9 @@ so a client trickling bytes holds a connection for bounded time; JSON is
 parsed strictly by the codec's parser (no NaN, no integer past 64 bits, no
 lone surrogate). Once a request's body is read, the only thing its client
 can still send is its going away: `watch_disconnect` turns that into the
-cancellation of the work answering it.
+cancellation of the work answering it. A client that stays but reads
+nothing is bounded too: each write of an answer waits at most
+``send_timeout`` for it (`Writer`), then the client is taken for gone.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from ..errors import InvalidMessage
 from ..messages.codec import dump_json, parse_json
 
 __all__ = [
+    "ClientStalled",
     "HttpError",
     "Receive",
     "Request",
     "Send",
     "Watch",
+    "Writer",
     "encode_sse",
     "json_bytes",
     "respond",
@@ -74,6 +78,101 @@ class HttpError(Exception):
 
 class ClientGone(Exception):
     """The client disconnected before its request was read."""
+
+
+class ClientStalled(Exception):
+    """A write of an answer waited ``send_timeout`` seconds for the client to take
+    its bytes: the client is taken for gone, and nothing more is written to it."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(
+            f"the client took none of its answer for {timeout:g} s (send_timeout): taken for gone"
+        )
+
+
+class _Write:
+    """One write of `Writer`: its message, done by a task of the server."""
+
+    __slots__ = ("abandoned", "done", "error", "message", "started", "written")
+
+    def __init__(self, message: MutableMapping[str, Any]) -> None:
+        self.message = message
+        self.done = trio.Event()
+        self.started = self.abandoned = self.written = False
+        self.error: Exception | None = None
+
+    async def run(self, send: Send) -> None:
+        try:
+            if self.abandoned:  # its request was cancelled before this task ran
+                return
+            self.started = True
+            await send(self.message)
+            self.written = True
+        except Exception as exc:  # the request's own task raises it
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+class Writer:
+    """The ASGI ``send`` of one request, each write bounded by ``timeout`` seconds.
+
+    hypercorn writes to the socket in a shielded cancel scope (so that no
+    cancellation cuts an answer in half), and such a write waits for as long
+    as a client that reads nothing keeps its connection open: the request's
+    task stuck in it held its turn (a stream's branch stayed busy), its place
+    and, since hypercorn waits for every request's task, the server's
+    shutdown, however long the grace. So each write runs in a task of the
+    server's ``nursery``, one at a time and in order, and the request waits
+    for it at most ``timeout`` seconds: past that, `ClientStalled`, and the
+    request's task unwinds as for a client gone (its turn cancelled). The
+    write left waiting ends when hypercorn closes the connection: when the
+    client leaves, or when the server stops (which it can, the request's task
+    having ended).
+
+    A write the request was cancelled before it began is never made; one
+    already begun is finished, as hypercorn's shield would have it.
+    """
+
+    __slots__ = ("_last", "_nursery", "_send", "_stalled", "_timeout")
+
+    def __init__(self, send: Send, nursery: trio.Nursery, timeout: float) -> None:
+        self._send = send
+        self._nursery = nursery
+        self._timeout = timeout
+        self._last: _Write | None = None
+        self._stalled = False
+
+    async def __call__(self, message: MutableMapping[str, Any]) -> None:
+        """Write ``message``, once the previous write is done.
+
+        Raises:
+            ClientStalled: this write, or an earlier one, waited past the timeout.
+            Exception: what hypercorn's own ``send`` raised.
+        """
+        if self._stalled:
+            raise ClientStalled(self._timeout)
+        last = self._last
+        if last is not None and not last.done.is_set():
+            await self._wait(last)  # begun before the request's task was cancelled
+        write = self._last = _Write(message)
+        self._nursery.start_soon(write.run, self._send)
+        await self._wait(write)
+        if not write.written:
+            error, write.error = write.error, None  # held by no frame once raised
+            raise error if error is not None else ClientStalled(self._timeout)
+
+    async def _wait(self, write: _Write) -> None:
+        try:
+            with trio.move_on_after(self._timeout):
+                await write.done.wait()
+        except BaseException:
+            if not write.started:
+                write.abandoned = True
+            raise
+        if not write.done.is_set():
+            self._stalled = True
+            raise ClientStalled(self._timeout)
 
 
 class Request:

@@ -41,6 +41,9 @@ class ServeOptions:
         header_timeout: seconds a connection has to send a complete request
             head (from its opening, or from its previous answer).
         body_timeout: seconds a request's body has to arrive, whole.
+        send_timeout: seconds one write of an answer may wait for the client
+            to take its bytes; past it the client is taken for gone (its
+            turn cancelled, as when it disconnects).
         keepalive: seconds between keep-alive comments of an idle event stream.
         image_urls: image URL prefixes a command may carry besides ``data:``
             URLs (``--allow-image-url``).
@@ -56,6 +59,7 @@ class ServeOptions:
     queue_wait: float = attrs.field(default=1.0, validator=_positive)
     header_timeout: float = attrs.field(default=10.0, validator=_positive)
     body_timeout: float = attrs.field(default=30.0, validator=_positive)
+    send_timeout: float = attrs.field(default=30.0, validator=_positive)
     keepalive: float = attrs.field(default=15.0, validator=_positive)
     image_urls: tuple[str, ...] = attrs.field(default=(), converter=_prefixes)
     allow_hosts: tuple[str, ...] = attrs.field(default=(), converter=_strings)

@@ -15,11 +15,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
+import trio
+
+from pride.serve import Grant, ServeOptions, Server, Tokens
 
 ROOT = Path(__file__).parent.parent.parent
 APP = "tests/serve/app.py:build"
@@ -118,3 +122,19 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One server for every test that leaves it as it found it."""
     with start_server(tmp_path_factory.mktemp("served"), "--keepalive", "0.2") as server:
         yield server
+
+
+@contextlib.asynccontextmanager
+async def in_process(
+    session: Any, options: ServeOptions | None = None, *, grace: float = 5.0
+) -> AsyncIterator[tuple[Server, str]]:
+    """A `Server` of ``session`` in this process (a real hypercorn socket on a free
+    loopback port, `TOKEN` its one token): the server and its URL, shut down after."""
+    options = options if options is not None else ServeOptions(port=0)
+    server = Server(session, options, Tokens([(TOKEN, Grant("test"))]), grace=grace)
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(server.run)
+        try:
+            yield server, url
+        finally:
+            server.shutdown()

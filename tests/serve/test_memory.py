@@ -17,9 +17,8 @@ import pytest
 import trio
 
 from pride import Branch, ScriptedModel, Session
-from pride.serve import Grant, ServeOptions, Server, Tokens
 
-from .conftest import TOKEN
+from .conftest import TOKEN, in_process
 
 
 @pytest.fixture
@@ -29,13 +28,10 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         await session.spawn(
             Branch(name="writer", chat_model=ScriptedModel(lambda _: "hi", keep_calls=0))
         )
-        server = Server(session, ServeOptions(port=0), Tokens([(TOKEN, Grant("test"))]))
-        async with trio.open_nursery() as nursery:
-            url = await nursery.start(server.run)
+        async with in_process(session) as (_, url):
             headers = {"Authorization": f"Bearer {TOKEN}"}
             async with httpx.AsyncClient(base_url=url, headers=headers) as client:
                 yield client
-            server.shutdown()
 
 
 async def test_a_chat_completion_leaves_nothing_behind(http: httpx.AsyncClient) -> None:
