@@ -26,6 +26,7 @@ from .._hypercorn import answer_lifespan
 from . import _console
 from ._app import Front
 from ._http import (
+    ClientGone,
     ClientStalled,
     HttpError,
     Receive,
@@ -65,6 +66,8 @@ class App:
             request = Request(scope, receive, send)
             try:
                 await self._http(request)
+            except ClientGone:  # left before its body was whole: no one to answer
+                log.debug("%s %s: the client left before its body", request.method, request.path)
             except ClientStalled as exc:  # a client that reads nothing is told nothing more
                 log.warning("%s %s: %s", request.method, request.path, exc)
         elif kind == "lifespan":
@@ -148,7 +151,7 @@ class App:
             label, family, handler, arguments = route(request.method, segments)
             try:
                 await handler(self.front, request, grant, *arguments)
-            except (HttpError, ClientStalled):
+            except (HttpError, ClientGone, ClientStalled):
                 raise
             except Exception as exc:
                 if status:  # the answer has begun (an event stream): nothing more to say
