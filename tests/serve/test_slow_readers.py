@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import trio
 
-from pride import Branch, RunEnd, RunFailed, ScriptedModel, Session
+from pride import Branch, RunEnd, RunFailed, ScriptedModel, Session, Signal
 from pride.llm import ModelRequest
 from pride.serve import Grant, ServeOptions, Server, Tokens
 
@@ -63,7 +63,8 @@ async def test_a_stream_nobody_reads_is_cancelled_and_its_branch_serves_on() -> 
         failed: list[RunFailed] = []
         ended = trio.Event()
 
-        def on_failed(signal: RunFailed) -> None:
+        def on_failed(signal: Signal) -> None:
+            assert isinstance(signal, RunFailed)
             failed.append(signal)
             ended.set()
 
