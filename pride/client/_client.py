@@ -103,7 +103,7 @@ class ServedItems:
                 ) from None
             kind = event.get("event")
             if event.get("turn_id"):
-                self.turn_id = UUID(event["turn_id"])
+                self.turn_id = _turn_id(event["turn_id"], "event.turn_id")
             if kind == "item":
                 return event.get("item")
             if kind == "end":
@@ -222,7 +222,7 @@ class Client:
             timeout=httpx.Timeout(self._http.timeout.connect, read=read),
         )
         turn_id = answer.get("turn_id")
-        return answer.get("result"), UUID(turn_id) if turn_id else None
+        return answer.get("result"), _turn_id(turn_id, "answer.turn_id") if turn_id else None
 
     async def send(self, name: str, command: WorkCommand | Mapping[str, Any]) -> UUID:
         """Queue a turn of branch ``name``; return its id once it has started.
@@ -231,7 +231,7 @@ class Client:
         """
         body = {"command": _wire(command)}
         answer = await self._call("POST", f"/v1/branches/{_path(name)}/send", json=body, name=name)
-        return UUID(answer["turn_id"])
+        return _turn_id(answer.get("turn_id"), "answer.turn_id")
 
     async def turn(self, turn_id: UUID | str) -> dict[str, Any]:
         """A sent turn's ``state`` (``running``, ``done`` with ``result``, ``failed``
@@ -273,13 +273,13 @@ class Client:
     async def approvals(self) -> list[dict[str, Any]]:
         """The turns waiting for a decision (``turn_id``, ``branch``, ``pending``)."""
         answer = await self._call("GET", "/v1/approvals")
-        return list(answer["approvals"])
+        return list(_field(answer, "approvals", list))
 
     async def branches(self) -> dict[str, Any]:
         """The tree as the token sees it: ``{"name", "branches": [...], "sessions": [...]}``,
         each branch with its ``state``, ``queued`` envelopes and ``turn_id``."""
         answer = await self._call("GET", "/v1/branches")
-        return dict(answer["session"])
+        return dict(_field(answer, "session", dict))
 
     async def messages(self, name: str, *, offset: int = 0, limit: int = 50) -> list[RoledMessage]:
         """A page of branch ``name``'s conversation, rebuilt as pride's messages."""
@@ -289,7 +289,7 @@ class Client:
             params={"offset": offset, "limit": limit},
             name=name,
         )
-        return structure(answer["messages"], list[RoledMessage])
+        return structure(_field(answer, "messages", list), list[RoledMessage])
 
     @contextlib.asynccontextmanager
     async def events(
@@ -383,6 +383,35 @@ class Client:
                 await reader.aclose()
         finally:
             await response.aclose()
+
+
+def _field(answer: Mapping[str, Any], key: str, kind: type) -> Any:
+    """``answer[key]``, which must be a ``kind`` (a ``list`` or a ``dict``).
+
+    Raises:
+        InvalidMessage: it is missing or of another type (the server's bytes
+            are as untrusted as a provider's: never a bare ``KeyError``).
+    """
+    value = answer.get(key)
+    if not isinstance(value, kind):
+        got = "nothing" if value is None else type(value).__name__
+        raise InvalidMessage([(f"answer.{key}", f"expected a JSON {_KINDS[kind]}, got {got}")])
+    return value
+
+
+_KINDS: dict[type, str] = {list: "array", dict: "object"}
+
+
+def _turn_id(value: Any, where: str) -> UUID:
+    """The turn id the server sent at ``where``.
+
+    Raises:
+        InvalidMessage: it is not the text of a UUID.
+    """
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return UUID(value)
+    raise InvalidMessage([(where, f"expected a turn id, got {value!r:.80}")])
 
 
 def _json(body: bytes) -> Any:

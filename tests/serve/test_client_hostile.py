@@ -11,6 +11,7 @@ import contextlib
 import functools
 import gzip
 from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
 import httpx
@@ -172,6 +173,59 @@ async def test_an_event_past_max_event_bytes_is_too_large(hostile: Hostile) -> N
                 async for _ in items:
                     pass
     assert (too_large.value.limit, too_large.value.allowed) == ("max_event_bytes", 100_000)
+
+
+async def _call(client: Client, method: str) -> Any:
+    """Call ``method`` of ``client`` to the end (a stream or events read whole)."""
+    if method == "ask":
+        return await client.ask("writer", ChatAndRecord(instruction="x"))
+    if method == "send":
+        return await client.send("writer", ChatAndRecord(instruction="x"))
+    if method == "approvals":
+        return await client.approvals()
+    if method == "branches":
+        return await client.branches()
+    if method == "messages":
+        return await client.messages("writer")
+    if method == "stream":
+        async with client.stream("writer", Run(instruction="x")) as items:
+            return [item async for item in items]
+    async with client.events() as signals:
+        return [signal async for signal in signals]
+
+
+SSE = {"content-type": b"text/event-stream"}
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "body", "where"),
+    [
+        ("ask", JSON, b'{"ok": true, "result": 1, "turn_id": "not-a-uuid"}', "answer.turn_id"),
+        ("ask", JSON, b'{"ok": true, "result": 1, "turn_id": 5}', "answer.turn_id"),
+        ("send", JSON, b'{"ok": true}', "answer.turn_id"),
+        ("send", JSON, b'{"ok": true, "turn_id": [1]}', "answer.turn_id"),
+        ("approvals", JSON, b'{"ok": true}', "answer.approvals"),
+        ("approvals", JSON, b'{"ok": true, "approvals": 5}', "answer.approvals"),
+        ("branches", JSON, b'{"ok": true}', "answer.session"),
+        ("branches", JSON, b'{"ok": true, "session": 5}', "answer.session"),
+        ("messages", JSON, b'{"ok": true}', "answer.messages"),
+        ("stream", SSE, b'data: {"event": "start", "turn_id": "zzz"}\n\n', "event.turn_id"),
+        ("stream", SSE, b'data: {"event": "start", "turn_id": 7}\n\n', "event.turn_id"),
+        ("events", SSE, b'data: {"type": "RunEnd", "turn_id": 5}\n\n', "RunEnd.turn_id"),
+    ],
+)
+async def test_an_answer_of_the_wrong_shape_is_invalid_naming_where(
+    hostile: Hostile, method: str, headers: dict[str, bytes], body: bytes, where: str
+) -> None:
+    """JSON the client can read but not use (a field missing, of the wrong type, a
+    turn id that is none) raised a bare ``KeyError``, ``TypeError``, ``ValueError``
+    or ``AttributeError`` from deep in the client; it is an ``InvalidMessage``
+    naming the field, as a provider's reply of the wrong shape is."""
+    hostile.response = _response("200 OK", headers, body)
+    async with Client(hostile.url, "token-0123456789") as client:
+        with pytest.raises(pride.InvalidMessage) as invalid:
+            await _call(client, method)
+    assert invalid.value.path == where, invalid.value
 
 
 @pytest.mark.parametrize("bound", ["max_answer_bytes", "max_event_bytes"])
