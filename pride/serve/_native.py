@@ -350,7 +350,8 @@ def _count(request: Request, key: str, default: int, ceiling: int) -> int:
     raw = request.query.get(key)
     if raw is None:
         return default
-    if not raw.isdigit() or int(raw) > ceiling:
+    # ASCII digits only: "²".isdigit() holds and int() refuses it; "٣" is int() 3.
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > ceiling:
         raise InvalidMessage([(f"query.{key}", f"expected a whole number up to {ceiling}")])
     return int(raw)
 

@@ -142,6 +142,20 @@ async def test_hostile_bodies_are_refused_naming_what_is_wrong(
     ).status_code == 200
 
 
+@pytest.mark.parametrize("query", ["offset=%C2%B2", "limit=%C2%B2", "limit=%D9%A3", "limit=-1"])
+async def test_a_page_bound_that_is_no_ascii_number_is_invalid(
+    client: httpx.AsyncClient, query: str
+) -> None:
+    """``"²".isdigit()`` holds and ``int("²")`` raises: ``?limit=²`` was a 500
+    logged as a server bug (a ``ValueError``); a bound not written in ASCII
+    digits (an Arabic-Indic three passed as 3) is a 400 naming it."""
+    answer = await client.get(f"/v1/branches/writer/messages?{query}")
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    key = query.partition("=")[0]
+    assert error["type"] == "InvalidMessage" and f"query.{key}" in error["message"], error
+
+
 async def test_a_model_configuration_in_a_command_is_refused_and_never_dialled(
     client: httpx.AsyncClient,
 ) -> None:
