@@ -28,7 +28,7 @@ from uuid import UUID
 import trio
 
 from ..actors import Reply, stream
-from ..errors import InvalidMessage, MailboxFull, UnknownTurn
+from ..errors import InvalidMessage, MailboxFull, TurnCancelled, UnknownTurn
 from ..messages import Resume, WorkCommand, unstructure
 from ..messages.requests import decode_command, plain_result
 from ._app import Front
@@ -278,11 +278,21 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
                     front.turns.settled(followed, None, exc)
                 raise
         if watch.gone:
+            # Its turn is cancelled with the request (ask's rule), unless the Resume
+            # was dropped still queued: then the turn still waits for a decision.
+            if followed is not None and not _waits(front, identity):
+                gone = TurnCancelled("caller", "the request resolving it was closed")
+                front.turns.settled(followed, None, gone)
             return
     if followed is not None:
         front.turns.settled(followed, result, None)
     answer = {"ok": True, "result": plain_result(result), "turn_id": str(identity)}
     await respond_json(request.send, 200, answer)
+
+
+def _waits(front: Front, turn_id: UUID) -> bool:
+    """True while the turn ``turn_id`` waits for a decision."""
+    return any(t.turn_id == turn_id for t in front.session.suspended_turns())
 
 
 async def approvals(front: Front, request: Request, grant: Grant) -> None:
