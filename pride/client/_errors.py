@@ -8,8 +8,9 @@ data or from the request (the branch it named): so ``except
 pride.UnknownBranch`` and ``error.limit`` work over HTTP as in process.
 ``BudgetExceeded`` and ``ApprovalRequired`` are built by their own
 constructors (their fields are the point). A refusal with no pride class
-(401, 403, 413, 421, ...) is a `RequestRefused`; the turn timeout an ask asked
-for is the builtin ``TimeoutError``.
+(401, 403, 413, 421, ...) is a `RequestRefused`, and so is one naming a class
+only pride's runtime raises to steer itself (`_STEERING`: ``Escalate``, ...);
+the turn timeout an ask asked for is the builtin ``TimeoutError``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,17 @@ from typing import Any
 from uuid import UUID
 
 from .. import errors
-from ..errors import ApprovalPending, ApprovalRequired, BudgetExceeded, PrideError, TurnCancelled
+from ..errors import (
+    ApprovalPending,
+    ApprovalRequired,
+    BudgetExceeded,
+    Defer,
+    Escalate,
+    LoopBreak,
+    PrideError,
+    StopStream,
+    TurnCancelled,
+)
 from ..messages import PendingCall
 
 __all__ = ["AnswerTooLarge", "RequestRefused", "rebuild"]
@@ -72,6 +83,12 @@ class AnswerTooLarge(PrideError):
 
 _CANCELLED = re.compile(r"turn cancelled \(([^)]*)\)")
 
+_STEERING = (Escalate, LoopBreak, StopStream, Defer)
+"""What pride's runtime raises on purpose to steer itself (crash a branch, end a
+loop or a stream, suspend a call for approval). Named by a server, such a class
+would steer the caller's runtime instead (a served branch's crash restarting the
+branch whose tool asked it): it is a `RequestRefused` naming it."""
+
 
 def rebuild(
     status: int,
@@ -96,7 +113,11 @@ def rebuild(
     if kind == "TimeoutError":
         return TimeoutError(message)
     cls = getattr(errors, kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, PrideError)) or cls is PrideError:
+    if (
+        not (isinstance(cls, type) and issubclass(cls, PrideError))
+        or cls is PrideError
+        or issubclass(cls, _STEERING)
+    ):
         return RequestRefused(status, kind, message, retry_after=retry_after)
     try:
         if cls is BudgetExceeded:

@@ -16,9 +16,10 @@ import trio
 import pride
 from pride import Approve, ChatAndRecord, Operate, Run
 from pride.client import Client, RequestRefused
-from pride.messages import RunFailed, RunStart
+from pride.llm import ToolCall
+from pride.messages import ActionResponse, RunFailed, RunStart, unstructure
 
-from .conftest import SCOPED, TOKEN, Served
+from .conftest import SCOPED, TOKEN, Served, in_process
 
 
 async def test_ask_stream_send_and_the_tree_on_trio(served: Served) -> None:
@@ -141,3 +142,44 @@ async def test_the_client_runs_under_asyncio_run(served: Served) -> None:
                 for b in (await client.branches())["branches"]
             ):
                 await trio.sleep(0.02)
+
+
+async def test_a_served_branch_s_escalation_does_not_crash_its_caller() -> None:
+    """A served branch that escalates (its state not to be trusted) is restarted by
+    its server, which answers the ask with the ``Escalate``; the client raised it
+    as ``pride.Escalate``, so a tool of a branch asking the served one crashed
+    *its* branch too (a restart, and past the intensity the caller's session):
+    a server's bytes steered the caller's runtime. What only pride's runtime
+    raises on purpose (``Escalate``, ``LoopBreak``, ``StopStream``, ``Defer``)
+    arrives as a `RequestRefused` naming it, an error the tool reports."""
+
+    def crash(request: Any) -> str:
+        raise pride.Escalate("the served branch's state is not to be trusted")
+
+    async with pride.Session("served") as served:
+        await served.spawn(pride.Branch(name="crasher", chat_model=pride.ScriptedModel(crash)))
+        async with in_process(served) as (_, url), Client(url, TOKEN) as client:
+
+            @pride.tool
+            async def relay(question: str) -> str:
+                """Ask the served branch."""
+                return str(await client.ask("crasher", ChatAndRecord(instruction=question)))
+
+            def script(request: Any) -> Any:
+                if request.messages[-1].get("role") == "tool":
+                    return "relayed"
+                return ToolCall(name="relay", arguments={"question": "hi"}, id="call-1")
+
+            restarts: list[Any] = []
+            async with pride.Session("caller") as caller:
+                caller.observe(pride.BranchRestarted, handler=restarts.append)
+                await caller.spawn(
+                    pride.Branch(
+                        name="caller", tools=[relay], chat_model=pride.ScriptedModel(script)
+                    )
+                )
+                assert await caller.ask("caller", Run(instruction="go")) is not None
+                history = caller.resolve_name("caller").messages  # type: ignore[union-attr]
+                reported = [unstructure(m) for m in history if isinstance(m, ActionResponse)]
+    assert restarts == []
+    assert "RequestRefused" in str(reported) and "Escalate" in str(reported), reported

@@ -228,6 +228,19 @@ async def test_an_answer_of_the_wrong_shape_is_invalid_naming_where(
     assert invalid.value.path == where, invalid.value
 
 
+@pytest.mark.parametrize("kind", ["Escalate", "LoopBreak", "StopStream", "Defer"])
+async def test_an_error_only_the_runtime_raises_is_a_refusal(hostile: Hostile, kind: str) -> None:
+    """A server naming a class pride's runtime raises to steer itself (crash the
+    branch, end a loop or a stream, ask for approval) cannot steer the caller's:
+    it is a `RequestRefused` of that kind, never the class itself."""
+    body = b'{"ok": false, "error": {"type": "' + kind.encode() + b'", "message": "x"}}'
+    hostile.response = _response("500 Internal Server Error", JSON, body)
+    async with Client(hostile.url, "token-0123456789") as client:
+        with pytest.raises(RequestRefused) as refused:
+            await client.ask("writer", ChatAndRecord(instruction="x"))
+    assert refused.value.kind == kind and not isinstance(refused.value, getattr(pride, kind))
+
+
 @pytest.mark.parametrize("bound", ["max_answer_bytes", "max_event_bytes"])
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "10"])
 def test_the_bounds_are_positive_numbers_of_bytes(bound: str, value: object) -> None:
