@@ -16,7 +16,14 @@ import attrs
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure
 from ..messages.codec import parse_json
-from ._tables import list_branches, list_names, load_branch, load_restore, turn_branch
+from ._tables import (
+    check_seq,
+    list_branches,
+    list_names,
+    load_branch,
+    load_restore,
+    turn_branch,
+)
 from .journal import StoredTurn
 
 __all__ = ["Reads", "StoredBranch"]
@@ -119,6 +126,7 @@ class Reads:
     def _message(self, name: str, seq: Any, data: Any) -> RoledMessage:
         if not isinstance(data, str) or not isinstance(seq, int):
             raise StoreError(f"{self.path}: message row {seq} of branch {name!r} is damaged")
+        check_seq(self.path, name, seq)
         try:
             message: RoledMessage = structure(parse_json(data), RoledMessage)
         except InvalidMessage as exc:

@@ -12,14 +12,18 @@ import sys
 import time
 from itertools import chain
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
+from ..errors import StoreError
 from ._batch import HEADER, REWRITE, Row
 from .flows import FlowOp, write_flows
 from .journal import JournalOp, StoredTurn, delete_branch_turns, load_turns, write_journal
 
 __all__ = [
+    "MAX_SEQ",
     "UPDATED_AT_GRAIN",
+    "check_seq",
     "delete_branch",
     "list_branches",
     "list_names",
@@ -140,11 +144,46 @@ def delete_branch(db: sqlite3.Connection, name: str) -> None:
         delete_branch_turns(db, name)
 
 
-def message_count(db: sqlite3.Connection, name: str) -> int:
-    row = db.execute(
-        "SELECT COALESCE(MAX(seq) + 1, 0) FROM messages WHERE branch_name=?", (name,)
-    ).fetchone()
-    return int(row[0])
+# A stored message's number, as a store reads it back, is at least 0 and at most
+# this. The next message of a branch takes the largest stored number plus one, so
+# a number edited into the file decides what is written next: below 0, the next
+# messages would take the numbers a queued batch reserves for its markers
+# (`HEADER`, `REWRITE`: the message's JSON written as the branch's projection, its
+# conversation deleted); near SQLite's largest integer, the next number cannot be
+# written, and since one commit carries every branch's rows, every commit of the
+# store would fail. No store reaches it honestly (a message a microsecond for 285
+# years).
+MAX_SEQ = 2**53
+
+
+def check_seq(path: Path, name: str, seq: object) -> None:
+    """Refuse a stored message number that is not an int from 0 to `MAX_SEQ`.
+
+    Raises:
+        StoreError: naming the store, the branch and the row.
+    """
+    if not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
+        raise StoreError(
+            f"{path}: message row {seq!r} of branch {name!r} has a number pride never "
+            f"writes (0 to {MAX_SEQ}): the file was altered or damaged; save the branch "
+            "again from a good copy, or delete it"
+        )
+
+
+def message_count(db: sqlite3.Connection, path: Path, name: str) -> int:
+    """The next message number of ``name``: its largest stored one plus one (0: none).
+
+    Raises:
+        StoreError: its lowest or its largest stored number is out of range (`check_seq`).
+    """
+    query = "SELECT seq FROM messages WHERE branch_name=? ORDER BY seq {} LIMIT 1"
+    lowest = db.execute(query.format("ASC"), (name,)).fetchone()
+    if lowest is None:
+        return 0
+    highest = db.execute(query.format("DESC"), (name,)).fetchone()
+    check_seq(path, name, lowest[0])  # SQLite orders NULL first, text and blobs last
+    check_seq(path, name, highest[0])
+    return int(highest[0]) + 1
 
 
 def list_branches(db: sqlite3.Connection) -> list[tuple[str, str, int, float]]:

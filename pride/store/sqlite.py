@@ -359,9 +359,14 @@ class BranchStore(Journals, Reads):
 
     async def register(self, name: str) -> None:
         """Let [`append`][pride.store.BranchStore.append] add to a branch already stored
-        (continuing its numbering)."""
+        (continuing its numbering).
+
+        Raises:
+            StoreError: its stored message numbers are out of range (a file
+                altered by hand: appending to it would write the wrong rows).
+        """
         self._require(write=True)
-        count = await self._read(f"reading branch {name!r} from", message_count, name)
+        count = await self._read(f"reading branch {name!r} from", message_count, self.path, name)
         self._next_seq[name] = count
 
     def holds(self, name: str) -> bool:
