@@ -245,7 +245,9 @@ class Branch:
         """The branch's human name: sessions resolve it, stores key on it.
 
         Settable. A member's session re-indexes it under the new name, and
-        refuses (``ValueError``) a name another of its members has.
+        refuses (``ValueError``) a name another of its members has, and any
+        new name for a member it keeps in its store (which keys the
+        conversation on the name: remove it from the session first).
         """
         return self._name
 

@@ -239,6 +239,26 @@ class Persistence:
         branch.actor.add_turn_barrier(commit)
         self._wired[branch] = (persist, rewrite, commit)
 
+    def check_rename(self, branch: Branch, name: str) -> None:
+        """Refuse to rename a member this persists (``Branch.name`` asks, through
+        its session, before the name changes).
+
+        The store keeps the conversation, its next message number and its
+        journaled turns under the branch's name, and the rows of a turn in
+        flight are already queued (or being committed) under it: renamed, the
+        branch's next turns would be written under the new name, onto another
+        stored conversation of that name, and answered before their commit.
+
+        Raises:
+            ValueError: ``branch`` is persisted here and ``name`` is not its name.
+        """
+        if branch in self._wired and name != branch.name:
+            raise ValueError(
+                f"branch {branch.name!r} cannot be renamed {name!r}: it is stored under its "
+                f"name in {self.store.path}; remove it from its session first (the store "
+                "keeps the conversation under the old name) or give the name when it is built"
+            )
+
     def unwire(self, branch: Branch) -> None:
         """Stop persisting ``branch`` (it left the session)."""
         listeners = self._wired.pop(branch, None)

@@ -206,8 +206,11 @@ class Membership:
         """Re-index member ``branch``, about to be called ``name`` (``Branch.name`` asks).
 
         Raises:
-            ValueError: another member has that name.
+            ValueError: another member has that name, or the branch is stored
+                under its name (`Persistence.check_rename`).
         """
+        if self.persistence is not None:
+            self.persistence.check_rename(branch, name)
         holder = self._children.named(name)
         if holder is not None and holder.actor is not branch:
             raise ValueError(f"session {self.name!r} already has a member named {name!r}")

@@ -362,3 +362,37 @@ async def test_a_commit_under_way_when_the_grace_runs_out_is_waited_for_once_mor
             holder.close()
         assert len(let_go) == 1  # the first grace ran out with the commit waiting
         assert _rows(path) == 4  # the second turn's two messages, once each
+
+
+async def test_a_stored_member_cannot_be_renamed_into_another_conversation(
+    tmp_path: Path,
+) -> None:
+    """The store keeps a member's conversation under its name. Renamed while a member,
+    its turns went on being queued under the new name while its commit waited on the
+    old one: renamed to the name of a branch stored earlier in the process, its turns
+    were appended to that other conversation (restored with it on the next run) and
+    answered before they were committed; renamed to a name the store never held,
+    every turn failed with "not registered". Renaming a stored member is refused with
+    ValueError saying why, and the branch serves on under its name."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        bob = await session.spawn(Branch(name="bob", system="I am bob", chat_model=echo_model()))
+        await bob.chat_and_record("bob's secret")
+        await session.remove(bob)
+        ada = await session.spawn(Branch(name="ada", system="I am ada", chat_model=echo_model()))
+        await ada.chat_and_record("one")
+        for name in ("bob", "eve"):
+            with pytest.raises(ValueError, match=r"'ada'.*stored under its name"):
+                ada.name = name
+            assert ada.name == "ada" and session.get_branch("ada") is ada
+        assert await ada.chat_and_record("two") == "re: two"
+        assert _rows(path) == 3 + 5  # bob's three, ada's system and two turns
+        await session.remove(ada)
+        ada.name = "eve"  # no longer a member: nothing to refuse
+    async with BranchStore(path, read_only=True) as store:
+        assert [m.text for m in await store.load_messages("bob")] == [
+            "I am bob",
+            "bob's secret",
+            "re: bob's secret",
+        ]
+        assert len(await store.load_messages("ada")) == 5
