@@ -52,6 +52,9 @@ class Reads:
     async def _read(self, what: str, function: Any, *args: Any) -> Any:
         raise NotImplementedError
 
+    async def flush(self, branch_name: str | None = None) -> None:
+        raise NotImplementedError
+
     async def branches(self) -> list[StoredBranch]:
         """Every stored branch, by name."""
         rows = await self._read("listing the branches of", list_branches)
@@ -108,11 +111,16 @@ class Reads:
         """What restoring ``name`` needs, read in one snapshot (one trip to a worker
         thread): its stored branch id (None: not stored), its messages in order,
         and its unfinished turns. A stored branch is registered too (`register`),
-        unless the store is read-only.
+        unless the store is read-only; what this store still has queued of
+        ``name`` is committed first, so that it is read back, and numbered
+        after (a branch spawned again while its last rows waited for a commit).
 
         Raises:
-            StoreError: a stored row does not read back (a damaged file).
+            StoreError: a stored row does not read back (a damaged file), or
+                the commit of what was queued of ``name`` failed.
         """
+        if self._writer is not None:
+            await self.flush(name)
         branch_id, rows, turns = await self._read(
             f"reading branch {name!r} from", load_restore, name
         )

@@ -361,11 +361,15 @@ class BranchStore(Journals, Reads):
         """Let [`append`][pride.store.BranchStore.append] add to a branch already stored
         (continuing its numbering).
 
+        What this store still has queued of ``name`` is committed first, so
+        that the numbering continues after it.
+
         Raises:
             StoreError: its stored message numbers are out of range (a file
-                altered by hand: appending to it would write the wrong rows).
+                altered by hand: appending to it would write the wrong rows),
+                or the commit of what was queued of ``name`` failed.
         """
-        self._require(write=True)
+        await self.flush(name)
         count = await self._read(f"reading branch {name!r} from", message_count, self.path, name)
         self._next_seq[name] = count
 

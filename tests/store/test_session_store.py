@@ -396,3 +396,24 @@ async def test_a_stored_member_cannot_be_renamed_into_another_conversation(
             "re: bob's secret",
         ]
         assert len(await store.load_messages("ada")) == 5
+
+
+async def test_a_member_spawned_again_while_its_rows_wait_keeps_them(tmp_path: Path) -> None:
+    """A message recorded between turns waits in the queue for the next commit. A
+    member removed with such rows queued, and spawned again, was restored from what
+    was committed and numbered from there: its queued message was missing from the
+    conversation it came back with, and its next turn's rows took the queued rows'
+    numbers, overwriting them in the file. Restoring commits what the branch has
+    queued first, so the message is kept, in memory and in the store."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", system="I am ada", chat_model=echo_model()))
+        await ada.chat_and_record("one")
+        ada.add_message(Instruction(instruction="noted between turns"))
+        await session.remove(ada)
+        again = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        expected = ["I am ada", "one", "re: one", "noted between turns"]
+        assert [m.text for m in again.messages] == expected
+        await again.chat_and_record("two")
+    async with BranchStore(path, read_only=True) as store:
+        assert [m.text for m in await store.load_messages("ada")] == [*expected, "two", "re: two"]
