@@ -129,7 +129,8 @@ class Persistence:
         Called once the branch's actor runs, before any other work can reach
         it. By the branch's policy the turn is resumed, or abandoned (so is a
         turn whose journal entry cannot be replayed). Returns the envelopes,
-        each tagged as its turn's first envelope was.
+        each tagged as its turn's first envelope was; those the mailbox has no
+        room for yet wait in line for it, in order, ahead of any later sender.
         """
         journal = journal_of(branch)
         if journal is None:
@@ -147,7 +148,9 @@ class Persistence:
             else:
                 command = Resume(waiting.turn_id)
             reply = Reply(branch, command, tag=waiting.tag)
-            branch.deliver_nowait(reply)
+            # In line for room when the mailbox is full (more turns than it holds):
+            # nothing else is queued yet, and each of them is answered.
+            branch.line_up(reply)
             log.info(
                 "branch %r: %s turn %s",
                 branch.name,

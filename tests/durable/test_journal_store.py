@@ -293,3 +293,32 @@ async def test_a_resumed_operation_that_strays_from_its_journal_fails(tmp_path: 
         with pytest.raises(pride.JournalMismatch, match="step 1"):
             await resumed[0].result()
         assert mailer.ran == []
+
+
+async def test_more_interrupted_turns_than_the_mailbox_holds_are_each_resumed(
+    tmp_path: Path,
+) -> None:
+    """Each interrupted turn the journal holds is queued as a Resume when its branch is
+    spawned. Put in the mailbox without waiting, more of them than the mailbox holds
+    (a journal written by hand, or a small ``mailbox_size``) made the spawn fail with
+    MailboxFull, and the turns already queued were never handed to the ``on_resume``
+    handlers, so their outcomes reached nobody. They wait in line for room now: the
+    spawn returns, every turn is resumed, in journal order, and answered."""
+    path = tmp_path / "store.db"
+    async with BranchStore(path) as store:
+        await store.save_branch("ada", str(pride.messages._ids.new_id()), {}, [])
+        for index in range(5):
+            store.journal_begin(
+                "ada", str(pride.messages._ids.new_id()), to_json(pride.Chat(f"c{index}"))
+            )
+            await store.flush()  # one at a time: the journal keeps them in order of their start
+    async with Session(store=path) as session:
+        resumed: list[Any] = []
+        session.on_resume(resumed.append)
+        branch = await session.spawn(Branch(name="ada", chat_model=echo_model(), mailbox_size=2))
+        assert [await reply.result() for reply in resumed] == [
+            f"re: c{index}" for index in range(5)
+        ]
+        assert await branch.chat("next") == "re: next"
+    async with BranchStore(path, read_only=True) as store:
+        assert await store.unfinished_turns() == []
