@@ -52,7 +52,7 @@ from ..actors.riders import CommitRider
 from ..errors import InvalidMessage, TurnCancelled
 from ..messages import Budget, Usage, WorkCommand, structure, unstructure
 from ..messages.codec import dump_json, parse_json
-from ..store import BranchStore, StoredFlow, flow_key
+from ..store import MAX_SEQ, BranchStore, StoredFlow, flow_key
 from .state import TERMINAL, NodeState, turn_outcome
 
 __all__ = [
@@ -404,10 +404,15 @@ def read_events(stored: StoredFlow) -> list[EventWire]:
     """The events of a stored flow, checked, in order.
 
     Raises:
-        InvalidMessage: one does not read back (naming its number).
+        InvalidMessage: one does not read back, or is numbered outside 0 to
+            `MAX_SEQ` (naming its number).
     """
     events = []
     for seq, text in stored.events:
+        if not 0 <= seq <= MAX_SEQ:  # the next event is numbered from it: it must be writable
+            raise InvalidMessage(
+                [(f"event {seq}", f"a number pride never writes (0 to {MAX_SEQ})")]
+            )
         try:
             event: EventWire = structure(parse_json(text), EventWire)
         except InvalidMessage as exc:

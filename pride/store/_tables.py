@@ -144,16 +144,16 @@ def delete_branch(db: sqlite3.Connection, name: str) -> None:
         delete_branch_turns(db, name)
 
 
-# A stored message's number, as a store reads it back, is at least 0 and at most
-# this. The next message of a branch takes the largest stored number plus one, so
-# a number edited into the file decides what is written next: below 0, the next
-# messages would take the numbers a queued batch reserves for its markers
-# (`HEADER`, `REWRITE`: the message's JSON written as the branch's projection, its
-# conversation deleted); near SQLite's largest integer, the next number cannot be
-# written, and since one commit carries every branch's rows, every commit of the
-# store would fail. No store reaches it honestly (a message a microsecond for 285
-# years).
 MAX_SEQ = 2**53
+"""The largest number of a stored message (or flow event) a store reads back (the
+least is 0). The next one is numbered from the largest stored plus one, so a number
+edited into the file decides what is written next: below 0, a branch's next
+messages would take the numbers a queued batch reserves for its markers
+(`HEADER`, `REWRITE`: the message's JSON written as the branch's projection, its
+conversation deleted); near SQLite's largest integer, the next number cannot be
+written, and since one commit carries every branch's rows, every commit of the
+store would fail. No store reaches it honestly (a message a microsecond for 285
+years)."""
 
 
 def check_seq(path: Path, name: str, seq: object) -> None:

@@ -195,6 +195,29 @@ async def test_a_damaged_journal_is_refused_and_the_session_goes_on(tmp_path: Pa
         assert (await session.flow(_flow())).ok
 
 
+async def test_an_event_numbered_out_of_range_is_refused_and_the_store_serves_on(
+    tmp_path: Path,
+) -> None:
+    """A resumed run numbers its next event from the largest journaled one plus one.
+    Edited to SQLite's largest integer, that number could not be written, and since
+    one commit carries every branch's rows, every commit of the store failed for
+    every branch (an ordinary turn of a branch outside the flow included). An event
+    numbered outside 0 to 2**53 does not read back: resuming is a StoreError naming
+    it, and the store serves on."""
+    counts: Counts = {}
+    flow_id = await _cut_short(tmp_path / "store.db", counts)
+    db = sqlite3.connect(tmp_path / "store.db")
+    seq = 2**63 - 1
+    db.execute("UPDATE flow_events SET seq=?", (seq,))
+    db.commit()
+    db.close()
+    async with _session(tmp_path / "store.db", counts) as session:
+        await _spawn(session)
+        with pytest.raises(StoreError, match=rf"event {seq}: .*number"):
+            await session.resume_flow(flow_id, _flow())
+        assert await session.get_branch("alpha").chat_and_record("still") == "re: still"
+
+
 async def test_a_node_s_outcome_is_committed_with_its_turn(tmp_path: Path) -> None:
     """At each node's RunEnd (after its turn's commit, before the flow hears of it) the
     node's outcome is already in the store file: one commit for both, so no crash can
