@@ -263,7 +263,8 @@ class BranchJournal:
         """Take over an unfinished turn read from the store (after a restart).
 
         Everything is checked (a file is not trusted): a turn whose command or
-        steps do not read back can only be abandoned (``problem`` says why).
+        steps do not read back can only be abandoned (``problem`` says why), and
+        is adopted as interrupted, so that it is, even one that waited for approval.
         Returns None for a row without a valid turn id (logged).
         """
         turn_id, status, command = stored.turn_id, stored.status, stored.command
@@ -296,6 +297,10 @@ class BranchJournal:
         problem = problem or _ambiguous_ids(records)
         if status not in ("running", "suspended"):
             problem = problem or f"unknown journal status {status!r}"
+        if problem is not None:
+            # It can only be abandoned, whatever it waited for: as an interrupted
+            # turn it is, once its branch runs (`Persistence.recover`), instead of
+            # waiting for a decision that could do nothing else.
             status = "running"
         waiting = WaitingTurn(
             identity,

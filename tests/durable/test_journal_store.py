@@ -322,3 +322,31 @@ async def test_more_interrupted_turns_than_the_mailbox_holds_are_each_resumed(
         assert await branch.chat("next") == "re: next"
     async with BranchStore(path, read_only=True) as store:
         assert await store.unfinished_turns() == []
+
+
+async def test_a_damaged_suspended_turn_is_abandoned_and_the_branch_takes_work(
+    tmp_path: Path,
+) -> None:
+    """A turn waiting for approval whose journal entry does not read back can only be
+    abandoned, and the log said it would be; but only interrupted turns were, so it
+    stayed waiting: offered for approval (``suspended_turns``, ``pride chat``) though a
+    decision could only abandon it, and its branch refused every other command with
+    ApprovalPending until someone did. It is abandoned when the branch is restored, the
+    reason answered to the ``on_resume`` handler, and the branch takes work."""
+    path = tmp_path / "store.db"
+    steps = [_planned(EMAIL), _pending("send_email", {"to": "bob"}, "call_email")]
+    turn_id = await _journal_turn(path, "{not json", steps, status="suspended")
+    mailer = Mailer("hello")
+    async with Session(store=path) as session:
+        resumed: list[Any] = []
+        session.on_resume(resumed.append)
+        branch = await session.spawn(mailer.branch())
+        assert session.suspended_turns() == []
+        [reply] = resumed
+        with pytest.raises(TurnAbandoned, match="does not read back") as info:
+            await reply.result()
+        assert str(info.value.turn_id) == turn_id
+        assert await branch.chat_and_record("hi") == "hello"
+        assert mailer.ran == []
+    async with BranchStore(path, read_only=True) as store:
+        assert await store.unfinished_turns() == []
