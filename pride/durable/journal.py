@@ -70,6 +70,7 @@ from ..errors import (
     Defer,
     InvalidMessage,
     JournalMismatch,
+    StoreError,
     TurnAbandoned,
     UnknownPendingCall,
     UnknownTurn,
@@ -668,6 +669,7 @@ class JournalRun:
             # context variable. (A call to an unknown tool gets no before.)
             position = positions[id(call)]
             _POSITION.set(position)
+            unfailed()
             await journaled()  # the steps before this one are durable before it begins
             try:
                 await view.before_tool_call(call)
@@ -682,6 +684,16 @@ class JournalRun:
                 step = tool_step(call, "started", position in approved, step_ids[position])
                 self.record(base + position, step)
                 await journaled()
+            unfailed()
+
+        def unfailed() -> None:
+            # A commit of this turn failed (for an earlier call of the batch): the turn
+            # fails with it, so no later call runs, even if the store has recovered
+            # since (its caller, told the turn failed, would have it run twice).
+            if failure:
+                raise StoreError(
+                    f"not run: a commit of the journal of turn {self.turn_id} failed before it"
+                )
 
         async def journaled() -> None:
             try:

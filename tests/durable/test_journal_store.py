@@ -12,7 +12,7 @@ import pytest
 import trio
 
 import pride
-from pride import ApprovalRequired, Approve, Branch, Operate, Session, TurnAbandoned
+from pride import ApprovalRequired, Approve, Branch, Operate, Session, StoreError, TurnAbandoned
 from pride.durable.records import StepRecord
 from pride.llm import ModelResponse, ToolCall
 from pride.messages import to_json
@@ -350,3 +350,41 @@ async def test_a_damaged_suspended_turn_is_abandoned_and_the_branch_takes_work(
         assert mailer.ran == []
     async with BranchStore(path, read_only=True) as store:
         assert await store.unfinished_turns() == []
+
+
+async def test_no_tool_runs_after_a_journal_commit_of_its_turn_failed(tmp_path: Path) -> None:
+    """A tool that is not idempotent runs only once the journal says it started. When
+    that commit failed for one call of a batch run in order, the call was refused and
+    the turn failed with StoreError, but the next call went on, its own commit
+    (retrying the failed rows) succeeded on a store that had recovered, and it ran,
+    though its turn was already failing: the caller, told the turn failed, would ask
+    again and have it run twice. Once a commit of the turn's journal failed, no
+    later call of the batch runs."""
+    path = tmp_path / "store.db"
+    ran: list[str] = []
+
+    def charge(card: str) -> str:
+        """Charge a card."""
+        ran.append(card)
+        return f"charged {card}"
+
+    calls = (ToolCall("charge", {"card": "a"}, id="c1"), ToolCall("charge", {"card": "b"}, id="c2"))
+    model = pride.ScriptedModel([pride.llm.ScriptedReply(tool_calls=calls), "done"])
+    async with Session(store=path) as session:
+        branch = await session.spawn(Branch(name="shop", chat_model=model, tools=[charge]))
+        queue = session.store._queue  # type: ignore[union-attr]
+        write = queue._write
+        failures = [StoreError("the disk is full, once")]
+
+        def flaky(*args: Any) -> None:
+            if failures:
+                raise failures.pop()
+            write(*args)
+
+        queue._write = flaky
+        with pytest.raises(StoreError):
+            await session.ask(
+                "shop", Operate("charge both", actions=True, action_strategy="sequential")
+            )
+        assert ran == []
+        assert branch.running
