@@ -69,9 +69,13 @@ class _Rewrite:
 class Persistence:
     """The wiring between one store and the members of one session."""
 
-    def __init__(self, store: BranchStore, durability: Durability | None = None) -> None:
+    def __init__(
+        self, store: BranchStore, durability: Durability | None = None, *, label: str = "a session"
+    ) -> None:
         self.store = store
         self.durability = durability if durability is not None else Durability()
+        self.label = label
+        """Who persists through it, for errors (``session 'name'``)."""
         self._wired: dict[Branch, tuple[Any, Any, Any]] = {}
 
     async def restore_or_register(
@@ -88,9 +92,26 @@ class Persistence:
         a stable name are left alone (their names change between runs).
         ``activity`` is called at the end of each of its turns and ``Act``
         steps (a virtual branch's idle clock).
+
+        Raises:
+            StoreError: the store cannot be read, or another session persists
+                a branch of that name through it (`BranchStore.claim`).
         """
         if not branch.stable_name or branch in self._wired:
             return False
+        self.store.claim(branch.name, self, self.label)
+        try:
+            return await self._restore(branch, durability, activity)
+        except BaseException:
+            self.store.release(branch.name, self)
+            raise
+
+    async def _restore(
+        self,
+        branch: Branch,
+        durability: Durability | None,
+        activity: Callable[[], None] | None,
+    ) -> bool:
         store = self.store
         stored_id, messages, unfinished = await store.restore(branch.name)
         stored = stored_id is not None
@@ -268,6 +289,7 @@ class Persistence:
         if listeners is None:
             return
         persist, rewrite, commit = listeners
+        self.store.release(branch.name, self)
         branch.remove_message_listener(persist)
         branch.remove_rewrite_listener(rewrite)
         branch.actor.remove_turn_barrier(commit)

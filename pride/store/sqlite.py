@@ -135,6 +135,7 @@ class BranchStore(Journals, Reads):
         self._writer: Writer | None = None
         self._queue = WriteQueue(self.path, self._write_batch)
         self._next_seq: dict[str, int] = {}
+        self._writers: dict[str, tuple[object, str]] = {}  # see `claim`
 
     @property
     def commits(self) -> int:
@@ -372,6 +373,33 @@ class BranchStore(Journals, Reads):
         await self.flush(name)
         count = await self._read(f"reading branch {name!r} from", message_count, self.path, name)
         self._next_seq[name] = count
+
+    def claim(self, name: str, writer: object, label: str) -> None:
+        """Make ``writer`` (a session's wiring, say) the one that persists the
+        conversation ``name`` through this store, until it calls `release`.
+
+        Two live branches writing one stored conversation would interleave their
+        messages (the file holding neither's history), as two processes would;
+        this refuses the second within a process, as the file's lock refuses it
+        across processes. ``label`` names the writer in the error.
+
+        Raises:
+            StoreError: another writer holds ``name``, naming it.
+        """
+        holder = self._writers.get(name)
+        if holder is not None and holder[0] is not writer:
+            raise StoreError(
+                f"branch {name!r} is already stored in {self.path} by {holder[1]}: a stored "
+                "conversation has one writer; give this branch another name, or remove "
+                "that one first"
+            )
+        self._writers[name] = (writer, label)
+
+    def release(self, name: str, writer: object) -> None:
+        """Let go of ``name`` (claimed by ``writer``; nothing happens otherwise)."""
+        holder = self._writers.get(name)
+        if holder is not None and holder[0] is writer:
+            del self._writers[name]
 
     def holds(self, name: str) -> bool:
         """True while rows of ``name`` are queued or being committed."""

@@ -193,7 +193,9 @@ class Session:
         self._private: PrivateNursery | None = None  # the nursery of `async with`
         self._store_path: Path | None = None
         if isinstance(store, BranchStore):
-            self._members.persistence = Persistence(store, durability)
+            self._members.persistence = Persistence(
+                store, durability, label=f"session {self.name!r}"
+            )
         elif store is not None:
             self._store_path = Path(store)
 
@@ -239,7 +241,9 @@ class Session:
         if self._store_path is not None:  # a path: the session opens and closes the store
             store = BranchStore(self._store_path)
             await store.open()
-            self._members.persistence = Persistence(store, self._durability)
+            self._members.persistence = Persistence(
+                store, self._durability, label=f"session {self.name!r}"
+            )
         private = PrivateNursery()
         await private.open(self._supervisor.serve)
         self._private = private

@@ -417,3 +417,36 @@ async def test_a_member_spawned_again_while_its_rows_wait_keeps_them(tmp_path: P
         await again.chat_and_record("two")
     async with BranchStore(path, read_only=True) as store:
         assert [m.text for m in await store.load_messages("ada")] == [*expected, "two", "re: two"]
+
+
+async def test_two_sessions_on_one_store_never_share_a_stored_conversation(
+    tmp_path: Path,
+) -> None:
+    """A BranchStore given to two sessions (a child session's, say) persists the
+    members of both. Each session's names are its own, so both could have a member
+    called "ada", and both appended to the one stored conversation of that name: the
+    file held the two histories interleaved, neither branch's. The second is refused
+    with StoreError naming the holder; once the first lets go of the name (removed,
+    or its session ended), another session may take it."""
+    path = tmp_path / "store.db"
+    async with BranchStore(path) as store:
+        async with Session(name="one", store=store) as one, Session(name="two", store=store) as two:
+            first = await one.spawn(Branch(name="ada", chat_model=echo_model()))
+            await first.chat_and_record("from one")
+            with pytest.raises(StoreError, match=r"'ada'.*session 'one'"):
+                await two.spawn(Branch(name="ada", chat_model=echo_model()))
+            assert await two.spawn(Branch(name="bob", chat_model=echo_model()))
+            await first.chat_and_record("one again")
+            await one.remove(first)
+            second = await two.spawn(Branch(name="ada", chat_model=echo_model()))
+            await second.chat_and_record("from two")
+        async with Session(name="three", store=store) as three:
+            await three.spawn(Branch(name="bob", chat_model=echo_model()))
+        assert [m.text for m in await store.load_messages("ada")] == [
+            "from one",
+            "re: from one",
+            "one again",
+            "re: one again",
+            "from two",
+            "re: from two",
+        ]
