@@ -106,6 +106,8 @@ class StepRecord:
             raise InvalidMessage([("step", f"not a journal step: {exc}")]) from None
         if (wire.kind == "model") != (wire.response is not None):
             raise InvalidMessage([("step.response", "a model step, and only one, holds a reply")])
+        if wire.response is not None:
+            _check_usage(wire.response.usage)
         return cls(
             wire.kind,
             None if wire.response is None else wire.response.response(),
@@ -208,6 +210,44 @@ class _ResponseWire:
             self.finish_reason,
             self.reasoning,
         )
+
+
+# The bounds pride.llm reads a provider's reply within (its count and cost fields,
+# `pride.llm._shape`): a journaled reply is read within the same.
+MAX_COUNT = 2**53 - 1
+MAX_COST_USD = 1_000_000.0
+
+
+def _check_usage(usage: _UsageWire) -> None:
+    """Refuse a journaled reply's usage that no provider's reply is read with (a
+    count outside 0 to `MAX_COUNT`, a cost outside 0 to `MAX_COST_USD`): a
+    resumed turn sums it into its figures and its budget, and a negative one
+    would buy calls past ``max_input_tokens`` or ``max_cost_usd``.
+
+    Raises:
+        InvalidMessage: naming the field.
+    """
+    problems = [
+        (f"step.response.usage.{field}", f"a count from 0 to {MAX_COUNT}, got {value}")
+        for field in _COUNTS
+        if not 0 <= (value := getattr(usage, field)) <= MAX_COUNT
+    ]
+    cost = usage.cost_usd
+    if cost is not None and not 0 <= cost <= MAX_COST_USD:
+        problems.append(
+            ("step.response.usage.cost_usd", f"a cost from 0 to {MAX_COST_USD:g}, got {cost}")
+        )
+    if problems:
+        raise InvalidMessage(problems)
+
+
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
 
 
 @attrs.frozen

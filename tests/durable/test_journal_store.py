@@ -18,7 +18,7 @@ from pride.llm import ModelResponse, ToolCall
 from pride.messages import to_json
 from pride.store import BranchStore
 from pride.store._file import SCHEMA_VERSION
-from tests.durable.test_approvals import EMAIL, Mailer
+from tests.durable.test_approvals import EMAIL, LOOKUP, Mailer
 from tests.helpers import echo_model
 
 
@@ -388,3 +388,44 @@ async def test_no_tool_runs_after_a_journal_commit_of_its_turn_failed(tmp_path: 
             )
         assert ran == []
         assert branch.running
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": -(10**9)},
+        {"output_tokens": -1},
+        {"cost_usd": -100.0},
+        {"cached_tokens": 2**60},
+        {"cost_usd": 1e300},
+    ],
+)
+async def test_a_journaled_reply_with_impossible_usage_is_abandoned(
+    tmp_path: Path, usage: dict[str, Any]
+) -> None:
+    """A resumed turn counts its journaled replies' usage in its own figures and its
+    budget, as it counts a live reply's. A provider's reply claiming a negative (or
+    absurd) count or cost is refused when it is read, since summed it would buy calls
+    past a budget; a journaled one was taken as it was: a reply edited to
+    -10**9 input tokens lifted the turn's ``max_input_tokens``, and it went on to
+    call the model. Such a step does not read back: the turn is abandoned, and
+    nothing runs."""
+    from pride.durable import records
+    from pride.llm import _shape
+
+    assert (records.MAX_COUNT, records.MAX_COST_USD) == (_shape.MAX_COUNT, _shape.MAX_COST_USD)
+    path = tmp_path / "store.db"
+    step = json.loads(_planned(LOOKUP))
+    step["response"]["usage"].update(usage)
+    await _journal_turn(path, to_json(Operate("find bob", actions=True)), [json.dumps(step)])
+    mailer = Mailer("found bob")
+    async with Session(store=path) as session:
+        resumed: list[Any] = []
+        session.on_resume(resumed.append)
+        branch = mailer.branch()
+        branch.budget = pride.Budget(max_input_tokens=5)
+        await session.spawn(branch)
+        [reply] = resumed
+        with pytest.raises(TurnAbandoned, match="step 0"):
+            await reply.result()
+        assert mailer.ran == [] and mailer.requests == []
