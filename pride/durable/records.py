@@ -28,6 +28,7 @@ from ..messages import (
     structure,
     unstructure,
 )
+from ..messages.budget import MAX_COST_USD, MAX_COUNT
 from ..messages.codec import dump_json, parse_json
 from ..tools import ActionOutcome
 
@@ -210,12 +211,6 @@ class _ResponseWire:
             self.finish_reason,
             self.reasoning,
         )
-
-
-# The bounds pride.llm reads a provider's reply within (its count and cost fields,
-# `pride.llm._shape`): a journaled reply is read within the same.
-MAX_COUNT = 2**53 - 1
-MAX_COST_USD = 1_000_000.0
 
 
 def _check_usage(usage: _UsageWire) -> None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..messages.budget import MAX_COST_USD, MAX_COUNT
+
 __all__ = [
-    "MAX_COST_USD",
-    "MAX_COUNT",
     "WrongShape",
     "as_object",
     "cost_field",
@@ -104,11 +104,6 @@ def str_field(parent: dict[str, Any], key: str, path: str) -> str | None:
     raise WrongShape(where(path, key), "a string", value)
 
 
-#: The largest count accepted (JSON's safe integer range): a larger token
-#: count is no real figure, and would overflow float arithmetic on prices.
-MAX_COUNT = 2**53 - 1
-
-
 def count_field(parent: dict[str, Any], key: str, path: str) -> int:
     """``parent[key]`` as a count (an integer from 0 to `MAX_COUNT`), 0 if absent.
 
@@ -122,12 +117,6 @@ def count_field(parent: dict[str, Any], key: str, path: str) -> int:
     if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_COUNT:
         return int(value)
     raise WrongShape(where(path, key), f"a count (an integer from 0 to {MAX_COUNT})", value)
-
-
-#: The largest cost in US dollars one call may report. A reply claiming more is
-#: no real figure; and a bound keeps every sum of costs finite (two costs of
-#: 1e308 would sum to infinity, which no budget compares and no JSON carries).
-MAX_COST_USD = 1_000_000.0
 
 
 def cost_field(parent: dict[str, Any], key: str, path: str) -> float | None:

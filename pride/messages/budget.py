@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["BUDGET_FIELDS", "Budget", "Usage", "limit_problem"]
+__all__ = ["BUDGET_FIELDS", "MAX_COST_USD", "MAX_COUNT", "Budget", "Usage", "limit_problem"]
 
 # Which limits are whole numbers and which may be fractional.
 _COUNTS = ("max_input_tokens", "max_output_tokens", "max_model_calls", "max_tool_calls")
@@ -121,6 +121,17 @@ class Budget:
             if getattr(self, name) is not None
         )
         return f"Budget({shown})"
+
+
+#: The largest token count pride reads as one reply's (from a provider, or from a
+#: journal): JSON's safe integer range. A larger count is no real figure, and
+#: would overflow float arithmetic on prices.
+MAX_COUNT = 2**53 - 1
+
+#: The largest cost in US dollars pride reads as one call's. A reply claiming more
+#: is no real figure; and a bound keeps every sum of costs finite (two costs of
+#: 1e308 would sum to infinity, which no budget compares and no JSON carries).
+MAX_COST_USD = 1_000_000.0
 
 
 @attrs.frozen

@@ -410,10 +410,6 @@ async def test_a_journaled_reply_with_impossible_usage_is_abandoned(
     -10**9 input tokens lifted the turn's ``max_input_tokens``, and it went on to
     call the model. Such a step does not read back: the turn is abandoned, and
     nothing runs."""
-    from pride.durable import records
-    from pride.llm import _shape
-
-    assert (records.MAX_COUNT, records.MAX_COST_USD) == (_shape.MAX_COUNT, _shape.MAX_COST_USD)
     path = tmp_path / "store.db"
     step = json.loads(_planned(LOOKUP))
     step["response"]["usage"].update(usage)
