@@ -22,4 +22,8 @@ class WrongLoop(PrideError, RuntimeError):
     pride's trio run is a guest of one loop, in that loop's thread; nothing of
     it is thread-safe. From another thread, hand the call to the team's loop
     with ``asyncio.run_coroutine_threadsafe(team.ask(...), loop)``.
+
+    Also raised by a team's coroutine awaited in trio code of its own run (a
+    tool, an operation, a function given to ``team.run``), before it does
+    anything: there use the trio API (``await team.session.ask(...)``).
     """

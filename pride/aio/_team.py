@@ -73,7 +73,8 @@ class Team:
     finish before the ``CancelledError`` goes on.
 
     Raises (every method):
-        WrongLoop: called outside the loop (thread) that opened the team.
+        WrongLoop: called outside the loop (thread) that opened the team, or a
+            coroutine awaited in trio code (use ``team.session``'s trio API there).
         TeamClosed: called before the team opened or after it closed.
     """
 
@@ -129,6 +130,7 @@ class Team:
         if it failed.
         """
         self._check_loop()
+        self._check_asyncio_code()
         failure = await self._close(at_once=False)
         if failure is not None:
             raise failure
@@ -136,6 +138,7 @@ class Team:
     async def _open(self) -> Self:
         if self._state != "new":
             raise RuntimeError("a team opens once: call pride.aio.open_session() again")
+        self._check_asyncio_code()
         try:
             self.loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -274,8 +277,23 @@ class Team:
                 + ". Hand the call to its loop: asyncio.run_coroutine_threadsafe(coro, loop)"
             )
 
+    def _check_asyncio_code(self) -> None:
+        # A trio task of the guest run runs in the loop's thread, with the loop running:
+        # only this tells it apart, before a coroutine does work it cannot then await.
+        if trio.lowlevel.in_trio_task():
+            raise WrongLoop(
+                f"{self!r} was awaited in trio code (a tool, an operation, a function given "
+                "to team.run): its coroutines are for asyncio code. In trio code use the "
+                "trio API: await team.session.ask(...), team.session.send(...), "
+                "team.session.spawn(...), team.session.stream(...)"
+            )
+
     def check(self) -> None:
-        """Raise unless the team takes calls here and now (its loop, and open)."""
+        """Raise unless the team takes calls here and now (asyncio code of its loop, and open)."""
+        self._check_asyncio_code()
+        self._check_open()
+
+    def _check_open(self) -> None:
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -443,7 +461,7 @@ class Team:
 
             return decorate
         session = self.session
-        self.check()
+        self._check_open()  # a plain function: trio code may call it too
         subscriber = Subscriber(self.guest, handler)
         self._subscribers.append(subscriber)
         session.observe(*filters, handler=subscriber.forward)

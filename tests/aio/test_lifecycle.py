@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ import pride
 import pride.aio
 from pride import Chat, Escalate, SupervisorFailed
 
-from .kit import branch, run, waiting
+from .kit import DEADLINE, branch, run, waiting
 
 
 async def _token() -> Any:
@@ -234,3 +235,59 @@ def test_it_runs_under_uvloop() -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         assert runner.run(main()) == ["UV", "STREAMED", "uvloop"]
+
+
+def test_a_call_awaited_in_trio_code_raises_wrongloop_and_does_nothing() -> None:
+    """A team's coroutine awaited in trio code (a tool, an operation, a ``team.run``
+    function) raises WrongLoop naming the trio API, before it delivers or spawns
+    anything: it used to do the work and then fail at its first asyncio await."""
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            await team.spawn(branch("echo"))
+
+            async def in_trio() -> list[BaseException]:
+                errors: list[BaseException] = []
+                calls: list[Callable[[], Awaitable[Any]]] = [
+                    lambda: team.ask("echo", Chat("asked from trio")),
+                    lambda: team.send("echo", Chat("sent from trio")),
+                    lambda: team.spawn(branch("spawned from trio")),
+                    lambda: team.run(trio.sleep, 0),
+                ]
+                for call in calls:
+                    try:
+                        await call()
+                    except BaseException as exc:
+                        errors.append(exc)
+                try:
+                    async with team.stream("echo", pride.ChatAndRecord("streamed from trio")):
+                        pass
+                except BaseException as exc:
+                    errors.append(exc)
+                return errors
+
+            errors = await team.run(in_trio)
+            assert [type(e) for e in errors] == [pride.aio.WrongLoop] * 5, errors
+            assert all("team.session" in str(e) for e in errors), errors[0]
+            stats = team.session.statistics()
+            assert (stats.branches, stats.queued, stats.turns_done) == (1, 0, 0)
+            assert await team.ask("echo", Chat("still open")) == "STILL OPEN"
+
+    run(main)
+
+
+def test_aclose_awaited_in_trio_code_raises_wrongloop_and_the_team_still_closes() -> None:
+    """``team.aclose()`` awaited in trio code raises WrongLoop and leaves the team
+    as it was: it used to start the close and fail at its first asyncio await,
+    and the real close then waited for that one forever."""
+
+    async def main() -> None:
+        team = await pride.aio.open_session()
+        with pytest.raises(pride.aio.WrongLoop, match=r"team\.session"):
+            await team.run(team.aclose)
+        assert "open" in repr(team)
+        closing = asyncio.create_task(team.aclose())
+        done, _ = await asyncio.wait((closing,), timeout=DEADLINE / 3)
+        assert closing in done, "the close hung"
+
+    run(main)
