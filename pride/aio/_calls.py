@@ -69,8 +69,11 @@ class ReplyWait:
 
     The command was delivered from the asyncio side; the reply's done
     callback (run in trio, where the outcome is delivered, or at once if it
-    is done already) answers the caller's future, so nothing of trio waits
-    for the caller. Answered once; made and awaited by the team.
+    is done already) wakes the caller's future, so nothing of trio waits
+    for the caller. The outcome is taken from the reply by the caller's task
+    once it runs, never by the callback: a caller cancelled between the two
+    (its cancellation and the outcome in one loop pass) leaves the outcome in
+    the reply, for a later wait of ``Sent.result``. Made and awaited by the team.
     """
 
     __slots__ = ("_finished", "_future", "_owner", "_timed_out", "reply")
@@ -105,7 +108,7 @@ class ReplyWait:
         reply.add_done_callback(self._answer)
         timer = None if timeout is None else owner.loop.call_later(timeout, self._time_out)
         try:
-            return await self._future
+            await self._future  # done (or the team's error), not the outcome: see _take
         except asyncio.CancelledError:
             if cancels and not reply.done:
                 reply.cancel("caller")
@@ -119,6 +122,20 @@ class ReplyWait:
         finally:
             if timer is not None:
                 timer.cancel()
+        return self._take()
+
+    def _take(self) -> Any:
+        # The outcome, taken now that the caller runs; a timeout's cancellation is TimeoutError.
+        try:
+            return self.reply.take_result()
+        except TurnCancelled as error:
+            if not self._timed_out:
+                raise
+            raise TimeoutError("the call did not finish within its timeout") from error
+        except BaseException as error:
+            # No name holds what is raised (its traceback holds this frame). B904: it is
+            # the error itself, or for_asyncio's translation, already caused by it.
+            raise for_asyncio(error)  # noqa: B904
 
     async def _wait_finished(self) -> None:
         # Already on the way out: a further cancellation is dropped, the first raised after.
@@ -152,21 +169,10 @@ class ReplyWait:
         owner.call_done(self)
         owner.guest.after_call()
         future = self._future
-        if future.done():  # the caller gave up (or the team answered): nothing to take
+        if future.done():  # the caller gave up (or the team answered): nothing to wake
             self._set_finished()
-            return
-        try:
-            value = reply.take_result()
-        except BaseException as error:
-            if self._timed_out and isinstance(error, TurnCancelled):
-                timed_out = TimeoutError("the call did not finish within its timeout")
-                timed_out.__cause__ = error
-                future.set_exception(timed_out)
-            else:
-                future.set_exception(for_asyncio(error))
-            del error
         else:
-            future.set_result(value)
+            future.set_result(None)
 
     def _set_finished(self) -> None:
         finished = self._finished

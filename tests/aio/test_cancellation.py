@@ -7,6 +7,7 @@ import collections
 import functools
 import gc
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -297,5 +298,34 @@ def test_a_failure_on_the_trio_side_arrives_as_prides_own_class() -> None:
             with pytest.raises(ExceptionGroup) as group:  # run(): the fn's own nursery
                 await team.run(boom)
             assert group.group_contains(KeyError)
+
+    run(main)
+
+
+async def _passes_until(condition: Callable[[], bool]) -> None:
+    """Let the loop run one pass at a time until ``condition()`` holds: a caller
+    answered in a pass is woken in the next one, so this acts between the two."""
+    while not condition():
+        await asyncio.sleep(0)
+
+
+def test_a_result_wait_cancelled_as_the_outcome_arrives_leaves_it_for_the_next() -> None:
+    """``await handle.result()`` cancelled after the outcome arrived but before the
+    waiting task woke leaves the outcome for a later wait: it was taken out of the
+    command at its arrival, and the later wait raised ReplyConsumedError."""
+    gate = Gate()
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            await team.spawn(branch("slow", gate.model))
+            sent = await team.send("slow", Chat("answered"))
+            waiter = asyncio.create_task(sent.result())
+            await team.run(gate.started.wait)
+            gate.release("answered")
+            await _passes_until(lambda: sent.done)
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            assert await sent.result() == "reply to answered"
 
     run(main)
