@@ -185,9 +185,23 @@ class Call:
 
     Made by the team, run by a pool worker (`run`), awaited by the caller
     (`wait`). ``state`` goes queued, running, done; the answer is given once.
+    The answer wakes ``future``; the outcome stays on the call until the
+    caller's task takes it (`take`), so no future holds an error raised
+    through the frame that holds the call (a reference cycle, left to the
+    collector), and a caller cancelled as the answer came leaves it there.
     """
 
-    __slots__ = ("args", "cancel_requested", "finished", "fn", "future", "owner", "scope", "state")
+    __slots__ = (
+        "args",
+        "cancel_requested",
+        "finished",
+        "fn",
+        "future",
+        "outcome",
+        "owner",
+        "scope",
+        "state",
+    )
 
     def __init__(
         self, owner: CallOwner, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
@@ -201,6 +215,8 @@ class Call:
         self.scope: trio.CancelScope | None = None
         # Made only when the caller gave up and waits for the trio side to finish.
         self.finished: asyncio.Future[None] | None = None
+        # The answer not taken yet: (value, None) or (None, error).
+        self.outcome: tuple[Any, BaseException | None] | None = None
 
     # ------------------------------------------------------------ asyncio side
 
@@ -227,13 +243,31 @@ class Call:
             raise
 
     async def collect(self) -> Any:
-        """Wait for the answer of a submitted call (the second half of `wait`)."""
+        """Wait for the answer of a submitted call (the second half of `wait`).
+
+        Cancellation: as `wait`; one that comes with the answer (in the same
+        loop pass) leaves the answer on the call (`outcome`).
+        """
         try:
-            return await self.future
+            await self.future
         except asyncio.CancelledError:
             if self.state != "done":
                 await self._abandon()
             raise
+        return self.take()
+
+    def take(self) -> Any:
+        """The answer (once): return the value or raise the error, translated by `for_asyncio`."""
+        outcome, self.outcome = self.outcome, None
+        assert outcome is not None, "take() before the answer, or twice"
+        value, error = outcome
+        if error is None:
+            return value
+        del outcome
+        try:
+            raise for_asyncio(error)
+        finally:  # no name holds what is raised: its traceback holds this frame
+            del error
 
     async def _abandon(self) -> None:
         self.cancel(requested=True)
@@ -305,10 +339,9 @@ class Call:
         if future.done():  # the caller gave up: it waits only for the end
             if self.finished is not None and not self.finished.done():
                 self.finished.set_result(None)
-        elif error is None:
-            future.set_result(value)
         else:
-            future.set_exception(for_asyncio(error))
+            self.outcome = (value, error)
+            future.set_result(None)
 
 
 def for_asyncio(error: BaseException) -> BaseException:
