@@ -70,13 +70,17 @@ class Items:
 
     Each item is taken from the turn only when the loop asks for it. After
     the last item a failed turn raises its exception from the ``async for``
-    (pride's own class, as with `pride.stream`).
+    (pride's own class, as with `pride.stream`). A ``__anext__`` cancelled
+    while it waits takes nothing; one cancelled as its item came (in the
+    same loop pass) leaves the item to the next ``__anext__``.
     """
 
     def __init__(self, team: StreamOwner, holder: _Holder) -> None:
         self._team = team
         self._holder = holder
         self._finished = False
+        # The call whose answer came as its caller was cancelled: the next one's.
+        self._late: Call | None = None
 
     @property
     def turn_id(self) -> UUID | None:
@@ -91,14 +95,20 @@ class Items:
         if self._finished:
             raise StopAsyncIteration
         self._team.check()
-        items = self._holder.items
-        assert items is not None
+        call, self._late = self._late, None
+        if call is None:
+            items = self._holder.items
+            assert items is not None
+            call = Call(self._team, items.__anext__, ())
+            call.submit()
         try:
-            return await Call(self._team, items.__anext__, ()).wait()
+            return await call.collect()
         except StopAsyncIteration:
             self._finished = True
             raise
         except asyncio.CancelledError:
+            if call.outcome is not None:  # taken from the turn: it is the next one's
+                self._late = call
             raise
         except BaseException:
             self._finished = True

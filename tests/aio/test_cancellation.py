@@ -329,3 +329,28 @@ def test_a_result_wait_cancelled_as_the_outcome_arrives_leaves_it_for_the_next()
             assert await sent.result() == "reply to answered"
 
     run(main)
+
+
+def test_a_stream_item_whose_caller_is_cancelled_as_it_arrives_comes_next() -> None:
+    """An ``anext(items)`` cancelled after its item arrived but before its task woke
+    (a keep-alive timeout around each item, running out as one comes) leaves the item
+    for the next one: it was taken from the turn and lost, and the stream went on."""
+    produced: list[int] = []
+
+    async def main() -> list[Any]:
+        async with pride.aio.open_session() as team:
+            member = branch("counter")
+            member.register_operation("counted", functools.partial(counted, produced=produced))
+            await team.spawn(member)
+            async with team.stream("counter", pride.Call("counted", n=3)) as items:
+                holding = len(team.calls)  # the stream's own call, open for the block
+                first = asyncio.create_task(anext(items))
+                await _passes_until(lambda: len(team.calls) > holding)  # asking for it
+                await _passes_until(lambda: len(team.calls) == holding)  # answered
+                first.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await first
+                got = [item async for item in items]
+            return got
+
+    assert run(main) == [0, 1, 2]
