@@ -389,12 +389,24 @@ class Team:
     async def send(self, target: Any, command: Command, *, tag: str | int | None = None) -> Sent:
         """[`Session.send`][pride.supervisors.session.Session.send]: queue ``command`` and
         return a [`Sent`][pride.aio.Sent] handle at once (waits while the mailbox is full).
-        Sends from one caller are served in the order they were awaited."""
+        Sends from one caller are served in the order they were awaited.
+
+        Cancellation: a send cancelled while it waits for room queues nothing (a
+        command queued as the cancellation came is dropped)."""
         self.check()
         reply = self._deliver(target, command, tag, in_line=False)
         if reply is None:  # the mailbox is full: wait for room in trio (backpressure)
             session = self.session
-            reply = await self._call(functools.partial(session.send, target, command, tag=tag))
+            call = Call(self, functools.partial(session.send, target, command, tag=tag), ())
+            try:
+                reply = await call.wait()
+            except asyncio.CancelledError:
+                # Queued in the loop pass that cancelled its sender, who gets no handle:
+                # dropped, as a send cancelled while it waits leaves nothing queued.
+                late = call.outcome[0] if call.outcome is not None else None
+                if isinstance(late, Reply):
+                    late.cancel("caller")
+                raise
         return Sent(self, reply)
 
     def stream(

@@ -354,3 +354,32 @@ def test_a_stream_item_whose_caller_is_cancelled_as_it_arrives_comes_next() -> N
             return got
 
     assert run(main) == [0, 1, 2]
+
+
+def test_a_send_cancelled_as_its_command_is_queued_leaves_nothing_queued() -> None:
+    """``team.send`` waiting for room, cancelled in the loop pass that queued its
+    command, drops the command: it ran, though its sender got CancelledError and no
+    handle (a cancelled call leaves no work behind)."""
+    gate = Gate()
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            await team.spawn(branch("small", gate.model, mailbox_size=1))
+            running = await team.send("small", Chat("running"))
+            await team.run(gate.started.wait)
+            queued = await team.send("small", Chat("queued"))
+            late = asyncio.create_task(team.send("small", Chat("late")))
+            await _passes_until(lambda: bool(team.calls))  # waiting for room, in trio
+            gate.release("running")
+            await _passes_until(lambda: not team.calls)  # queued: its caller not woken yet
+            late.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await late
+            assert await running.result() == "reply to running"
+            gate.release("queued")
+            assert await queued.result() == "reply to queued"
+            gate.release("late")
+            assert team.session.statistics().queued == 0
+        assert [text for event, text in gate.events if event == "start"] == ["running", "queued"]
+
+    run(main)
