@@ -133,12 +133,15 @@ async def release(guest: Guest) -> None:
         raise cancelled
 
 
-async def wait_through(future: asyncio.Future[Any]) -> asyncio.CancelledError | None:
+async def wait_through(
+    future: asyncio.Future[Any], *, on_cancel: Callable[[], object] | None = None
+) -> asyncio.CancelledError | None:
     """Wait for ``future`` whatever happens; return the cancellation that came meanwhile.
 
     For the waits that must see their end even when the waiting task is
     cancelled (a closing run, a call's trio side finishing): the caller
-    raises the cancellation after.
+    raises the cancellation after. ``on_cancel()`` runs at each cancellation
+    (to hurry what is waited for).
     """
     cancelled = None
     while not future.done():
@@ -146,6 +149,8 @@ async def wait_through(future: asyncio.Future[Any]) -> asyncio.CancelledError | 
             await asyncio.wait((future,))
         except asyncio.CancelledError as exc:
             cancelled = exc
+            if on_cancel is not None:
+                on_cancel()
     return cancelled
 
 

@@ -128,6 +128,10 @@ class Team:
 
         Idempotent. Raises the session's failure ([`SupervisorFailed`][pride.SupervisorFailed])
         if it failed.
+
+        Cancellation: the session stops at once (what was left of the grace is
+        cut short) and the close still waits for everything to end; then the
+        ``CancelledError`` is raised. The same holds for leaving the block.
         """
         self._check_loop()
         self._check_asyncio_code()
@@ -175,14 +179,14 @@ class Team:
             self._state = "closed"
             return None
         if self._closed is not None:  # closed, or being closed by another caller: wait
-            cancelled = await wait_through(self._closed)
+            cancelled = await wait_through(self._closed, on_cancel=self._stop_at_once)
         else:
             self._closed = closed = self.loop.create_future()
             self._state = "closing"
             self._at_once = self._at_once or at_once
             if not self.guest.finished.done():
                 self._leave.set()
-            cancelled = await wait_through(ended)
+            cancelled = await wait_through(ended, on_cancel=self._stop_at_once)
             for subscriber in self._subscribers:
                 try:
                     await subscriber.drain()
@@ -199,6 +203,19 @@ class Team:
         if cancelled is not None:
             raise cancelled
         return ended.result()
+
+    def _stop_at_once(self) -> None:
+        # A closer cancelled (Ctrl-C under asyncio.run, a shutdown's timeout) cuts the grace
+        # short: the session stops at once, as if the block had raised, and the closer
+        # still waits for the end. `_hold` not yet past `_leave` stops at once on its own;
+        # one in the graceful stop is brought forward by a second stop with no grace
+        # (Session.stop: the earlier deadline wins).
+        if self._at_once:
+            return
+        self._at_once = True
+        session = self._session
+        if session is not None and not self.guest.finished.done():
+            Call(self, functools.partial(session.stop, grace=0), ()).submit()
 
     async def _hold(self, opened: asyncio.Future[None]) -> None:
         """The trio task of the team: its session, from start to stop."""

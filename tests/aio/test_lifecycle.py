@@ -12,6 +12,7 @@ import trio
 import pride
 import pride.aio
 from pride import Chat, Escalate, SupervisorFailed
+from tests.helpers import Gate
 
 from .kit import DEADLINE, branch, run, waiting
 
@@ -289,5 +290,29 @@ def test_aclose_awaited_in_trio_code_raises_wrongloop_and_the_team_still_closes(
         closing = asyncio.create_task(team.aclose())
         done, _ = await asyncio.wait((closing,), timeout=DEADLINE / 3)
         assert closing in done, "the close hung"
+
+    run(main)
+
+
+def test_a_graceful_close_cancelled_stops_the_session_at_once() -> None:
+    """A close waiting out its grace for a running turn (the block left normally,
+    ``aclose()``), cancelled (Ctrl-C under asyncio.run, a shutdown timeout), stops
+    the session at once, then raises CancelledError: it waited out the whole grace."""
+    gate = Gate()
+
+    async def main() -> None:
+        team = await pride.aio.open_session(grace=2 * DEADLINE / 3)
+        await team.spawn(branch("slow", gate.model))
+        asked = asyncio.create_task(team.ask("slow", Chat("never answered")))
+        await team.run(gate.started.wait)
+        closing = asyncio.create_task(team.aclose())
+        await asyncio.sleep(0)  # one loop pass: the close has begun, with its grace
+        assert "closing" in repr(team)
+        closing.cancel()
+        done, _ = await asyncio.wait((closing,), timeout=DEADLINE / 6)
+        assert closing in done, "the cancelled close waited out its grace"
+        assert closing.cancelled()
+        with pytest.raises(pride.TurnCancelled):
+            await asked
 
     run(main)
