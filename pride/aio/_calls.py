@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import trio
 
 from ..actors import Reply
-from ..errors import TurnCancelled
+from ..errors import TurnCancelled, exception_leaves
 from ._errors import TeamClosed
 from ._guest import wait_through
 
@@ -307,20 +307,18 @@ class Call:
         error: BaseException | None = None
         completed = False
         try:
-            try:
-                value = await self.fn(*self.args)
-            except trio.Cancelled:
-                raise
-            except BaseException as exc:
+            value = await self.fn(*self.args)
+            completed = True
+        except BaseException as exc:
+            if not _is_cancellation(exc):
                 error = exc
-            completed = True
-        except trio.Cancelled:
-            if not scope.cancel_called:
+                completed = True
+            elif not scope.cancel_called:
                 raise  # not this call's cancellation: the finally answers it
-            # This call's own (the worker's scope, which leaves without another checkpoint).
-            completed = True
-            if not self.cancel_requested:
-                error = TeamClosed("the team closed while this call was running")
+            else:  # this call's own (the worker's scope, which leaves without a checkpoint)
+                completed = True
+                if not self.cancel_requested:
+                    error = TeamClosed("the team closed while this call was running")
         finally:
             self.scope = None
             if not completed:
@@ -342,6 +340,14 @@ class Call:
         else:
             self.outcome = (value, error)
             future.set_result(None)
+
+
+def _is_cancellation(error: BaseException) -> bool:
+    """True for ``trio.Cancelled`` and for a group of nothing else (a nursery of the
+    call's function, cancelled with it): trio's cancellation, never the call's answer."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(isinstance(leaf, trio.Cancelled) for leaf in exception_leaves(error))
+    return isinstance(error, trio.Cancelled)
 
 
 def for_asyncio(error: BaseException) -> BaseException:

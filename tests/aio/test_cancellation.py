@@ -383,3 +383,26 @@ def test_a_send_cancelled_as_its_command_is_queued_leaves_nothing_queued() -> No
         assert [text for event, text in gate.events if event == "start"] == ["running", "queued"]
 
     run(main)
+
+
+def test_a_run_function_s_nursery_cancelled_by_the_close_answers_teamclosed() -> None:
+    """A ``team.run`` function with a nursery of its own, cancelled because the team
+    closed, answers TeamClosed: its nursery's group of ``trio.Cancelled`` reached the
+    asyncio caller as it was (an exception group of trio's cancellations)."""
+
+    async def with_children(started: trio.Event) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep_forever)
+            started.set()
+            await trio.sleep_forever()
+
+    async def main() -> None:
+        team = await pride.aio.open_session()
+        started = trio.Event()
+        running = asyncio.create_task(team.run(with_children, started))
+        await team.run(started.wait)
+        await team.aclose()
+        with pytest.raises(pride.aio.TeamClosed):
+            await running
+
+    run(main)
