@@ -481,6 +481,10 @@ class Team:
         signal at a time in order, and never holds up a turn (a slow handler
         falls behind on a bounded queue; see docs/asyncio.md). Without
         ``handler``, returns a decorator.
+
+        Raises:
+            TypeError: a filter is neither a signal class, a tuple of them nor a
+                predicate, or ``handler`` is not callable.
         """
         if handler is None:
 
@@ -491,9 +495,15 @@ class Team:
             return decorate
         session = self.session
         self._check_open()  # a plain function: trio code may call it too
+        if not callable(handler):  # the session sees only the forwarder: checked here
+            raise TypeError(f"observer handler must be callable, got {handler!r}")
         subscriber = Subscriber(self.guest, handler)
+        try:
+            session.observe(*filters, handler=subscriber.forward)
+        except BaseException:
+            subscriber.end()  # its consumer ends at once: nothing was queued
+            raise
         self._subscribers.append(subscriber)
-        session.observe(*filters, handler=subscriber.forward)
         return handler
 
     def unobserve(self, handler: Callable[[Signal], Any]) -> int:

@@ -206,6 +206,24 @@ def test_observe_runs_sync_and_coroutine_handlers_on_the_asyncio_side() -> None:
     assert [kind for who, kind in seen if who == "plain"] == ["RunEnd", "RunEnd"]
 
 
+def test_observe_refuses_a_bad_handler_or_filter_at_once_and_keeps_nothing() -> None:
+    """A handler that cannot be called is a TypeError from ``observe``, as from the
+    trio Session's (it was taken, and failed at every signal, logged); a refused
+    filter leaves no handler task behind (one was left until the team closed)."""
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            before = asyncio.all_tasks()
+            with pytest.raises(TypeError, match="handler must be callable"):
+                team.observe(RunEnd, handler=42)  # type: ignore[type-var]
+            with pytest.raises(TypeError, match="filters"):
+                team.observe("RunEnd", handler=print)
+            await asyncio.sleep(0)  # one loop pass: a consumer told to end has ended
+            assert asyncio.all_tasks() == before
+
+    run(main)
+
+
 def test_a_raising_handler_is_logged_and_the_next_signal_still_comes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
