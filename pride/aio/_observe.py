@@ -77,10 +77,16 @@ class Subscriber:
         """End, and wait up to ``grace`` seconds for the queued signals to be handled;
         then stop the consumer (what was left is logged).
 
+        Called by the handler itself (it closes the team), it only ends: the
+        consumer is the task running it, and it stops once it has handled
+        the signals still queued, after the handler returns.
+
         Cancellation: the consumer is stopped and waited for; then the
         cancellation is raised.
         """
         self.end()
+        if asyncio.current_task() is self.task:
+            return
         try:
             await asyncio.wait((self.task,), timeout=grace)
         finally:

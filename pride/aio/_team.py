@@ -132,6 +132,9 @@ class Team:
         Cancellation: the session stops at once (what was left of the grace is
         cut short) and the close still waits for everything to end; then the
         ``CancelledError`` is raised. The same holds for leaving the block.
+
+        From an observer's handler, it waits for the session to stop, not for
+        the handlers to take their last signals (the handler itself among them).
         """
         self._check_loop()
         self._check_asyncio_code()
@@ -179,7 +182,12 @@ class Team:
             self._state = "closed"
             return None
         if self._closed is not None:  # closed, or being closed by another caller: wait
-            cancelled = await wait_through(self._closed, on_cancel=self._stop_at_once)
+            # An observer's handler waits for the session to stop, not for the close's
+            # end: that close waits for the handlers to take their signals, this one too.
+            current = asyncio.current_task()
+            in_handler = any(s.task is current for s in self._subscribers)
+            waited = ended if in_handler else self._closed
+            cancelled = await wait_through(waited, on_cancel=self._stop_at_once)
         else:
             self._closed = closed = self.loop.create_future()
             self._state = "closing"

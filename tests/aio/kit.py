@@ -8,6 +8,7 @@ is the test, and pride runs as its guest.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -32,6 +33,30 @@ def run(main: Callable[[], Awaitable[T]]) -> T:
         return result
 
     return asyncio.run(bounded())
+
+
+def run_or_fail_on_hang(main: Callable[[], Awaitable[T]]) -> T:
+    """`run` in a thread of its own: a program that hangs through every cancellation
+    (a deadlock, which `DEADLINE` cannot end) fails the test instead of stalling it.
+
+    The hung thread is left behind (a daemon), with its loop and its trio run.
+    """
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((run(main), None))
+        except BaseException as exc:
+            outcome.append((None, exc))
+
+    thread = threading.Thread(target=target, name="pride.aio test program", daemon=True)
+    thread.start()
+    thread.join(DEADLINE + 5)
+    assert outcome, f"the asyncio program hung past its {DEADLINE} s deadline"
+    result, error = outcome[0]
+    if error is not None:
+        raise error
+    return result  # type: ignore[no-any-return]
 
 
 def echo() -> ScriptedModel:

@@ -29,7 +29,7 @@ from pride import (
 )
 from pride.llm import ToolCall
 
-from .kit import branch, counted, run, waiting
+from .kit import branch, counted, run, run_or_fail_on_hang, waiting
 
 
 def test_ask_returns_the_answer_in_the_loops_own_thread() -> None:
@@ -222,6 +222,69 @@ def test_observe_refuses_a_bad_handler_or_filter_at_once_and_keeps_nothing() -> 
             assert asyncio.all_tasks() == before
 
     run(main)
+
+
+def test_a_handler_that_closes_the_team_closes_it_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An observer handler may close its team: the close does not wait for the
+    handler's own task (it waited the whole drain grace for itself, logged that the
+    handler did not take its signals, then cancelled it, so ``aclose`` raised
+    CancelledError in the handler)."""
+    outcomes: list[str] = []
+
+    async def main() -> None:
+        team = await pride.aio.open_session()
+        closed = asyncio.Event()
+
+        async def close_on_answer(signal: Signal) -> None:
+            try:
+                await team.aclose()
+                outcomes.append("closed")
+            except BaseException as exc:
+                outcomes.append(type(exc).__name__)
+                raise
+            finally:
+                closed.set()
+
+        team.observe(RunEnd, handler=close_on_answer)
+        await team.spawn(branch("echo"))
+        await team.ask("echo", Chat("the last one"))
+        await closed.wait()
+        assert "closed" in repr(team)
+
+    with caplog.at_level(logging.WARNING, logger="pride.aio"):
+        run(main)
+    assert outcomes == ["closed"]
+    assert not caplog.records, caplog.records
+
+
+def test_a_handler_closing_the_team_during_its_shutdown_does_not_deadlock() -> None:
+    """A handler that closes the team while the team is already closing (on a
+    ``RunFailed``, which the shutdown's own cancellations emit) waits for the session
+    to stop, not for the handlers: the close waited for the handler, the handler for
+    the close, and the block's exit never returned."""
+    outcomes: list[str] = []
+
+    async def main() -> None:
+        async def close_on_failure(signal: Signal) -> None:
+            await team.aclose()
+            outcomes.append("closed")
+
+        started = asyncio.Event()
+        with pytest.raises(KeyError):
+            async with pride.aio.open_session() as team:
+                team.observe(pride.RunFailed, handler=close_on_failure)
+                team.observe(RunStart, handler=lambda signal: started.set())
+                await team.spawn(branch("slow", waiting()))
+                asked = asyncio.create_task(team.ask("slow", Chat("cancelled by the shutdown")))
+                await started.wait()
+                raise KeyError("leaving at once")
+        with pytest.raises(pride.TurnCancelled):
+            await asked
+
+    run_or_fail_on_hang(main)
+    assert outcomes == ["closed"]
 
 
 def test_a_raising_handler_is_logged_and_the_next_signal_still_comes(
