@@ -195,7 +195,7 @@ class Team:
             if not self.guest.finished.done():
                 self._leave.set()
             cancelled = await wait_through(ended, on_cancel=self._stop_at_once)
-            for subscriber in self._subscribers:
+            for subscriber in list(self._subscribers):  # a handler may unobserve meanwhile
                 try:
                     await subscriber.drain()
                 except asyncio.CancelledError as exc:

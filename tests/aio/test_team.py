@@ -287,6 +287,35 @@ def test_a_handler_closing_the_team_during_its_shutdown_does_not_deadlock() -> N
     assert outcomes == ["closed"]
 
 
+def test_a_handler_that_unobserves_itself_as_the_team_closes_leaves_the_others_drained(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A handler that unsubscribes itself while the closing team drains it (here: as
+    the drain's grace runs out and cancels it) does not make the close skip the next
+    handler, whose task was left waiting for good after the team closed."""
+    seen: list[str] = []
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+
+            async def stuck(signal: Signal) -> None:
+                try:
+                    await asyncio.Event().wait()  # until the drain's grace runs out
+                finally:
+                    team.unobserve(stuck)
+
+            team.observe(RunEnd, handler=stuck)
+            team.observe(RunEnd, handler=lambda signal: seen.append("next"))
+            await team.spawn(branch("echo"))
+            await team.ask("echo", Chat("hi"))
+        # kit.run checks that no task is left on the loop
+
+    with caplog.at_level(logging.WARNING, logger="pride.aio"):
+        run(main)
+    assert seen == ["next"]
+    assert "did not take its last" in caplog.text
+
+
 def test_a_raising_handler_is_logged_and_the_next_signal_still_comes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
