@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -89,6 +90,10 @@ class Member(Protocol):
 
 
 _guests: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Guest] = weakref.WeakKeyDictionary()
+
+# The guest run of this thread, from its start to its end: one whose loop stopped
+# before it ended holds the thread's trio run for good, and says so when refused.
+_this_thread = threading.local()
 
 
 async def acquire(loop: asyncio.AbstractEventLoop) -> Guest:
@@ -199,11 +204,23 @@ class Guest:
                 host_uses_signal_set_wakeup_fd=True,
             )
         except RuntimeError as exc:
+            left: Guest | None = getattr(_this_thread, "guest", None)
+            if left is not None and left.loop.is_closed():
+                teams = ", ".join(sorted(repr(member) for member in left.members)) or "a team"
+                raise RuntimeError(
+                    "pride.aio cannot start trio in this thread: a team of an earlier "
+                    f"asyncio loop here was never closed ({teams}), and that loop stopped "
+                    "with the team's trio run still in it. That run can never end, and trio "
+                    "allows one run per thread: no trio can start in this thread again. "
+                    "Close every team before its loop stops (leave its async with block, "
+                    "or await team.aclose())."
+                ) from exc
             raise RuntimeError(
                 "pride.aio cannot start trio as a guest of this loop: this thread already "
                 f"runs trio ({exc}). Use pride's trio API directly there, or open the "
                 "team from a thread whose asyncio loop runs no other trio."
             ) from exc
+        _this_thread.guest = self
         # While trio sleeps in its I/O thread nothing wakes the loop for a signal handler
         # that scheduled its work with a plain call_soon (ipykernel's interrupt): a signal
         # wakes it now, where the host set no wake-up fd of its own (pride.aio._wake).
@@ -229,6 +246,8 @@ class Guest:
         await asyncio.wait((self.finished,))
 
     def _done(self, result: outcome.Outcome[None]) -> None:
+        if getattr(_this_thread, "guest", None) is self:
+            del _this_thread.guest
         unwake, self._unwake = self._unwake, None
         if unwake is not None:
             unwake()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -316,3 +317,33 @@ def test_a_graceful_close_cancelled_stops_the_session_at_once() -> None:
             await asked
 
     run(main)
+
+
+def test_a_team_left_open_when_its_loop_stopped_is_named_by_the_next_refusal() -> None:
+    """A team never closed when its loop stopped leaves its trio run in the thread for
+    good, so no team (no trio) can start there again: the refusal says that is what
+    happened and how to avoid it, where it said the thread "already runs trio"."""
+    errors: list[BaseException] = []
+
+    async def left_open() -> None:
+        team = await pride.aio.open_session(name="forgotten")
+        await team.spawn(branch("echo"))
+
+    async def next_program() -> None:
+        async with pride.aio.open_session():
+            pass
+
+    def in_a_thread_of_its_own() -> None:  # the thread is spoilt for trio: not the test's
+        asyncio.run(left_open())
+        try:
+            asyncio.run(next_program())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=in_a_thread_of_its_own, daemon=True)
+    thread.start()
+    thread.join(DEADLINE)
+    assert [type(e) for e in errors] == [RuntimeError], errors
+    message = str(errors[0])
+    assert "never closed" in message and "'forgotten'" in message, message
+    assert "aclose()" in message, message
