@@ -154,7 +154,11 @@ class Team:
                 "a FastAPI lifespan, a notebook cell...)"
             ) from None
         self._state = "opening"
-        self.guest = await acquire(self.loop)
+        try:
+            self.guest = await acquire(self.loop)
+        except BaseException:  # refused, or cancelled while the run started: never opened
+            self._state = "closed"
+            raise
         self.guest.members.add(self)
         opened: asyncio.Future[None] = self.loop.create_future()
         self._ended = self.loop.create_future()
@@ -232,7 +236,7 @@ class Team:
             session = Session(**self._kwargs)
             async with session:
                 self._session = session
-                if not opened.cancelled():
+                if self._state == "opening":  # not given up meanwhile (closing already)
                     self._state = "open"
                     opened.set_result(None)
                 await self._leave.wait()

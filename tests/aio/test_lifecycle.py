@@ -347,3 +347,23 @@ def test_a_team_left_open_when_its_loop_stopped_is_named_by_the_next_refusal() -
     message = str(errors[0])
     assert "never closed" in message and "'forgotten'" in message, message
     assert "aclose()" in message, message
+
+
+def test_a_team_whose_opening_was_cancelled_is_closed() -> None:
+    """A team whose opening was cancelled before its trio run started is closed: its
+    calls say so, not "open it first" (it stayed "opening" for good, though opening
+    it again raises "a team opens once")."""
+
+    async def main() -> None:
+        team = pride.aio.open_session()
+        opening = asyncio.create_task(team.__aenter__())
+        await asyncio.sleep(0)  # one loop pass: it waits for its trio run to start
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        assert "closed" in repr(team), team
+        with pytest.raises(pride.aio.TeamClosed, match="it was closed"):
+            await team.ask("anyone", Chat("hi"))
+        await team.aclose()  # idempotent, as for any closed team
+
+    run(main)
