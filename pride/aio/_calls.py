@@ -35,7 +35,7 @@ from ._guest import wait_through
 if TYPE_CHECKING:
     from ._guest import Guest
 
-__all__ = ["Call", "CallOwner", "Pending", "ReplyWait", "for_asyncio"]
+__all__ = ["Call", "CallOwner", "Late", "Pending", "ReplyWait", "for_asyncio"]
 
 CallState = Literal["queued", "running", "done"]
 
@@ -180,6 +180,10 @@ class ReplyWait:
             finished.set_result(None)
 
 
+Late = Callable[["Call"], object]
+"""What a call does with an answer its caller was cancelled before taking (`Call`)."""
+
+
 class Call:
     """``fn(*args)`` run in trio for one asyncio caller.
 
@@ -188,7 +192,15 @@ class Call:
     The answer wakes ``future``; the outcome stays on the call until the
     caller's task takes it (`take`), so no future holds an error raised
     through the frame that holds the call (a reference cycle, left to the
-    collector), and a caller cancelled as the answer came leaves it there.
+    collector).
+
+    An answer can come though the caller was cancelled: with the
+    cancellation (one loop pass), or from trio work already past its last
+    checkpoint when the cancellation reached it (an item handed over, a
+    command queued). ``late(call)`` is then called with the answer in
+    ``outcome``, as soon as it is known (in trio, for the second), so the
+    caller's part can keep it (`take` it later) or undo it; without ``late``
+    it is let go.
     """
 
     __slots__ = (
@@ -197,6 +209,7 @@ class Call:
         "finished",
         "fn",
         "future",
+        "late",
         "outcome",
         "owner",
         "scope",
@@ -204,11 +217,17 @@ class Call:
     )
 
     def __init__(
-        self, owner: CallOwner, fn: Callable[..., Awaitable[Any]], args: tuple[Any, ...]
+        self,
+        owner: CallOwner,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        *,
+        late: Late | None = None,
     ) -> None:
         self.owner = owner
         self.fn = fn
         self.args = args
+        self.late = late
         self.future: asyncio.Future[Any] = owner.loop.create_future()
         self.state: CallState = "queued"
         self.cancel_requested = False
@@ -227,7 +246,8 @@ class Call:
             Exception: what ``fn`` raised, translated by `for_asyncio`.
 
         Cancellation: the trio work is cancelled (a queued call never starts)
-        and waited for; then the ``CancelledError`` is raised.
+        and waited for; then the ``CancelledError`` is raised. An answer that
+        came all the same goes to ``late`` (see `Call`).
         """
         self.submit()
         return await self.collect()
@@ -245,14 +265,18 @@ class Call:
     async def collect(self) -> Any:
         """Wait for the answer of a submitted call (the second half of `wait`).
 
-        Cancellation: as `wait`; one that comes with the answer (in the same
-        loop pass) leaves the answer on the call (`outcome`).
+        Cancellation: as `wait`.
         """
         try:
             await self.future
         except asyncio.CancelledError:
             if self.state != "done":
                 await self._abandon()
+            if self.outcome is not None:  # it came with the cancellation
+                if self.late is not None:
+                    self.late(self)
+                else:
+                    self.outcome = None
             raise
         return self.take()
 
@@ -261,9 +285,9 @@ class Call:
         outcome, self.outcome = self.outcome, None
         assert outcome is not None, "take() before the answer, or twice"
         value, error = outcome
+        del outcome
         if error is None:
             return value
-        del outcome
         try:
             raise for_asyncio(error)
         finally:  # no name holds what is raised: its traceback holds this frame
@@ -286,7 +310,7 @@ class Call:
 
     def fail(self, error: BaseException) -> None:
         """Answer with ``error`` from outside the run (the guest run itself ended)."""
-        self._answer(None, error)
+        self._answer(None, error, answered=False)
 
     # ------------------------------------------------------------ trio side
 
@@ -299,20 +323,20 @@ class Call:
         ``Cancelled`` (the guest run stopping), and answers even then.
         """
         if self.cancel_requested or self.state == "done":
-            self._answer(None, None)
+            self._answer(None, None, answered=False)
             return
         self.state = "running"
         self.scope = scope
         value: Any = None
         error: BaseException | None = None
-        completed = False
+        completed = answered = False
         try:
             value = await self.fn(*self.args)
-            completed = True
+            completed = answered = True
         except BaseException as exc:
             if not _is_cancellation(exc):
                 error = exc
-                completed = True
+                completed = answered = True
             elif not scope.cancel_called:
                 raise  # not this call's cancellation: the finally answers it
             else:  # this call's own (the worker's scope, which leaves without a checkpoint)
@@ -323,10 +347,11 @@ class Call:
             self.scope = None
             if not completed:
                 error = TeamClosed("the trio guest run stopped while this call was running")
-            self._answer(value, error)
+            self._answer(value, error, answered=answered)
             value = error = None
 
-    def _answer(self, value: Any, error: BaseException | None) -> None:
+    def _answer(self, value: Any, error: BaseException | None, *, answered: bool = True) -> None:
+        # ``answered``: ``fn`` returned or raised (not cancelled before it could).
         if self.state == "done":
             return
         self.state = "done"
@@ -335,6 +360,9 @@ class Call:
         owner.guest.after_call()
         future = self.future
         if future.done():  # the caller gave up: it waits only for the end
+            if answered and self.late is not None:  # an answer all the same
+                self.outcome = (value, error)
+                self.late(self)
             if self.finished is not None and not self.finished.done():
                 self.finished.set_result(None)
         else:

@@ -71,15 +71,17 @@ class Items:
     Each item is taken from the turn only when the loop asks for it. After
     the last item a failed turn raises its exception from the ``async for``
     (pride's own class, as with `pride.stream`). A ``__anext__`` cancelled
-    while it waits takes nothing; one cancelled as its item came (in the
-    same loop pass) leaves the item to the next ``__anext__``.
+    while it waits takes nothing, and an item the turn handed over all the
+    same (with the cancellation, or in trio before it took effect) is the
+    next ``__anext__``'s.
     """
 
     def __init__(self, team: StreamOwner, holder: _Holder) -> None:
         self._team = team
         self._holder = holder
         self._finished = False
-        # The call whose answer came as its caller was cancelled: the next one's.
+        # The call of a cancelled __anext__ the turn handed an item (or its end) all the
+        # same: the next __anext__ takes it.
         self._late: Call | None = None
 
     @property
@@ -95,24 +97,25 @@ class Items:
         if self._finished:
             raise StopAsyncIteration
         self._team.check()
-        call, self._late = self._late, None
-        if call is None:
+        late, self._late = self._late, None
+        try:
+            if late is not None:
+                return late.take()
             items = self._holder.items
             assert items is not None
-            call = Call(self._team, items.__anext__, ())
-            call.submit()
-        try:
-            return await call.collect()
+            return await Call(self._team, items.__anext__, (), late=self._keep_late).wait()
         except StopAsyncIteration:
             self._finished = True
             raise
         except asyncio.CancelledError:
-            if call.outcome is not None:  # taken from the turn: it is the next one's
-                self._late = call
             raise
         except BaseException:
             self._finished = True
             raise
+
+    def _keep_late(self, call: Call) -> None:
+        # Taken from the turn for an __anext__ cancelled meanwhile (see Call).
+        self._late = call
 
 
 @contextlib.asynccontextmanager

@@ -420,22 +420,15 @@ class Team:
         return a [`Sent`][pride.aio.Sent] handle at once (waits while the mailbox is full).
         Sends from one caller are served in the order they were awaited.
 
-        Cancellation: a send cancelled while it waits for room queues nothing (a
-        command queued as the cancellation came is dropped)."""
+        Cancellation: a send cancelled while it waits for room leaves nothing to run
+        (a command queued just as the cancellation came is dropped, or cancelled if
+        its turn had begun)."""
         self.check()
         reply = self._deliver(target, command, tag, in_line=False)
         if reply is None:  # the mailbox is full: wait for room in trio (backpressure)
             session = self.session
-            call = Call(self, functools.partial(session.send, target, command, tag=tag), ())
-            try:
-                reply = await call.wait()
-            except asyncio.CancelledError:
-                # Queued in the loop pass that cancelled its sender, who gets no handle:
-                # dropped, as a send cancelled while it waits leaves nothing queued.
-                late = call.outcome[0] if call.outcome is not None else None
-                if isinstance(late, Reply):
-                    late.cancel("caller")
-                raise
+            send = functools.partial(session.send, target, command, tag=tag)
+            reply = await Call(self, send, (), late=_drop_late).wait()
         return Sent(self, reply)
 
     def stream(
@@ -528,6 +521,14 @@ class Team:
             subscriber.end()
             self._subscribers.remove(subscriber)
         return removed
+
+
+def _drop_late(call: Call) -> None:
+    # Queued all the same for a send whose caller was cancelled, who gets no handle (see
+    # Call): dropped, as a cancelled send leaves nothing queued (cancelled, had it begun).
+    outcome, call.outcome = call.outcome, None
+    if outcome is not None and isinstance(outcome[0], Reply):
+        outcome[0].cancel("caller")
 
 
 class Sent:

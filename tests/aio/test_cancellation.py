@@ -16,7 +16,7 @@ import trio.testing
 
 import pride
 import pride.aio
-from pride import Chat, RunEnd, RunFailed, RunStart, Signal
+from pride import Chat, ChatAndRecord, RunEnd, RunFailed, RunStart, Signal
 from tests.helpers import Gate
 
 from .kit import branch, counted, run, waiting
@@ -404,5 +404,91 @@ def test_a_run_function_s_nursery_cancelled_by_the_close_answers_teamclosed() ->
         await team.aclose()
         with pytest.raises(pride.aio.TeamClosed):
             await running
+
+    run(main)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_stream_read_with_a_timeout_around_each_item_loses_no_item(seed: int) -> None:
+    """Each ``anext(items)`` cancelled after a random number of loop passes (a keep-alive
+    timeout around each item), then asked again: the items come in order, none lost.
+    An item the turn handed over in trio just before the cancellation took effect was
+    the lost call's, as was one that came with the cancellation."""
+    rng = random.Random(seed)
+    produced: list[int] = []
+
+    async def main() -> int:
+        given_up = 0
+        async with pride.aio.open_session() as team:
+            member = branch("counter")
+            member.register_operation("counted", functools.partial(counted, produced=produced))
+            await team.spawn(member)
+            for _ in range(5):
+                got: list[int] = []
+                async with team.stream("counter", pride.Call("counted", n=40)) as items:
+                    while True:
+                        asking = asyncio.create_task(anext(items))
+                        for _ in range(rng.randrange(4)):
+                            await asyncio.sleep(0)
+                        asking.cancel()
+                        try:
+                            got.append(await asking)
+                        except asyncio.CancelledError:
+                            given_up += 1
+                        except StopAsyncIteration:
+                            break
+                assert got == list(range(40))
+        return given_up
+
+    assert run(main) > 0
+
+
+def _loop_passes(passes: int) -> pride.ScriptedModel:
+    """A model whose every answer takes ``passes`` passes of the asyncio loop: a turn
+    does not end before a caller woken as it was queued has run (a real model's answer
+    takes far longer)."""
+
+    async def reply(request: Any) -> str:
+        loop = asyncio.get_running_loop()  # trio code runs in the loop's thread
+        for _ in range(passes):
+            passed = trio.Event()
+            loop.call_soon(passed.set)
+            await passed.wait()
+        return str(request.messages[-1]["content"]).upper()
+
+    return pride.ScriptedModel(reply)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sends_cancelled_at_random_points_leave_no_command_behind(seed: int) -> None:
+    """Sends waiting for room in a full mailbox, cancelled at random points: only the
+    commands of sends that returned a handle run. One queued by trio just before the
+    cancellation took effect ran, its sender having got CancelledError."""
+    rng = random.Random(seed)
+
+    async def main() -> None:
+        async with pride.aio.open_session() as team:
+            member = await team.spawn(branch("small", _loop_passes(5), mailbox_size=1))
+            handed: set[str] = set()
+            for round_ in range(20):
+                texts = [f"{round_}.{i}" for i in range(40)]
+                sends = [asyncio.create_task(team.send("small", ChatAndRecord(t))) for t in texts]
+                for task in rng.sample(sends, 25):
+                    for _ in range(rng.randrange(30)):
+                        await asyncio.sleep(0)
+                    task.cancel()
+                outcomes = await asyncio.gather(*sends, return_exceptions=True)
+                for text, outcome in zip(texts, outcomes, strict=True):
+                    if isinstance(outcome, pride.aio.Sent):
+                        handed.add(text)
+                        await outcome.result()
+                    else:
+                        assert isinstance(outcome, asyncio.CancelledError), outcome
+            asked = [m.instruction for m in member.messages if m.role == "user"]
+            answered = [m.text for m in member.messages if m.role == "assistant"]
+            # A command queued for a cancelled sender is dropped, or cancelled if its turn
+            # had begun (its instruction is recorded first): it never gets its answer.
+            assert sorted(answered) == sorted(handed), set(answered) ^ handed
+            assert len(asked) == len(set(asked)) and set(asked) >= handed
 
     run(main)
