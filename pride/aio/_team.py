@@ -222,7 +222,8 @@ class Team:
         # still waits for the end. `_hold` not yet past `_leave` stops at once on its own;
         # one in the graceful stop is brought forward by a second stop with no grace
         # (Session.stop: the earlier deadline wins).
-        if self._at_once:
+        ended = self._ended
+        if self._at_once or ended is None or ended.done():  # nothing left to cut short
             return
         self._at_once = True
         session = self._session
