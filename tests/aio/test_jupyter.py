@@ -50,6 +50,13 @@ IPYKERNEL_SHUTDOWN_RACE = re.compile(
 # socket is closed under the control thread's flush, and libzmq aborts the kernel
 # (SIGABRT) on the signaler whose descriptor went away, after the kernel answered.
 ZMQ_ABORT_IN_THAT_RACE = "Assertion failed: pfd.revents & POLLIN (src/signaler.cpp"
+# And its third form, seen once while attacking pride.aio: the socket is gone before the
+# control thread's flush sends to it, which raises instead of aborting, printed as the
+# kernel's only traceback.
+ZMQ_NOT_A_SOCKET_IN_THAT_RACE = re.compile(
+    r'kernelbase\.py", line \d+, in process_control\n(?:.*\n)*?'
+    r"zmq\.error\.ZMQError: Socket operation on non-socket"
+)
 
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="the interrupt is a POSIX signal"),
@@ -296,5 +303,7 @@ def test_a_notebook_keeps_a_team_across_cells_and_an_interrupt_cancels_one_ask(
     stderr = notebook.stderr.read_text()
     if code == -signal.SIGABRT and ZMQ_ABORT_IN_THAT_RACE in stderr:
         return  # ipykernel's shutdown race (see EXIT): the team was gone before it
+    if stderr.count("Traceback") == 1 and ZMQ_NOT_A_SOCKET_IN_THAT_RACE.search(stderr):
+        return  # the same race, raised in the control thread after the reply
     assert code == 0, stderr
     assert "Traceback" not in stderr and "Task was destroyed" not in stderr, stderr
