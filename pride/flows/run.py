@@ -130,6 +130,9 @@ class FlowRun:
         self._ready: collections.deque[NodeState] = collections.deque()
         self.recount()
         self._phase: Literal["new", "running", "done"] = "new"
+        # Set once the scheduler has stopped (every node had an outcome, or the run is
+        # unwinding): from then on nothing would start a node `add` accepted, so it refuses.
+        self._closed = False
         self._active = 0  # nodes holding a slot (sent, or about to be)
         self.spawned = 0
         self._halt: str | None = None  # why no more nodes start (fail_fast, spent budget)
@@ -238,10 +241,14 @@ class FlowRun:
             InvalidFlow: the run has grown by ``max_spawn`` nodes already, the
                 name is taken, a dependency is not a node of the run, or the
                 target does not resolve.
-            RuntimeError: the run has finished.
+            RuntimeError: the run has finished, or is finishing: every node
+                had ended and nothing was left to start, or the run is unwinding
+                (cancelled, or stopped on an error). A ``flow_stream`` consumer
+                adding a node after the last node's terminal signal may be told
+                so: the scheduler may have seen the run empty already.
             TypeError, ValueError: as for ``Flow.add``.
         """
-        if self.finished:
+        if self._closed or self.finished:
             raise RuntimeError(f"flow {self.label!r} has finished; it cannot grow any more")
         node = make_node(
             self._nodes,
@@ -322,10 +329,12 @@ class FlowRun:
                 async with trio.open_nursery() as nursery:
                     self._node_tasks = await nursery.start(self._host_nodes)
                     await self._schedule()
+                    self._closed = True  # with no await since it saw the run empty
                     self._finished.set()
             except BaseExceptionGroup as group:  # one exception for the caller, never a group
                 raise one_exception(group, log, "while running a flow") from None
         except BaseException as exc:
+            self._closed = True
             if isinstance(exc, trio.Cancelled):
                 reason = self._halt or "the flow was cancelled"
             else:

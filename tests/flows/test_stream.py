@@ -154,3 +154,30 @@ async def test_a_slow_consumer_holds_streaming_turns_back(
             assert not any(isinstance(s, NodeCompleted) for s in recorded)
         assert balanced_turns(recorded)
     assert events.result is not None
+
+
+async def test_a_node_the_consumer_adds_after_the_last_node_ended_runs_or_is_refused() -> None:
+    """Growing the run from the consumer's side once its last node has ended: the node
+    runs, or ``add`` raises RuntimeError (the run is finishing); never accepted and then
+    left without an outcome, failing the whole run with RuntimeError.
+
+    Which of the two depends on whether the scheduler saw the run empty before the
+    consumer's ``add`` (trio's scheduling order, random: about half the time), hence
+    the rounds."""
+    async with team("a") as (session, _):
+        for _ in range(40):
+            flow = Flow()
+            flow.add("a", Chat("one"), name="one")
+            added = False
+            async with session.flow_stream(flow) as events:
+                async for event in events:
+                    if isinstance(event, NodeCompleted) and event.node == "one":
+                        try:
+                            events.run.add("a", Chat("two"), name="two")
+                        except RuntimeError as exc:
+                            assert "finished" in str(exc)
+                        else:
+                            added = True
+            assert events.result is not None
+            expected = {"one": "completed", "two": "completed"} if added else {"one": "completed"}
+            assert events.result.outcomes == expected
