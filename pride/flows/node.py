@@ -38,6 +38,7 @@ from ..actors import Reply, send, stream
 from ..actors.riders import riding
 from ..actors.turn import FINALIZE_GRACE
 from ..budget.allowance import carry, uncarry
+from ..errors import TurnCancelled
 from ..messages import ReActStream, ReasoningDelta, Run, WorkCommand
 from .graph import Outcome, call_maybe_async
 from .journal import WHEN_FALSE, FlowJournal
@@ -224,8 +225,13 @@ async def _send_and_wait(run: NodeRun, state: NodeState, command: WorkCommand) -
         if reply is not None:
             state.turn_id = reply.turn_id
         reason = state.cancel_reason or run.cancelled_from_outside()
+        own = _own_outcome(reply)
         with trio.CancelScope(shield=True):
-            await run.conclude(state, "cancelled", reason=reason)
+            if own is None:
+                await run.conclude(state, "cancelled", reason=reason)
+            else:  # its turn ended on its own first: that is the node's outcome
+                ended, result, error, why = own
+                await run.conclude(state, ended, result=result, error=error, reason=why)
         raise
     except Exception as exc:  # failed, or someone else cancelled its turn (a restart, a shutdown)
         if reply is not None:
@@ -238,6 +244,31 @@ async def _send_and_wait(run: NodeRun, state: NodeState, command: WorkCommand) -
         if reply is not None:
             state.turn_id = reply.turn_id
         await run.conclude(state, "completed", result=result)
+
+
+def _own_outcome(
+    reply: Reply | None,
+) -> tuple[Outcome, Any, BaseException | None, str | None] | None:
+    """The outcome of a cancelled node's turn that ended of its own accord, or None.
+
+    The caller's cancellation races the turn's end: a turn past its commit when
+    ``reply.cancel`` reached it still ends with its result (or its own error),
+    and its commit rider journaled that (`pride.flows.journal.FlowJournal.rider`).
+    The node then ends as its turn did, the outcome its rider journaled
+    (`turn_outcome`), not ``cancelled``. None when there is no turn, it has not
+    finished (past ``CANCEL_GRACE``), or the flow's own cancel ended it.
+    """
+    if reply is None or not reply.done:
+        return None
+    try:
+        result = reply.take_result()
+    except TurnCancelled as exc:
+        if exc.reason == "caller":
+            return None  # the flow's cancel: not an outcome of the node's own
+        return turn_outcome(None, exc)
+    except Exception as exc:
+        return turn_outcome(None, exc)
+    return turn_outcome(result, None)
 
 
 async def _stream_items(run: NodeRun, state: NodeState, command: WorkCommand) -> list[Any]:

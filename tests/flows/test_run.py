@@ -3,6 +3,7 @@ conditions, failure, cancellation, serialisation, refusal and signals."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from pride import (
     NodeSkipped,
     NodeStarted,
     RunEnd,
+    RunFailed,
     RunStart,
     Session,
     Signal,
@@ -318,6 +320,39 @@ async def test_a_turn_cancelled_by_someone_else_cancels_its_node(
     assert result.outcomes == {"long": "cancelled", "after": "skipped"}
     assert isinstance(result.errors["long"], pride.TurnCancelled)
     assert result.nodes["long"].reason == "its turn was cancelled (shutdown)"
+
+
+@pytest.mark.parametrize(
+    ("command", "outcome"), [(Chat("one"), "completed"), (boom("one"), "failed")]
+)
+async def test_a_node_whose_turn_ended_as_its_caller_cancelled_keeps_the_turn_s_outcome(
+    tmp_path: Path, command: pride.WorkCommand, outcome: str
+) -> None:
+    """The caller cancelled just as the node's turn ended (cancelled from the turn's own
+    terminal signal, after its commit): the node's terminal says what the turn did, as
+    its commit rider journaled it, not NodeCancelled beside a journaled outcome."""
+    async with team("a", "b", store=tmp_path / "store.db") as (session, _):
+        recorded: list[Signal] = []
+        scope = trio.CancelScope()
+
+        def on_signal(signal: Signal) -> None:
+            recorded.append(signal)
+            if isinstance(signal, RunEnd | RunFailed):
+                scope.cancel()
+
+        session.observe(handler=on_signal)
+        flow = Flow("cut")
+        flow.add("a", command, name="one")
+        flow.add("b", Chat("two"), depends_on="one", name="two")
+        with scope:
+            await session.flow(flow)
+        assert scope.cancelled_caught
+        [unfinished] = await session.unfinished_flows()
+    terminals = [(type(s).__name__, s.node) for s in recorded if isinstance(s, NodeSignal)][1:]
+    kind = {"completed": "NodeCompleted", "failed": "NodeFailed"}[outcome]
+    assert terminals == [(kind, "one"), ("NodeSkipped", "two")]
+    assert unfinished.outcomes == {"one": outcome}
+    assert balanced_turns(recorded)
 
 
 # ----------------------------------------------------------------------- refusal
