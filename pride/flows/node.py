@@ -112,20 +112,25 @@ def upstream_results(states: dict[str, NodeState], state: NodeState) -> dict[str
 
 
 class SendOrder:
-    """Per target, the nodes started on it and not sent yet, in start order."""
+    """Per target, the nodes started on it and not sent yet, in start order.
+
+    Targets are told apart by their equality (a branch by identity): two
+    `VirtualRef`s of one name, which one flow's nodes hold when they name a
+    virtual branch, are one branch and one send order.
+    """
 
     __slots__ = ("_queues",)
 
     def __init__(self) -> None:
-        self._queues: dict[int, collections.deque[NodeState]] = {}
+        self._queues: dict[Any, collections.deque[NodeState]] = {}
 
     def join(self, state: NodeState) -> None:
         """``state`` has started: it is sent after the nodes that started before it."""
-        self._queues.setdefault(id(state.target), collections.deque()).append(state)
+        self._queues.setdefault(_key(state.target), collections.deque()).append(state)
 
     async def wait_turn(self, state: NodeState) -> None:
         """Return once every node that started before ``state`` on its target was sent."""
-        queue = self._queues[id(state.target)]
+        queue = self._queues[_key(state.target)]
         while queue[0] is not state:
             state.send_turn = trio.Event()
             await state.send_turn.wait()
@@ -133,7 +138,7 @@ class SendOrder:
 
     def leave(self, state: NodeState) -> None:
         """``state`` was sent (or ended): the next node on its target may be sent."""
-        key = id(state.target)
+        key = _key(state.target)
         queue = self._queues.get(key)
         if queue is None or state not in queue:
             return
@@ -143,6 +148,15 @@ class SendOrder:
             del self._queues[key]
         elif first and queue[0].send_turn is not None:
             queue[0].send_turn.set()
+
+
+def _key(target: Any) -> Any:
+    """What tells ``target`` apart in a `SendOrder`: itself, or its identity if unhashable."""
+    try:
+        hash(target)
+    except TypeError:
+        return id(target)
+    return target
 
 
 async def execute(run: NodeRun, state: NodeState) -> None:
