@@ -186,7 +186,12 @@ class FlowRun:
             raise InvalidFlow(
                 node.name, f"its target does not resolve: {exc}", flow=self.name
             ) from exc
-        if self._waiter is not None and target is self._waiter:
+        waiter = self._waiter
+        # By id too: a virtual branch's name resolves to its address (a VirtualRef).
+        identity = getattr(waiter, "id", None)
+        if waiter is not None and (
+            target is waiter or (identity is not None and getattr(target, "id", None) == identity)
+        ):
             raise InvalidFlow(
                 node.name,
                 f"targets branch {target.name!r}, whose own turn is running the flow: the turn "

@@ -12,6 +12,7 @@ nodes its membership holds until ``resume_flow`` takes them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
@@ -184,7 +185,16 @@ def _flow_run(
 
 
 def _flow_host(session: FlowSession) -> FlowHost:
-    return FlowHost(session.name, session._members.target, session.observer, session.store)
+    # A node's send may come long after the flow resolved its target: a virtual
+    # branch's name resolves to its address (a VirtualRef), which activates it again
+    # if passivation stopped it meanwhile, not to the live branch, which stays closed.
+    members = session._members
+    return FlowHost(
+        session.name,
+        functools.partial(members.target, address=True),
+        session.observer,
+        session.store,
+    )
 
 
 def _is_uuid(text: str) -> bool:

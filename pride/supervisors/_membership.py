@@ -157,7 +157,7 @@ class Membership:
             raise UnknownBranch(name_or_id, f"session {self.name!r}")
         return found
 
-    def resolve_name(self, name_or_id: str | UUID) -> Branch | VirtualRef:
+    def resolve_name(self, name_or_id: str | UUID, *, address: bool = False) -> Branch | VirtualRef:
         """Find a branch for a send from a member's turn: nearest first.
 
         This session's branches, then those of its child sessions (depth
@@ -165,7 +165,9 @@ class Membership:
         Stopped members resolve too (sending to them raises BranchClosed).
         A ``kind/key`` name of a virtual kind registered on the way resolves
         to its live branch, else to its `VirtualRef` (a target that activates
-        it on delivery).
+        it on delivery); with ``address``, to its `VirtualRef` even when it is
+        live: for a send that may come long after (a flow's node), when
+        passivation may have stopped the live branch.
 
         Raises:
             UnknownBranch: no branch of the tree has that name or id.
@@ -173,14 +175,15 @@ class Membership:
         members: Membership | None = self
         skip: Membership | None = None
         while members is not None:
-            found = members._find_in_tree(name_or_id, skip)
+            found = members._find_in_tree(name_or_id, skip, address)
             if found is not None:
                 return found
             skip, members = members, members.parent
         raise UnknownBranch(name_or_id, f"session {self.name!r} or its tree")
 
-    def target(self, target: Any) -> Target:
-        """What ``target`` (a Branch or other Target, a BranchRef, a name or id) designates here.
+    def target(self, target: Any, *, address: bool = False) -> Target:
+        """What ``target`` (a Branch or other Target, a BranchRef, a name or id) designates here
+        (``address``: a virtual branch's name gives its `VirtualRef`, as `resolve_name`).
 
         Raises:
             UnknownBranch: no such branch in this tree (or, for a BranchRef, the process).
@@ -194,7 +197,7 @@ class Membership:
                 raise UnknownBranch(target.name or target.id, f"session {self.name!r}")
             return found
         if isinstance(target, str | UUID):
-            return self.resolve_name(target)
+            return self.resolve_name(target, address=address)
         if is_target(target):  # a target of its own (a branch on another process)
             return target  # type: ignore[no-any-return]
         raise TypeError(
@@ -496,16 +499,19 @@ class Membership:
             raise UnknownBranch(getattr(member, "name", member), f"session {self.name!r}")
         return found
 
-    def _find_in_tree(self, ref: Any, skip: Membership | None) -> Branch | VirtualRef | None:
+    def _find_in_tree(
+        self, ref: Any, skip: Membership | None, address: bool = False
+    ) -> Branch | VirtualRef | None:
         virtuals = self.virtuals  # a name of a kind here: its live branch, or its address
-        routed = virtuals.route(ref) if virtuals is not None and isinstance(ref, str) else None
-        if routed is not None:
-            return routed
+        if virtuals is not None and isinstance(ref, str):
+            routed = virtuals.ref(ref) if address else virtuals.route(ref)
+            if routed is not None:
+                return routed
         found: Branch | VirtualRef | None = self._children.branch(ref)
         if found is None:  # then the child sessions', depth first, in start order
             for session in self._children.in_start_order(self._subtrees):
                 sub = self._subtrees[session]
-                found = None if sub is skip else sub._find_in_tree(ref, None)
+                found = None if sub is skip else sub._find_in_tree(ref, None, address)
                 if found is not None:
                     break
         return found

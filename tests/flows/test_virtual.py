@@ -1,17 +1,49 @@
-"""Flow nodes on virtual branches: two nodes on one virtual branch keep their send order."""
+"""Flow nodes on virtual branches: a node addresses the branch by its name, so
+passivation between the flow's start and the node's send does not close it; two
+nodes on one virtual branch keep their send order."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
-from pride import Branch, Chat, Flow, NodeStarted, Session, Signal
+from pride import Branch, Call, Chat, Flow, InvalidFlow, NodeStarted, Session, Signal
 from tests.helpers import echo_model
 
 
 def doc_branch(key: str) -> Branch:
     return Branch(chat_model=echo_model())
+
+
+async def test_a_node_on_a_virtual_branch_passivated_before_its_send_activates_it(
+    tmp_path: Path,
+) -> None:
+    """doc/1 is live when the flow starts and passivated before its second node is sent:
+    the node activates it again, as a send by name does, instead of failing with
+    BranchClosed on the branch object the flow had resolved."""
+    async with Session(store=tmp_path / "store.db") as session:
+        await session.virtual("doc", doc_branch)
+        await session.spawn(Branch(name="other", chat_model=echo_model()))
+
+        async def passivate(branch: Branch) -> bool:
+            return await session.passivate("doc/1")
+
+        session.register_operation("passivate", passivate)
+        await session.ask("doc/1", Chat("hello"))  # live now
+        flow = Flow("passivated")
+        flow.add("doc/1", Chat("first"), name="first")
+        flow.add("other", Call("passivate"), depends_on="first", name="passivate")
+        flow.add("doc/1", Chat("second"), depends_on="passivate", name="second")
+        result = await session.flow(flow)
+    assert result["passivate"] is True
+    assert result.outcomes == {
+        "first": "completed",
+        "passivate": "completed",
+        "second": "completed",
+    }
+    assert result["second"] == "re: second"
 
 
 async def test_nodes_on_one_virtual_branch_are_sent_in_the_order_they_started(
@@ -34,3 +66,23 @@ async def test_nodes_on_one_virtual_branch_are_sent_in_the_order_they_started(
         result = await session.flow(flow)
     assert result.ok
     assert [signal.node for signal in started] == ["first", "second"]  # type: ignore[attr-defined]
+
+
+async def test_a_node_on_the_virtual_branch_whose_turn_starts_the_flow_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A virtual branch's turn starting a flow with a node on its own name: InvalidFlow
+    before anything runs (the name resolves to the branch's address, which is the same
+    branch), as for any other branch."""
+    async with Session(store=tmp_path / "store.db") as session:
+        await session.virtual("doc", doc_branch)
+
+        async def start(branch: Branch) -> str:
+            flow = Flow()
+            flow.add("doc/1", Chat("inside"), name="inside")
+            with pytest.raises(InvalidFlow, match="would wait on itself"):
+                await session.flow(flow)
+            return "refused"
+
+        session.register_operation("start", start)
+        assert await session.ask("doc/1", Call("start")) == "refused"
