@@ -436,6 +436,9 @@ class FlowRun:
             StoreError: a durable run could not commit the outcome; the run
                 stops starting nodes (its journal still says the node runs, so a
                 resumed run finds out from the turn journal).
+
+        Cancellation: shielded; the outcome is journaled and signalled whatever
+        is cancelled meanwhile (the cancellation takes effect afterwards).
         """
         state.phase = outcome
         state.result = result
@@ -445,13 +448,18 @@ class FlowRun:
             reason = f"{type(error).__name__}: {error}"
         state.reason = reason
         journal = self.journal
-        if journal is not None and (state.unflushed or journal.records(state)):
-            try:
-                await journal.ended(state)
-            except Exception as exc:
-                self._stop(f"the flow's journal could not commit: {exc}", cancel=True)
-                raise
-        await self.signals.ended(state)
+        # Recording the end is cleanup, shielded: a cancellation arriving meanwhile (the
+        # caller's, fail_fast's) left a node whose outcome waited for its commit with no
+        # terminal signal. Each wait is bounded: the store's commit, and FINALIZE_GRACE
+        # for the signal's subscribers.
+        with trio.CancelScope(shield=True):
+            if journal is not None and (state.unflushed or journal.records(state)):
+                try:
+                    await journal.ended(state)
+                except Exception as exc:
+                    self._stop(f"the flow's journal could not commit: {exc}", cancel=True)
+                    raise
+            await self.signals.ended(state)
         self._settle(state)
         if outcome == "failed":
             if self.fail_fast:

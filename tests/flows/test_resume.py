@@ -23,6 +23,7 @@ from pride import (
     Chat,
     Flow,
     InvalidFlow,
+    NodeSignal,
     NodeStarted,
     RunEnd,
     RunFailed,
@@ -252,3 +253,52 @@ async def test_a_node_s_outcome_is_committed_with_its_turn(tmp_path: Path) -> No
         "beta": [("first", "completed"), ("chat", "completed")],
         "gamma": [("first", "completed"), ("chat", "completed"), ("broken", "failed")],
     }
+
+
+async def test_a_flow_cancelled_while_a_node_s_outcome_commits_still_signals_it(
+    tmp_path: Path,
+) -> None:
+    """The caller is cancelled while a node's outcome waits for its commit (a node with
+    no turn to carry it: its command function failed; the commit held up by a lock
+    another connection holds): the node still gets its one terminal, NodeFailed, and
+    its outcome is journaled; what depended on it is skipped."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        await session.spawn(Branch(name="alpha", chat_model=echo_model()))
+        recorded: list[NodeSignal] = []
+        session.observe(NodeSignal, handler=recorded.append)
+        holder = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+
+        locked = trio.Event()
+
+        def failing(upstream: object) -> Chat:
+            holder.execute("BEGIN IMMEDIATE")  # the next commit waits for this lock
+            locked.set()
+            raise ValueError("no command")
+
+        flow = Flow("held")
+        flow.add("alpha", failing, name="bad")
+        flow.add("alpha", Chat("after"), depends_on="bad", name="after")
+        scope = trio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                await session.flow(flow)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run)
+                await locked.wait()
+                await trio.testing.wait_all_tasks_blocked()  # the commit waits for the lock
+                scope.cancel()
+                await trio.testing.wait_all_tasks_blocked()
+                holder.execute("COMMIT")
+        finally:
+            holder.close()
+        assert scope.cancelled_caught
+        [unfinished] = await session.unfinished_flows()
+    assert [(type(s).__name__, s.node) for s in recorded] == [
+        ("NodeFailed", "bad"),
+        ("NodeSkipped", "after"),
+    ]
+    assert unfinished.outcomes == {"bad": "failed"}
