@@ -324,6 +324,20 @@ class FlowRun:
         """
         if self._phase != "new":
             raise RuntimeError(f"flow run {self.label!r} has already been started")
+        running = self._host.running
+        if running is None:
+            return await self._run()
+        if self.flow_id in running:
+            raise RuntimeError(
+                f"flow {self.label!r} ({self.flow_id}) is running in this session already"
+            )
+        running.add(self.flow_id)
+        try:
+            return await self._run()
+        finally:
+            running.discard(self.flow_id)
+
+    async def _run(self) -> FlowResult:
         self._phase = "running"
         self.signals.started_at = trio.current_time()
         self.account.begin(self.signals.started_at)

@@ -55,12 +55,16 @@ class FlowHost:
         observer: where node signals go (``dispatch(signal)``), or None.
         journal: where the run's plan and outcomes are journaled (a session
             with a store), or None (`pride.flows.journal`).
+        running: the ids of the session's runs in progress, or None: a run is
+            in it from its start until it returned (its journal forgotten) or
+            raised, so the session tells a run cut short from one still running.
     """
 
     name: str
     resolve: Callable[[Any], Target]
     observer: Any = None
     journal: Any = None
+    running: set[UUID] | None = None
 
 
 class NodeAccount(Account):

@@ -129,6 +129,7 @@ async def resume_flow(
     found = await store.unfinished_flows(str(UUID(key))) if _is_uuid(key) else []
     if not found:
         raise UnknownFlow(flow_id, f"the store {store.path}")
+    _refuse_running(session, found[0].flow_id)  # resumed beside itself: nodes sent twice
     run = resume_run(
         found[0],
         flow,
@@ -149,6 +150,7 @@ async def abandon_flow(session: FlowSession, flow_id: UUID | str) -> None:
     found = await store.unfinished_flows(str(UUID(key))) if _is_uuid(key) else []
     if not found:
         raise UnknownFlow(flow_id, f"the store {store.path}")
+    _refuse_running(session, found[0].flow_id)  # its journal is still being written
     await FlowJournal(store, UUID(found[0].flow_id)).finish()
     log.info("flow %s abandoned: forgotten by the store's journal", found[0].flow_id)
 
@@ -159,7 +161,8 @@ async def unfinished_flows(session: FlowSession) -> list[UnfinishedFlow]:
     if store is None:
         return []
     found = [summary(stored) for stored in await store.unfinished_flows()]
-    return [item for item in found if item is not None]
+    running = session._members.flow_runs  # in the journal, but not cut short
+    return [item for item in found if item is not None and item.flow_id not in running]
 
 
 def _flow_run(
@@ -194,7 +197,18 @@ def _flow_host(session: FlowSession) -> FlowHost:
         functools.partial(members.target, address=True),
         session.observer,
         session.store,
+        members.flow_runs,
     )
+
+
+def _refuse_running(session: FlowSession, flow_id: str) -> None:
+    """RuntimeError if run ``flow_id`` is running in ``session``: journaled, but not cut short."""
+    if UUID(flow_id) in session._members.flow_runs:
+        raise RuntimeError(
+            f"flow {flow_id} is running in session {session.name!r}: it was not cut short "
+            "(resume_flow and abandon_flow take a run a crash or a cancellation cut short; "
+            "wait for this one, or cancel its caller first)"
+        )
 
 
 def _is_uuid(text: str) -> bool:

@@ -97,6 +97,7 @@ class Membership:
         self.resume_handlers: list[Callable[[Any], Any]] = []  # see Session.on_resume
         # Resumed turns of flow nodes, by envelope tag, until resume_flow takes them.
         self.flow_turns: dict[str, Any] = {}
+        self.flow_runs: set[UUID] = set()  # ids of its flow runs in progress (FlowHost.running)
         self._joining: set[Branch] = set()  # branches an include is adding right now
         self._subtrees: dict[Any, Membership] = {}  # child session -> its membership
 

@@ -934,7 +934,9 @@ class Session:
             InvalidFlow: ``flow`` differs from the journaled plan, or a node
                 still to run needs a function and ``flow`` was not given.
             StoreError: the journal does not read back.
-            RuntimeError: the session has no store, or is not running.
+            RuntimeError: the session has no store, or is not running, or the
+                run is running in this session still (it was not cut short:
+                resumed beside itself, its nodes would run twice).
 
         Cancellation: as for `flow`; the run stays journaled, to be resumed again.
         """
@@ -945,7 +947,8 @@ class Session:
 
         Each was cut short by a crash or a cancellation, to be continued with
         `resume_flow` or forgotten with `abandon_flow`. Empty without a store;
-        a run that does not read back is logged and left out.
+        a run that does not read back is logged and left out, and so is a run
+        of this session still running (journaled, but not cut short).
         """
         return await flows.unfinished_flows(self)
 
@@ -961,7 +964,8 @@ class Session:
 
         Raises:
             UnknownFlow: the store holds no unfinished flow with that id.
-            RuntimeError: the session has no store.
+            RuntimeError: the session has no store, or the run is running in
+                this session still.
         """
         await flows.abandon_flow(self, flow_id)
 

@@ -302,3 +302,33 @@ async def test_a_flow_cancelled_while_a_node_s_outcome_commits_still_signals_it(
         ("NodeSkipped", "after"),
     ]
     assert unfinished.outcomes == {"bad": "failed"}
+
+
+async def test_a_flow_still_running_is_not_listed_or_resumed_beside_itself(
+    tmp_path: Path,
+) -> None:
+    """While a durable run is running, unfinished_flows does not list it and
+    resume_flow (and abandon_flow) refuse it with RuntimeError: a second run of it
+    would send every node still to run again, each node's work done twice. Once it
+    was cut short, it is listed and resumes."""
+    counts: Counts = {}
+    hold = trio.Event()
+    async with _session(tmp_path / "store.db", counts, hold=hold) as session:
+        await _spawn(session)
+        started = trio.Event()
+        session.observe(NodeStarted, lambda s: s.node == "slow", handler=lambda s: started.set())
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.flow, _flow())
+            await started.wait()
+            assert await session.unfinished_flows() == []
+            [stored] = await session.store.unfinished_flows()  # type: ignore[union-attr]
+            with pytest.raises(RuntimeError, match="is running"):
+                await session.resume_flow(stored.flow_id, _flow())
+            with pytest.raises(RuntimeError, match="is running"):
+                await session.abandon_flow(stored.flow_id)
+            nursery.cancel_scope.cancel()
+        [unfinished] = await session.unfinished_flows()
+        hold.set()
+        result = await session.resume_flow(unfinished.flow_id, _flow())
+    assert result.ok
+    assert counts == {"first": 1, "slow": 2, "last after slow by beta": 1}
