@@ -217,10 +217,14 @@ def _result_data(name: str, result: Any) -> tuple[Any, bool]:
 
 
 class PlannedRun(Protocol):
-    """What a run's plan is read from (a `FlowRun`): its name, nodes and bounds."""
+    """What a run's plan is read from (a `FlowRun`): its name, nodes and bounds.
+
+    ``planned`` counts the first of ``states`` that are the plan's (the `Flow`'s);
+    the others were added to the run (``run.add``) before it started."""
 
     name: str | None
     states: dict[str, NodeState]
+    planned: int
     max_concurrent: int
     fail_fast: bool
     max_spawn: int
@@ -256,20 +260,24 @@ class FlowJournal:
         """
         if self.resumed:
             return
+        states = list(run.states.values())
         plan = PlanWire(
             PLAN_VERSION,
             run.name,
-            tuple(node_wire(state) for state in run.states.values()),
+            tuple(node_wire(state) for state in states[: run.planned]),
             run.max_concurrent,
             run.fail_fast,
             run.max_spawn,
             run.budget,
         )
         self.store.flow_begin(str(self.flow_id), run.name, dump_json(unstructure(plan)))
+        for state in states[run.planned :]:  # added before the run started: after its plan
+            self.spawned(state)
         await self.store.flush(self.key)
 
     def spawned(self, state: NodeState) -> None:
-        """Queue a node the running flow grew by (committed with the next commit)."""
+        """Queue a node the running flow grew by (committed with the next commit); one
+        added before the run started is queued by `begin`, after the plan."""
         wire = EventWire("spawned", state.name, spec=node_wire(state))
         self._event(wire)
 

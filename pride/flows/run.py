@@ -127,6 +127,7 @@ class FlowRun:
         self._suffixes: dict[str, int] = {}  # default names of added nodes (unique_name)
         for node in order_nodes(flow._nodes, flow=flow.name):
             self._register(node)
+        self.planned = len(self.states)  # the plan's nodes; those `add`ed follow
         self._ready: collections.deque[NodeState] = collections.deque()
         self.recount()
         self._phase: Literal["new", "running", "done"] = "new"
@@ -283,7 +284,7 @@ class FlowRun:
                 )
         state = self._register(node)
         self.spawned += 1
-        if self.journal is not None:
+        if self.journal is not None and self._phase != "new":  # else `begin` journals it
             self.journal.spawned(state)
         blocked = next(
             (

@@ -332,3 +332,28 @@ async def test_a_flow_still_running_is_not_listed_or_resumed_beside_itself(
         result = await session.resume_flow(unfinished.flow_id, _flow())
     assert result.ok
     assert counts == {"first": 1, "slow": 2, "last after slow by beta": 1}
+
+
+async def test_a_node_added_before_the_run_starts_is_journaled_once(tmp_path: Path) -> None:
+    """A node a flow_stream consumer adds before the first event, to a durable run, is
+    journaled once, after the plan (as any added node): it was written into the plan
+    and as an added node too, and the run cut short could not be resumed (StoreError:
+    the journal adds it twice)."""
+    counts: Counts = {}
+    hold = trio.Event()
+    flow = Flow("grown early")
+    flow.add("alpha", Call("step", label="first"), name="first")
+    async with _session(tmp_path / "store.db", counts, hold=hold) as session:
+        await _spawn(session)
+        with trio.move_on_after(1):  # the hold never opens: cut short by the timeout
+            async with session.flow_stream(flow) as events:
+                events.run.add("beta", Call("step", label="slow"), depends_on="first", name="slow")
+                async for _ in events:
+                    pass
+    async with _session(tmp_path / "store.db", counts) as session:
+        await _spawn(session)
+        [unfinished] = await session.unfinished_flows()
+        assert unfinished.nodes == ("first", "slow")
+        result = await session.resume_flow(unfinished.flow_id, flow)
+    assert result.outcomes == {"first": "completed", "slow": "completed"}
+    assert counts == {"first": 1, "slow": 2}  # slow was cut short, and sent again
