@@ -117,7 +117,11 @@ class Kind:
         Asked anew before each passivation, never listed ahead: a passivation
         waits for a commit, and a branch used meanwhile is no longer idle.
         """
-        while self.live:  # each busy one goes to the end, fresh: the loop ends
+        # Each live branch is looked at once at most: a busy one goes to the end with
+        # a fresh deadline, and would be at the front again once all were moved, if
+        # ``now + passivate_after`` rounds to ``now`` (a tiny passivate_after late in
+        # a long run): bounded, the scan ends however the sums round.
+        for _ in range(len(self.live)):
             name, live = next(iter(self.live.items()))
             if live.last_active + self.passivate_after > now:
                 return None  # LRU order: the rest are younger

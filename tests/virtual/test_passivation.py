@@ -24,6 +24,7 @@ from pride import (
 )
 from pride.llm import ModelRequest, ToolCall
 from pride.store import BranchStore
+from pride.supervisors._virtual_kinds import Live, make_kind
 from tests.helpers import Gate, Recorder, echo_model, last_user_text, saving_garbage
 
 PASSIVATE_AFTER = 60.0
@@ -351,6 +352,20 @@ async def test_a_branch_used_while_the_reaper_passivates_another_stays_live(
         assert await late[0].result() == "re: late"
         assert [e[1] for e in watch.events if e[0] == "passivated"] == ["user/ada"]
         assert session.statistics().virtual_active == 1
+
+
+def test_the_scan_for_an_expired_branch_ends_when_every_one_is_busy() -> None:
+    """Each busy branch the scan meets goes to the end with a fresh deadline; when
+    ``now + passivate_after`` rounds to ``now`` (a tiny idle limit late in a long
+    run), a scan that went on while the front had expired met them again without
+    end, holding the event loop. It looks at each live branch once at most."""
+    kind = make_kind("user", user_branch, 1e-300, None)
+    now = 1e6  # 1e6 + 1e-300 == 1e6
+    for name in ("user/ada", "user/bob"):
+        kind.live[name] = Live(Branch(name=name), now)
+    assert kind.next_expired(now, lambda name, live: True) is None
+    assert list(kind.live) == ["user/ada", "user/bob"]
+    assert kind.next_expired(now, lambda name, live: name == "user/ada") == "user/bob"
 
 
 async def test_work_queued_behind_a_crash_keeps_its_place_before_later_work(
