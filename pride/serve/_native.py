@@ -264,7 +264,7 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
     data = {"type": "Resume", "turn_id": str(identity), "decisions": body.get("decisions") or {}}
     command = decode_command(data, image_urls=front.options.image_urls, where="request")
     assert isinstance(command, Resume)
-    waiting = next((t for t in front.session.suspended_turns() if t.turn_id == identity), None)
+    waiting = _waiting(front, identity)
     if waiting is None or not grant.reaches(waiting.branch_name):
         raise UnknownTurn(turn_id, "this server (no turn waits for approval with that id)")
     followed = front.turns.get(identity)
@@ -280,7 +280,7 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
         if watch.gone:
             # Its turn is cancelled with the request (ask's rule), unless the Resume
             # was dropped still queued: then the turn still waits for a decision.
-            if followed is not None and not _waits(front, identity):
+            if followed is not None and _waiting(front, identity) is None:
                 gone = TurnCancelled("caller", "the request resolving it was closed")
                 front.turns.settled(followed, None, gone)
             return
@@ -290,9 +290,9 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
     await respond_json(request.send, 200, answer)
 
 
-def _waits(front: Front, turn_id: UUID) -> bool:
-    """True while the turn ``turn_id`` waits for a decision."""
-    return any(t.turn_id == turn_id for t in front.session.suspended_turns())
+def _waiting(front: Front, turn_id: UUID) -> Any:
+    """The turn ``turn_id`` (a `SuspendedTurn`) while it waits for a decision, else None."""
+    return next((t for t in front.session.suspended_turns() if t.turn_id == turn_id), None)
 
 
 async def approvals(front: Front, request: Request, grant: Grant) -> None:
