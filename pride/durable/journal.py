@@ -669,7 +669,7 @@ class JournalRun:
             # context variable. (A call to an unknown tool gets no before.)
             position = positions[id(call)]
             _POSITION.set(position)
-            unfailed()
+            refuse_once_failed()
             await journaled()  # the steps before this one are durable before it begins
             try:
                 await view.before_tool_call(call)
@@ -684,9 +684,9 @@ class JournalRun:
                 step = tool_step(call, "started", position in approved, step_ids[position])
                 self.record(base + position, step)
                 await journaled()
-            unfailed()
+            refuse_once_failed()
 
-        def unfailed() -> None:
+        def refuse_once_failed() -> None:
             # A commit of this turn failed (for an earlier call of the batch): the turn
             # fails with it, so no later call runs, even if the store has recovered
             # since (its caller, told the turn failed, would have it run twice).

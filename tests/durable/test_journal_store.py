@@ -17,6 +17,7 @@ from pride.durable.records import StepRecord
 from pride.llm import ModelResponse, ToolCall
 from pride.messages import to_json
 from pride.store import BranchStore
+from pride.store import sqlite as store_module
 from pride.store._file import SCHEMA_VERSION
 from tests.durable.test_approvals import EMAIL, LOOKUP, Mailer
 from tests.helpers import echo_model
@@ -352,7 +353,9 @@ async def test_a_damaged_suspended_turn_is_abandoned_and_the_branch_takes_work(
         assert await store.unfinished_turns() == []
 
 
-async def test_no_tool_runs_after_a_journal_commit_of_its_turn_failed(tmp_path: Path) -> None:
+async def test_no_tool_runs_after_a_journal_commit_of_its_turn_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A tool that is not idempotent runs only once the journal says it started. When
     that commit failed for one call of a batch run in order, the call was refused and
     the turn failed with StoreError, but the next call went on, its own commit
@@ -372,17 +375,16 @@ async def test_no_tool_runs_after_a_journal_commit_of_its_turn_failed(tmp_path: 
     model = pride.ScriptedModel([pride.llm.ScriptedReply(tool_calls=calls), "done"])
     async with Session(store=path) as session:
         branch = await session.spawn(Branch(name="shop", chat_model=model, tools=[charge]))
-        queue = session.store._queue  # type: ignore[union-attr]
-        write = queue._write
-        failures = [StoreError("the disk is full, once")]
+        write = store_module.write_batch
+        failures = [sqlite3.OperationalError("database or disk is full")]  # once: then it has room
 
         def flaky(*args: Any) -> None:
             if failures:
                 raise failures.pop()
             write(*args)
 
-        queue._write = flaky
-        with pytest.raises(StoreError):
+        monkeypatch.setattr(store_module, "write_batch", flaky)
+        with pytest.raises(StoreError, match="disk is full"):
             await session.ask(
                 "shop", Operate("charge both", actions=True, action_strategy="sequential")
             )
