@@ -16,8 +16,7 @@ from pride import ApprovalRequired, Approve, Branch, Operate, Session, StoreErro
 from pride.durable.records import StepRecord
 from pride.llm import ModelResponse, ToolCall
 from pride.messages import to_json
-from pride.store import BranchStore
-from pride.store import sqlite as store_module
+from pride.store import BranchStore, sqlite as store_module
 from pride.store._file import SCHEMA_VERSION
 from tests.durable.test_approvals import EMAIL, LOOKUP, Mailer
 from tests.helpers import echo_model

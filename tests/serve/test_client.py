@@ -179,7 +179,7 @@ async def test_a_served_branch_s_escalation_does_not_crash_its_caller() -> None:
                     )
                 )
                 assert await caller.ask("caller", Run(instruction="go")) is not None
-                history = caller.resolve_name("caller").messages  # type: ignore[union-attr]
+                history = caller.get_branch("caller").messages
                 reported = [unstructure(m) for m in history if isinstance(m, ActionResponse)]
     assert restarts == []
     assert "RequestRefused" in str(reported) and "Escalate" in str(reported), reported

@@ -4,6 +4,7 @@ shutdown, and come back from the store."""
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,29 @@ class Watch:
 
 def _now() -> float:
     return trio.current_time()
+
+
+def checking_branches(escalate: Callable[[], bool]) -> Callable[[str], Branch]:
+    """A factory of branches that call their ``check`` tool when told "check" (and say
+    "checked" after), and echo anything else; ``check`` escalates while ``escalate()``."""
+
+    def check(x: str) -> str:
+        """Check something."""
+        if escalate():
+            raise pride.Escalate("state not to be trusted")
+        return "fine"
+
+    def reply(request: ModelRequest) -> Any:
+        if request.messages[-1].get("role") == "tool":
+            return "checked"
+        if last_user_text(request) == "check":
+            return [ToolCall("check", {"x": "1"}, id="c1")]
+        return f"re: {last_user_text(request)}"
+
+    def factory(key: str) -> Branch:
+        return Branch(chat_model=pride.ScriptedModel(reply), tools=[check])
+
+    return factory
 
 
 async def test_an_idle_branch_is_passivated_and_comes_back_with_its_history(
@@ -203,23 +227,7 @@ async def test_a_crash_fails_the_turn_passivates_and_the_next_message_activates_
 ) -> None:
     """Escalate from a tool fails the turn; the branch is passivated (crash), then restored."""
     escalate = True
-
-    def check(x: str) -> str:
-        """Check something."""
-        if escalate:
-            raise pride.Escalate("state not to be trusted")
-        return "fine"
-
-    def reply(request: ModelRequest) -> Any:
-        last = request.messages[-1]
-        if last.get("role") == "tool":
-            return "checked"
-        if last_user_text(request) == "check":
-            return [ToolCall("check", {"x": "1"}, id="c1")]
-        return f"re: {last_user_text(request)}"
-
-    def factory(key: str) -> Branch:
-        return Branch(chat_model=pride.ScriptedModel(reply), tools=[check])
+    factory = checking_branches(lambda: escalate)
 
     async with Session(store=tmp_path / "s.db") as session:
         watch = Watch(session)
@@ -374,19 +382,7 @@ async def test_work_queued_behind_a_crash_keeps_its_place_before_later_work(
     """The work queued behind a crash goes to the next activation ahead of work sent
     after the crash (here from a subscriber of the crash's passivation, the window
     while its rows are committed): one caller's order holds across the crash."""
-
-    def check(x: str) -> str:
-        """Check something."""
-        raise pride.Escalate("state not to be trusted")
-
-    def reply(request: ModelRequest) -> Any:
-        if last_user_text(request) == "check":
-            return [ToolCall("check", {"x": "1"}, id="c1")]
-        return f"re: {last_user_text(request)}"
-
-    def factory(key: str) -> Branch:
-        return Branch(chat_model=pride.ScriptedModel(reply), tools=[check])
-
+    factory = checking_branches(lambda: True)
     later: list[pride.Reply] = []
     async with Session(store=tmp_path / "s.db") as session:
 
