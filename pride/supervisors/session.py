@@ -193,15 +193,20 @@ class Session:
         self._private: PrivateNursery | None = None  # the nursery of `async with`
         self._store_path: Path | None = None
         if isinstance(store, BranchStore):
-            self._members.persistence = Persistence(
-                store, durability, label=f"session {self.name!r}"
-            )
+            self._persist_to(store)
         elif store is not None:
             self._store_path = Path(store)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "closed" if self._members.closed else "idle"
         return f"<Session {self.name!r} {state}, {len(self._supervisor.children)} members>"
+
+    def _persist_to(self, store: BranchStore) -> None:
+        """Persist the members through ``store`` (named as this session to another
+        session of the store that wants one of its names)."""
+        self._members.persistence = Persistence(
+            store, self._durability, label=f"session {self.name!r}"
+        )
 
     def _release(self, child: Child) -> None:
         self._members.release(child)
@@ -241,9 +246,7 @@ class Session:
         if self._store_path is not None:  # a path: the session opens and closes the store
             store = BranchStore(self._store_path)
             await store.open()
-            self._members.persistence = Persistence(
-                store, self._durability, label=f"session {self.name!r}"
-            )
+            self._persist_to(store)
         private = PrivateNursery()
         await private.open(self._supervisor.serve)
         self._private = private
