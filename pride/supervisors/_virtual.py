@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -419,20 +419,18 @@ class Virtuals:
         if serving_branch() is live.branch:  # from its own turn: it would wait on itself
             raise ReentrancyError([name, name])
         del kind.live[name]
-        done = self._passivating[name] = trio.Event()
         branch = live.branch
-        try:
-            if reason == "manual":
-                # What was queued before the passivation is served first (closed
-                # meanwhile: the remove below finds it stopped).
-                with contextlib.suppress(PrideError):
-                    await ask(branch, Act(()))
-            await self._members.remove(branch)
-            await self._flush(name)
-        finally:
-            del self._passivating[name]
-            kind.release()
-            done.set()
+        with self._passivation(name):
+            try:
+                if reason == "manual":
+                    # What was queued before the passivation is served first (closed
+                    # meanwhile: the remove below finds it stopped).
+                    with contextlib.suppress(PrideError):
+                        await ask(branch, Act(()))
+                await self._members.remove(branch)
+                await self._flush(name)
+            finally:
+                kind.release()
         self.passivations += 1
         await self._announce(BranchPassivated(branch_id=branch.id, branch_name=name, reason=reason))
         return True
@@ -455,8 +453,7 @@ class Virtuals:
         members.release(child)
         if child in members.supervisor.children:
             members.supervisor.children.remove(child)
-        done = self._passivating[name] = trio.Event()  # the next activation waits for it
-        try:
+        with self._passivation(name):  # the next activation waits for its commit
             # Queued now, before the commit below lets other tasks run: whatever is
             # sent from now on queues behind it, as it would have behind the crash.
             for envelope in queued:
@@ -465,12 +462,20 @@ class Virtuals:
                 except PrideError as exc:  # its queue is full, or the session stopped
                     envelope.fail(exc)
             await self._flush(name)
-        finally:
-            del self._passivating[name]
-            done.set()
         self.passivations += 1
         why: PassivationReason = "crash" if reason == "crash" else "shutdown"
         await self._announce(BranchPassivated(branch_id=branch.id, branch_name=name, reason=why))
+
+    @contextlib.contextmanager
+    def _passivation(self, name: str) -> Iterator[None]:
+        """``name`` is being passivated for the block: an activation of it, and
+        another passivation, wait for the block's end (its rows committed)."""
+        done = self._passivating[name] = trio.Event()
+        try:
+            yield
+        finally:
+            del self._passivating[name]
+            done.set()
 
     async def _flush(self, name: str) -> None:
         """Commit what ``name`` still has queued, and let the store forget it."""
