@@ -269,23 +269,29 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
         raise UnknownTurn(turn_id, "this server (no turn waits for approval with that id)")
     followed = front.turns.get(identity)
     assert front.nursery is not None
+    resolved = False
     async with front.slot():
         with watch_disconnect(request, front.nursery) as watch:
             try:
                 result = await front.session.resolve(identity, command.decisions)
+                resolved = True
             except Exception as exc:
                 if followed is not None:
                     front.turns.settled(followed, None, exc)
                 raise
-        if watch.gone:
+        if not resolved:  # the client left, and the resolve was cancelled with it
             # Its turn is cancelled with the request (ask's rule), unless the Resume
             # was dropped still queued: then the turn still waits for a decision.
             if followed is not None and _waiting(front, identity) is None:
                 gone = TurnCancelled("caller", "the request resolving it was closed")
                 front.turns.settled(followed, None, gone)
             return
+    # A client that left as the turn ended (``watch.gone`` after the result came) is
+    # not answered, but the turn did end so: GET /v1/turns says it, not a cancellation.
     if followed is not None:
         front.turns.settled(followed, result, None)
+    if watch.gone:
+        return
     answer = {"ok": True, "result": plain_result(result), "turn_id": str(identity)}
     await respond_json(request.send, 200, answer)
 
