@@ -168,6 +168,7 @@ def test_the_end_of_input_gives_the_last_line_and_starts_afresh() -> None:
 
 
 def test_a_limit_below_zero_is_refused() -> None:
+    """A negative limit would refuse every line, an empty one too: it is a ValueError."""
     with pytest.raises(ValueError, match="limit"):
         LineSplitter(-1, ends="lf")
 
