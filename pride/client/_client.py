@@ -102,7 +102,7 @@ class ServedItems:
                     502, "StreamCut", f"the stream of {self._name!r} ended without its end"
                 ) from None
             kind = event.get("event")
-            if event.get("turn_id"):
+            if event.get("turn_id") is not None:  # null: a command that is no turn
                 self.turn_id = _turn_id(event["turn_id"], "event.turn_id")
             if kind == "item":
                 return event.get("item")
@@ -222,7 +222,9 @@ class Client:
             timeout=httpx.Timeout(self._http.timeout.connect, read=read),
         )
         turn_id = answer.get("turn_id")
-        return answer.get("result"), _turn_id(turn_id, "answer.turn_id") if turn_id else None
+        if turn_id is None:  # a command that is no turn
+            return answer.get("result"), None
+        return answer.get("result"), _turn_id(turn_id, "answer.turn_id")
 
     async def send(self, name: str, command: WorkCommand | Mapping[str, Any]) -> UUID:
         """Queue a turn of branch ``name``; return its id once it has started.

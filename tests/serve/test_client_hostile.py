@@ -202,6 +202,8 @@ SSE = {"content-type": b"text/event-stream"}
     [
         ("ask", JSON, b'{"ok": true, "result": 1, "turn_id": "not-a-uuid"}', "answer.turn_id"),
         ("ask", JSON, b'{"ok": true, "result": 1, "turn_id": 5}', "answer.turn_id"),
+        ("ask", JSON, b'{"ok": true, "result": 1, "turn_id": 0}', "answer.turn_id"),
+        ("ask", JSON, b'{"ok": true, "result": 1, "turn_id": ""}', "answer.turn_id"),
         ("send", JSON, b'{"ok": true}', "answer.turn_id"),
         ("send", JSON, b'{"ok": true, "turn_id": [1]}', "answer.turn_id"),
         ("approvals", JSON, b'{"ok": true}', "answer.approvals"),
@@ -211,6 +213,7 @@ SSE = {"content-type": b"text/event-stream"}
         ("messages", JSON, b'{"ok": true}', "answer.messages"),
         ("stream", SSE, b'data: {"event": "start", "turn_id": "zzz"}\n\n', "event.turn_id"),
         ("stream", SSE, b'data: {"event": "start", "turn_id": 7}\n\n', "event.turn_id"),
+        ("stream", SSE, b'data: {"event": "start", "turn_id": false}\n\n', "event.turn_id"),
         ("events", SSE, b'data: {"type": "RunEnd", "turn_id": 5}\n\n', "RunEnd.turn_id"),
     ],
 )
