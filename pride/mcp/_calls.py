@@ -13,6 +13,10 @@ Progress reports arrive in the SDK's receive loop, which must never wait:
 each call holds up to `PROGRESS_BUFFER` of them, each message cut at
 `PROGRESS_TEXT` characters, and drops (and counts) the rest rather than
 stall every other call of the server.
+
+`CallSession` is the SDK's ``ClientSession`` with one hand-over made safe: the
+answer to a call cancelled as it arrives goes to nobody, where it ended the
+SDK's receive loop and left the server answering no call again.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import attrs
 import outcome
 import trio
 from mcp import ClientSession, types
 from mcp.shared.exceptions import McpError as SdkMcpError
+from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
 from ._errors import McpServerError, McpToolError, McpUnavailable
@@ -40,6 +46,7 @@ __all__ = [
     "PROGRESS_TEXT",
     "Call",
     "CallBook",
+    "CallSession",
     "ProgressFn",
 ]
 
@@ -56,6 +63,26 @@ PROGRESS_TEXT = 2_000
 
 ProgressFn = Callable[[float, "float | None", "str | None"], Awaitable[Any]]
 Progress = tuple[float, float | None, str | None]
+
+
+class CallSession(ClientSession):
+    """The SDK's client session, whose receive loop outlives a call cancelled as its answer
+    arrives.
+
+    The SDK (1.x) hands an answer over by taking the waiting request's stream out of
+    its table and then sending into it, with a checkpoint between: a call cancelled
+    at that checkpoint closes the stream, the send raises ``ClosedResourceError``,
+    and the receive loop, taking that for the end of its own read stream, ends with
+    the session still open. The server counted as running, and every later call
+    failed (``ClosedResourceError``) and nothing restarted it. Here that answer is
+    dropped, as the answer to any cancelled call is.
+    """
+
+    async def _handle_response(self, message: SessionMessage) -> None:
+        try:
+            await super()._handle_response(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("MCP: the answer to a call cancelled as it arrived was dropped")
 
 
 @attrs.define(eq=False)

@@ -38,7 +38,7 @@ from mcp.shared.exceptions import McpError as SdkMcpError
 from .._version import __version__
 from ..errors import exception_leaves
 from ..tools import ActionManager
-from ._calls import Call, CallBook, ProgressFn
+from ._calls import Call, CallBook, CallSession, ProgressFn
 from ._errors import McpServerError, McpToolError, McpUnavailable
 from ._http import http_transport
 from ._listing import ToolListing, list_tools
@@ -308,7 +308,7 @@ class McpServer:
         try:
             async with (
                 self._connect() as (read, write),
-                ClientSession(
+                CallSession(
                     ReadTap(read, self._on_stream_end, self.name),  # type: ignore[arg-type]
                     RequestTap(write),  # type: ignore[arg-type]
                     message_handler=self._on_message,

@@ -38,7 +38,10 @@
   call of ``long-error`` with a JSON-RPC error of 1 MB, and a call of ``stray``
   with answers to requests never made (one with an id of 100,000 characters)
   and notifications that are not MCP's (100,000 characters each) before the
-  right answer.
+  right answer;
+* ``prompt``: answers a call of ``report`` with a progress notification, then
+  ``fillers`` progress notifications for another request, then its answer, all
+  in one write, so the answer arrives as the caller acts on the report.
 """
 
 from __future__ import annotations
@@ -166,6 +169,8 @@ if MODE == "collide":
     ]
 if MODE == "half":
     TOOLS = [*TOOLS, {"name": "half", "inputSchema": OBJECT}]
+if MODE == "prompt":
+    TOOLS = [*TOOLS, {"name": "report", "inputSchema": OBJECT}]
 if MODE == "rude":
     TOOLS = [
         *TOOLS,
@@ -250,6 +255,24 @@ def call(request: dict) -> dict | None:
         while any(os.getpgid(int(pid)) == os.getpgid(0) for pid in pids):
             time.sleep(0.01)  # answer once both have left the group
         return text(" ".join(pids))
+    if name == "report":
+        token = request["params"]["_meta"]["progressToken"]
+        fillers = request["params"]["arguments"].get("fillers", 0)
+        tokens = [token] + ["another"] * fillers
+        lines = [
+            *(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": t, "progress": 1},
+                }
+                for t in tokens
+            ),
+            {"jsonrpc": "2.0", "id": request["id"], "result": text("reported")},
+        ]
+        sys.stdout.write("".join(json.dumps(line) + "\n" for line in lines))  # one write
+        sys.stdout.flush()
+        return None
     if name == "bad-shape":
         return {"content": "not a list of parts"}
     if name == "stray":
