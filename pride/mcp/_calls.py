@@ -37,7 +37,7 @@ from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
 from ._errors import McpServerError, McpToolError, McpUnavailable
-from ._taps import ServerError, last_request_id
+from ._taps import ServerError, forget_requests, last_request_id
 from ._tool import MAX_ERROR_TEXT, cut
 
 __all__ = [
@@ -187,6 +187,7 @@ class CallBook:
                 params=types.CallToolRequestParams(name=call.tool, arguments=call.arguments)
             )
         )
+        forget_requests()  # only this call's own request may be cancelled on the server
         try:
             with call.scope, trio.move_on_after(_seconds(call_timeout)) as bound:
                 # send_request rather than ClientSession.call_tool: call_tool checks a

@@ -29,7 +29,7 @@ import pydantic
 from mcp import types
 from mcp.shared.message import SessionMessage
 
-__all__ = ["ReadTap", "RequestTap", "ServerError", "last_request_id"]
+__all__ = ["ReadTap", "RequestTap", "ServerError", "forget_requests", "last_request_id"]
 
 log = logging.getLogger("pride.mcp")
 
@@ -41,8 +41,19 @@ _sent_request: contextvars.ContextVar[types.RequestId | None] = contextvars.Cont
 
 
 def last_request_id() -> types.RequestId | None:
-    """The id of the last request the current task (or its parent's context) sent."""
+    """The id of the last request the current task sent since `forget_requests`, if any."""
     return _sent_request.get()
+
+
+def forget_requests() -> None:
+    """Note no request for the current task: what `last_request_id` says from now on is its own.
+
+    A task starts with a copy of its parent's context, and with it the id of the
+    parent's last request: a call's task, started by the serving task, held the id
+    of the serving task's tools/list, and a call cancelled before its own request
+    left told the server to cancel that one.
+    """
+    _sent_request.set(None)
 
 
 class RequestTap:

@@ -6,7 +6,12 @@ Against the hand-written fake (fake_server.py), a real subprocess. Each
 
 from __future__ import annotations
 
+import functools
+import logging
+
+import pytest
 import trio
+import trio.testing
 
 from pride import Session
 
@@ -48,3 +53,34 @@ async def test_a_call_cancelled_as_its_answer_arrives_leaves_the_server_serving(
         statistics = server.statistics()
         assert statistics.starts == 1
         assert statistics.in_flight == 0
+
+
+async def _cancel_once_blocked(scope: trio.CancelScope) -> None:
+    await trio.testing.wait_all_tasks_blocked()
+    scope.cancel()
+
+
+async def test_a_call_cancelled_before_its_request_left_tells_the_server_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server reads nothing after listing its tools; one call's request fills the pipe,
+    and a second call's request waits behind it. Cancelled, the second call has nothing to
+    cancel on the server. Its task still held the id of the serving task's last request
+    (the tools/list, answered long before), so it sent notifications/cancelled for that
+    request, into the blocked pipe: its cancellation waited 2 s, logged that the notice
+    could not be sent and that the call did not end. Now it ends at once, telling nothing."""
+    caplog.set_level(logging.WARNING, "pride.mcp")
+    async with Session(grace=0.2) as session:
+        server = await session.spawn_mcp("deaf", command=fake_command("deaf"))
+        async with trio.open_nursery() as nursery:
+            fills = functools.partial(server.call_tool, "echo", {"text": "x" * 300_000})
+            nursery.start_soon(fills)  # more than a pipe holds: the writer waits in it
+            await trio.testing.wait_all_tasks_blocked()
+            with trio.CancelScope() as scope:
+                nursery.start_soon(_cancel_once_blocked, scope)
+                await server.call_tool("echo", {"text": "queued"})
+            assert scope.cancelled_caught
+            assert server.statistics().cancelled == 1
+            assert server.statistics().in_flight == 1  # the first call only
+            assert [r.getMessage() for r in caplog.records if r.name == "pride.mcp"] == []
+            nursery.cancel_scope.cancel()
