@@ -64,12 +64,23 @@ from ._door import Departures, door
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 from ._tool import local_name
 
-__all__ = ["PROGRESS_QUEUE", "build_server", "serve_mcp"]
+__all__ = ["MAX_PENDING_REQUESTS", "PROGRESS_QUEUE", "build_server", "serve_mcp"]
 
 log = logging.getLogger("pride.mcp")
 
 PROGRESS_QUEUE = 256
 """Progress events of one request held for its client; more are dropped (and logged)."""
+
+MAX_PENDING_REQUESTS = 128
+"""Requests of a stdio client read and not yet answered; the next is read once one is.
+
+The SDK's server runs each request in a task of its own, and an answer nobody
+reads waits in that task: a client that kept writing requests and stopped
+reading its standard output grew the process by about 15 KB a request
+(60,000 ``tools/list`` took it to a gigabyte). Past this many, the client's
+input is left unread (its writes wait, as a full pipe's do), and a client that
+reads its answers is never held back by it unless it keeps more in flight.
+"""
 
 
 class _Exposed:
@@ -354,15 +365,19 @@ async def _stdio() -> AsyncIterator[tuple[Any, Any]]:
     stdout = trio.lowlevel.FdStream(os.dup(1))
     reader, session_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     session_writes, writer = anyio.create_memory_object_stream[SessionMessage](0)
+    pending = trio.Semaphore(MAX_PENDING_REQUESTS, max_value=MAX_PENDING_REQUESTS)
 
     async def pump_out() -> None:
         async with writer:
             async for message in writer:
                 data = message.message.model_dump_json(by_alias=True, exclude_none=True)
                 await stdout.send_all(data.encode() + b"\n")
+                if isinstance(message.message.root, types.JSONRPCResponse | types.JSONRPCError):
+                    with contextlib.suppress(ValueError):  # more answers than requests
+                        pending.release()  # answered and written: the next may be read
 
     async with stdin, stdout, trio.open_nursery() as nursery:
-        nursery.start_soon(_pump_in, stdin, reader)
+        nursery.start_soon(_pump_in, stdin, reader, pending)
         nursery.start_soon(pump_out)
         try:
             yield session_reads, session_writes
@@ -370,11 +385,14 @@ async def _stdio() -> AsyncIterator[tuple[Any, Any]]:
             nursery.cancel_scope.cancel()
 
 
-async def _pump_in(stdin: Any, reader: Any) -> None:
+async def _pump_in(stdin: Any, reader: Any, pending: trio.Semaphore | None = None) -> None:
     """Split the client's bytes into lines, and hand the session the message of each.
 
     A line past ``DEFAULT_MAX_MESSAGE_BYTES`` ends the client's input (logged),
-    as its end does; a last line the client did not end is dropped.
+    as its end does; a last line the client did not end is dropped. A request
+    takes one of ``pending``'s places (the writer gives it back once its answer
+    is written) and waits for one: a client that does not read its answers
+    cannot have more than `MAX_PENDING_REQUESTS` of them held in memory.
     """
     lines = LineSplitter(DEFAULT_MAX_MESSAGE_BYTES, ends="lf")
     async with reader:
@@ -389,6 +407,8 @@ async def _pump_in(stdin: Any, reader: Any) -> None:
                     except ValueError as exc:
                         log.warning("MCP client sent a line that is not JSON-RPC: %s", exc)
                         continue
+                    if pending is not None and isinstance(message.root, types.JSONRPCRequest):
+                        await pending.acquire()
                     await reader.send(SessionMessage(message))
         except LineTooLong:
             log.error("MCP client sent a message over %d bytes", DEFAULT_MAX_MESSAGE_BYTES)

@@ -7,6 +7,7 @@ client is the MCP SDK's own ``ClientSession`` over its ``stdio_client``.
 from __future__ import annotations
 
 import functools
+import json
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 import trio
 from mcp import ClientSession, StdioServerParameters, types
@@ -241,3 +243,64 @@ async def test_each_branch_is_described_by_what_its_application_says() -> None:
     assert len(set(described.values())) == 3
     for text in described.values():
         assert "remembers" in text  # every one says the conversation is kept
+
+
+FLOOD = 10_000
+"""tools/list requests a client writes without reading an answer (half a megabyte)."""
+
+
+async def test_a_client_that_stops_reading_cannot_grow_the_server() -> None:
+    """A client writes 10,000 requests and reads none of the answers. The SDK runs each
+    request in a task that holds its answer until it is written, and pride read on: the
+    process grew by ~15 KB a request (150 MB here, a gigabyte at 60,000). Now it stops
+    reading past MAX_PENDING_REQUESTS (the client's writes wait), stays within 50 MB of
+    where it started, and answers every request once the client reads."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "pride.cli", "mcp", APP, "--expose", "helper"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=str(ROOT),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    stdout = process.stdout
+    buffer = bytearray()
+
+    async def line() -> bytes:
+        while b"\n" not in buffer:
+            chunk = await stdout.receive_some(1 << 20)
+            assert chunk, "pride mcp closed its output"
+            buffer.extend(chunk)
+        end = buffer.index(b"\n")
+        taken = bytes(buffer[:end])
+        del buffer[: end + 1]
+        return taken
+
+    def message(body: dict[str, Any]) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", **body}).encode() + b"\n"
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+    hello["clientInfo"] = {"name": "flood", "version": "0"}
+    try:
+        with trio.fail_after(60):
+            await process.stdin.send_all(
+                message({"id": 0, "method": "initialize", "params": hello})
+            )
+            assert json.loads(await line())["id"] == 0
+            await process.stdin.send_all(message({"method": "notifications/initialized"}))
+            started = psutil.Process(process.pid).memory_info().rss
+            flood = b"".join(
+                message({"id": n, "method": "tools/list"}) for n in range(1, FLOOD + 1)
+            )
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(process.stdin.send_all, flood)
+                with trio.move_on_after(5):  # an observation window, not a synchronisation
+                    while psutil.Process(process.pid).memory_info().rss - started < 50e6:
+                        await trio.sleep(0.1)
+                grown = psutil.Process(process.pid).memory_info().rss - started
+                answered = {json.loads(await line())["id"] for _ in range(FLOOD)}
+            assert grown < 50e6, f"grew by {grown / 1e6:.0f} MB"
+            assert answered == set(range(1, FLOOD + 1))
+    finally:
+        process.kill()
+        await process.wait()
