@@ -309,7 +309,7 @@ class McpServer:
             async with (
                 self._connect() as (read, write),
                 CallSession(
-                    ReadTap(read, self._on_stream_end, self.name),  # type: ignore[arg-type]
+                    ReadTap(read, self._on_stream_end, self.name, write),  # type: ignore[arg-type]
                     RequestTap(write),  # type: ignore[arg-type]
                     message_handler=self._on_message,
                     logging_callback=self._on_log,

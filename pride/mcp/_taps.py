@@ -4,10 +4,12 @@
 ids to itself, and a cancelled call needs its id for
 ``notifications/cancelled``); `ReadTap` tells the server handle when the
 server's message stream ends (a crash, unless pride is stopping it), marks
-each JSON-RPC error the server sends as the server's (`ServerError`), and drops
+each JSON-RPC error the server sends as the server's (`ServerError`), drops
 answers whose id no request could have had and notifications that are not the
 MCP notifications they claim to be (the SDK would log each such id or message
-whole, at WARNING on the root logger).
+whole, at WARNING on the root logger), and refuses requests that are not MCP's
+itself (the SDK refused each with a warning of thousands of characters on the
+root logger, as many as the server sent).
 
 Why the mark: when the connection closes, the SDK answers every request still
 waiting with an error of its own, code -32000 (``CONNECTION_CLOSED``), and a
@@ -19,6 +21,7 @@ in flight and restarted the server.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 from collections.abc import Callable
@@ -33,7 +36,7 @@ __all__ = ["ReadTap", "RequestTap", "ServerError", "forget_requests", "last_requ
 
 log = logging.getLogger("pride.mcp")
 
-_UNREAD_LOGGED = 20  # notifications that cannot be read, logged per incarnation
+_UNREAD_LOGGED = 20  # notifications (and requests) that cannot be read, logged per incarnation
 
 _sent_request: contextvars.ContextVar[types.RequestId | None] = contextvars.ContextVar(
     "pride_mcp_sent_request", default=None
@@ -97,14 +100,55 @@ class ServerError(types.ErrorData):
 
 
 class ReadTap:
-    """The session's read stream, telling the server handle when it ends."""
+    """The session's read stream, telling the server handle when it ends.
 
-    def __init__(self, inner: Any, on_end: Callable[[], None], server: str = "") -> None:
+    Args:
+        inner: the transport's read stream.
+        on_end: called when it ends.
+        server: the server's name (for messages).
+        replies: the transport's write stream, for the refusal of a request that
+            is not MCP's (without one such a request goes to the SDK).
+    """
+
+    def __init__(
+        self, inner: Any, on_end: Callable[[], None], server: str = "", replies: Any = None
+    ) -> None:
         self._inner = inner
         self._on_end = on_end
         self._server = server
+        self._replies = replies
         self.strays = 0  # answers with an id no request of the SDK's could have
-        self.unread = 0  # notifications that are not the MCP notifications they claim to be
+        self.unread = 0  # notifications and requests that are not the MCP ones they claim to be
+
+    def _unreadable(self, kind: str, method: str, exc: pydantic.ValidationError) -> None:
+        self.unread += 1
+        if self.unread <= _UNREAD_LOGGED:
+            log.warning(
+                "MCP server %r sent a %s pride cannot read (%s): %.100r, %d problems%s",
+                self._server,
+                kind,
+                "refused" if kind == "request" else "dropped",
+                method,
+                exc.error_count(),
+                "; further ones are not logged" if self.unread == _UNREAD_LOGGED else "",
+            )
+
+    async def _refuse_unreadable(self, root: types.JSONRPCRequest) -> bool:
+        """Refuse ``root`` if it is not a request the SDK reads (True when refused)."""
+        if self._replies is None:
+            return False
+        try:
+            types.ServerRequest.model_validate(
+                root.model_dump(by_alias=True, mode="json", exclude_none=True)
+            )
+        except pydantic.ValidationError as exc:
+            self._unreadable("request", root.method, exc)
+            error = types.ErrorData(code=types.INVALID_PARAMS, message="Invalid request parameters")
+            refusal = types.JSONRPCError(jsonrpc="2.0", id=root.id, error=error)
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await self._replies.send(SessionMessage(types.JSONRPCMessage(refusal)))
+            return True
+        return False
 
     def _readable(self, root: types.JSONRPCNotification) -> bool:
         """True for a notification the SDK reads; another it would log whole, at WARNING."""
@@ -113,16 +157,7 @@ class ReadTap:
                 root.model_dump(by_alias=True, mode="json", exclude_none=True)
             )
         except pydantic.ValidationError as exc:
-            self.unread += 1
-            if self.unread <= _UNREAD_LOGGED:
-                log.warning(
-                    "MCP server %r sent a notification pride cannot read (dropped): "
-                    "%.100r, %d problems%s",
-                    self._server,
-                    root.method,
-                    exc.error_count(),
-                    "; further ones are not logged" if self.unread == _UNREAD_LOGGED else "",
-                )
+            self._unreadable("notification", root.method, exc)
             return False
         return True
 
@@ -143,6 +178,8 @@ class ReadTap:
                 log.debug("MCP: an answer to a request never made was dropped (%d)", self.strays)
                 continue
             if isinstance(root, types.JSONRPCNotification) and not self._readable(root):
+                continue
+            if isinstance(root, types.JSONRPCRequest) and await self._refuse_unreadable(root):
                 continue
             if isinstance(root, types.JSONRPCError) and not isinstance(root.error, ServerError):
                 # The SDK hands this very object to the waiting request's McpError.

@@ -38,7 +38,9 @@
   call of ``long-error`` with a JSON-RPC error of 1 MB, and a call of ``stray``
   with answers to requests never made (one with an id of 100,000 characters)
   and notifications that are not MCP's (100,000 characters each) before the
-  right answer;
+  right answer, and a call of ``requests`` with 1,000 requests that are not MCP's
+  before its answer (a call of ``refusals`` answers how many error answers to its
+  requests it has read);
 * ``prompt``: answers a call of ``report`` with a progress notification, then
   ``fillers`` progress notifications for another request, then its answer, all
   in one write, so the answer arrives as the caller acts on the report.
@@ -177,10 +179,13 @@ if MODE == "rude":
         {"name": "bad-shape", "inputSchema": OBJECT},
         {"name": "long-error", "inputSchema": OBJECT},
         {"name": "stray", "inputSchema": OBJECT},
+        {"name": "requests", "inputSchema": OBJECT},
+        {"name": "refusals", "inputSchema": OBJECT},
     ]
 
 CHANGING = ("many", "empty-name", "restless", "collide")
 held: list[int] = []
+refused: list[object] = []
 listed = [0]
 
 
@@ -284,6 +289,12 @@ def call(request: dict) -> dict | None:
         ]:
             send({"jsonrpc": "2.0", "method": method, "params": params})
         return text("pong")
+    if name == "requests":
+        for n in range(1_000):
+            send({"jsonrpc": "2.0", "id": f"r{n}", "method": "bogus/method", "params": {}})
+        return text("pong")
+    if name == "refusals":
+        return text(str(len(refused)))
     if name == "long-error":
         error = {"code": -32603, "message": "E" * 1_000_000}
         send({"jsonrpc": "2.0", "id": request["id"], "error": error})
@@ -293,7 +304,9 @@ def call(request: dict) -> dict | None:
 
 def answer(request: dict) -> None:
     method = request.get("method")
-    if "id" not in request:
+    if "error" in request:  # the client's error answer to a request of ours
+        refused.append(request["id"])
+    if "id" not in request or method is None:
         return
     if method == "initialize":
         result = {

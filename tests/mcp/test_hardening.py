@@ -330,6 +330,25 @@ async def test_answers_to_requests_never_made_are_dropped_quietly(
     assert longest < 3_000
 
 
+async def test_requests_pride_cannot_read_are_refused_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """1,000 requests that are not MCP's: the SDK refused each with a warning of ~3,500
+    characters on the root logger, as many as the server cared to send. Each is still
+    refused (an error answer the server reads), the first 20 are logged, short, on
+    pride.mcp, and the call behind them gets its answer."""
+    caplog.set_level(logging.DEBUG)
+    async with Session() as session:
+        server = await session.spawn_mcp("rude", command=fake_command("rude"))
+        assert (await server.call_tool("requests")).content[0].text == "pong"
+        assert (await server.call_tool("refusals")).content[0].text == "1000"
+        assert server.statistics().starts == 1
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r for r in warnings if r.name != "pride.mcp"] == []
+    assert len(warnings) <= 21
+    assert max(len(r.getMessage()) for r in warnings) < 500
+
+
 # ------------------------------------------------------------------ item 8
 
 
