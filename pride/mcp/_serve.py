@@ -80,6 +80,8 @@ reading its standard output grew the process by about 15 KB a request
 (60,000 ``tools/list`` took it to a gigabyte). Past this many, the client's
 input is left unread (its writes wait, as a full pipe's do), and a client that
 reads its answers is never held back by it unless it keeps more in flight.
+What it wrote behind the waiting request (a ``notifications/cancelled``, the
+end of its input) is read once one of those requests is answered.
 """
 
 
