@@ -9,8 +9,10 @@ keep their outcome, and the resumed run does not run them again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -36,17 +38,33 @@ from tests.helpers import echo_model
 Counts = dict[str, int]
 
 
-def _session(path: Path, counts: Counts, *, hold: trio.Event | None = None) -> Session:
+def _session(
+    path: Path,
+    counts: Counts,
+    *,
+    hold: trio.Event | None = None,
+    holding: trio.Event | None = None,
+) -> Session:
     session = Session(store=path)
 
     async def step(branch: Branch, label: str = "") -> str:
         counts[label] = counts.get(label, 0) + 1
         if label == "slow" and hold is not None:
+            if holding is not None:
+                holding.set()
             await hold.wait()
         return f"{label} by {branch.name}"
 
     session.register_operation("step", step)
     return session
+
+
+async def _cancel_once_held(run: Callable[[], Awaitable[object]], holding: trio.Event) -> None:
+    """Run ``run()`` (a flow) until its slow step is held, then cancel it: cut short."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await holding.wait()
+        nursery.cancel_scope.cancel()
 
 
 async def _spawn(session: Session) -> None:
@@ -135,10 +153,10 @@ async def test_a_static_flow_resumes_from_the_journal_alone(tmp_path: Path) -> N
     flow = Flow("static")
     flow.add("alpha", Call("step", label="a"), name="a")
     flow.add("beta", Call("step", label="slow"), depends_on="a", name="slow")
-    async with _session(tmp_path / "store.db", counts, hold=hold) as session:
+    holding = trio.Event()
+    async with _session(tmp_path / "store.db", counts, hold=hold, holding=holding) as session:
         await _spawn(session)
-        with trio.move_on_after(1):  # the hold never opens: cut short by the timeout
-            await session.flow(flow)
+        await _cancel_once_held(functools.partial(session.flow, flow), holding)
     async with _session(tmp_path / "store.db", counts) as session:
         await _spawn(session)
         [unfinished] = await session.unfinished_flows()
@@ -343,13 +361,17 @@ async def test_a_node_added_before_the_run_starts_is_journaled_once(tmp_path: Pa
     hold = trio.Event()
     flow = Flow("grown early")
     flow.add("alpha", Call("step", label="first"), name="first")
-    async with _session(tmp_path / "store.db", counts, hold=hold) as session:
+    holding = trio.Event()
+    async with _session(tmp_path / "store.db", counts, hold=hold, holding=holding) as session:
         await _spawn(session)
-        with trio.move_on_after(1):  # the hold never opens: cut short by the timeout
+
+        async def grown() -> None:
             async with session.flow_stream(flow) as events:
                 events.run.add("beta", Call("step", label="slow"), depends_on="first", name="slow")
                 async for _ in events:
                     pass
+
+        await _cancel_once_held(grown, holding)
     async with _session(tmp_path / "store.db", counts) as session:
         await _spawn(session)
         [unfinished] = await session.unfinished_flows()

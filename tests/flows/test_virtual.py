@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from pride import Branch, Call, Chat, Flow, InvalidFlow, NodeStarted, Session, Signal
 from tests.helpers import echo_model
@@ -50,14 +51,15 @@ async def test_nodes_on_one_virtual_branch_are_sent_in_the_order_they_started(
     tmp_path: Path,
 ) -> None:
     """Two nodes on doc/1, not live when the flow starts, the first one's command built
-    slowly: the second waits for the first one's send, as on any other branch."""
+    only once the second has gone as far as it can: the second waits for the first
+    one's send, as on any other branch."""
     async with Session(store=tmp_path / "store.db") as session:
         await session.virtual("doc", doc_branch)
         started: list[Signal] = []
         session.observe(NodeStarted, handler=started.append)
 
         async def slowly(upstream: object) -> Chat:
-            await trio.sleep(0.01)
+            await trio.testing.wait_all_tasks_blocked()  # the second node runs ahead if it can
             return Chat("first")
 
         flow = Flow("ordered")
