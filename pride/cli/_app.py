@@ -366,8 +366,8 @@ def serve(
         typer.Option(
             min=0.001,
             metavar="SECONDS",
-            help="How long one write of an answer may wait for the client to read it; "
-            "past it the client is taken for gone (its turn cancelled).",
+            help="How long an answer's writes may wait for the client to read some of "
+            "them; past it the client is taken for gone (its turn cancelled).",
         ),
     ] = 30.0,
     keepalive: Annotated[

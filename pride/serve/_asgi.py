@@ -75,24 +75,30 @@ class App:
         # websockets are not served: hypercorn closes them when the app returns
 
     async def _http(self, request: Request) -> None:
+        """Answer ``request``, its answer written out before this returns (`Writer`)."""
         started = trio.current_time()
-        status = 0
         front = self.front
         assert front.nursery is not None  # requests come once the server is serving
-        inner = Writer(request.send, front.nursery, front.options.send_timeout)
+        writer = Writer(request.send, front.nursery, front.options.send_timeout)
+        exchange = _Exchange()
 
         async def spy(message: Any) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = message["status"]
-                if cors:
-                    message["headers"] = [*message["headers"], *cors]
-            await inner(message)
+                exchange.status = message["status"]
+                if exchange.cors:
+                    message["headers"] = [*message["headers"], *exchange.cors]
+            await writer(message)
 
         request.send = spy
-        cors: list[tuple[bytes, bytes]] = []
-        label = "-"
-        family = "openai" if request.path in _OPENAI_PATHS else "native"
+        try:
+            await self._answer(request, exchange)
+            await writer.finish()
+        finally:
+            writer.close()
+            front.metrics.request(exchange.label, exchange.status, trio.current_time() - started)
+
+    async def _answer(self, request: Request, exchange: _Exchange) -> None:
+        exchange.family = "openai" if request.path in _OPENAI_PATHS else "native"
         try:
             guard = self.front.guard
             if not guard.host_allowed(request.header(b"host")):
@@ -111,14 +117,14 @@ class App:
                 )
             if guard.cross_origin(origin):
                 assert origin is not None
-                cors = [(b"access-control-allow-origin", origin), (b"vary", b"origin")]
+                exchange.cors = [(b"access-control-allow-origin", origin), (b"vary", b"origin")]
                 if request.method == "OPTIONS":  # a browser's preflight: no token on it
-                    label = "OPTIONS"
+                    exchange.label = "OPTIONS"
                     await respond(request.send, 204, b"", b"text/plain", _CORS)
                     return
             path = request.path
             if path in _PUBLIC:
-                label = path
+                exchange.label = path
                 await self._health(request, path)
                 return
             logins = self.front.logins
@@ -128,7 +134,7 @@ class App:
                 grant = logins.grant(request.header(b"cookie"))
                 by_cookie = grant is not None
             if logins is not None and (path == "/" or path.startswith("/console/")):
-                label = "/" if path == "/" else "/console/{name}"
+                exchange.label = "/" if path == "/" else "/console/{name}"
                 if path == "/":
                     await _console.page(request, self.front.tokens, logins, grant)
                     return
@@ -148,20 +154,18 @@ class App:
                     "come from the console's own page (its Origin)",
                 )
             segments = [unquote(part) for part in request.scope["raw_path"].decode().split("/")]
-            label, family, handler, arguments = route(request.method, segments)
+            exchange.label, exchange.family, handler, arguments = route(request.method, segments)
             try:
                 await handler(self.front, request, grant, *arguments)
             except (HttpError, ClientGone, ClientStalled):
                 raise
             except Exception as exc:
-                if status:  # the answer has begun (an event stream): nothing more to say
-                    log.exception("a %s request failed after its answer began", label)
+                if exchange.status:  # the answer has begun (an event stream): nothing more to say
+                    log.exception("a %s request failed after its answer began", exchange.label)
                     return
-                await self._refuse(request, exc, family)
+                await self._refuse(request, exc, exchange.family)
         except HttpError as exc:
-            await self._refuse(request, exc, family)
-        finally:
-            self.front.metrics.request(label, status, trio.current_time() - started)
+            await self._refuse(request, exc, exchange.family)
 
     async def _refuse(self, request: Request, error: BaseException, family: str) -> None:
         code, headers = status_of(error)
@@ -187,6 +191,19 @@ class App:
         ready = not front.draining and front.session.running
         body = {"ok": ready, "draining": front.draining}
         await respond_json(request.send, 200 if ready else 503, body)
+
+
+class _Exchange:
+    """What one request's answer has come to: its route's label and error family, the
+    CORS headers its answer carries, and its status once the answer has begun (0 before)."""
+
+    __slots__ = ("cors", "family", "label", "status")
+
+    def __init__(self) -> None:
+        self.label = "-"
+        self.family = "native"
+        self.cors: list[tuple[bytes, bytes]] = []
+        self.status = 0
 
 
 def _unauthorized() -> HttpError:

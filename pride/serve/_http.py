@@ -8,13 +8,14 @@ parsed strictly by the codec's parser (no NaN, no integer past 64 bits, no
 lone surrogate). Once a request's body is read, the only thing its client
 can still send is its going away: `watch_disconnect` turns that into the
 cancellation of the work answering it. A client that stays but reads
-nothing is bounded too: each write of an answer waits at most
-``send_timeout`` for it (`Writer`), then the client is taken for gone.
+nothing is bounded too: an answer's writes wait at most ``send_timeout``
+for it to take some (`Writer`), then the client is taken for gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
@@ -25,6 +26,7 @@ from ..errors import InvalidMessage
 from ..messages.codec import dump_json, parse_json
 
 __all__ = [
+    "AHEAD",
     "ClientStalled",
     "HttpError",
     "Receive",
@@ -90,89 +92,136 @@ class ClientStalled(Exception):
         )
 
 
-class _Write:
-    """One write of `Writer`: its message, done by a task of the server."""
-
-    __slots__ = ("abandoned", "done", "error", "message", "started", "written")
-
-    def __init__(self, message: MutableMapping[str, Any]) -> None:
-        self.message = message
-        self.done = trio.Event()
-        self.started = self.abandoned = self.written = False
-        self.error: Exception | None = None
-
-    async def run(self, send: Send) -> None:
-        try:
-            if self.abandoned:  # its request was cancelled before this task ran
-                return
-            self.started = True
-            await send(self.message)
-            self.written = True
-        except Exception as exc:  # the request's own task raises it
-            self.error = exc
-        finally:
-            self.done.set()
+AHEAD = 4
+"""Writes a request may be ahead of its client: past them, it waits for the client
+to take some (each wait bounded by ``send_timeout``). An answer of one or two
+writes never waits until its end; a stream's turn stays within a few items of
+what the client has taken."""
 
 
 class Writer:
-    """The ASGI ``send`` of one request, each write bounded by ``timeout`` seconds.
+    """The ASGI ``send`` of one request: its writes made in order by a task of the server.
 
     hypercorn writes to the socket in a shielded cancel scope (so that no
     cancellation cuts an answer in half), and such a write waits for as long
-    as a client that reads nothing keeps its connection open: the request's
+    as a client that reads nothing keeps its connection open: a request's
     task stuck in it held its turn (a stream's branch stayed busy), its place
     and, since hypercorn waits for every request's task, the server's
-    shutdown, however long the grace. So each write runs in a task of the
-    server's ``nursery``, one at a time and in order, and the request waits
-    for it at most ``timeout`` seconds: past that, `ClientStalled`, and the
-    request's task unwinds as for a client gone (its turn cancelled). The
-    write left waiting ends when hypercorn closes the connection: when the
-    client leaves, or when the server stops (which it can, the request's task
-    having ended).
+    shutdown, however long the grace. So the request's writes go to a queue
+    that one task in the server's ``nursery`` writes out, in order, and the
+    request waits for that task only when it is `AHEAD` writes ahead and in
+    `finish`: each such wait lasts at most ``timeout`` seconds without a
+    write ending, past which `ClientStalled`, and the request unwinds as
+    for a client gone (its turn cancelled). A write left waiting ends when
+    hypercorn closes the connection: when the client leaves, or when the
+    server stops (which it can, the request's task having ended).
 
-    A write the request was cancelled before it began is never made; one
-    already begun is finished, as hypercorn's shield would have it.
+    The request must end with `finish` (every write made) or `close` (what
+    is not begun is dropped: a cancelled or failed request's), before it
+    returns to hypercorn: one still writing after its app returned would
+    find the answer closed under it. A write already begun is finished, as
+    hypercorn's shield would have it.
     """
 
-    __slots__ = ("_last", "_nursery", "_send", "_stalled", "_timeout")
+    __slots__ = (
+        "_busy",
+        "_closed",
+        "_error",
+        "_failed",
+        "_nursery",
+        "_progress",
+        "_queue",
+        "_running",
+        "_send",
+        "_stalled",
+        "_timeout",
+        "_work",
+    )
 
     def __init__(self, send: Send, nursery: trio.Nursery, timeout: float) -> None:
         self._send = send
         self._nursery = nursery
         self._timeout = timeout
-        self._last: _Write | None = None
-        self._stalled = False
+        self._queue: deque[MutableMapping[str, Any]] = deque()
+        self._work = trio.lowlevel.ParkingLot()  # the writing task, waiting for a write
+        self._progress = trio.lowlevel.ParkingLot()  # the request, waiting for one to end
+        self._running = self._busy = False
+        self._stalled = self._failed = self._closed = False
+        self._error: Exception | None = None
 
     async def __call__(self, message: MutableMapping[str, Any]) -> None:
-        """Write ``message``, once the previous write is done.
+        """Queue ``message`` to be written after the ones before it.
 
         Raises:
-            ClientStalled: this write, or an earlier one, waited past the timeout.
-            Exception: what hypercorn's own ``send`` raised.
+            ClientStalled: the client took nothing for ``timeout`` seconds while
+                this request waited for it, now or before.
+            Exception: what hypercorn's own ``send`` raised for an earlier write.
         """
+        self._check()
+        self._queue.append(message)
+        if self._running:
+            self._work.unpark()
+        else:
+            self._running = True
+            self._nursery.start_soon(self._write_all)
+        while len(self._queue) + self._busy > AHEAD:
+            await self._wait()
+
+    async def finish(self) -> None:
+        """Wait until every queued write is made.
+
+        Raises:
+            ClientStalled: the client took nothing for ``timeout`` seconds.
+            Exception: what hypercorn's own ``send`` raised for a write.
+        Cancellation: what is not begun stays queued; `close` drops it.
+        """
+        while self._queue or self._busy:
+            await self._wait()
+        self._check()
+
+    def close(self) -> None:
+        """Drop the writes not begun; a write begun is finished by its task."""
+        self._closed = True
+        self._queue.clear()
+        self._work.unpark()
+
+    def _check(self) -> None:
         if self._stalled:
             raise ClientStalled(self._timeout)
-        last = self._last
-        if last is not None and not last.done.is_set():
-            await self._wait(last)  # begun before the request's task was cancelled
-        write = self._last = _Write(message)
-        self._nursery.start_soon(write.run, self._send)
-        await self._wait(write)
-        if not write.written:
-            error, write.error = write.error, None  # held by no frame once raised
-            raise error if error is not None else ClientStalled(self._timeout)
+        if self._failed:
+            error, self._error = self._error, None  # held by no frame once raised
+            if error is not None:
+                raise error
+            raise RuntimeError("an earlier write of this answer failed: nothing more is written")
 
-    async def _wait(self, write: _Write) -> None:
-        try:
-            with trio.move_on_after(self._timeout):
-                await write.done.wait()
-        except BaseException:
-            if not write.started:
-                write.abandoned = True
-            raise
-        if not write.done.is_set():
+    async def _wait(self) -> None:
+        with trio.move_on_after(self._timeout) as waited:
+            await self._progress.park()
+        if waited.cancelled_caught:
             self._stalled = True
             raise ClientStalled(self._timeout)
+
+    async def _write_all(self) -> None:
+        queue = self._queue
+        try:
+            while not self._closed:
+                if not queue:
+                    await self._work.park()
+                    continue
+                message = queue.popleft()
+                self._busy = True
+                try:
+                    await self._send(message)
+                finally:
+                    self._busy = False
+                    self._progress.unpark_all()
+                if message["type"] == "http.response.body" and not message.get("more_body"):
+                    return  # the answer is whole: nothing is written after it
+        except Exception as exc:  # the request raises it at its next write or finish
+            self._error, self._failed = exc, True
+            queue.clear()
+        finally:
+            self._running = False
 
 
 class Request:

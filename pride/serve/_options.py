@@ -41,9 +41,10 @@ class ServeOptions:
         header_timeout: seconds a connection has to send a complete request
             head (from its opening, or from its previous answer).
         body_timeout: seconds a request's body has to arrive, whole.
-        send_timeout: seconds one write of an answer may wait for the client
-            to take its bytes; past it the client is taken for gone (its
-            turn cancelled, as when it disconnects).
+        send_timeout: seconds an answer's writes may wait for the client to
+            take some of its bytes (a request runs at most a few writes ahead
+            of its client); past it the client is taken for gone (its turn
+            cancelled, as when it disconnects).
         keepalive: seconds between keep-alive comments of an idle event stream.
         image_urls: image URL prefixes a command may carry besides ``data:``
             URLs (``--allow-image-url``).
