@@ -192,7 +192,10 @@ class Writer:
             error, self._error = self._error, None  # held by no frame once raised
             if error is not None:
                 raise error
-            raise RuntimeError("an earlier write of this answer failed: nothing more is written")
+            raise RuntimeError(
+                "an earlier write of this answer failed, or the server stopping cut it "
+                "short: nothing more is written"
+            )
 
     async def _wait(self) -> None:
         with trio.move_on_after(self._timeout) as waited:
@@ -220,6 +223,10 @@ class Writer:
         except Exception as exc:  # the request raises it at its next write or finish
             self._error, self._failed = exc, True
             queue.clear()
+        except BaseException:  # the server's nursery cancelled: what is queued is not written
+            self._failed = True
+            queue.clear()
+            raise
         finally:
             self._running = False
 
