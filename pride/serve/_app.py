@@ -98,6 +98,7 @@ class Front:
         """Requests are served now; ``nursery`` holds the server's own tasks."""
         self.nursery = nursery
         self.activity.watch(self.session)
+        self.turns.watch(self.session)
         if self.options.console:
             self.traces = Recorder(instrument.TRACER)
             self.traces.install()
@@ -111,6 +112,7 @@ class Front:
         """Serving is over: let go of the signals and the tracer slot."""
         self.nursery = None
         self.activity.close()
+        self.turns.close()
         if self.traces is not None:
             self.traces.uninstall()
         if self.flows is not None:

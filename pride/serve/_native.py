@@ -28,7 +28,7 @@ from uuid import UUID
 import trio
 
 from ..actors import Reply, stream
-from ..errors import InvalidMessage, MailboxFull, TurnCancelled, UnknownTurn
+from ..errors import ApprovalRequired, InvalidMessage, MailboxFull, TurnCancelled, UnknownTurn
 from ..messages import Resume, WorkCommand, unstructure
 from ..messages.requests import decode_command, plain_result
 from ._app import Front
@@ -271,20 +271,22 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
     assert front.nursery is not None
     resolved = False
     async with front.slot():
+        if followed is not None:
+            front.turns.resolving(followed)
         with watch_disconnect(request, front.nursery) as watch:
             try:
                 result = await front.session.resolve(identity, command.decisions)
                 resolved = True
             except Exception as exc:
-                if followed is not None:
-                    front.turns.settled(followed, None, exc)
+                if followed is not None:  # refused (an unknown call id) or the turn failed
+                    front.turns.settled(followed, None, _waits(front, identity) or exc)
                 raise
         if not resolved:  # the client left, and the resolve was cancelled with it
             # Its turn is cancelled with the request (ask's rule), unless the Resume
             # was dropped still queued: then the turn still waits for a decision.
-            if followed is not None and _waiting(front, identity) is None:
+            if followed is not None:
                 gone = TurnCancelled("caller", "the request resolving it was closed")
-                front.turns.settled(followed, None, gone)
+                front.turns.settled(followed, None, _waits(front, identity) or gone)
             return
     # A client that left as the turn ended (``watch.gone`` after the result came) is
     # not answered, but the turn did end so: GET /v1/turns says it, not a cancellation.
@@ -294,6 +296,14 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
         return
     answer = {"ok": True, "result": plain_result(result), "turn_id": str(identity)}
     await respond_json(request.send, 200, answer)
+
+
+def _waits(front: Front, turn_id: UUID) -> ApprovalRequired | None:
+    """What the turn ``turn_id`` waits for, as its caller was told, if it still waits."""
+    waiting = _waiting(front, turn_id)
+    if waiting is None:
+        return None
+    return ApprovalRequired(turn_id, waiting.pending, waiting.branch_name)
 
 
 def _waiting(front: Front, turn_id: UUID) -> Any:

@@ -8,6 +8,13 @@ approval, with the pending calls; ``POST /v1/turns/{turn_id}/resolve``
 continues it). The turn goes on whatever its sender does: a send's outcome
 is awaited by a task of the server, not of the request.
 
+A suspended turn may be continued by someone other than this server's
+resolve (the application's own ``session.resolve``, ``pride approve``, a
+tool of another branch): the record follows it by its signals from then
+on (`TrackedTurns.watch`): ``running`` once it runs again, ``done`` or
+``failed`` when it ends. Its result went to whoever resolved it, so a turn
+done so says that instead of a result.
+
 Outcomes are kept for the last `KEPT` finished turns (a bounded record, the
 oldest forgotten first); turns still running are always kept (their number
 is bounded by the mailboxes).
@@ -24,15 +31,21 @@ import trio
 
 from ..actors import Reply, Target
 from ..errors import ApprovalRequired
-from ..messages import Command
+from ..messages import Command, RunFailed, RunStart, RunSuspended, Signal, TurnEnded
 from ..messages.requests import describe_error, plain_result
 
-__all__ = ["KEPT", "Followed", "StartedReply", "TrackedTurns"]
+__all__ = ["ELSEWHERE", "KEPT", "Followed", "StartedReply", "TrackedTurns"]
 
 log = logging.getLogger("pride.serve")
 
 KEPT = 10_000
 """Finished turns whose outcome ``GET /v1/turns/{turn_id}`` can still report."""
+
+ELSEWHERE = (
+    "resolved outside this server (session.resolve, pride approve): its result went to "
+    "whoever resolved it"
+)
+"""What ``GET /v1/turns/{turn_id}`` says in place of the result of a turn resolved so."""
 
 
 class StartedReply(Reply):
@@ -64,7 +77,7 @@ class StartedReply(Reply):
 class Followed:
     """What is known of one followed turn."""
 
-    __slots__ = ("branch", "error", "result", "state", "turn_id")
+    __slots__ = ("branch", "elsewhere", "error", "result", "state", "turn_id")
 
     def __init__(self, turn_id: UUID, branch: str) -> None:
         self.turn_id = turn_id
@@ -72,9 +85,11 @@ class Followed:
         self.state = "running"
         self.result: Any = None
         self.error: dict[str, Any] | None = None
+        self.elsewhere = False  # resolved outside this server: its result is not known here
 
     def settle(self, outcome: Any, error: BaseException | None) -> None:
         """Record the turn's outcome: its result, or its error."""
+        self.elsewhere = False
         if error is None:
             self.state, self.result, self.error = "done", plain_result(outcome), None
         else:
@@ -91,6 +106,8 @@ class Followed:
         }
         if self.state == "done":
             answer["result"] = self.result
+            if self.elsewhere:
+                answer["note"] = ELSEWHERE
         elif self.error is not None:
             answer["error"] = self.error
         return answer
@@ -103,9 +120,56 @@ class TrackedTurns:
         self._kept = kept
         self._turns: dict[UUID, Followed] = {}
         self._finished: collections.OrderedDict[UUID, None] = collections.OrderedDict()
+        # Suspended turns no resolve of this server is continuing: their signals say
+        # what becomes of them.
+        self._suspended: dict[UUID, Followed] = {}
+        self._session: Any = None
 
     def __len__(self) -> int:
         return len(self._turns)
+
+    def watch(self, session: Any) -> None:
+        """Follow the suspended turns of ``session``'s tree by their signals from now on."""
+        self._session = session
+        session.observe(RunStart, TurnEnded, handler=self._on_signal)
+
+    def close(self) -> None:
+        """Stop following signals (idempotent)."""
+        if self._session is not None:
+            self._session.unobserve(self._on_signal)
+            self._session = None
+
+    def resolving(self, followed: Followed) -> None:
+        """This server's resolve continues ``followed``: its answer, not the turn's
+        signals, says how the turn ends (it has the result)."""
+        self._suspended.pop(followed.turn_id, None)
+        followed.state, followed.error = "running", None
+
+    def _on_signal(self, signal: Signal) -> None:
+        followed = self._suspended.get(getattr(signal, "turn_id", None))  # type: ignore[arg-type]
+        if followed is None:
+            return
+        if isinstance(signal, RunStart):
+            followed.state, followed.error = "running", None
+            return
+        assert isinstance(signal, TurnEnded)
+        if isinstance(signal, RunSuspended):  # it reached another call to approve
+            pending = self._pending(followed.turn_id)
+            waits = ApprovalRequired(followed.turn_id, pending, followed.branch)
+            self.settled(followed, None, waits)
+            return
+        del self._suspended[followed.turn_id]
+        if isinstance(signal, RunFailed):
+            followed.state, followed.result = "failed", None
+            followed.error = {"type": signal.error_type, "message": signal.error_message}
+        else:
+            followed.state, followed.result, followed.error = "done", None, None
+            followed.elsewhere = True
+        self._finish(followed)
+
+    def _pending(self, turn_id: UUID) -> tuple[Any, ...]:
+        waiting = self._session.suspended_turns() if self._session is not None else ()
+        return next((t.pending for t in waiting if t.turn_id == turn_id), ())
 
     def get(self, turn_id: UUID) -> Followed | None:
         """The followed turn with this id, if any."""
@@ -132,6 +196,13 @@ class TrackedTurns:
     def settled(self, followed: Followed, outcome: Any, error: BaseException | None) -> None:
         """Record ``followed``'s outcome (also after a resolve continued it)."""
         followed.settle(outcome, error)
+        if followed.state == "suspended":
+            self._suspended[followed.turn_id] = followed
+        else:
+            self._suspended.pop(followed.turn_id, None)
+        self._finish(followed)
+
+    def _finish(self, followed: Followed) -> None:
         if followed.turn_id not in self._turns:
             self._turns[followed.turn_id] = followed
         self._finished[followed.turn_id] = None
@@ -141,3 +212,4 @@ class TrackedTurns:
             kept = self._turns.get(old)
             if kept is not None and kept.state != "running":
                 del self._turns[old]
+                self._suspended.pop(old, None)
