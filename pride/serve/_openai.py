@@ -35,7 +35,7 @@ from typing import Any
 import trio
 
 from ..actors import ask, stream
-from ..errors import InvalidMessage, UnknownBranch
+from ..errors import ApprovalRequired, InvalidMessage, UnknownBranch
 from ..messages import AssistantResponse, Instruction, Run, System
 from ..messages.requests import decode_command
 from ._app import Front
@@ -205,7 +205,10 @@ async def completions(front: Front, request: Request, grant: Grant) -> None:
                 if streamed:
                     await _stream(request, clone, command, answer, include_usage)
                 else:
-                    items = await ask(clone, command)
+                    try:
+                        items = await ask(clone, command)
+                    except ApprovalRequired as held:
+                        raise _cannot_wait(held, name) from None
                     await respond_json(request.send, 200, answer.whole(items, clone.usage))
         finally:
             with trio.move_on_after(REMOVE_GRACE) as cleanup:
@@ -213,6 +216,25 @@ async def completions(front: Front, request: Request, grant: Grant) -> None:
                 with contextlib.suppress(Exception):
                     await front.session.remove(clone)
             front.clones.discard(clone.id)
+
+
+def _cannot_wait(held: ApprovalRequired, name: str) -> HttpError:
+    """The answer to a completion whose turn stopped for approval.
+
+    The turn was its clone's, removed with the answer: nobody could resolve
+    it, so the answer says so rather than how to resolve it (409, never
+    retried), and where a turn can wait for a person.
+    """
+    calls = ", ".join(sorted({call.function for call in held.pending})) or "a tool"
+    return HttpError(
+        409,
+        "ApprovalRequired",
+        f"agent {name!r} reached {calls}, which needs a person's approval; the "
+        "OpenAI-compatible endpoint cannot wait for one (its turn was abandoned): send "
+        f"the work with POST /v1/branches/{name}/send and decide it with "
+        "POST /v1/turns/{turn_id}/resolve",
+        headers=[(b"x-should-retry", b"false")],
+    )
 
 
 class _Answer:
@@ -290,6 +312,8 @@ async def _stream(
                 if isinstance(item, str) and item:
                     await body(answer.chunk({"content": item}))
         except Exception as exc:  # the turn failed: OpenAI's form of an error mid-stream
+            if isinstance(exc, ApprovalRequired):
+                exc = _cannot_wait(exc, answer.model)
             status, _ = status_of(exc)
             await body(b"data: " + json_bytes(openai_error(exc, status)) + b"\n\n")
             await body(b"data: [DONE]\n\n", more=False)

@@ -153,3 +153,30 @@ async def test_errors_are_the_sdks_exception_classes(served: Served) -> None:
     async with async_client(served, SCOPED) as client:
         with pytest.raises(openai.NotFoundError):  # out of scope: as if it did not exist
             await client.chat.completions.create(model="writer", messages=question("x"))
+
+
+async def test_a_tool_needing_approval_is_a_final_conflict_saying_where_to_go(
+    served: Served,
+) -> None:
+    """A completion whose agent reached a tool that needs approval was answered 409
+    telling the client to ``session.resolve`` a turn of the request's clone, which
+    was removed with the answer: nothing could resolve it. The answer says the
+    endpoint cannot wait for approval and names the native API; the SDK does not
+    retry it; and no such turn is left listed as waiting, plain or streamed."""
+    async with async_client(served) as client:
+        with pytest.raises(openai.ConflictError) as held:
+            await client.chat.completions.create(model="pilot", messages=question("use the tool"))
+        message = str(held.value)
+        assert held.value.code == "ApprovalRequired" and "launch" in message
+        assert "session.resolve" not in message and "/v1/branches/pilot/send" in message
+        assert held.value.response.headers.get("x-should-retry") == "false"
+        stream = await client.chat.completions.create(
+            model="pilot", messages=question("use the tool"), stream=True
+        )
+        errors = []
+        with pytest.raises(openai.APIError) as streamed:
+            async for chunk in stream:
+                errors.append(chunk)
+        assert "/v1/branches/pilot/send" in str(streamed.value), streamed.value
+    async with httpx.AsyncClient(base_url=served.url, headers=served.headers()) as http:
+        assert (await http.get("/v1/approvals")).json()["approvals"] == []
