@@ -6,6 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -67,6 +68,13 @@ class Worker(Branch):
         """The trace context this turn's envelope carries on the host."""
         envelope = self.actor.envelope
         return dict(envelope.trace) if envelope is not None and envelope.trace else None
+
+    async def nested(self, depth: int) -> list[Any]:
+        """A result of ``depth`` lists, each holding the next (the innermost empty)."""
+        value: list[Any] = []
+        for _ in range(depth):
+            value = [value]
+        return value
 
     async def big(self, size: int) -> str:
         """A result of ``size`` characters."""

@@ -26,6 +26,7 @@ class LyingHost:
         self._answers: asyncio.Queue[bytes] = asyncio.Queue()
         self._conn = ""
         self._beacon: Any = None
+        self._refusals: list[bytes] = []
 
     async def hello(self) -> bytes:
         described = {"name": self._branch, "id": self._id, "capacity": 8}
@@ -46,7 +47,13 @@ class LyingHost:
         self._conn = batch["conn"]
         self._items += batch["items"]
         self._arrived.set()
+        if self._refusals and batch["items"]:
+            return self._refusals.pop(0)
         return None
+
+    async def refuse_next(self, payload: bytes) -> None:
+        """Return ``payload`` (raw bytes) from the next delivery that carries items."""
+        self._refusals.append(payload)
 
     async def poll(self, conn: str, timeout: float = 15.0) -> bytes:
         try:

@@ -167,12 +167,17 @@ class Answers:
             )
             return
         while self._expected in self._held:
-            for item in self._held.pop(self._expected):
+            items = self._held.pop(self._expected)
+            # Passed before its items are applied: whatever one of them raises, the
+            # later batches are not held behind this one for good.
+            self._expected += 1
+            for item in items:
                 try:
                     self._take(item)
                 except (InvalidMessage, KeyError, TypeError, AttributeError, ValueError) as exc:
                     log.error("host %r sent a bad item %.200r: %s", link.host, item, exc)
-            self._expected += 1
+                except Exception:  # a bug on this side: the other items are still applied
+                    log.exception("host %r: could not apply item %.200r", link.host, item)
 
     def _take(self, item: Any) -> None:
         link = self._link
@@ -202,9 +207,10 @@ class Answers:
             return
         try:
             self._answer(envelope, kind, item)
-        except (InvalidMessage, TypeError, ValueError) as exc:
-            # The envelope's own answer is unusable: its caller hears it, typed.
-            log.error("host %r sent a bad %s for %s: %s", link.host, kind, envelope.id, exc)
+        except Exception as exc:
+            # The envelope's own answer is unusable (whatever applying it raised): its
+            # caller hears it, typed, instead of waiting for an answer that came.
+            log.error("host %r sent a bad %s for %s: %r", link.host, kind, envelope.id, exc)
             link.envelopes.pop(envelope.id, None)
             if kind not in _FINAL_KINDS:  # nothing more comes for it either
                 link.mailboxes.heard(envelope.branch, None, False, finished=True)

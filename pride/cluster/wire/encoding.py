@@ -48,7 +48,7 @@ from ...messages import (
     structure,
     unstructure,
 )
-from ...messages.codec import is_scalar_text, registered_types, scrub
+from ...messages.codec import MAX_DEPTH, is_scalar_text, registered_types, scrub
 from ...operations import Analysis, OperateResult, ReActAnalysis, Reason, Unparsed
 
 __all__ = [
@@ -125,16 +125,25 @@ def encode_value(value: Any, path: str = "result") -> Any:
     """Plain JSON data for ``value`` (see the module docstring).
 
     Raises:
-        InvalidMessage: ``value`` (or something inside it) has no wire form.
+        InvalidMessage: ``value`` (or something inside it) has no wire form, or
+            its containers nest deeper than `MAX_DEPTH` levels.
     """
-    return _encode(value, path)
+    return _encode(value, path, MAX_DEPTH)
 
 
-def _encode(value: Any, path: _Path) -> Any:
+def _too_deep(path: _Path) -> InvalidMessage:
+    # Deeper data would exhaust the stack of whatever walks it (this encoder, the
+    # peer's decoder), far from where it came in: refused here, naming where.
+    return _problem(_where(path), f"nested deeper than {MAX_DEPTH} levels")
+
+
+def _encode(value: Any, path: _Path, depth: int) -> Any:
     if type(value) in _SCALARS:
         return value
     if isinstance(value, list):
-        return [_encode(item, (path, i)) for i, item in enumerate(value)]
+        if not depth:
+            raise _too_deep(path)
+        return [_encode(item, (path, i), depth - 1) for i, item in enumerate(value)]
     if value is None or isinstance(value, str | bool | int):  # subclasses of the scalars
         return value
     if isinstance(value, float):
@@ -143,39 +152,55 @@ def _encode(value: Any, path: _Path) -> Any:
                 _where(path), f"{value!r} cannot cross the wire (JSON has no such number)"
             )
         return value
-    if isinstance(value, tuple):
-        return {"$tuple": [_encode(item, (path, i)) for i, item in enumerate(value)]}
-    if isinstance(value, Mapping):
-        return {"$dict": _encode_mapping(value, path)}
-    if isinstance(value, _WIRE_TYPES):
-        return {"$pride": unstructure(value)}
+    if not depth:
+        if isinstance(value, tuple | Mapping | _WIRE_TYPES) or _fields_of(value):
+            raise _too_deep(path)
+    elif isinstance(value, _WIRE_TYPES):
+        return {"$pride": unstructure(value)}  # the codec bounds the depth inside it
+    elif isinstance(value, tuple):
+        return {"$tuple": [_encode(item, (path, i), depth - 1) for i, item in enumerate(value)]}
+    elif isinstance(value, Mapping):
+        return {"$dict": _encode_mapping(value, path, depth)}
     name = type(value).__name__
     if _RESULT_TYPES.get(name) is type(value):
         fields = {
-            field.name: _encode(getattr(value, field.name), (path, field.name))
+            field.name: _encode(getattr(value, field.name), (path, field.name), depth - 1)
             for field in attrs.fields(cast(Any, type(value)))
         }
         return {"$result": {"class": name, "fields": fields}}
     # A user's own types cross as their fields (the class stays on the host).
     if attrs.has(type(value)):
-        return {"$dict": _encode_mapping(attrs.asdict(value, recurse=False), path)}
+        return {"$dict": _encode_mapping(attrs.asdict(value, recurse=False), path, depth)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return {"$dict": _encode_mapping(fields, path)}
+        return {"$dict": _encode_mapping(fields, path, depth)}
     dump = getattr(value, "model_dump", None)
     if callable(dump):  # pydantic
-        return {"$dict": _encode_mapping(dump(mode="json"), path)}
+        return {"$dict": _encode_mapping(dump(mode="json"), path, depth)}
     raise _problem(
         _where(path), f"a {name} has no wire form (return JSON data, messages or attrs values)"
     )
 
 
-def _encode_mapping(value: Mapping[Any, Any], path: _Path) -> dict[str, Any]:
+def _fields_of(value: Any) -> bool:
+    """True for a value that crosses as its fields (a result type, a user's class)."""
+    cls = type(value)
+    return (
+        _RESULT_TYPES.get(cls.__name__) is cls
+        or attrs.has(cls)
+        or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+        or callable(getattr(value, "model_dump", None))
+    )
+
+
+def _encode_mapping(value: Mapping[Any, Any], path: _Path, depth: int) -> dict[str, Any]:
+    if not depth:
+        raise _too_deep(path)
     out = {}
     for key, item in value.items():
         if not isinstance(key, str):
             raise _problem(_where(path), f"has a non-string key {key!r}")
-        out[key] = _encode(item, (path, key))
+        out[key] = _encode(item, (path, key), depth - 1)
     return out
 
 
@@ -183,23 +208,27 @@ def decode_value(data: Any, path: str = "result") -> Any:
     """The value `encode_value` encoded.
 
     Raises:
-        InvalidMessage: ``data`` is not a well-formed encoded value.
+        InvalidMessage: ``data`` is not a well-formed encoded value (its values
+            nested deeper than `MAX_DEPTH` levels included: `encode_value` never
+            writes them).
     """
-    return _decode(data, path)
+    return _decode(data, path, MAX_DEPTH)
 
 
-def _decode(data: Any, path: _Path) -> Any:
+def _decode(data: Any, path: _Path, depth: int) -> Any:
     if data is None or isinstance(data, _JSON_SCALARS):
         return data
+    if not depth:
+        raise _too_deep(path)
     if isinstance(data, list):
-        return [_decode(item, (path, i)) for i, item in enumerate(data)]
+        return [_decode(item, (path, i), depth - 1) for i, item in enumerate(data)]
     if not isinstance(data, dict) or len(data) != 1:
         raise _problem(_where(path), "expected a JSON value or a one-key encoded object")
     ((kind, inner),) = data.items()
     if kind == "$tuple" and isinstance(inner, list):
-        return tuple(_decode(item, (path, i)) for i, item in enumerate(inner))
+        return tuple(_decode(item, (path, i), depth - 1) for i, item in enumerate(inner))
     if kind == "$dict" and isinstance(inner, dict):
-        return {str(key): _decode(item, (path, str(key))) for key, item in inner.items()}
+        return {str(key): _decode(item, (path, str(key)), depth - 1) for key, item in inner.items()}
     if kind == "$pride" and isinstance(inner, dict):
         tag = inner.get("type")
         cls = _TAGGED.get(tag) if isinstance(tag, str) else None
@@ -211,7 +240,7 @@ def _decode(data: Any, path: _Path) -> Any:
         fields = inner.get("fields")
         if cls is None or not isinstance(fields, dict):
             raise _problem(_where(path), f"unknown result class {inner.get('class')!r}")
-        values = {key: _decode(item, (path, str(key))) for key, item in fields.items()}
+        values = {key: _decode(item, (path, str(key)), depth - 1) for key, item in fields.items()}
         try:
             return cls(**values)
         except TypeError as exc:
@@ -267,7 +296,9 @@ def decode_error(data: Any) -> BaseException:
                     if isinstance(key, str) and not key.startswith("_"):
                         try:
                             setattr(exc, key, decode_value(item, key))
-                        except (InvalidMessage, AttributeError):
+                        except Exception:  # "never raises": the field stays unset
+                            # Undecodable, or refused by the class (``args`` set to a
+                            # number raises TypeError): the message says enough.
                             continue
             return exc
     if kind == "builtin" and name in _BUILTIN_ERRORS:

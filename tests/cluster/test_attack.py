@@ -1,0 +1,124 @@
+"""An attacker's pass over the cluster's boundary: what a caller sees when a host's
+answer is hostile, when a value nests past what the wire carries, and when the Cluster
+closes under calls still waiting. Each case ends answered, typed, and bounded in time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import pride
+from pride import Call, Chat, InvalidMessage
+from pride.cluster import Cluster
+from pride.cluster.caller.driver import wait_ref
+from pride.cluster.wire.encoding import dumps
+
+from .conftest import start_host_actor
+from .hostile import LyingHost
+
+WORKER = "tests.cluster.factories:worker"
+DEEP = 600
+"""Lists nested this deeply parse (msgspec takes ~1,000 levels) but are past the wire's limit."""
+
+
+@pytest.fixture
+async def liar(ray_session: Path, name: str) -> AsyncIterator[tuple[str, Any]]:
+    """A lying host serving one branch (``name``); yields (host name, its handle)."""
+    import ray
+
+    host = f"liar-{name}"
+    handle = await trio.to_thread.run_sync(start_host_actor, LyingHost, host, name)
+    try:
+        yield host, handle
+    finally:
+        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
+
+
+def _answers(*batches: tuple[int, list[Any]]) -> bytes:
+    return dumps([{"s": seq, "items": items} for seq, items in batches])
+
+
+def _deep(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def test_a_result_nested_past_the_wire_limit_fails_its_call_and_the_host_serves_on(
+    cluster: Cluster, name: str
+) -> None:
+    """A remote operation returning lists nested 600 deep (a model's JSON, parsed, say):
+    the host's encoder ran out of stack, the outcome was never posted, and the ask waited
+    forever. Now it fails with InvalidMessage naming the depth, and the branch serves on."""
+    ref = await cluster.spawn(WORKER, name=name, host="shared")
+    with trio.fail_after(30):
+        with pytest.raises(InvalidMessage, match="nested deeper than"):
+            await pride.ask(ref, Call("nested", depth=DEEP))
+        assert await pride.ask(ref, Call("nested", depth=3)) == _deep(3)
+
+
+async def test_a_lying_hosts_deeply_nested_answer_fails_its_envelope_not_the_connection(
+    cluster: Cluster, liar: tuple[str, Any], name: str
+) -> None:
+    """A host answering an ask with a value nested 600 deep: the caller's decoder ran out
+    of stack mid-batch, the batch's number was never passed, and every later answer of
+    the connection was held: the ask and the next one waited forever. Now the first
+    fails with InvalidMessage and the next is answered."""
+    host, handle = liar
+    ref = cluster.ref(name, host=host)
+    outcome: list[Any] = []
+
+    async def ask(text: str) -> None:
+        try:
+            outcome.append(await pride.ask(ref, Chat(text)))
+        except Exception as exc:
+            outcome.append(exc)
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "first")
+            [first] = [i for i in await wait_ref(handle.sent.remote(1)) if i["k"] == "send"]
+            deep = {"k": "done", "id": first["id"], "value": _deep(DEEP)}
+            await wait_ref(handle.answer.remote(_answers((0, [deep]))))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "second")
+            sends = [i for i in await wait_ref(handle.sent.remote(2)) if i["k"] == "send"]
+            done = {"k": "done", "id": sends[1]["id"], "value": "answered"}
+            await wait_ref(handle.answer.remote(_answers((1, [done]))))
+    assert isinstance(outcome[0], InvalidMessage), outcome
+    assert "nested deeper than" in str(outcome[0])
+    assert outcome[1] == "answered"
+
+
+async def test_a_refusal_whose_error_cannot_be_rebuilt_still_answers_its_envelopes(
+    cluster: Cluster, liar: tuple[str, Any], name: str
+) -> None:
+    """A host refusing a batch whole with an encoded pride error whose fields cannot be
+    set (``args`` a number): rebuilding the error raised TypeError in the caller's
+    completion callback, so the batch's envelopes were never answered and the ask waited
+    forever. Now the error is rebuilt without that field, the envelope fails with
+    InvalidMessage, and the connection serves on."""
+    host, handle = liar
+    error = {"type": "TurnCancelled", "kind": "pride", "message": "no", "fields": {"args": 5}}
+    await wait_ref(handle.refuse_next.remote(dumps({"error": error})))
+    ref = cluster.ref(name, host=host)
+    with trio.fail_after(30):
+        with pytest.raises(InvalidMessage, match="refused by the host"):
+            await pride.ask(ref, Chat("refused"))
+        answer: list[Any] = []
+
+        async def ask() -> None:
+            answer.append(await pride.ask(ref, Chat("again")))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            sends = [i for i in await wait_ref(handle.sent.remote(2)) if i["k"] == "send"]
+            done = {"k": "done", "id": sends[1]["id"], "value": "served"}
+            await wait_ref(handle.answer.remote(_answers((0, [done]))))
+    assert answer == ["served"]
