@@ -4,7 +4,8 @@ It speaks the host side of the protocol just enough to be connected to
 (``hello``, ``beacon``, ``deliver``, ``poll``, ``forget``), records what the
 caller delivers, and answers polls with raw payloads the test hands it:
 what a compromised or buggy host could send. `SilentHost` answers nothing
-but ``hello``: every other call it gets stays pending on its caller.
+but ``hello``: every other call it gets stays pending on its caller; `MuteHost`
+does not answer ``hello`` either (its caller's link never comes up).
 """
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ class LyingHost:
     async def answer(self, payload: bytes) -> None:
         """Send ``payload`` (raw bytes) as the next poll's answer."""
         await self._answers.put(payload)
+
+
+class MuteHost:
+    """A host actor that never answers ``hello``: a caller's link stays connecting."""
+
+    async def hello(self) -> bytes:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
 
 
 class SilentHost:

@@ -11,17 +11,19 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import pride
-from pride import Call, Chat, InvalidMessage
+from pride import Call, Chat, HostLost, InvalidMessage
 from pride.cluster import Cluster
 from pride.cluster.caller.driver import wait_ref
 from pride.cluster.wire.encoding import dumps
 
-from .conftest import start_host_actor
-from .hostile import LyingHost
+from .conftest import NAMESPACE, start_host_actor
+from .hostile import LyingHost, MuteHost
 
 WORKER = "tests.cluster.factories:worker"
+ECHO = "tests.cluster.factories:echo"
 DEEP = 600
 """Lists nested this deeply parse (msgspec takes ~1,000 levels) but are past the wire's limit."""
 
@@ -48,6 +50,13 @@ def _deep(depth: int) -> list[Any]:
     for _ in range(depth):
         value = [value]
     return value
+
+
+async def _until(check: Any, seconds: float = 30.0) -> None:
+    """Wait until ``check()`` holds, for a condition another thread brings (bounded)."""
+    with trio.fail_after(seconds):
+        while not check():
+            await trio.sleep(0.01)
 
 
 async def test_a_result_nested_past_the_wire_limit_fails_its_call_and_the_host_serves_on(
@@ -122,3 +131,59 @@ async def test_a_refusal_whose_error_cannot_be_rebuilt_still_answers_its_envelop
             done = {"k": "done", "id": sends[1]["id"], "value": "served"}
             await wait_ref(handle.answer.remote(_answers((0, [done]))))
     assert answer == ["served"]
+
+
+async def test_closing_the_cluster_answers_a_send_waiting_for_its_host_to_come_up(
+    ray_session: Path, name: str
+) -> None:
+    """A send waiting for a host that is still starting (its ``hello`` unanswered) when
+    the Cluster closes: the link was closed without waking it, so the send waited
+    forever. Now it fails with HostLost as the Cluster closes."""
+    import ray
+
+    host = f"mute-{name}"
+    handle = await trio.to_thread.run_sync(start_host_actor, MuteHost, host)
+    outcome: list[BaseException] = []
+    try:
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                async with Cluster(
+                    namespace=NAMESPACE, storage=ray_session, stop_hosts=False, runtime_env={}
+                ) as cluster:
+
+                    async def ask() -> None:
+                        try:
+                            await pride.ask(cluster.ref(name, host=host), Chat("hi"))
+                        except Exception as exc:
+                            outcome.append(exc)
+
+                    nursery.start_soon(ask)
+                    await _until(lambda: host in cluster.hosts)
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert not outcome
+    finally:
+        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
+    assert len(outcome) == 1 and isinstance(outcome[0], HostLost), outcome
+
+
+async def test_a_closed_cluster_refuses_sends_typed_and_never_hangs(
+    ray_session: Path, name: str
+) -> None:
+    """A ref of a closed Cluster, to a host it never connected to: the first send raised
+    RuntimeError (a closed nursery) and left a link that never connects, so the next send
+    waited forever. Now each send raises HostLost (the Cluster is closed), as a send to a
+    host it had connected to does, and a spawn too."""
+    async with Cluster(
+        namespace=NAMESPACE, storage=ray_session, stop_hosts=False, runtime_env={}
+    ) as placing:
+        await placing.spawn(ECHO, name=name, host="shared")
+    async with Cluster(
+        namespace=NAMESPACE, storage=ray_session, stop_hosts=False, runtime_env={}
+    ) as cluster:
+        pass
+    with trio.fail_after(30):
+        for _ in range(2):
+            with pytest.raises(HostLost, match="Cluster is closed"):
+                await pride.ask(cluster.ref(name), Chat("after"))
+        with pytest.raises(HostLost, match="Cluster is closed"):
+            await cluster.spawn(ECHO, name=f"{name}-late", host="shared")

@@ -251,7 +251,7 @@ class Cluster:
         for host, link in directory.links.items():
             if host not in directory.owned and link.state == "up":
                 link.handle.forget.remote(link.conn)  # fire and forget: the host drops our calls
-            link.close()  # before stopping hosts: their end is no loss to report
+        directory.close()  # before stopping hosts: their end is no loss to report
         with trio.move_on_after(SHUTDOWN_GRACE):
             async with trio.open_nursery() as nursery:
                 for host in directory.owned:

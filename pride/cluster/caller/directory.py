@@ -75,10 +75,19 @@ class Directory:
         self._lock = trio.Lock()
         self._storage: Path | None = None
         self._nursery: trio.Nursery | None = None
+        self._closed = False
 
     def open(self, storage: Path, nursery: trio.Nursery) -> None:
         """Start serving: hosts created from now on use ``storage``; links run in ``nursery``."""
         self._storage, self._nursery = storage, nursery
+
+    def close(self) -> None:
+        """Stop serving: close every link (what they carry fails with `HostLost`), and
+        make no link from now on (`link` raises `HostLost`)."""
+        self._nursery = None
+        self._closed = True
+        for link in self.links.values():
+            link.close()
 
     # ------------------------------------------------------------ names
 
@@ -187,19 +196,19 @@ class Directory:
 
         Raises:
             UnknownBranch: there is no such host and ``create`` is false.
-            BranchNotRunning: the Cluster is not open.
+            BranchNotRunning: the Cluster was never opened.
+            HostLost: the Cluster is closed.
         """
         link = self.links.get(host)
         if link is not None:
             return link
-        nursery = self._nursery
-        if nursery is None:
-            raise BranchNotRunning(f"cluster {self.options.namespace!r}")
+        nursery = self._serving(host)
         async with self._lock:
             link = self.links.get(host)
             if link is not None:
                 return link
             handle, created = await trio.to_thread.run_sync(self._handle, host, create, resources)
+            nursery = self._serving(host)  # the Cluster may have closed meanwhile
             self.handles[host] = handle
             if created and not self.options.detached:
                 self.owned.append(host)
@@ -217,6 +226,19 @@ class Directory:
         # so that hosts placed at the same time start at the same time.
         nursery.start_soon(link.run)
         return link
+
+    def _serving(self, host: str) -> trio.Nursery:
+        """The nursery links run in.
+
+        Raises:
+            BranchNotRunning: the Cluster was never opened.
+            HostLost: the Cluster is closed (as every link it had is).
+        """
+        if self._closed:
+            raise HostLost("*", host, "this Cluster is closed")
+        if self._nursery is None:
+            raise BranchNotRunning(f"cluster {self.options.namespace!r}")
+        return self._nursery
 
     def watch(self) -> None:
         """Ask every host, now and from now on, for the signals of its branches."""

@@ -472,10 +472,12 @@ class Link:
                 log.error("host %r sent an unreadable answer: %s", self.host, exc)
 
     def close(self) -> None:
-        """Stop serving (the Cluster is closing): fail whatever is still in flight."""
+        """Stop serving (the Cluster is closing): fail whatever is still in flight, and
+        wake the sends waiting for the link to come up (they raise `HostLost`)."""
         if self._scope is not None:
             self._scope.cancel()
         self.state = "dead"
+        self._up.set()
         self._lost.set()
         self._fail_all(None)
 
