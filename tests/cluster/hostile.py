@@ -111,3 +111,17 @@ class SilentHost:
 
     async def forget(self, conn: str) -> None:
         return None
+
+
+class GarbledHello(LyingHost):
+    """A lying host whose ``hello`` is not JSON."""
+
+    async def hello(self) -> bytes:
+        return b"\x00 not a hello"
+
+
+class FailingPoll(LyingHost):
+    """A lying host whose ``poll`` raises (a Ray task error on its caller)."""
+
+    async def poll(self, conn: str, timeout: float = 15.0) -> bytes:
+        raise RuntimeError("this host's poll is broken")

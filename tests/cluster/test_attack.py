@@ -20,7 +20,7 @@ from pride.cluster.caller.driver import wait_ref
 from pride.cluster.wire.encoding import dumps
 
 from .conftest import NAMESPACE, start_host_actor
-from .hostile import LyingHost, MuteHost
+from .hostile import FailingPoll, GarbledHello, LyingHost, MuteHost
 
 WORKER = "tests.cluster.factories:worker"
 ECHO = "tests.cluster.factories:echo"
@@ -187,3 +187,28 @@ async def test_a_closed_cluster_refuses_sends_typed_and_never_hangs(
                 await pride.ask(cluster.ref(name), Chat("after"))
         with pytest.raises(HostLost, match="Cluster is closed"):
             await cluster.spawn(ECHO, name=f"{name}-late", host="shared")
+
+
+@pytest.mark.parametrize("liar_class", [GarbledHello, FailingPoll])
+async def test_a_host_that_cannot_be_talked_to_fails_its_sends_and_not_the_cluster(
+    ray_session: Path, name: str, liar_class: type
+) -> None:
+    """A host whose ``hello`` is not JSON, or whose ``poll`` raises: the error escaped the
+    link's task into the Cluster's nursery, which cancelled the block using it and left
+    it with that error. Now the send fails with HostLost, the Cluster serves its other
+    hosts, and leaving it raises nothing."""
+    import ray
+
+    host = f"broken-{name}"
+    handle = await trio.to_thread.run_sync(start_host_actor, liar_class, host, name)
+    try:
+        with trio.fail_after(60):
+            async with Cluster(
+                namespace=NAMESPACE, storage=ray_session, stop_hosts=False, runtime_env={}
+            ) as cluster:
+                honest = await cluster.spawn(ECHO, name=f"{name}-honest", host="shared")
+                with pytest.raises(HostLost):
+                    await pride.ask(cluster.ref(name, host=host), Chat("hi"), timeout=30)
+                assert await pride.ask(honest, Chat("still")) == "echo: still"
+    finally:
+        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))

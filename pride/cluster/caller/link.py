@@ -234,6 +234,7 @@ class Link:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         started = False
+        pause = 0.0
         while True:
             try:
                 await self._connect()
@@ -249,6 +250,7 @@ class Link:
             if not started:
                 started = True
                 task_status.started()
+            connected = trio.current_time()
             with trio.CancelScope() as scope:
                 self._scope = scope
                 async with trio.open_nursery() as nursery:
@@ -259,6 +261,11 @@ class Link:
             self._fail_all(self._loss)
             if self.state == "dead":
                 return
+            # A host that answers hello and fails its connection at once (its poll
+            # raising, say) would have this loop reconnect as fast as Ray answers.
+            lasted = trio.current_time() - connected
+            pause = 0.0 if lasted >= 1.0 else min(max(2 * pause, 0.05), 1.0)
+            await trio.sleep(pause)
 
     async def _connect(self) -> None:
         ray = import_ray()
@@ -278,6 +285,11 @@ class Link:
                 last: BaseException = exc
             except HostLost as exc:  # the process lives, its loop has ended: not back yet
                 last = exc
+            except Exception as exc:
+                # Not JSON, its call raised, or an error that is not a loss: not a
+                # pride host, or a broken one; this link's task must not carry the
+                # error into the Cluster's nursery.
+                raise HostLost("*", self.host, f"its hello is unusable: {exc!r}") from exc
             if trio.current_time() > deadline:
                 raise HostLost(
                     "*", self.host, f"no answer within {self.reconnect_timeout}s: {last}"
@@ -462,10 +474,12 @@ class Link:
                 self.polls += 1
                 payload = await wait_ref(self.handle.poll.remote(self.conn))
             except Exception as exc:
-                if _is_loss(exc):
-                    self.lose(exc)
-                    return
-                raise
+                # Lost, or the host's poll raised (a broken host): either way nothing
+                # more comes back on this connection; the link reconnects.
+                if not _is_loss(exc):
+                    log.error("host %r: its poll failed: %r", self.host, exc)
+                self.lose(exc)
+                return
             try:
                 self._answers.receive(loads(payload, "poll"))
             except InvalidMessage as exc:
