@@ -125,3 +125,11 @@ class FailingPoll(LyingHost):
 
     async def poll(self, conn: str, timeout: float = 15.0) -> bytes:
         raise RuntimeError("this host's poll is broken")
+
+
+class DroppingPoll(LyingHost):
+    """A lying host whose ``poll`` answers that it dropped the connection (HostLost)."""
+
+    async def poll(self, conn: str, timeout: float = 15.0) -> bytes:
+        lost = {"type": "HostLost", "kind": "pride", "message": "dropped", "fields": {}}
+        return json.dumps({"error": lost}).encode()

@@ -17,10 +17,11 @@ import pride
 from pride import Call, Chat, HostLost, InvalidMessage
 from pride.cluster import Cluster
 from pride.cluster.caller.driver import wait_ref
-from pride.cluster.wire.encoding import dumps
+from pride.cluster.wire.encoding import dumps, loads
 
 from .conftest import NAMESPACE, start_host_actor
-from .hostile import FailingPoll, GarbledHello, LyingHost, MuteHost
+from .hostile import DroppingPoll, FailingPoll, GarbledHello, LyingHost, MuteHost
+from .stale import StaleHost
 
 WORKER = "tests.cluster.factories:worker"
 ECHO = "tests.cluster.factories:echo"
@@ -189,14 +190,16 @@ async def test_a_closed_cluster_refuses_sends_typed_and_never_hangs(
             await cluster.spawn(ECHO, name=f"{name}-late", host="shared")
 
 
-@pytest.mark.parametrize("liar_class", [GarbledHello, FailingPoll])
+@pytest.mark.parametrize("liar_class", [GarbledHello, FailingPoll, DroppingPoll])
 async def test_a_host_that_cannot_be_talked_to_fails_its_sends_and_not_the_cluster(
     ray_session: Path, name: str, liar_class: type
 ) -> None:
     """A host whose ``hello`` is not JSON, or whose ``poll`` raises: the error escaped the
     link's task into the Cluster's nursery, which cancelled the block using it and left
-    it with that error. Now the send fails with HostLost, the Cluster serves its other
-    hosts, and leaving it raises nothing."""
+    it with that error. A poll answered with an error (the connection dropped there) was
+    logged as unreadable and polled again at once: the send waited out its timeout. Now
+    the send fails with HostLost, the Cluster serves its other hosts, and leaving it
+    raises nothing."""
     import ray
 
     host = f"broken-{name}"
@@ -210,5 +213,40 @@ async def test_a_host_that_cannot_be_talked_to_fails_its_sends_and_not_the_clust
                 with pytest.raises(HostLost):
                     await pride.ask(cluster.ref(name, host=host), Chat("hi"), timeout=30)
                 assert await pride.ask(honest, Chat("still")) == "echo: still"
+    finally:
+        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
+
+
+async def test_a_dead_watchers_answers_do_not_pile_up_on_its_host(
+    cluster: Cluster, ray_session: Path, name: str
+) -> None:
+    """A caller that asked for the signals and died without ``forget`` (killed, say):
+    its host queued every signal of every branch for it, for good (2 answers an ask
+    here, growing with the conversation). Now a connection owed answers that makes no
+    call for ``stale_after`` is dropped, its next call told HostLost, while a live
+    caller's connection (a poll always waiting) serves on throughout."""
+    import ray
+
+    host = f"stale-{name}"
+    options = {"namespace": NAMESPACE}
+    handle = await trio.to_thread.run_sync(
+        lambda: start_host_actor(
+            StaleHost, host, host, str(ray_session), options, max_concurrency=1000
+        )
+    )
+    try:
+        ref = await cluster.spawn(ECHO, name=name, host=host)
+        watch = {"conn": "dead", "seq": 0, "items": [{"k": "watch", "on": True}]}
+        await wait_ref(handle.deliver.remote(dumps(watch)))
+        assert await pride.ask(ref, Chat("one")) == "echo: one"
+        assert await wait_ref(handle.owed.remote("dead"))
+        with trio.fail_after(60):  # `stale_after` (3 s) of asks, each posting to "dead"
+            while await wait_ref(handle.owed.remote("dead")) is not None:
+                assert await pride.ask(ref, Chat("more")) == "echo: more"
+        for _ in range(20):
+            assert await pride.ask(ref, Chat("after")) == "echo: after"
+        assert await wait_ref(handle.owed.remote("dead")) is None
+        told = loads(await wait_ref(handle.poll.remote("dead")), "poll")
+        assert told["error"]["type"] == "HostLost", told
     finally:
         await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))

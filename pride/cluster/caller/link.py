@@ -481,7 +481,15 @@ class Link:
                 self.lose(exc)
                 return
             try:
-                self._answers.receive(loads(payload, "poll"))
+                answers = loads(payload, "poll")
+                if isinstance(answers, dict) and "error" in answers:
+                    # The host dropped this connection (silent too long, it says): what
+                    # it carried is gone there, so it is lost here; the link reconnects.
+                    refusal = decode_error(answers["error"])
+                    log.error("host %r refused a poll: %r", self.host, refusal)
+                    self.lose(refusal)
+                    return
+                self._answers.receive(answers)
             except InvalidMessage as exc:
                 log.error("host %r sent an unreadable answer: %s", self.host, exc)
 

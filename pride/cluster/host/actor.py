@@ -26,9 +26,11 @@ where asyncio appears (besides pride/aio/).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,12 @@ DELIVERY_LINGER = 0.005
 """Seconds a delivery waits for answers to carry back before it returns without."""
 RETURN_AT = 128
 """Answers owed to a connection that end a delivery's linger even when they came lazily."""
+STALE_AFTER = 8 * POLL_TIMEOUT
+"""Seconds a connection owed answers may go without a call (no poll, no delivery) before
+the host takes it for gone: a live caller always has a poll waiting, or polls again as
+soon as one returns (at most `POLL_TIMEOUT` apart)."""
+MAX_DROPPED = 10_000
+"""Dropped connections remembered, so their next call is told (the oldest go first)."""
 
 
 class HostActor:
@@ -79,6 +87,9 @@ class HostActor:
     max_message_bytes: int = MAX_MESSAGE_BYTES
     """The largest batch this host takes, and the most it returns in one call (a class
     attribute: a test's subclass proves the bound with small sizes)."""
+    stale_after: float = STALE_AFTER
+    """Seconds a connection owed answers may be silent before it is dropped (a class
+    attribute: a test's subclass drops a silent one within a second)."""
 
     def __init__(
         self,
@@ -100,6 +111,10 @@ class HostActor:
         self._out_seq: dict[str, int] = {}
         self._pollers: dict[str, asyncio.Future[None]] = {}
         self._deliverers: dict[str, list[asyncio.Future[None]]] = {}
+        # When each connection last called (a delivery or a poll, begun or ended), and
+        # the connections dropped for their silence (`post`), oldest first.
+        self._heard: dict[str, float] = {}
+        self._dropped: dict[str, None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._serving = False
         self._loop_ended = False
@@ -166,12 +181,20 @@ class HostActor:
         of a round's crumbs, while a lone ask is still answered at once.
         """
         with self._lock:
+            if conn in self._dropped:
+                return  # see below: nobody takes what it is owed
+            waiters = self._deliverers.get(conn)
+            if not waiters and conn not in self._pollers and self._silent(conn):
+                # Its caller is gone (its process died without `forget`): what it is
+                # owed, every signal of every branch if it watched, would pile up here
+                # for good. Dropped, its calls cancelled, its next call told so.
+                self._drop(conn)
+                return
             owed = self._outboxes.get(conn)
             if owed is None:
                 owed = self._outboxes[conn] = items
             else:
                 owed += items
-            waiters = self._deliverers.get(conn)
             if not waiters:
                 waiting = self._pollers.get(conn)
             elif lazy and len(owed) < RETURN_AT:
@@ -180,6 +203,41 @@ class HostActor:
                 waiting = waiters.pop(0)
         if waiting is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(_wake, waiting)
+
+    def _silent(self, conn: str) -> bool:
+        heard = self._heard.get(conn)
+        return heard is not None and time.monotonic() - heard > self.stale_after
+
+    def _drop(self, conn: str) -> None:
+        """Drop ``conn`` for its silence (holding the lock; from the trio thread)."""
+        owed = self._outboxes.pop(conn, None)
+        self._out_seq.pop(conn, None)
+        self._heard.pop(conn, None)
+        self._dropped[conn] = None
+        if len(self._dropped) > MAX_DROPPED:
+            del self._dropped[next(iter(self._dropped))]
+        log.warning(
+            "host %r: connection %s made no call for %.0fs; dropped with %d answers owed",
+            self._name,
+            conn,
+            self.stale_after,
+            len(owed or ()),
+        )
+        # Its calls are cancelled as a caller's `forget` cancels them; not from within
+        # the hand-over of answers that is calling `post` now.
+        token = self._runtime.token
+        if token is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self._runtime.forget, conn)
+
+    def _hear(self, conn: str) -> bytes | None:
+        """Note a call of ``conn``; for one dropped (`_drop`), the error to answer it with."""
+        with self._lock:
+            if conn not in self._dropped:
+                self._heard[conn] = time.monotonic()
+                return None
+        lost = HostLost("*", self._name, f"this connection was silent for {self.stale_after:.0f}s")
+        return dumps({"error": encode_error(lost)})
 
     def _owed(self, conn: str, *, delivery: bool) -> bytes | None:
         """Take what ``conn`` is owed as its next numbered batch: the JSON a delivery
@@ -327,6 +385,8 @@ class HostActor:
             return dumps({"error": encode_error(exc)})
         except (HostLost, trio.RunFinishedError) as exc:
             return dumps({"error": encode_error(_lost(self._name, exc))})
+        except _Dropped as dropped:
+            return dropped.answer
         # Linger briefly for the answers: a short turn's outcome then rides back on
         # this call instead of costing the poll a round trip of its own. The waiter
         # is in place before trio gets the batch, so this thread has nothing left
@@ -401,6 +461,9 @@ class HostActor:
             raise InvalidMessage(
                 [("batch.items", f"{len(items)} items is over the {MAX_BATCH_ITEMS}-item limit")]
             )
+        dropped = self._hear(conn)
+        if dropped is not None:  # before the journal: nothing of it is taken
+            raise _Dropped(dropped)
         envelopes = [
             (item["id"], str(item.get("b", "")))
             for item in items
@@ -411,8 +474,12 @@ class HostActor:
         return token, conn, seq, items, seen
 
     async def poll(self, conn: str, timeout: float = POLL_TIMEOUT) -> bytes:
-        """What the host owes ``conn`` (waiting up to ``timeout`` for something)."""
+        """What the host owes ``conn`` (waiting up to ``timeout`` for something), or
+        ``{"error": HostLost}`` for a connection dropped for its silence."""
         self._loop = loop = asyncio.get_running_loop()
+        dropped = self._hear(conn)
+        if dropped is not None:
+            return dropped
         previous = None
         with self._lock:
             owed = bool(self._outboxes.get(conn))
@@ -432,6 +499,7 @@ class HostActor:
         with self._lock:
             if self._pollers.get(conn) is waiter:
                 del self._pollers[conn]
+        self._hear(conn)  # it waited on the host until now: it was not silent
         return self._owed(conn, delivery=False) or b"[]"
 
     async def forget(self, conn: str) -> None:
@@ -440,6 +508,7 @@ class HostActor:
         with self._lock:
             self._outboxes.pop(conn, None)
             self._out_seq.pop(conn, None)
+            self._heard.pop(conn, None)
             self._deliverers.pop(conn, None)
             waiter = self._pollers.pop(conn, None)
         if waiter is not None:
@@ -454,6 +523,13 @@ class HostActor:
             return
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join, 60.0)
         self._journal.close()
+
+
+class _Dropped(Exception):
+    """A batch of a connection dropped for its silence: ``answer`` says so."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
 
 
 def _lost(name: str, exc: BaseException) -> HostLost:
