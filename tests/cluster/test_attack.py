@@ -250,3 +250,50 @@ async def test_a_dead_watchers_answers_do_not_pile_up_on_its_host(
         assert told["error"]["type"] == "HostLost", told
     finally:
         await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
+
+
+async def test_closing_the_cluster_answers_every_call_in_flight(
+    ray_session: Path, name: str
+) -> None:
+    """Asks, a stream and a send in flight on a host that serves when the Cluster closes:
+    each caller is answered with HostLost, no task is left, and leaving the block raises
+    nothing (no ExceptionGroup)."""
+    outcomes: list[BaseException | None] = []
+
+    async def caller(call: Any) -> None:
+        try:
+            await call()
+        except Exception as exc:
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            async with Cluster(
+                namespace=NAMESPACE, storage=ray_session, stop_hosts=False, runtime_env={}
+            ) as cluster:
+                ref = await cluster.spawn(WORKER, name=name, host="shared", mailbox_size=4)
+                started = trio.Event()
+                cluster.observe(
+                    lambda s: s.branch_name == name and type(s).__name__ == "RunStart",
+                    handler=lambda _: started.set(),
+                )
+
+                async def streamed() -> None:
+                    async with pride.stream(ref, Call("block")) as items:
+                        async for _ in items:
+                            pass
+
+                nursery.start_soon(caller, lambda: pride.ask(ref, Call("block")))
+                await started.wait()  # the first turn runs on the host
+                nursery.start_soon(caller, streamed)
+                nursery.start_soon(caller, lambda: pride.ask(ref, Call("block")))
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(caller, lambda: pride.send(ref, Call("block")))
+                await trio.testing.wait_all_tasks_blocked()
+        # Leaving it closed the connection: each caller is answered.
+    assert len(outcomes) == 4, outcomes
+    lost = [o for o in outcomes if o is not None]
+    assert all(isinstance(o, HostLost) for o in lost), outcomes
+    assert len(lost) >= 3, outcomes  # the send may have returned once queued
