@@ -28,7 +28,7 @@ from uuid import UUID
 import trio
 
 from ..actors import Reply, stream
-from ..errors import ApprovalRequired, InvalidMessage, MailboxFull, TurnCancelled, UnknownTurn
+from ..errors import InvalidMessage, MailboxFull, TurnCancelled, UnknownTurn
 from ..messages import Resume, WorkCommand, unstructure
 from ..messages.requests import decode_command, plain_result
 from ._app import Front
@@ -43,7 +43,7 @@ from ._http import (
     watch_disconnect,
 )
 from ._status import TurnTimeout
-from ._turns import StartedReply
+from ._turns import StartedReply, waiting
 
 __all__ = [
     "approvals",
@@ -264,8 +264,8 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
     data = {"type": "Resume", "turn_id": str(identity), "decisions": body.get("decisions") or {}}
     command = decode_command(data, image_urls=front.options.image_urls, where="request")
     assert isinstance(command, Resume)
-    waiting = _waiting(front, identity)
-    if waiting is None or not grant.reaches(waiting.branch_name):
+    waits = waiting(front.session, identity)
+    if waits is None or not grant.reaches(waits.branch_name):
         raise UnknownTurn(turn_id, "this server (no turn waits for approval with that id)")
     followed = front.turns.get(identity)
     assert front.nursery is not None
@@ -279,14 +279,14 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
                 resolved = True
             except Exception as exc:
                 if followed is not None:  # refused (an unknown call id) or the turn failed
-                    front.turns.settled(followed, None, _waits(front, identity) or exc)
+                    front.turns.settled(followed, None, waiting(front.session, identity) or exc)
                 raise
         if not resolved:  # the client left, and the resolve was cancelled with it
             # Its turn is cancelled with the request (ask's rule), unless the Resume
             # was dropped still queued: then the turn still waits for a decision.
             if followed is not None:
                 gone = TurnCancelled("caller", "the request resolving it was closed")
-                front.turns.settled(followed, None, _waits(front, identity) or gone)
+                front.turns.settled(followed, None, waiting(front.session, identity) or gone)
             return
     # A client that left as the turn ended (``watch.gone`` after the result came) is
     # not answered, but the turn did end so: GET /v1/turns says it, not a cancellation.
@@ -296,19 +296,6 @@ async def resolve(front: Front, request: Request, grant: Grant, turn_id: str) ->
         return
     answer = {"ok": True, "result": plain_result(result), "turn_id": str(identity)}
     await respond_json(request.send, 200, answer)
-
-
-def _waits(front: Front, turn_id: UUID) -> ApprovalRequired | None:
-    """What the turn ``turn_id`` waits for, as its caller was told, if it still waits."""
-    waiting = _waiting(front, turn_id)
-    if waiting is None:
-        return None
-    return ApprovalRequired(turn_id, waiting.pending, waiting.branch_name)
-
-
-def _waiting(front: Front, turn_id: UUID) -> Any:
-    """The turn ``turn_id`` (a `SuspendedTurn`) while it waits for a decision, else None."""
-    return next((t for t in front.session.suspended_turns() if t.turn_id == turn_id), None)
 
 
 async def approvals(front: Front, request: Request, grant: Grant) -> None:

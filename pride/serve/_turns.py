@@ -34,7 +34,7 @@ from ..errors import ApprovalRequired
 from ..messages import Command, RunFailed, RunStart, RunSuspended, Signal, TurnEnded
 from ..messages.requests import describe_error, plain_result
 
-__all__ = ["ELSEWHERE", "KEPT", "Followed", "StartedReply", "TrackedTurns"]
+__all__ = ["ELSEWHERE", "KEPT", "Followed", "StartedReply", "TrackedTurns", "waiting"]
 
 log = logging.getLogger("pride.serve")
 
@@ -154,8 +154,9 @@ class TrackedTurns:
             return
         assert isinstance(signal, TurnEnded)
         if isinstance(signal, RunSuspended):  # it reached another call to approve
-            pending = self._pending(followed.turn_id)
-            waits = ApprovalRequired(followed.turn_id, pending, followed.branch)
+            waits = waiting(self._session, followed.turn_id)
+            if waits is None:  # resolved again already: its own signals follow
+                waits = ApprovalRequired(followed.turn_id, (), followed.branch)
             self.settled(followed, None, waits)
             return
         del self._suspended[followed.turn_id]
@@ -166,10 +167,6 @@ class TrackedTurns:
             followed.state, followed.result, followed.error = "done", None, None
             followed.elsewhere = True
         self._finish(followed)
-
-    def _pending(self, turn_id: UUID) -> tuple[Any, ...]:
-        waiting = self._session.suspended_turns() if self._session is not None else ()
-        return next((t.pending for t in waiting if t.turn_id == turn_id), ())
 
     def get(self, turn_id: UUID) -> Followed | None:
         """The followed turn with this id, if any."""
@@ -213,3 +210,14 @@ class TrackedTurns:
             if kept is not None and kept.state != "running":
                 del self._turns[old]
                 self._suspended.pop(old, None)
+
+
+def waiting(session: Any, turn_id: UUID) -> ApprovalRequired | None:
+    """What the turn ``turn_id`` of ``session``'s tree waits for, as its caller was
+    told, while it waits for a decision; None once it does not (or without a session)."""
+    if session is None:
+        return None
+    turn = next((t for t in session.suspended_turns() if t.turn_id == turn_id), None)
+    if turn is None:
+        return None
+    return ApprovalRequired(turn_id, turn.pending, turn.branch_name)
