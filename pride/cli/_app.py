@@ -12,6 +12,7 @@ from rich.console import Console
 
 from .._version import __version__
 from ..messages.limits import image_url_prefixes
+from ._answers import MAX_PENDING
 from ._chat import CHAT_TIMEOUT, ChatOptions, run_chat
 from ._http_options import AllowHost, AllowOrigin
 from ._inspect import inspect_store
@@ -180,6 +181,15 @@ def run(
             help="The longest request line; a longer one is answered with an error and skipped.",
         ),
     ] = MAX_LINE,
+    max_pending: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Requests read and not yet answered on stdout; past it stdin is read once an "
+            "answer is written (a client that does not read its answers holds bounded memory).",
+        ),
+    ] = MAX_PENDING,
     allow_image_url: Annotated[
         list[str] | None,
         typer.Option(
@@ -219,6 +229,7 @@ def run(
         exit_on_eof=exit_on_eof,
         log_level=log_level,
         max_line_bytes=max_line_bytes,
+        max_pending=max_pending,
         image_urls=tuple(allow_image_url or ()),
         cluster=cluster,
         otel=otel,

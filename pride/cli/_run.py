@@ -57,6 +57,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Iterable
+from math import inf
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -88,6 +89,7 @@ from ..messages import (
 from ..messages.limits import image_url_prefixes
 from ..messages.requests import for_branch, for_remote
 from ..supervisors import Session
+from ._answers import MAX_PENDING, Answers
 from ._extras import placement, start_tracing, stop_tracing
 from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, app_failed, call_app, load_app
@@ -105,6 +107,8 @@ EXIT_FAILED = 1
 """Exit status when the root session failed (restart intensity exceeded)."""
 EXIT_APP_ERROR = EXIT_USAGE
 """Exit status when the app or the store could not be started."""
+FORCED_FLUSH = 1.0
+"""Seconds a forced stop still waits for stdout to take the last answers."""
 
 # Classes, not a predicate: a branch builds only the signals somebody's classes
 # admit (Observer.wants), so a predicate here would have every turn build and
@@ -135,6 +139,7 @@ class RunOptions:
     exit_on_eof: bool = False
     log_level: str = "INFO"
     max_line_bytes: int = MAX_LINE
+    max_pending: int = MAX_PENDING  # request lines read and not yet answered on stdout
     # Image URL prefixes requests may carry besides data: URLs (ValueError: one allows too much).
     image_urls: tuple[str, ...] = attrs.field(default=(), converter=_prefixes)
     otel: bool = False
@@ -234,6 +239,9 @@ class _Process:
         self._outer: trio.Nursery | None = None
         self._work: trio.Nursery | None = None
         self._resumed: list[Reply] = []  # resumed while the app started, not yet awaited
+        self.answers = Answers(sys.stdout.fileno(), options.max_pending)
+        self._flush: trio.CancelScope | None = None  # the final wait for stdout
+        self.forced = False
         self.turns = TurnsInFlight(self._branch)
         self.status: StatusLine | None = None
         if options.status and sys.stderr.isatty():
@@ -249,9 +257,11 @@ class _Process:
 
     async def serve(self, signals: Any) -> int:
         """Serve until a signal (or end of input with ``--exit-on-eof``) and the drain."""
+        sys.stdout.flush()  # what the app printed goes first: answers are written to the fd
         async with trio.open_nursery() as outer:
             self._outer = outer
             outer.start_soon(self._watch_signals, signals)
+            outer.start_soon(self.answers.run)
             if self.status is not None:
                 outer.start_soon(self.status.run)
             async with trio.open_nursery() as work:
@@ -270,11 +280,26 @@ class _Process:
                     log.info("stdin closed (--exit-on-eof): answering %d requests", self.in_flight)
             self._work = None
             # Every request read has been answered.
+            signalled = self.stopping  # by a signal (or a failed root), not the end of input
             self.begin_stop(self.options.grace)
             await self._stopped.wait()
+            await self._flush_answers(max(self.options.grace, FORCED_FLUSH) if signalled else inf)
             outer.cancel_scope.cancel()
+        if self.answers.unwritten:
+            log.error("%d answer lines were not written to stdout", self.answers.unwritten)
         log.info("stopped (exit status %d)", self.exit_code)
         return self.exit_code
+
+    async def _flush_answers(self, bound: float) -> None:
+        """Wait until every answer is written, for at most ``bound`` seconds (infinite at
+        the end of input: a pipeline's slow reader still gets every answer), or
+        `FORCED_FLUSH` once forced; a signal during the wait forces it."""
+        self.answers.close()
+        with trio.CancelScope() as self._flush:
+            self._flush.deadline = trio.current_time() + (FORCED_FLUSH if self.forced else bound)
+            await self.answers.written()
+        if self._flush.cancelled_caught:
+            log.error("stdout is not being read: stopping without the answers still unwritten")
 
     # ------------------------------------------------------------ requests
 
@@ -282,6 +307,8 @@ class _Process:
         reader = LineReader(sys.stdin.fileno(), self.options.max_line_bytes)
         number = 0
         while True:
+            # A place first: a client not reading its answers stops being read (_answers.py).
+            await self.answers.place()
             try:
                 line = await reader.readline()
             except LineTooLong as exc:
@@ -291,12 +318,15 @@ class _Process:
                 self._write(error_line(None, error))
                 continue
             except OSError as exc:
+                self.answers.give_back()
                 log.error("cannot read stdin: %s", exc)
                 return
             if line is None:
+                self.answers.give_back()
                 return
             number += 1
             if not line.strip():
+                self.answers.give_back()
                 continue
             try:
                 request = parse_request(line, image_urls=self.options.image_urls)
@@ -377,11 +407,11 @@ class _Process:
         try:
             result = await reply.result()
         except Exception as exc:
-            self._write(error_line(reply.tag, exc))
+            self._write(error_line(reply.tag, exc), placed=False)
             return
         finally:
             self.in_flight -= 1
-        self._write(ok_line(reply.tag, result))
+        self._write(ok_line(reply.tag, result), placed=False)
 
     def _refuse(self, request: Request, error: Exception) -> None:
         log.info(
@@ -393,12 +423,9 @@ class _Process:
         )
         self._write(error_line(request.id, error))
 
-    def _write(self, line: str) -> None:
-        try:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-        except OSError as exc:  # the reader went away: keep serving, but say so
-            log.error("cannot write an answer to stdout: %s", exc)
+    def _write(self, line: str, *, placed: bool = True) -> None:
+        """Queue an answer line; ``placed``: it answers a line read here (see `Answers`)."""
+        self.answers.write(line, placed=placed)
 
     # ------------------------------------------------------------ stopping
 
@@ -411,6 +438,9 @@ class _Process:
         """Stop now (a second signal): running turns are cancelled."""
         if self.status is not None:
             self.status.state = "forcing"
+        self.forced = True
+        if self._flush is not None:  # already waiting for stdout: bound the wait now
+            self._flush.deadline = min(self._flush.deadline, trio.current_time() + FORCED_FLUSH)
         assert self._outer is not None
         self._outer.start_soon(self._stop, 0.0)
 

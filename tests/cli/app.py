@@ -79,3 +79,9 @@ async def lavish(session: Session) -> None:
     a reply: two replies sum to infinity."""
     reply = ScriptedReply("costly", usage=Usage(1, 1, cached_tokens=0, cost_usd=1e308))
     await session.spawn(Branch(name="lavish", chat_model=ScriptedModel(lambda _: reply)))
+
+
+async def wordy(session: Session) -> None:
+    """One branch, ``wordy``, whose every reply is ``PRIDE_TEST_REPLY_BYTES`` x's."""
+    size = int(os.environ["PRIDE_TEST_REPLY_BYTES"])
+    await session.spawn(Branch(name="wordy", chat_model=ScriptedModel(lambda _: "x" * size)))

@@ -50,11 +50,17 @@ class CLI:
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._changed = trio.Event()
+        self._nursery: trio.Nursery | None = None
 
     @classmethod
     @asynccontextmanager
-    async def start(cls, *args: str, env: dict[str, str]) -> AsyncIterator[CLI]:
-        """Start ``pride *args`` in the repository root; kill it if the block leaves early."""
+    async def start(
+        cls, *args: str, env: dict[str, str], read_stdout: bool = True
+    ) -> AsyncIterator[CLI]:
+        """Start ``pride *args`` in the repository root; kill it if the block leaves early.
+
+        With ``read_stdout=False`` nothing reads the process's stdout until
+        `read_stdout` is called (a client that does not read its answers)."""
         process = await trio.lowlevel.open_process(
             [*COMMAND, *args],
             stdin=subprocess.PIPE,
@@ -65,8 +71,10 @@ class CLI:
         )
         cli = cls(process)
         async with trio.open_nursery() as nursery:
-            assert process.stdout is not None and process.stderr is not None
-            nursery.start_soon(cli._pump, process.stdout, cli.stdout)
+            assert process.stderr is not None
+            cli._nursery = nursery
+            if read_stdout:
+                cli.read_stdout()
             nursery.start_soon(cli._pump, process.stderr, cli.stderr)
             try:
                 yield cli
@@ -76,6 +84,11 @@ class CLI:
                         process.kill()
                     with trio.move_on_after(TIMEOUT):
                         await process.wait()
+
+    def read_stdout(self) -> None:
+        """Start collecting stdout (once; `start` does it unless told not to)."""
+        assert self._nursery is not None and self.process.stdout is not None
+        self._nursery.start_soon(self._pump, self.process.stdout, self.stdout)
 
     async def _pump(self, stream: trio.abc.ReceiveStream, lines: list[str]) -> None:
         pending = b""

@@ -1,0 +1,65 @@
+"""``pride run`` with a client that writes requests and does not read its answers.
+
+A full stdout pipe used to block the write on the event loop's thread: the
+whole process stopped (no branch advanced) and SIGTERM, even three of them,
+was never answered. The answers are now written from a worker thread, and
+at most ``--max-pending`` requests are read before their answers are written.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from pride.messages import codec
+from tests.cli.driver import CLI, cli_env
+
+
+def _chat(number: int) -> dict[str, Any]:
+    return {"id": number, "to": "wordy", "command": {"type": "Chat", "instruction": "talk"}}
+
+
+def _turns_ended(cli: CLI) -> int:
+    return sum(1 for record in cli.logs() if record["message"].startswith("turn ended"))
+
+
+async def test_a_client_that_reads_no_answers_still_gets_sigterm_answered_and_every_answer() -> (
+    None
+):
+    """100 answers of 4 KB (far past a 64 KiB pipe) with nobody reading: every turn
+    still runs, SIGTERM still stops the process, and once the client reads it gets
+    all 100 answers and exit status 0. Before: the process froze after ~16 answers,
+    in write(2) on its event loop, and no signal was ever answered."""
+    env = cli_env(PRIDE_TEST_REPLY_BYTES="4000")
+    args = ("run", "tests.cli.app:wordy", "--no-status", "--exit-on-eof", "--grace", "60")
+    async with CLI.start(*args, env=env, read_stdout=False) as cli:
+        for number in range(100):
+            await cli.send(_chat(number))
+        await cli.until(lambda: _turns_ended(cli) == 100, "all 100 turns to end")
+        cli.process.send_signal(signal.SIGTERM)
+        await cli.logged("SIGTERM: stopping")
+        cli.read_stdout()
+        assert await cli.exit_code() == 0, cli.transcript()
+    answers = [codec.parse_json(line) for line in cli.stdout]
+    assert sorted(answer["id"] for answer in answers) == list(range(100))
+    assert all(answer["ok"] and answer["result"] == "x" * 4000 for answer in answers)
+
+
+async def test_a_client_that_reads_no_answers_is_read_no_further_than_max_pending() -> None:
+    """With --max-pending 8 and answers bigger than the pipe, exactly 8 of 20 requests
+    are read while nobody reads stdout (the other 12 wait in the client's pipe, so the
+    process holds 8 answers, not 20); stopped, it answers exactly those 8."""
+    env = cli_env(PRIDE_TEST_REPLY_BYTES="100000")
+    args = ("run", "tests.cli.app:wordy", "--no-status", "--max-pending", "8", "--grace", "60")
+    async with CLI.start(*args, env=env, read_stdout=False) as cli:
+        for number in range(20):
+            await cli.send(_chat(number))
+        await cli.until(lambda: _turns_ended(cli) == 8, "8 turns to end")
+        cli.process.send_signal(signal.SIGTERM)
+        await cli.logged("SIGTERM: stopping")
+        cli.read_stdout()
+        assert await cli.exit_code() == 0, cli.transcript()
+    answers = [codec.parse_json(line) for line in cli.stdout]
+    assert [answer["id"] for answer in answers] == list(range(8)), cli.transcript()
+    assert all(answer["ok"] for answer in answers)
+    assert _turns_ended(cli) == 8
