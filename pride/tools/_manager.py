@@ -11,7 +11,12 @@ Three things do propagate, because they are not about the call:
 * `trio.Cancelled`: the caller (the turn) is being cancelled;
 * [`pride.Escalate`][pride.Escalate], raised by a tool or a hook: "this branch's state is
   not to be trusted", which DESIGN.md routes to the branch's supervisor;
-* ``BaseException``\\ s that are not ``Exception``\\ s (``KeyboardInterrupt``).
+* ``KeyboardInterrupt``.
+
+Any other ``BaseException`` a tool raises is a failed call (a `ToolError`
+caused by it): the model's arguments reach trusted code that answers bad
+input with one (argparse's ``sys.exit(2)``, asyncio's ``CancelledError`` in a
+sync tool), and letting it through took the whole session down.
 
 Each propagates as itself. Concurrent calls run in a nursery, which reports
 its children's exceptions as an exception group;
@@ -391,6 +396,12 @@ class _Batch:
             if _escalates(exc):
                 raise
             return None, exc, False
+        except BaseException as exc:
+            if _propagates(exc):
+                raise
+            # argparse's sys.exit(2) on the model's arguments, asyncio's CancelledError
+            # in a sync tool, a library's own: the call failed, the branch did not.
+            return None, _not_an_exception(call.function, exc), False
         finally:
             if token is not None:
                 unbind_progress(token)
@@ -455,6 +466,23 @@ def _unshowable(function: str, output: Any) -> ToolError | None:
             f"to the model ({_describe(exc)}); return JSON data or a str"
         )
     return None
+
+
+def _propagates(exc: BaseException) -> bool:
+    """True for what a tool raises that is not about the call: trio's cancellation
+    and ``KeyboardInterrupt`` (alone or inside an exception group), an escalation."""
+    leaves = exception_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return any(isinstance(leaf, trio.Cancelled | KeyboardInterrupt | Escalate) for leaf in leaves)
+
+
+def _not_an_exception(function: str, exc: BaseException) -> ToolError:
+    """The failed call's error for a BaseException that is not an Exception (its cause)."""
+    error = ToolError(
+        f"tool {function!r} raised {_describe(exc)} (a BaseException, not an Exception); "
+        "the call failed"
+    )
+    error.__cause__ = exc
+    return error
 
 
 def _escalates(exc: Exception) -> bool:
