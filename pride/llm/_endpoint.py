@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator
 from typing import Any, NoReturn, TypeAlias
 
 from pride.messages import Reasoning, ReasoningDelta
+from pride.messages.codec import MAX_DEPTH
 
 from ._reading import Deadline
 from ._types import ModelRequest, ModelResponse, ToolCall, new_call_id
@@ -107,19 +108,42 @@ def decode_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     ``{}``. Arguments are model output, so a bad value is reported back to the
     model by the caller, never raised.
     """
-    if isinstance(raw, dict):
-        return raw, None
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, None
-    if not isinstance(raw, str):
-        return {}, f"tool arguments must be a JSON object, got {type(raw).__name__}"
-    try:
-        value = loads_strict(raw)
-    except (ValueError, RecursionError) as exc:
-        return {}, f"tool arguments are not valid JSON: {exc}"
+    if isinstance(raw, str):
+        try:
+            value = loads_strict(raw)
+        except (ValueError, RecursionError) as exc:
+            return {}, f"tool arguments are not valid JSON: {exc}"
+    else:
+        value = raw  # decoded with the reply (Anthropic's input)
     if not isinstance(value, dict):
         return {}, f"tool arguments must be a JSON object, got {type(value).__name__}"
+    if _deeper_than(value, MAX_DEPTH):
+        # The standard library reads ~990 levels; what walks the arguments later
+        # (the messages' checks, the converter, the store) recurses per level and
+        # raised RecursionError out of the turn at ~500. Refused here, as pride's
+        # own JSON reader refuses it, it is a failed call the model can read.
+        return {}, f"tool arguments are nested deeper than {MAX_DEPTH} levels"
     return value, None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when JSON-like ``value`` nests more than ``limit`` containers deep
+    (walked with a stack of its own: the value may be as deep as it likes)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def json_instruction(response_format: dict[str, Any]) -> str:
