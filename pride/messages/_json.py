@@ -337,7 +337,10 @@ def is_plain(value: Any, depth: int = MAX_DEPTH - 1) -> bool:
             if not math.isfinite(item):
                 return False
         elif kind is dict or kind is list or kind is tuple:
-            if item and not is_plain(item, depth - 1):
+            if item:
+                if not is_plain(item, depth - 1):
+                    return False
+            elif depth < 1:  # an empty container is a level too, as the reader counts
                 return False
         else:
             return False
