@@ -95,7 +95,7 @@ from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, app_failed, call_app, load_app
 from ._logs import configure
 from ._requests import Request, RequestRejected, error_line, ok_line, parse_request
-from ._signals import answer_signals
+from ._signals import answer_signals, interruptible
 from ._startup import EXIT_USAGE, cannot_start
 from ._status import StatusLine, TurnsInFlight, describe_usage
 
@@ -186,8 +186,14 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
                 process = _Process(session, options, cluster)
                 session.on_resume(process.resumed)  # before the app restores its branches
                 session.observe(*_OBSERVED, handler=process.on_signal)
-                await call_app(function, session, cluster)
-                await _list_unfinished_flows(session)
+
+                async def start() -> None:
+                    await call_app(function, session, cluster)
+                    await _list_unfinished_flows(session)
+
+                interrupted = await interruptible(signals, start, command="run")
+                if interrupted is not None:
+                    return 128 + interrupted
                 stats = session.statistics()
                 log.info(
                     "app %s started (branches: %d, sessions: %d); reading requests on stdin",

@@ -46,7 +46,7 @@ from ..supervisors import Session
 from ._extras import placement, start_tracing, stop_tracing
 from ._loader import AppError, app_failed, call_app, load_app
 from ._logs import configure
-from ._signals import answer_signals
+from ._signals import answer_signals, interruptible
 from ._startup import cannot_start
 
 __all__ = ["ServeCommand", "serve_command"]
@@ -141,7 +141,11 @@ class _Process:
                     )
                     session.on_resume(self.server.front.adopt)  # before the app restores
                     session.observe(SessionFailed, handler=self._on_failure)
-                    await call_app(self.function, session, cluster)
+                    interrupted = await interruptible(
+                        signals, lambda: call_app(self.function, session, cluster), command="serve"
+                    )
+                    if interrupted is not None:
+                        return 128 + interrupted
                     async with trio.open_nursery() as outer:
                         self._outer = outer
                         outer.start_soon(self._watch_signals, signals)

@@ -6,6 +6,13 @@ refused or drained), the second forces (running turns are cancelled now) and
 sets the exit status to ``128 + signum``, a third exits at once
 (``os._exit``, after flushing what stdout holds): a process that is stuck
 even in its forced stop still ends when asked three times.
+
+While the process starts (the app's function, the branches it restores from
+the store, the turns they resume), `interruptible` answers instead: the first
+signal cancels the start, and the process leaves with ``128 + signum``. The
+signal receiver is open from the first instant, so without this a start that
+hung (an MCP server that never answers, a model warm-up) swallowed every
+SIGINT and SIGTERM, and only SIGKILL ended it.
 """
 
 from __future__ import annotations
@@ -15,10 +22,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
-__all__ = ["Stoppable", "answer_signals"]
+import trio
+
+__all__ = ["Stoppable", "answer_signals", "interruptible"]
 
 log = logging.getLogger("pride.cli")
 
@@ -58,3 +67,26 @@ async def answer_signals(
             with contextlib.suppress(OSError):
                 sys.stdout.flush()
             os._exit(process.exit_code)
+
+
+async def interruptible(
+    signals: AsyncIterator[int], start: Callable[[], Awaitable[None]], *, command: str
+) -> int | None:
+    """Run ``start()`` (a process's start) while answering ``signals``: the first one
+    cancels it and its number is returned; None when ``start`` finished first.
+    ``command`` names the process in the log line (``"run"``)."""
+    received: list[int] = []
+
+    async def watch(cancel: trio.CancelScope) -> None:
+        async for signum in signals:
+            received.append(signum)
+            name = signal.Signals(signum).name
+            log.warning("%s while starting: pride %s stops without serving", name, command)
+            cancel.cancel()
+            return
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch, nursery.cancel_scope)
+        await start()
+        nursery.cancel_scope.cancel()
+    return received[0] if received else None

@@ -7,6 +7,9 @@ The model's address comes from ``PRIDE_TEST_BASE_URL`` (the test's
 from __future__ import annotations
 
 import os
+import sys
+
+import trio
 
 from pride import Branch, Budget, ChatAndRecord, Escalate, ScriptedModel, Session, iModel
 from pride.llm import RetryPolicy, ScriptedReply, Usage
@@ -85,3 +88,11 @@ async def wordy(session: Session) -> None:
     """One branch, ``wordy``, whose every reply is ``PRIDE_TEST_REPLY_BYTES`` x's."""
     size = int(os.environ["PRIDE_TEST_REPLY_BYTES"])
     await session.spawn(Branch(name="wordy", chat_model=ScriptedModel(lambda _: "x" * size)))
+
+
+async def stuck(session: Session) -> None:
+    """An app whose start never ends (a dependency that never answers), after spawning
+    ``bob`` and saying so on stderr."""
+    await session.spawn(Branch(name="bob", chat_model=ScriptedModel(["hi"])))
+    print("stuck: starting, and waiting forever", file=sys.stderr, flush=True)
+    await trio.sleep_forever()
