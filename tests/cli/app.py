@@ -96,3 +96,21 @@ async def stuck(session: Session) -> None:
     await session.spawn(Branch(name="bob", chat_model=ScriptedModel(["hi"])))
     print("stuck: starting, and waiting forever", file=sys.stderr, flush=True)
     await trio.sleep_forever()
+
+
+class Unprintable:
+    """A result with no JSON form whose ``str()`` raises (an application's own object)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this one")
+
+
+async def unprintable(session: Session) -> None:
+    """One branch, ``ops``, whose operation ``make`` returns an `Unprintable`."""
+
+    async def make(branch: Branch, **options: object) -> Unprintable:
+        return Unprintable()
+
+    ops = Branch(name="ops", chat_model=ScriptedModel(["still here"]))
+    ops.register_operation("make", make)
+    await session.spawn(ops)

@@ -585,3 +585,23 @@ async def test_at_end_of_input_without_exit_on_eof_it_says_how_to_stop_there() -
         assert "--exit-on-eof" in record["message"], record
         cli.process.send_signal(signal.SIGTERM)
         assert await cli.exit_code() == 0
+
+
+async def test_a_result_that_cannot_be_written_is_answered_and_serving_goes_on() -> None:
+    """A result with no JSON form whose str() raises (an app's object) is answered with
+    a line saying so, and the next request is served. Before: the str() raised out of
+    the answer's task and the whole process died with a traceback (exit 1), the next
+    request unanswered."""
+    make = {"id": "made", "to": "ops", "command": {"type": "Call", "operation": "make"}}
+    after = {"id": "after", "to": "ops", "command": {"type": "Chat", "instruction": "hi"}}
+    args = ("run", "tests.cli.app:unprintable", "--no-status", "--exit-on-eof")
+    async with CLI.start(*args, env=cli_env()) as cli:
+        await cli.send(make)
+        await cli.send(after)
+        await cli.close_stdin()
+        assert await cli.exit_code() == 0, cli.transcript()
+    answers = cli.answers()
+    assert answers["made"]["ok"] is True
+    assert "Unprintable" in answers["made"]["result"]
+    assert "RuntimeError" in answers["made"]["result"]
+    assert answers["after"] == {"id": "after", "ok": True, "result": "still here"}
