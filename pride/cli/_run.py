@@ -179,11 +179,33 @@ def run_app(options: RunOptions) -> int:
 
 
 async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
+    # The answers' writer outlives the tree: a root session that fails raises out of
+    # it, and the answers already queued are still written (bounded) before the exit.
+    answers = Answers(sys.stdout.fileno(), options.max_pending)
+    failure: BaseException | None = None
+    code = 0
+    async with trio.open_nursery() as output:
+        output.start_soon(answers.run)
+        try:
+            code = await _run_tree(options, function, answers)
+        except BaseException as exc:  # re-raised as itself, not in the nursery's group
+            failure = exc
+        finally:
+            answers.close()
+            with trio.move_on_after(max(options.grace, FORCED_FLUSH)):
+                await answers.written()
+            output.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return code
+
+
+async def _run_tree(options: RunOptions, function: Callable[..., Any], answers: Answers) -> int:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         session = Session("pride-run", store=options.store, grace=options.grace)
         try:
             async with placement(options.cluster, options.store, session) as cluster, session:
-                process = _Process(session, options, cluster)
+                process = _Process(session, options, answers, cluster)
                 session.on_resume(process.resumed)  # before the app restores its branches
                 session.observe(*_OBSERVED, handler=process.on_signal)
 
@@ -233,7 +255,9 @@ async def _list_unfinished_flows(session: Session) -> None:
 class _Process:
     """The serving part: requests, signals, the status line, the drain."""
 
-    def __init__(self, session: Session, options: RunOptions, cluster: Any = None) -> None:
+    def __init__(
+        self, session: Session, options: RunOptions, answers: Answers, cluster: Any = None
+    ) -> None:
         self.session = session
         self.options = options
         self.cluster = cluster
@@ -245,7 +269,7 @@ class _Process:
         self._outer: trio.Nursery | None = None
         self._work: trio.Nursery | None = None
         self._resumed: list[Reply] = []  # resumed while the app started, not yet awaited
-        self.answers = Answers(sys.stdout.fileno(), options.max_pending)
+        self.answers = answers  # its writer runs in _main, around the tree
         self._flush: trio.CancelScope | None = None  # the final wait for stdout
         self.forced = False
         self.turns = TurnsInFlight(self._branch)
@@ -267,7 +291,6 @@ class _Process:
         async with trio.open_nursery() as outer:
             self._outer = outer
             outer.start_soon(self._watch_signals, signals)
-            outer.start_soon(self.answers.run)
             if self.status is not None:
                 outer.start_soon(self.status.run)
             async with trio.open_nursery() as work:

@@ -409,7 +409,7 @@ def _replaced(value: Any, depth: int) -> Any:
         return _TOO_DEEP_TEXT
     if isinstance(value, Mapping):
         return {
-            scrub_text(str.__str__(key) if isinstance(key, str) else _text_of(key)): _replaced(
+            scrub_text(str.__str__(key) if isinstance(key, str) else str(key)): _replaced(
                 item, depth - 1
             )
             for key, item in value.items()
@@ -418,14 +418,4 @@ def _replaced(value: Any, depth: int) -> Any:
         return [_replaced(item, depth - 1) for item in value]
     if value is None:
         return None
-    return scrub_text(_text_of(value))
-
-
-def _text_of(value: Any) -> str:
-    """``str(value)``, or a text naming its type when that raises: an application's
-    object with a broken ``__str__`` (a command's result, a log record's extra) must
-    not take the line being written, and the process writing it, down with it."""
-    try:
-        return str(value)
-    except Exception as exc:
-        return f"<a {type(value).__name__} whose str() raised {type(exc).__name__}>"
+    return scrub_text(str(value))
