@@ -137,11 +137,23 @@ def _valid_id(value: Any) -> bool:
 
 
 def ok_line(request_id: Any, result: Any) -> str:
-    """The answer line for a result."""
+    """The answer line for a result; never raises: a result that cannot be written
+    (its ``str()`` raises: an application's object) is named by its type instead."""
     try:
         return _dump({"id": request_id, "ok": True, "result": plain_result(result)})
     except InvalidMessage:  # nested past the recursion limit
+        pass
+    except Exception as exc:  # str() of an application's object: anything at all
+        return _dump({"id": request_id, "ok": True, "result": _unwritable(result, exc)})
+    try:
         return _dump({"id": request_id, "ok": True, "result": str(result)})
+    except Exception as exc:
+        return _dump({"id": request_id, "ok": True, "result": _unwritable(result, exc)})
+
+
+def _unwritable(result: Any, exc: Exception) -> str:
+    kind, error = type(result).__name__, type(exc).__name__
+    return f"<a {kind} that cannot be written: its str() raised {error}>"
 
 
 def error_line(request_id: Any, error: BaseException) -> str:
