@@ -40,6 +40,14 @@ __all__ = [
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*+[ \t]*+\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
+# Characters of one reply read as a Python literal, all its candidates together.
+# ``ast.literal_eval`` builds the whole syntax tree first, about 500 bytes of
+# memory for each character read (2 MB of a list took a gigabyte and 3 s of the
+# event loop; a provider reply may hold 32 MiB), and many small fenced blocks
+# add up to the same. The leniency is for a model's small slips (single quotes,
+# ``None``); a longer candidate is only read as JSON.
+_MAX_LITERAL_CHARS = 64 * 1024
+
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -116,7 +124,9 @@ def extract_json(text: str) -> Any:
     span from the first ``{`` to the last ``}`` (prose around an object). Each
     candidate is read as JSON, then leniently: trailing commas removed, and as
     a Python literal (single quotes, ``True``/``None``), which models produce
-    often enough.
+    often enough. Python literals are read only while the candidates read so
+    far that way come to at most 64 KiB (`_MAX_LITERAL_CHARS`): reading one
+    costs hundreds of times its length in memory.
 
     Raises:
         ParseFailed: no JSON value could be found.
@@ -126,15 +136,19 @@ def extract_json(text: str) -> Any:
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
         candidates.append(text[start : end + 1])
+    literal_left = _MAX_LITERAL_CHARS
     for candidate in candidates:
         if candidate:
-            found, value = _lenient_loads(candidate)
+            literal = len(candidate) <= literal_left
+            found, value = _lenient_loads(candidate, literal=literal)
             if found:
                 return value
+            if literal and candidate[:1] in "{[":
+                literal_left -= len(candidate)
     raise ParseFailed("no JSON object found in the reply")
 
 
-def _lenient_loads(candidate: str) -> tuple[bool, Any]:
+def _lenient_loads(candidate: str, *, literal: bool) -> tuple[bool, Any]:
     # Model output is hostile: JSON nested past the standard library's reach
     # raises RecursionError, and is then no JSON, as a syntax error is.
     try:
@@ -147,7 +161,7 @@ def _lenient_loads(candidate: str) -> tuple[bool, Any]:
             return True, json.loads(repaired)
         except (ValueError, RecursionError):
             pass
-    if candidate[:1] in "{[":
+    if literal and candidate[:1] in "{[":
         try:
             value = ast.literal_eval(candidate)
         except (ValueError, SyntaxError, MemoryError, RecursionError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tracemalloc
 from typing import Any, TypedDict
 
 import attrs
@@ -259,6 +260,31 @@ async def test_a_reply_nested_too_deeply_to_read_is_no_json_and_the_branch_serve
     standard library raises RecursionError) is a reply with no JSON in it, a
     ParseFailed like any other, and the branch serves on."""
     await _no_json_and_serving_on(reply)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[" + "1, " * 700_000 + "None]",
+        "```json\n{'value': 1, 'note': [" + "'x', " * 400_000 + "]}\n```",
+    ],
+    ids=["python-list", "fenced-python-dict"],
+)
+async def test_a_long_python_literal_reply_is_read_in_bounded_memory(reply: str) -> None:
+    """Model output is hostile: a reply of two megabytes that is a Python literal
+    but not JSON (``None``, single quotes). The lenient reading parsed it with
+    ``ast.literal_eval``, whose syntax tree took about 500 bytes for each character
+    (2 MB: a gigabyte and 3 s of the event loop; the 32 MiB a provider reply may
+    hold would take the process down). Past a bound the text is only read as
+    JSON: no JSON in it, and the reading's memory stays a small multiple of the
+    reply's."""
+    tracemalloc.start()
+    try:
+        await _no_json_and_serving_on(reply)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * len(reply)
 
 
 @pytest.mark.parametrize("opener", ["```", "```json", "```json\n"])
