@@ -124,7 +124,8 @@ def extract_json(text: str) -> Any:
     span from the first ``{`` to the last ``}`` (prose around an object). Each
     candidate is read as JSON, then leniently: trailing commas removed, and as
     a Python literal (single quotes, ``True``/``None``), which models produce
-    often enough. Python literals are read only while the candidates read so
+    often enough, when it holds only JSON data (string keys; no bytes, sets,
+    tuples or complex numbers). Python literals are read only while the candidates read so
     far that way come to at most 64 KiB (`_MAX_LITERAL_CHARS`): reading one
     costs hundreds of times its length in memory.
 
@@ -166,9 +167,26 @@ def _lenient_loads(candidate: str, *, literal: bool) -> tuple[bool, Any]:
             value = ast.literal_eval(candidate)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return False, None
-        if isinstance(value, dict | list):
+        # literal_eval also gives what JSON has no word for (bytes, sets,
+        # tuples, complex numbers, keys that are not strings); such a value
+        # is no JSON, or it would reach key matching and tool arguments.
+        if isinstance(value, dict | list) and _is_json_data(value):
             return True, value
     return False, None
+
+
+def _is_json_data(value: Any) -> bool:
+    """True if ``value`` holds only what JSON decodes to (str keys, JSON scalars).
+
+    Recursive: a literal nests no deeper than Python's parser allows (200).
+    """
+    if value is None or isinstance(value, str | bool | int | float):
+        return True
+    if type(value) is list:
+        return all(_is_json_data(item) for item in value)
+    if type(value) is dict:
+        return all(type(key) is str and _is_json_data(item) for key, item in value.items())
+    return False
 
 
 def convert(data: Any, response_format: Any) -> Any:

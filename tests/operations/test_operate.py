@@ -249,6 +249,22 @@ async def test_fenced_arguments_nested_too_deeply_to_read_fail_the_parse_not_the
         assert await branch.chat("still there?") == "serving"
 
 
+async def test_a_python_literal_answer_that_is_not_json_is_reformatted_not_a_crash() -> None:
+    """Model output is hostile: a reply read leniently as a Python literal carrying
+    bytes (``{'answer': b'x'}``) made operate raise TypeError out of the turn (the
+    answer is given back as JSON text); bytes in a fenced call's arguments reached
+    the tool and the recorded ActionRequest. Such a reply is no JSON: the reformat
+    call's answer is the result, and nothing is called."""
+    model = _fenced(
+        "{'answer': b'x', 'action_requests': [{'function': 'add', 'arguments': {'a': b'1'}}]}",
+        '{"answer": "fixed"}',
+    )
+    async with Branch(chat_model=model, tools=[add]) as branch:
+        result = await branch.operate("x", reason=True, actions=True)
+    assert result.output == "fixed" and result.action_requests == ()
+    assert not pairs(branch.messages)
+
+
 async def test_fenced_path_drops_the_action_fields_after_the_last_round() -> None:
     """On the fenced path the call after max_rounds asks for a schema without action fields."""
     asking = '{"value": 0, "action_requests": [{"function": "add", "arguments": {"a": 1, "b": 2}}]}'

@@ -221,6 +221,27 @@ async def test_parse_recovers_with_a_reformat_call() -> None:
     assert recorder.kinds() == ["RunStart", "RunEnd"]
 
 
+@pytest.mark.parametrize(
+    "reply",
+    ["{1: 'x', 'value': 7}", "{(1, 2): 'x'}", "{'value': b'7'}", "[1j]", "{'value': {1, 2}}"],
+    ids=["int-key", "tuple-key", "bytes", "complex", "set"],
+)
+async def test_a_python_literal_that_is_not_json_data_is_no_json(reply: str) -> None:
+    """Model output is hostile: the lenient reading of a Python literal took anything
+    ``ast.literal_eval`` gives. A key that is not a string made the key matching
+    raise AttributeError out of the turn (not a ParseFailed, so no reformat call was
+    made), and bytes, complex numbers and sets came back as "JSON" (through operate:
+    a TypeError out of the turn). Such a literal is no JSON: the reformat call fixes
+    it, and without one the failure is a ParseFailed naming it."""
+    model = _model('{"value": 7}')
+    async with Branch(chat_model=model) as branch:
+        assert await branch.parse(reply, response_format=Answer) == Answer(7)
+        with pytest.raises(ParseFailed, match="no JSON object found"):
+            await branch.parse(reply, max_retries=0, handle_validation="raise")
+    [request] = model.calls
+    assert "no JSON object found" in user_texts(request)[0]
+
+
 async def test_each_reformat_prompt_names_the_previous_error() -> None:
     """Retries differ: every reformat prompt carries the error of the attempt before it."""
     model = _model('{"value": "many"}', '{"value": 3}')
