@@ -135,7 +135,8 @@ class ContextProviderRegistry:
             A non-positive budget admits no text.
         tokenizer: counts a text's tokens; default: tiktoken when installed
             and loadable offline, else ``ceil(len(text) / 4)`` (see
-            `count_tokens`).
+            `count_tokens`). A count that raises or is not a non-negative
+            int is logged and replaced by the character estimate.
 
     Raises:
         TypeError: ``budget`` is not an int or ``tokenizer`` not callable.
@@ -299,17 +300,31 @@ class ContextProviderRegistry:
         return kept
 
     async def _count(self, text: str, name: str) -> int:
+        """The tokens of ``text``: the tokenizer's count, else the character estimate.
+
+        A provider's text comes from outside (a retrieved page). A count that
+        raises (tiktoken's ``encode`` refuses a special token such as
+        ``<|endoftext|>`` by default), is negative or is not a whole number
+        would otherwise let the text past the budget: it is logged and
+        replaced by ``ceil(len(text) / CHARS_PER_TOKEN)``, which cannot fail.
+        """
         tokenizer = self._tokenizer
         if tokenizer is None:
             await _tokens.load_tokenizer()
             tokenizer = _tokens.count_tokens
         try:
-            return int(tokenizer(text))
+            tokens = tokenizer(text)
+            if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+                raise TypeError(f"the tokenizer returned {tokens!r}, not a count")
         except Exception:
             log.warning(
-                "counting the tokens of provider %r failed; counting 0", name, exc_info=True
+                "counting the tokens of provider %r failed; estimating %d characters a token",
+                name,
+                _tokens.CHARS_PER_TOKEN,
+                exc_info=True,
             )
-            return 0
+            return -(-len(text) // _tokens.CHARS_PER_TOKEN)
+        return tokens
 
     async def gather_writeback(self, branch: Any, action_responses: Sequence[Any]) -> None:
         """Let each provider with a ``writeback`` hook see the turn's action responses.
