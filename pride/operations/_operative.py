@@ -98,7 +98,8 @@ class Operative:
                 f"operate with reason or actions needs an object response format, "
                 f"not {body.get('type')!r}"
             )
-        properties = dict(body.get("properties") or {})
+        found = body.get("properties")
+        properties = dict(found) if isinstance(found, Mapping) else {}  # a schema from outside
         added: dict[str, Any] = {}
         if reason:
             added["reason"] = _REASON_SCHEMA

@@ -69,7 +69,13 @@ def format_schema(response_format: Any) -> dict[str, Any] | None:
         return None
     if isinstance(response_format, Mapping):
         if "schema" in response_format and "name" in response_format:
-            return {"name": str(response_format["name"]), "schema": dict(response_format["schema"])}
+            body = response_format["schema"]
+            if not isinstance(body, Mapping):
+                raise TypeError(
+                    "response_format's schema must be a JSON schema object, "
+                    f"got {type(body).__name__}"
+                )
+            return {"name": str(response_format["name"]), "schema": dict(body)}
         return {
             "name": str(response_format.get("title", "response")),
             "schema": dict(response_format),
@@ -211,11 +217,14 @@ def convert(data: Any, response_format: Any) -> Any:
 
 
 def _check_schema(data: Any, schema: dict[str, Any] | None) -> Any:
+    # The schema may come from outside (a decoded Parse), as the data does: a
+    # part of it that is not what JSON schema says is passed over, never a
+    # TypeError out of the turn.
     body = schema["schema"] if schema else {}
     if body.get("type", "object") == "object" and not isinstance(data, dict):
         raise ParseFailed(f"expected a JSON object, got {type(data).__name__}")
     properties, required = schema_keys(body)
-    if not properties:
+    if not properties or not isinstance(data, dict):  # keys are checked on an object only
         return data
     missing = [name for name in required if name not in data]
     if missing:
@@ -226,6 +235,7 @@ def _check_schema(data: Any, schema: dict[str, Any] | None) -> Any:
         spec = body["properties"][name]
         kind = spec.get("type") if isinstance(spec, Mapping) else None
         kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
+        kinds = [k for k in kinds if isinstance(k, str)]
         allowed = tuple(t for k in kinds for t in _JSON_TYPES.get(k, ()))
         value = data[name]
         if allowed and not (isinstance(value, allowed) and not _bool_as_number(value, kinds)):

@@ -242,6 +242,37 @@ async def test_a_python_literal_that_is_not_json_data_is_no_json(reply: str) -> 
     assert "no JSON object found" in user_texts(request)[0]
 
 
+@pytest.mark.parametrize(
+    ("reply", "schema", "expected"),
+    [
+        ('{"a": 1}', {"type": "object", "properties": {"a": {"type": [["x"]]}}}, {"a": 1}),
+        ("5", {"type": "integer", "properties": {"a": {}}, "required": ["a"]}, 5),
+        ('"abc"', {"type": "string", "properties": {"a": {}}, "required": ["a"]}, "abc"),
+    ],
+    ids=["unhashable-type", "integer-with-keys", "string-with-keys"],
+)
+async def test_a_schema_from_outside_that_is_not_json_schema_is_no_type_error(
+    reply: str, schema: dict[str, Any], expected: Any
+) -> None:
+    """A Parse carries its schema, which a request line (or a Call) may make: a type
+    that is a list of lists, or required keys on a schema of a number or a string,
+    made the check raise TypeError out of the turn (``unhashable type``, ``string
+    indices must be integers``). What is not JSON schema is passed over; a schema
+    that is not an object is refused, saying so; operate takes non-object
+    properties as none."""
+    async with Branch(chat_model=_model('{"reason": "r"}')) as branch:
+        parsed = await pride.ask(
+            branch, Parse(reply, response_format=schema, handle_validation="raise")
+        )
+        assert parsed == expected
+        with pytest.raises(TypeError, match="must be a JSON schema object, got int"):
+            await branch.parse(reply, response_format={"name": "n", "schema": 5})
+        result = await branch.operate(
+            "x", response_format={"type": "object", "properties": [1]}, reason=True
+        )
+        assert result.output == {}
+
+
 async def test_each_reformat_prompt_names_the_previous_error() -> None:
     """Retries differ: every reformat prompt carries the error of the attempt before it."""
     model = _model('{"value": "many"}', '{"value": 3}')
