@@ -25,6 +25,7 @@ the call by its provider call id, or by its ActionRequest's id when it has none.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,21 @@ if TYPE_CHECKING:
     from ..tools import ActionOutcome
     from .view import TurnView
 
-__all__ = ["Emit", "act", "action_calls", "run_actions", "unexecuted_note"]
+__all__ = [
+    "MAX_CALLS_PER_REPLY",
+    "Emit",
+    "act",
+    "action_calls",
+    "bounded_calls",
+    "run_actions",
+    "unexecuted_note",
+]
+
+MAX_CALLS_PER_REPLY = 128
+"""The most tool calls of one model reply that a turn runs (and records); the
+rest are not run, and the reply's recorded text says how many."""
+
+log = logging.getLogger("pride.operations")
 
 Emit = Callable[[RoledMessage], Awaitable[None]]
 """Called with each recorded message (streaming verbs hand it to their consumer)."""
@@ -57,10 +72,40 @@ def action_calls(tool_calls: Sequence[ToolCall]) -> tuple[list[ActionCall], dict
     return calls, errors
 
 
+def bounded_calls(calls: Sequence[ActionCall], text: str) -> tuple[list[ActionCall], str]:
+    """The first `MAX_CALLS_PER_REPLY` of a reply's ``calls``, and its ``text`` with
+    a note of how many more there were (``text`` unchanged when none).
+
+    A reply is model output: it may ask for any number of calls (a 32 MiB reply
+    holds hundreds of thousands), and each call run costs a task, a recorded
+    request and response and a place in every later request, about 8 KB of
+    memory here. Calls past the bound are neither run nor recorded.
+    """
+    if len(calls) <= MAX_CALLS_PER_REPLY:
+        return list(calls), text
+    dropped = len(calls) - MAX_CALLS_PER_REPLY
+    log.warning(
+        "the model asked for %d tool calls in one reply; the %d past the first %d "
+        "(MAX_CALLS_PER_REPLY) are not run",
+        len(calls),
+        dropped,
+        MAX_CALLS_PER_REPLY,
+    )
+    note = (
+        f"({dropped} further tool calls were not run: "
+        f"at most {MAX_CALLS_PER_REPLY} are run from one reply)"
+    )
+    return list(calls[:MAX_CALLS_PER_REPLY]), f"{text}\n\n{note}" if text else note
+
+
 def unexecuted_note(calls: Sequence[ActionCall], text: str = "") -> str:
     """``text`` followed by a note recording tool calls the model asked for that
-    were not run."""
-    listed = "; ".join(f"{call.function}({dict(call.arguments)})" for call in calls)
+    were not run (the first `MAX_CALLS_PER_REPLY` listed, then how many more)."""
+    listed = "; ".join(
+        f"{call.function}({dict(call.arguments)})" for call in calls[:MAX_CALLS_PER_REPLY]
+    )
+    if len(calls) > MAX_CALLS_PER_REPLY:
+        listed += f"; and {len(calls) - MAX_CALLS_PER_REPLY} more"
     note = f"(requested actions, not executed: {listed})"
     return f"{text}\n\n{note}" if text else note
 

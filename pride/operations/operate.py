@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ..messages import ActionCall, ActionResponse, Operate
 from ._operative import Operative, Parsed
 from ._request import build_request
-from .act import action_calls, run_actions, unexecuted_note
+from .act import action_calls, bounded_calls, run_actions, unexecuted_note
 from .chat import make_instruction, make_response, record_reasoning
 from .parse import parse_text
 from .results import OperateResult
@@ -112,8 +112,9 @@ async def operate(turn: TurnView, command: Operate) -> Any:
             parsed = await rounds.parse(current, response.text)
             calls = list(parsed.calls) if isinstance(parsed, Parsed) else []
             errors = {}
+        calls, text = bounded_calls(calls, response.text)
         execute = bool(calls) and command.invoke_actions and rounds.rounds < command.max_rounds
-        rounds.record_reply(response, calls, executed=execute)
+        rounds.record_reply(response, calls, text, executed=execute)
         if not execute:
             break
         await rounds.execute(calls, errors)
@@ -192,13 +193,12 @@ class _Rounds:
         )
 
     def record_reply(
-        self, response: ModelResponse, calls: Sequence[ActionCall], *, executed: bool
+        self, response: ModelResponse, calls: Sequence[ActionCall], text: str, *, executed: bool
     ) -> None:
-        """Record the reply (its reasoning first); native calls that will not run are
-        noted in its text."""
+        """Record the reply (its reasoning first) with ``text``; native calls that will
+        not run are noted in it."""
         self.requested.extend(calls)
         record_reasoning(self.turn, response)
-        text = response.text
         if self.native and calls and not executed:
             if self.command.invoke_actions:
                 log.warning(

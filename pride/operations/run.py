@@ -29,7 +29,7 @@ from ..errors import StopStream
 from ..messages import Run
 from ._items import Items
 from ._request import build_request
-from .act import action_calls, run_actions, unexecuted_note
+from .act import action_calls, bounded_calls, run_actions, unexecuted_note
 from .chat import make_instruction, make_response, record_reasoning
 from .formats import format_schema
 
@@ -88,7 +88,7 @@ async def run(turn: TurnView, command: Run) -> list[Any] | None:
                 text = unexecuted_note(calls, response.text)
                 calls = []
             else:
-                text = response.text
+                calls, text = bounded_calls(calls, response.text)
             for block in record_reasoning(turn, response):
                 await put(block)
             if text or not calls:

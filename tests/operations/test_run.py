@@ -22,6 +22,7 @@ from pride import (
     ScriptedModel,
 )
 from pride.llm import ScriptedReply, ToolCall
+from pride.operations.act import MAX_CALLS_PER_REPLY
 from tests.helpers import Recorder
 from tests.operations.support import add, kinds, pairs
 
@@ -157,3 +158,14 @@ async def test_max_rounds_turns_tools_off_for_the_last_call() -> None:
     with pytest.raises(ValueError, match="max_rounds"):
         async with Branch(chat_model=model) as branch:
             await pride.ask(branch, Run("x", max_rounds=-1))
+
+
+async def test_the_tool_calls_of_one_streamed_reply_are_bounded() -> None:
+    """A Run's reply asking for more tool calls than MAX_CALLS_PER_REPLY runs the first
+    that many (each streamed with its response) and notes the rest in the reply."""
+    cap = MAX_CALLS_PER_REPLY
+    model = ScriptedModel([[ToolCall("add", {"a": 1, "b": 2})] * (cap + 5), "3"])
+    async with Branch(chat_model=model, tools=[add]) as branch:
+        items = await pride.ask(branch, Run("add"))
+    assert sum(isinstance(item, ActionResponse) for item in items) == cap
+    assert "5 further tool calls were not run" in items[1].text
