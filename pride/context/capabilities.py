@@ -25,7 +25,9 @@ decides what, if anything, follows a signal.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import logging
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -40,12 +42,15 @@ from ..messages import CapabilityViolation, EmissionRejected, Signal, Structured
 __all__ = [
     "CAP_BEGIN",
     "CAP_END",
+    "MAX_BLOCKS_PER_REPLY",
     "CapabilityGrant",
     "apply_block",
     "extract_blocks",
     "observe",
     "strip_block",
 ]
+
+log = logging.getLogger("pride.context")
 
 CAP_BEGIN = "<!-- pride:capabilities -->"
 """Opens the capability block in a system prompt."""
@@ -57,6 +62,10 @@ CAP_END = "<!-- /pride:capabilities -->"
 # the reply once per blank (80 KB took 30 s of the event loop). Fewer blanks can
 # never find a closing fence that all of them missed.
 _FENCE = re.compile(r"```(?:json|JSON)?[ \t]*+\n?(.*?)```", re.DOTALL)
+
+MAX_BLOCKS_PER_REPLY = 100
+"""The most fenced blocks of one assistant reply that are observed; later ones are
+not read (and a warning says how many there were)."""
 
 Validator = Callable[[Any], Any]
 
@@ -270,9 +279,24 @@ def _init_fields(system: System) -> dict[str, Any]:
 
 
 def extract_blocks(text: str) -> list[dict[str, Any]]:
-    """The JSON objects in ``text``: every fenced block that parses to one, else the whole text."""
+    """The JSON objects in ``text``: every fenced block that parses to one (of the first
+    `MAX_BLOCKS_PER_REPLY`), else the whole text.
+
+    A reply is model output: each block observed becomes a signal for the
+    observer, and a reply may hold hundreds of thousands of small blocks.
+    """
     blocks: list[dict[str, Any]] = []
-    fenced = _FENCE.findall(text)
+    fenced = [
+        match.group(1)
+        for match in itertools.islice(_FENCE.finditer(text), MAX_BLOCKS_PER_REPLY + 1)
+    ]
+    if len(fenced) > MAX_BLOCKS_PER_REPLY:
+        del fenced[MAX_BLOCKS_PER_REPLY:]
+        log.warning(
+            "an assistant reply holds more than %d fenced blocks (MAX_BLOCKS_PER_REPLY); "
+            "the later ones are not observed",
+            MAX_BLOCKS_PER_REPLY,
+        )
     candidates = fenced if fenced else ([text] if text.lstrip().startswith("{") else [])
     for candidate in candidates:
         try:

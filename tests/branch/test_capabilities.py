@@ -21,7 +21,7 @@ from pride import (
     System,
 )
 from pride.context import CAP_BEGIN, CAP_END, CapabilityGrant
-from pride.context.capabilities import extract_blocks, strip_block
+from pride.context.capabilities import MAX_BLOCKS_PER_REPLY, extract_blocks, strip_block
 from tests.helpers import Recorder
 
 
@@ -260,6 +260,19 @@ async def test_each_block_of_a_reply_is_observed_in_order() -> None:
     recorder = await observed({}, reply)
     kinds = [k for k in recorder.kinds() if k in ("StructuredOutput", "EmissionRejected")]
     assert kinds == ["StructuredOutput", "EmissionRejected"]
+
+
+async def test_the_blocks_observed_in_one_reply_are_bounded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Model output is hostile: every fenced block of a reply became a signal, and a
+    reply may hold hundreds of thousands (20 bytes each: a 32 MiB reply, over a
+    million signals for the observer). The first MAX_BLOCKS_PER_REPLY are observed,
+    and a warning says the rest were not."""
+    block = '```json\n{"question": "q"}\n```\n'
+    recorder = await observed({}, block * (MAX_BLOCKS_PER_REPLY + 500))
+    assert len(recorder.of(StructuredOutput)) == MAX_BLOCKS_PER_REPLY
+    assert "MAX_BLOCKS_PER_REPLY" in caplog.text
 
 
 async def test_observation_never_executes_anything() -> None:
