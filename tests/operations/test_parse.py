@@ -339,6 +339,18 @@ async def test_a_long_python_literal_reply_is_read_in_bounded_memory(reply: str)
     assert peak < 20 * len(reply)
 
 
+async def test_only_the_first_hundred_fenced_blocks_are_tried() -> None:
+    """Model output is hostile: every fenced block was tried as JSON, each that is not
+    costing a failed decode and its repairs, and a reply may hold hundreds of
+    thousands (2.4 MB of them took 1.2 s of the event loop; a 32 MiB reply, 17 s).
+    The first hundred are tried, then the whole text and the span of braces: a JSON
+    block after a hundred others is not looked for."""
+    ok = '```json\n{"value": 1}\n```'
+    async with Branch(chat_model=_model()) as branch:
+        assert await branch.parse("```\n{\n```\n" * 99 + ok, response_format=Answer) == Answer(1)
+    await _no_json_and_serving_on("```\n{\n```\n" * 200_000 + ok)
+
+
 @pytest.mark.parametrize("opener", ["```", "```json", "```json\n"])
 async def test_a_long_reply_with_an_unclosed_fence_is_read_in_linear_time(opener: str) -> None:
     """Model output is hostile: a fence opened and never closed, then a megabyte of
