@@ -146,6 +146,8 @@ class TurnState:
         call_ids: the ids of the tool calls its model replies made so far (made
             on the first reply with tool calls): each is unique in the turn
             (`pride.actors.model_call.unique_call_ids`).
+        gathering: the context providers are being asked (a provider's own
+            nested model call must not ask them again).
     """
 
     context: TurnExecutionContext
@@ -159,6 +161,7 @@ class TurnState:
     journal: TurnRecord | None = attrs.field(default=None, repr=False)
     suspended: bool = False
     call_ids: set[str] | None = attrs.field(default=None, repr=False)
+    gathering: bool = attrs.field(default=False, repr=False)
 
     @property
     def input_tokens(self) -> int:

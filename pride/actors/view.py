@@ -209,7 +209,8 @@ class BranchTurn:
             self._scope.check_control()
 
     async def gather_context(self, instruction: Instruction) -> None:
-        """Run the branch's context providers for this turn, once.
+        """Run the branch's context providers for this turn, once (a model call a
+        provider makes meanwhile, nested in the turn, gets no blocks).
 
         No registered providers, or no turn: nothing happens (the report stays
         None). No system message: providers are not invoked; the report lists
@@ -222,12 +223,17 @@ class BranchTurn:
         if scope is None or not branch.has_providers:
             return
         registry = branch.providers
-        context = scope.state.context
-        if context.provider_report is not None:
+        state = scope.state
+        context = state.context
+        # A provider may ask the branch's model itself: its nested call comes back
+        # here before the report is set, and asked the providers again (each a
+        # model call, ninety deep until the recursion limit). It gets no blocks.
+        if context.provider_report is not None or state.gathering:
             return
         if self._branch.system is None:
             context.provider_report = registry.skipped_report()
             return
+        state.gathering = True
         report = await registry.gather(self._branch, instruction)
         context.provider_report = report
         context.provider_blocks = tuple(report.blocks)

@@ -260,6 +260,31 @@ async def test_providers_run_once_per_turn() -> None:
 # -------------------------------------------------------------- registration
 
 
+async def test_a_provider_using_the_branch_s_model_runs_once_per_turn() -> None:
+    """A provider may ask the branch's model itself (``branch.chat`` inside the turn
+    runs inline, as nested work). That nested chat gathered the providers again,
+    the report not being set until the first gathering ended: the provider was
+    called from its own call, about ninety deep, each a model call, until Python's
+    recursion limit stopped it. The nested calls see no blocks (they are being
+    gathered); the provider runs once."""
+    asked: list[str] = []
+
+    class Summary:
+        async def provide(self, branch: Branch, instruction: Instruction) -> str:
+            asked.append(instruction.instruction)
+            return "SUMMARY: " + await branch.chat("summarise the conversation")
+
+    model = echo_model()
+    async with Branch(chat_model=model, system="s") as branch:
+        branch.providers.register(Summary(), name="summary")
+        assert await branch.chat("hi") == "re: hi"
+        report = branch.last_context_report
+    assert asked == ["hi"] and len(model.calls) == 2
+    assert system_entry(model)["content"] == "s\n\nSUMMARY: re: summarise the conversation"
+    assert model.calls[0].messages[0]["content"] == "s"
+    assert report.blocks == ("SUMMARY: re: summarise the conversation",)
+
+
 def test_register_names_providers_explicitly_by_attribute_or_by_class() -> None:
     """The name is the explicit one, else a truthy provider.name, else the class name."""
     registry = ContextProviderRegistry()
