@@ -240,7 +240,19 @@ class Supervisor:
             del child, run, status
 
     async def start(self, child: Child, *, restart: bool) -> None:
-        """Start a new run of ``child`` in the session's nursery and announce it."""
+        """Start a new run of ``child`` in the session's nursery and announce it.
+
+        Raises:
+            RuntimeError: a new member (not ``restart``) while the session is
+                stopping or failed: its nursery is about to be cancelled, so the
+                member would be killed without a shutdown.
+        """
+        if not restart and (self.stopping or self._nursery is None):
+            # Checked under the lock, where a spawn queued behind a shutdown gets in.
+            raise RuntimeError(
+                f"session {self.name!r} is stopping: it takes no new members "
+                f"(spawn {child.name!r} before stop(), or into a session that runs)"
+            )
         assert self._nursery is not None
         run = Run()
         child.run, child.state = run, "running"

@@ -158,3 +158,25 @@ async def test_cancelling_the_session_answers_everything() -> None:
         await queued.result()
     assert recorder.of(RunFailed)[0].cancelled
     assert not recorder.of(RunEnd)
+
+
+
+async def test_a_spawn_while_the_session_stops_is_refused(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A member spawned while a shutdown is under way is refused with RuntimeError,
+    not started into a nursery about to be cancelled (then killed with no shutdown)."""
+    session, recorder = observed(grace=5.0)
+    async with session:
+        busy = await session.spawn(Branch(name="busy", chat_model=slow(3)))
+        await pride.send(busy, Chat("x"))
+        await trio.testing.wait_all_tasks_blocked()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.stop)
+            await trio.testing.wait_all_tasks_blocked()  # the shutdown waits on busy's turn
+            with pytest.raises(RuntimeError, match="stopping"):
+                await session.spawn(Branch(name="late", chat_model=echo_model()))
+            with pytest.raises(RuntimeError, match="not running"):  # the shutdown is over
+                await session.spawn_session("late-session")
+    assert [s.branch_name for s in recorder.of(BranchStopped)] == ["busy"]
+    assert "without a shutdown" not in caplog.text
