@@ -26,6 +26,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -48,6 +49,17 @@ if TYPE_CHECKING:
     from .observer import Observer
 
 log = logging.getLogger("pride.session")
+
+# The session whose supervisor is delivering a lifecycle signal or hook point in this
+# context (the handlers' tasks inherit it): that supervisor holds its lock until the
+# handlers return, so a handler must not wait for anything that needs the lock.
+_delivering: ContextVar[Any] = ContextVar("pride_session_delivering", default=None)
+
+
+def delivering_owner() -> Any:
+    """The session (a supervisor's ``owner``) whose lifecycle handlers run in this
+    context, or None outside them."""
+    return _delivering.get()
 
 
 class Supervisor:
@@ -493,18 +505,25 @@ class Supervisor:
         ``FINALIZE_GRACE`` each (then cancels them, logged): restarts and
         shutdown must never hang on somebody watching them.
         """
-        pending = self.observer.dispatch(signal)
-        if pending is not None:
-            await self._bounded(pending, type(signal).__name__)
+        token = _delivering.set(self.owner)
+        try:
+            pending = self.observer.dispatch(signal)
+            if pending is not None:
+                await self._bounded(pending, type(signal).__name__)
+        finally:
+            _delivering.reset(token)
         await self._hook(point, payload)
 
     async def _hook(self, point: str, payload: Mapping[str, Any]) -> None:
+        token = _delivering.set(self.owner)
         try:
             pending = self.hooks.emit(point, payload)
             if pending is not None:
                 await self._bounded(pending, f"hook {point}")
         except Exception:  # Escalate too: a lifecycle hook has no turn to fail
             log.exception("session %r: hook %s failed", self.name, point)
+        finally:
+            _delivering.reset(token)
 
     async def _bounded(self, pending: Any, what: str) -> None:
         await await_bounded(pending, f"session {self.name!r}: subscribers of {what}", log)

@@ -64,7 +64,7 @@ from ._child import Child
 from ._membership import Membership
 from ._service import Service
 from ._statistics import SessionStatistics, statistics_of
-from ._supervisor import Supervisor
+from ._supervisor import Supervisor, delivering_owner
 from ._virtual import DEFAULT_PASSIVATE_AFTER, VirtualRef, Virtuals
 from .hooks import HookBus
 from .observer import Filter, Handler, Observer
@@ -299,7 +299,10 @@ class Session:
 
         Cancellation: the stop goes on in the session's own task; cancelling
         the caller only stops the waiting. Called from inside a member's turn,
-        that turn is cancelled at the deadline like any other.
+        that turn is cancelled at the deadline like any other. Called from a
+        lifecycle hook or subscriber (``BranchStarted``, ``branch_stop``...) of
+        this session or of one below it, it asks for the stop and returns at
+        once: the stop cannot begin before that handler has returned.
         """
         deadline = trio.current_time() + _check_grace(self.grace if grace is None else grace)
         if self._members.virtuals is not None:
@@ -308,7 +311,22 @@ class Session:
             await trio.lowlevel.checkpoint()
             return
         self._supervisor.request_stop(deadline)
+        if self._delivering_below():
+            # The supervisor delivering this lifecycle event holds its lock until the
+            # handler returns, and the stop needs it: waiting here would wait on itself.
+            await trio.lowlevel.checkpoint()
+            return
         await self._supervisor.wait_finished()
+
+    def _delivering_below(self) -> bool:
+        """Whether this runs in a lifecycle handler of this session or one below it."""
+        owner = delivering_owner()
+        members = owner._members if isinstance(owner, Session) else None
+        while members is not None:
+            if members is self._members:
+                return True
+            members = members.parent
+        return False
 
     # ------------------------------------------------------------ membership
 

@@ -160,7 +160,6 @@ async def test_cancelling_the_session_answers_everything() -> None:
     assert not recorder.of(RunEnd)
 
 
-
 async def test_a_spawn_while_the_session_stops_is_refused(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -180,3 +179,35 @@ async def test_a_spawn_while_the_session_stops_is_refused(
                 await session.spawn_session("late-session")
     assert [s.branch_name for s in recorder.of(BranchStopped)] == ["busy"]
     assert "without a shutdown" not in caplog.text
+
+
+@pytest.mark.parametrize("where", ["hook", "subscriber", "child subscriber"])
+async def test_stop_called_from_a_lifecycle_handler_does_not_wait_on_itself(
+    where: str, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lifecycle hook or subscriber (of this session or one below it) stopping the
+    session: the stop is asked and the handler goes on; it no longer waits for a stop
+    that waits for the handler, until FINALIZE_GRACE cancelled it (10 s, logged)."""
+    session, recorder = observed()
+    returned = trio.Event()
+
+    async def stop_it(_: Any) -> None:
+        await session.stop()
+        returned.set()
+
+    async with session:
+        target = session
+        if where == "child subscriber":
+            target = await session.spawn_session("child")
+        if where == "hook":
+            target.hooks.on("branch_start", stop_it)
+        else:
+            target.observe(pride.BranchStarted, handler=stop_it)
+        started = trio.current_time()
+        await target.spawn(Branch(name="a", chat_model=echo_model()))
+        with trio.fail_after(60):  # the handler's stop returns (it was cancelled at 10 s)
+            await returned.wait()
+    assert trio.current_time() == pytest.approx(started)
+    assert "took over" not in caplog.text
+    assert not session.running
+    assert [s.reason for s in recorder.of(BranchStopped) if s.branch_name == "a"] == ["shutdown"]
