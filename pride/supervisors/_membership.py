@@ -326,11 +326,14 @@ class Membership:
     ) -> bool:
         child = self._children.of(branch)
         supervisor = self.supervisor
-        wired = stored = False
+        wired = stored = taken_over = False
         if child is None or child.state == "stopped":
             if branch.actor.serving:
+                # Refused before the takeover, a standalone branch keeps serving where it is.
+                supervisor.check_accepting(branch.name)
                 # Serving elsewhere (standalone): take the actor over between turns.
                 await branch.actor.suspend(branch, None).result()
+                taken_over = True
             async with supervisor.lock:
                 if child is None:
                     if self.persistence is not None:
@@ -341,7 +344,15 @@ class Membership:
                     child = Child(branch, restart)
                     self._children.append(child)
                 child.restart = restart
-                await supervisor.start(child, restart=False)
+                try:
+                    await supervisor.start(child, restart=False)
+                except RuntimeError:
+                    if taken_over and child.state == "stopped":
+                        # The session began stopping during the takeover: nobody serves the
+                        # branch now; close its mailbox, or its senders would wait for good.
+                        log.warning("branch %r was taken over by a stopping session", branch.name)
+                        branch.actor.close(branch, f"session {self.name!r} stopped taking it in")
+                    raise
         elif child.state != "running":
             raise RuntimeError(f"branch {branch.name!r} is being stopped by session {self.name!r}")
         attach = Attach(

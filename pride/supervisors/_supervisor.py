@@ -251,6 +251,20 @@ class Supervisor:
             # alive after the child left, until a full collection.
             del child, run, status
 
+    def check_accepting(self, name: str) -> None:
+        """Refuse a new member called ``name`` while stopping or failed.
+
+        Raises:
+            RuntimeError: the session is stopping (or not serving): its nursery
+                is about to be cancelled, so the member would be killed without
+                a shutdown.
+        """
+        if self.stopping or self._nursery is None:
+            raise RuntimeError(
+                f"session {self.name!r} is stopping: it takes no new members "
+                f"(spawn {name!r} before stop(), or into a session that runs)"
+            )
+
     async def start(self, child: Child, *, restart: bool) -> None:
         """Start a new run of ``child`` in the session's nursery and announce it.
 
@@ -259,12 +273,8 @@ class Supervisor:
                 stopping or failed: its nursery is about to be cancelled, so the
                 member would be killed without a shutdown.
         """
-        if not restart and (self.stopping or self._nursery is None):
-            # Checked under the lock, where a spawn queued behind a shutdown gets in.
-            raise RuntimeError(
-                f"session {self.name!r} is stopping: it takes no new members "
-                f"(spawn {child.name!r} before stop(), or into a session that runs)"
-            )
+        if not restart:  # checked under the lock, where a spawn queued behind a shutdown gets in
+            self.check_accepting(child.name)
         assert self._nursery is not None
         run = Run()
         child.run, child.state = run, "running"

@@ -211,3 +211,25 @@ async def test_stop_called_from_a_lifecycle_handler_does_not_wait_on_itself(
     assert "took over" not in caplog.text
     assert not session.running
     assert [s.reason for s in recorder.of(BranchStopped) if s.branch_name == "a"] == ["shutdown"]
+
+
+async def test_including_a_standalone_branch_while_the_session_stops_leaves_it_serving(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``include`` of a running standalone branch during a shutdown is refused before
+    the takeover: the branch goes on serving standalone. It was suspended first and
+    then refused (or started into the dying nursery): nobody served it, and every
+    send to it waited for good."""
+    session = Session(grace=5.0)
+    async with Branch(name="solo", chat_model=echo_model()) as solo:
+        async with session:
+            busy = await session.spawn(Branch(name="busy", chat_model=slow(3)))
+            await pride.send(busy, Chat("x"))
+            await trio.testing.wait_all_tasks_blocked()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.stop)
+                await trio.testing.wait_all_tasks_blocked()  # the shutdown waits on busy
+                with pytest.raises(RuntimeError, match="stopping"):
+                    await session.include(solo)
+        with trio.fail_after(60):
+            assert await solo.chat_and_record("still there") == "re: still there"
