@@ -3,7 +3,8 @@
 A `Batch` collects what branches queue between two commits; every flush
 waiting on it shares its outcome. A row whose sequence number is `REWRITE`
 stands for "delete the branch's stored messages": the rows after it are its
-new conversation.
+new conversation; `HEADER` for its projection and `DELETE` for forgetting it
+(saves and deletes are queued like messages, so they land in call order).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..errors import StoreError
 from .flows import FlowOp
 from .journal import JournalOp
 
-__all__ = ["HEADER", "REWRITE", "AfterCommit", "Batch", "Row", "materialised"]
+__all__ = ["DELETE", "HEADER", "REWRITE", "AfterCommit", "Batch", "Row", "materialised"]
 
 log = logging.getLogger("pride.store")
 
@@ -29,6 +30,8 @@ REWRITE = -1
 # A row with this one is a branch's projection (``message_id`` its branch id,
 # ``data`` its JSON): "store this branch", committed with the rows after it.
 HEADER = -2
+# And this one: "forget the branch": its projection, its messages, its journaled turns.
+DELETE = -3
 
 Row = tuple[str, int, str, str]
 

@@ -18,15 +18,15 @@ disk, no task switch is spent per commit, and nobody's cancellation can
 abandon a batch that was taken. Once a commit has taken the pending batch,
 the batch is written or put back in front of the queue, never dropped.
 
-Saves and deletes write on their own (`exclusive`): they wait for the commit
-under way, and no commit starts while one runs.
+Saves and deletes are queued rows like any other (`pride.store._batch`), so
+they land in the order they were called, between the rows queued before
+and after them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,6 @@ class WriteQueue:
         self._write = write
         self.pending = Batch()
         self.committing: Batch | None = None
-        self._lock = trio.Lock()  # held by a save or a delete: no commit starts meanwhile
         self._token: trio.lowlevel.TrioToken | None = None
         self.commits = 0
 
@@ -129,18 +128,6 @@ class WriteQueue:
 
     # ------------------------------------------------------------- writing
 
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
-        """Be the one write under way (a save, a delete) while inside: wait for the
-        commit under way; no commit starts until the block is left."""
-        try:
-            async with self._lock:
-                while self.committing is not None:
-                    await self.committing.done.wait()
-                yield
-        finally:
-            self._kick()  # what was wanted meanwhile is committed now
-
     async def flush(self, key: str | None) -> None:
         """Wait until what ``key`` (a branch, or None: everyone) queued so far is
         committed, committing it if nobody else did.
@@ -204,7 +191,7 @@ class WriteQueue:
     def _kick(self) -> None:
         """Start committing the pending batch if someone waits for it and nothing
         else writes."""
-        if self.committing is None and self.pending.wanted and not self._lock.locked():
+        if self.committing is None and self.pending.wanted:
             self._start()
 
     def _start(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from ._batch import HEADER, REWRITE, Row
+from ._batch import DELETE, HEADER, REWRITE, Row
 from .flows import FlowOp, write_flows
 from .journal import JournalOp, StoredTurn, delete_branch_turns, load_turns, write_journal
 
@@ -24,13 +24,11 @@ __all__ = [
     "MAX_SEQ",
     "UPDATED_AT_GRAIN",
     "check_seq",
-    "delete_branch",
     "list_branches",
     "list_names",
     "load_branch",
     "load_restore",
     "message_count",
-    "replace_branch",
     "turn_branch",
     "write_batch",
 ]
@@ -75,8 +73,8 @@ _SEQ = itemgetter(1)
 
 
 def _write_rows(db: sqlite3.Connection, batch: list[Row]) -> None:
-    """Write ``batch`` in order: projections (`HEADER`), deletions (`REWRITE`) and
-    the messages between them."""
+    """Write ``batch`` in order: projections (`HEADER`), deletions of a conversation
+    (`REWRITE`) or of a whole branch (`DELETE`), and the messages between them."""
     rows: list[Row] = []
     for row in batch:
         if row[1] == HEADER:
@@ -89,6 +87,12 @@ def _write_rows(db: sqlite3.Connection, batch: list[Row]) -> None:
             _insert(db, rows)
             rows = []
             db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))
+        elif row[1] == DELETE:
+            _insert(db, rows)
+            rows = []
+            db.execute("DELETE FROM messages WHERE branch_name=?", (row[0],))
+            db.execute("DELETE FROM branches WHERE name=?", (row[0],))
+            delete_branch_turns(db, row[0])
         else:
             rows.append(row)
     _insert(db, rows)
@@ -114,34 +118,6 @@ def _insert(db: sqlite3.Connection, rows: list[Row]) -> None:
     for start in range(0, len(rows), _CHUNK):
         chunk = rows[start : start + _CHUNK]
         db.execute(_INSERT + ",".join(["(?,?,?,?)"] * len(chunk)), list(chain(*chunk)))
-
-
-def replace_branch(
-    db: sqlite3.Connection,
-    name: str,
-    branch_id: str,
-    header: str,
-    rows: list[Row],
-) -> None:
-    with db:
-        db.execute("BEGIN")
-        db.execute(
-            "INSERT OR REPLACE INTO branches(name, branch_id, projection, updated_at) "
-            "VALUES (?,?,?,?)",
-            (name, branch_id, header, time.time()),
-        )
-        db.execute("DELETE FROM messages WHERE branch_name=?", (name,))
-        db.executemany(
-            "INSERT INTO messages(branch_name, seq, message_id, data) VALUES (?,?,?,?)", rows
-        )
-
-
-def delete_branch(db: sqlite3.Connection, name: str) -> None:
-    with db:
-        db.execute("BEGIN")
-        db.execute("DELETE FROM messages WHERE branch_name=?", (name,))
-        db.execute("DELETE FROM branches WHERE name=?", (name,))
-        delete_branch_turns(db, name)
 
 
 MAX_SEQ = 2**53

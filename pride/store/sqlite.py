@@ -75,18 +75,13 @@ import trio
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage
 from ..messages.codec import id_text, row_json
-from ._batch import HEADER, REWRITE, AfterCommit, Row
+from ._batch import DELETE, HEADER, REWRITE, AfterCommit, Row
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
 from ._queue import WriteQueue
 from ._reads import Reads, StoredBranch
 from ._rows import projection_text
-from ._tables import (
-    delete_branch,
-    message_count,
-    replace_branch,
-    write_batch,
-)
+from ._tables import message_count, write_batch
 from .flows import FlowOp, StoredFlow
 from .journal import JournalOp, StoredTurn
 
@@ -274,10 +269,21 @@ class BranchStore(Journals, Reads):
         self._require(write=True)
         projection = dict(branch.to_dict(mode="json"))
         projection.pop("messages", None)
+        self._queue_branch(branch.name, branch.id_str, projection, list(branch.messages))
+
+    def _queue_branch(
+        self,
+        name: str,
+        branch_id: str,
+        projection: Mapping[str, Any],
+        messages: Iterable[RoledMessage],
+    ) -> None:
+        """Queue a branch's projection and its whole conversation, in order with
+        every row queued before and after (the numbering restarts from 0 now)."""
         header = projection_text(projection)
-        self._next_seq.setdefault(branch.name, 0)
-        self._queue.row((branch.name, HEADER, branch.id_str, header))
-        self.rewrite(branch.name, list(branch.messages))
+        self._next_seq.setdefault(name, 0)
+        self._queue.row((name, HEADER, branch_id, header))
+        self.rewrite(name, messages)
 
     def _registered_seq(self, branch_name: str) -> int:
         seq = self._next_seq.get(branch_name)
@@ -334,22 +340,19 @@ class BranchStore(Journals, Reads):
         """Store a branch's projection and replace its stored messages with ``messages``.
 
         ``projection`` is the branch's ``to_dict(mode="json")`` without its
-        messages. Afterwards [`append`][pride.store.BranchStore.append] adds to this branch.
+        messages. Afterwards [`append`][pride.store.BranchStore.append] adds to this
+        branch. The save is queued like any row, in order: what was queued of
+        ``name`` before it is replaced, what is appended after it (even while
+        this call waits for the commit) follows the saved messages.
+
+        Raises:
+            StoreError: the commit failed (the save stays queued and goes with
+                the next commit, like every queued row), or a message cannot be
+                made a row (it is not stored).
         """
-        db = self._require(write=True)
+        self._require(write=True)
+        self._queue_branch(name, branch_id, projection, list(messages))
         await self.flush(name)
-        rows = []
-        for seq, message in enumerate(messages):
-            data, replaced = row_json(message, RoledMessage)
-            if replaced is not None:
-                _stored_replaced(name, message, replaced)
-            rows.append((name, seq, id_text(message.id), data))
-        header = projection_text(projection)
-        async with self._queue.exclusive():
-            await self._run(
-                f"saving branch {name!r} to", replace_branch, db, name, branch_id, header, rows
-            )
-            self._next_seq[name] = len(rows)
 
     async def save(self, branch: SavableBranch) -> None:
         """Store ``branch`` whole: its projection (``to_dict(mode="json")``, messages
@@ -418,12 +421,20 @@ class BranchStore(Journals, Reads):
         return True
 
     async def delete(self, name: str) -> None:
-        """Forget a stored branch and its messages."""
-        db = self._require(write=True)
-        await self.flush(name)
-        async with self._queue.exclusive():
-            await self._run(f"deleting branch {name!r} from", delete_branch, db, name)
+        """Forget a stored branch, its messages and its journaled turns.
+
+        The branch is unregistered at once: an [`append`][pride.store.BranchStore.append]
+        to it after this call (even while it waits for the commit) is refused until
+        it is saved again; what was queued of it before is deleted with it.
+
+        Raises:
+            StoreError: the commit failed (the deletion stays queued and goes
+                with the next commit, like every queued row).
+        """
+        self._require(write=True)
+        self._queue.row((name, DELETE, "", ""))
         self._next_seq.pop(name, None)
+        await self.flush(name)
 
     async def _run(self, what: str, function: Any, *args: Any) -> Any:
         """``function(*args)`` in a worker thread; a failure of SQLite (or a row of
