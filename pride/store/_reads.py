@@ -104,6 +104,7 @@ class Reads:
             order = [item["id"] for item in collections]
         except (TypeError, KeyError):
             raise StoreError(f"{self.path}: a message of branch {name!r} has no id") from None
+        self._distinct(name, [seq for seq, _ in rows], [_id_key(key) for key in order])
         projection["messages"] = {"collections": collections, "progression": {"order": order}}
         return projection
 
@@ -127,6 +128,7 @@ class Reads:
         if branch_id is not None and not _is_uuid(branch_id):
             raise StoreError(f"{self.path}: the id of branch {name!r} is not a UUID")
         messages = [self._message(name, seq, data) for seq, data in rows]
+        self._distinct(name, [seq for seq, _ in rows], [message.id for message in messages])
         if branch_id is not None and self._writer is not None:
             self._next_seq[name] = rows[-1][0] + 1 if rows else 0
         return branch_id, messages, turns
@@ -160,7 +162,28 @@ class Reads:
                 raise StoreError(
                     f"{self.path}: message row {seq} of branch {name!r} does not read back: {exc}"
                 ) from None
+        self._distinct(name, [seq for seq, _ in found[1]], [message.id for message in messages])
         return messages
+
+    def _distinct(self, name: str, seqs: list[Any], ids: list[Any]) -> None:
+        """Refuse a conversation holding two messages with one id (``seqs[i]`` is the
+        row of ``ids[i]``): ``Branch.from_dict`` refuses it, and a branch restored
+        with it would serve the message twice and no longer load its own projection.
+
+        Raises:
+            StoreError: naming the store, the branch and both rows.
+        """
+        if len(set(ids)) == len(ids):  # the common case: one pass, no lookups
+            return
+        first: dict[Any, Any] = {}
+        for seq, key in zip(seqs, ids, strict=True):
+            if key in first:
+                raise StoreError(
+                    f"{self.path}: message rows {first[key]} and {seq} of branch {name!r} "
+                    f"hold one message id ({key}): the file was altered or damaged; save the "
+                    "branch again from a good copy, or delete it"
+                )
+            first[key] = seq
 
     def _parse(self, name: str, what: str, text: Any) -> Any:
         if not isinstance(text, str):
@@ -171,6 +194,14 @@ class Reads:
             raise StoreError(
                 f"{self.path}: {what} of branch {name!r} does not read back: {exc}"
             ) from None
+
+
+def _id_key(value: Any) -> Any:
+    """A stored message id as ``from_dict`` compares it: its UUID when it is one."""
+    try:
+        return UUID(value)
+    except (TypeError, ValueError, AttributeError):
+        return value if isinstance(value, str | int | float | bool | None) else repr(value)
 
 
 def _is_uuid(value: Any) -> bool:

@@ -94,3 +94,53 @@ async def test_message_numbers_out_of_range_are_refused_where_they_are_read(
         assert _held(db, "ada") == before
     finally:
         db.close()
+
+
+def _duplicate_row(path: Path, name: str, seq: int) -> tuple[object, ...]:
+    """Append a copy of message row ``seq`` of ``name`` (its id and data) at the end of
+    its conversation; return what the file holds of the branch."""
+    db = sqlite3.connect(path)
+    try:
+        db.execute(
+            "INSERT INTO messages(branch_name, seq, message_id, data) "
+            "SELECT branch_name, (SELECT MAX(seq) + 1 FROM messages WHERE branch_name=?), "
+            "message_id, data FROM messages WHERE branch_name=? AND seq=?",
+            (name, name, seq),
+        )
+        db.commit()
+        return _held(db, name)
+    finally:
+        db.close()
+
+
+async def test_two_stored_messages_with_one_id_are_refused_where_they_are_read(
+    tmp_path: Path,
+) -> None:
+    """A conversation is a sequence of distinct messages: ``Branch.from_dict`` refuses
+    two with one id, and a tool result names its call by id. Restoring took them
+    both: the branch served on with the message twice in its history (sent to the
+    model twice), and its own projection no longer loaded (``from_dict`` of its
+    ``to_dict``, of `load`, raised `InvalidMessage`), far from the damaged file.
+    Now restoring, `load` and `load_messages` raise a StoreError naming the branch
+    and both rows; the file is left as it was, and the other branches serve."""
+    path = tmp_path / "store.db"
+    await _stored(path)
+    before = _duplicate_row(path, "ada", 1)
+    refused = r"message rows 1 and 3 of branch 'ada' hold one message id"
+    async with Session(store=path) as session:
+        with pytest.raises(StoreError, match=refused) as info:
+            await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        assert str(path) in str(info.value)
+        bob = await session.spawn(Branch(name="bob", chat_model=echo_model()))
+        assert await bob.chat_and_record("again") == "re: again"
+    async with BranchStore(path, read_only=True) as store:
+        with pytest.raises(StoreError, match=refused):
+            await store.load("ada")
+        with pytest.raises(StoreError, match=refused):
+            await store.load_messages("ada")
+        assert len(await store.load_messages("bob")) == 4
+    db = sqlite3.connect(path)
+    try:
+        assert _held(db, "ada") == before
+    finally:
+        db.close()

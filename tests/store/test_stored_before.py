@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from pride import Instruction
 from pride.messages import unstructure
 from pride.messages.codec import parse_json
 from pride.store import BranchStore
@@ -53,7 +54,8 @@ async def test_a_store_written_before_issue32_opens_and_reads_the_same(tmp_path:
         assert [unstructure(message) for message in messages] == _FIXTURE["messages"]
         branch_id, restored, turns = await store.restore(BRANCH)
         assert (branch_id, restored, turns) == (BRANCH_ID, messages, [])
-        store.append(BRANCH, conversation()[0])  # and it takes new rows after the old ones
+        # and it takes new rows after the old ones (a new message: ids are distinct)
+        store.append(BRANCH, Instruction(instruction="new"))
         await store.flush()
         assert len(await store.load_messages(BRANCH)) == len(messages) + 1
 
