@@ -64,12 +64,21 @@ from ._door import Departures, door
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 from ._tool import local_name
 
-__all__ = ["MAX_PENDING_REQUESTS", "PROGRESS_QUEUE", "build_server", "serve_mcp"]
+__all__ = [
+    "BAD_LINES_LOGGED",
+    "MAX_PENDING_REQUESTS",
+    "PROGRESS_QUEUE",
+    "build_server",
+    "serve_mcp",
+]
 
 log = logging.getLogger("pride.mcp")
 
 PROGRESS_QUEUE = 256
 """Progress events of one request held for its client; more are dropped (and logged)."""
+
+BAD_LINES_LOGGED = 20
+"""Lines of a stdio client that are not JSON-RPC logged one by one; the rest are counted."""
 
 MAX_PENDING_REQUESTS = 128
 """Requests of a stdio client read and not yet answered; the next is read once one is.
@@ -395,8 +404,14 @@ async def _pump_in(stdin: Any, reader: Any, pending: trio.Semaphore | None = Non
     takes one of ``pending``'s places (the writer gives it back once its answer
     is written) and waits for one: a client that does not read its answers
     cannot have more than `MAX_PENDING_REQUESTS` of them held in memory.
+
+    A line that is not a JSON-RPC message (a batch among them: MCP has none) is
+    skipped; the first `BAD_LINES_LOGGED` are logged, short, and the count of all
+    of them once the input ends, so a client writing nothing else cannot flood
+    the log.
     """
     lines = LineSplitter(DEFAULT_MAX_MESSAGE_BYTES, ends="lf")
+    bad = 0
     async with reader:
         try:
             while chunk := await stdin.receive_some(65536):
@@ -407,13 +422,29 @@ async def _pump_in(stdin: Any, reader: Any, pending: trio.Semaphore | None = Non
                     try:
                         message = types.JSONRPCMessage.model_validate_json(line)
                     except ValueError as exc:
-                        log.warning("MCP client sent a line that is not JSON-RPC: %s", exc)
+                        bad += 1
+                        if bad <= BAD_LINES_LOGGED:
+                            batch = line.lstrip()[:1] == b"["
+                            log.warning(
+                                "MCP client sent a line that is not JSON-RPC (skipped): %.300s%s",
+                                "a batch (MCP has none since 2025-06-18)" if batch else exc,
+                                "; further ones are counted, not logged"
+                                if bad == BAD_LINES_LOGGED
+                                else "",
+                            )
                         continue
                     if pending is not None and isinstance(message.root, types.JSONRPCRequest):
                         await pending.acquire()
                     await reader.send(SessionMessage(message))
         except LineTooLong:
             log.error("MCP client sent a message over %d bytes", DEFAULT_MAX_MESSAGE_BYTES)
+        finally:
+            if bad > BAD_LINES_LOGGED:
+                log.warning(
+                    "MCP client sent %d lines that are not JSON-RPC (skipped; the first %d logged)",
+                    bad,
+                    BAD_LINES_LOGGED,
+                )
 
 
 class _Endpoint:

@@ -304,3 +304,64 @@ async def test_a_client_that_stops_reading_cannot_grow_the_server() -> None:
     finally:
         process.kill()
         await process.wait()
+
+
+async def test_a_client_writing_bad_lines_cannot_flood_the_log() -> None:
+    """A client writes 20,000 lines that are not MCP messages (text, a JSON-RPC batch,
+    which MCP no longer has, a message of no JSON-RPC shape). Each was skipped with a
+    warning of its whole validation error: ~9 MB of standard error here, without
+    bound for a client that keeps writing. Now the first few are logged, short, and
+    one line at the end of the input counts them all; the request after them is
+    answered, as before."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "pride.cli", "mcp", APP, "--expose", "helper"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(ROOT),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    assert process.stderr is not None
+    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+    logged = bytearray()
+
+    async def drain() -> None:
+        while chunk := await stderr.receive_some(1 << 20):
+            logged.extend(chunk)
+
+    def message(body: dict[str, Any]) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", **body}).encode() + b"\n"
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+    hello["clientInfo"] = {"name": "noise", "version": "0"}
+    tools_list = {"id": 1, "method": "tools/list"}
+    bad = [b"not json at all\n", b"[" + message(tools_list).strip() + b"]\n", b'{"a": 1}\n']
+    try:
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(drain)
+                await stdin.send_all(message({"id": 0, "method": "initialize", "params": hello}))
+                await stdin.send_all(message({"method": "notifications/initialized"}))
+                await stdin.send_all(b"".join(bad[n % 3] for n in range(20_000)))
+                await stdin.send_all(message(tools_list))
+                answers = [json.loads(line) for line in await _lines(stdout, 2)]
+                await stdin.aclose()
+                assert await process.wait() == 0
+        assert [answer["id"] for answer in answers] == [0, 1]
+        text = logged.decode()
+        assert len(logged) < 20_000, f"{len(logged)} bytes logged"
+        assert "20000 lines that are not JSON-RPC" in text, text[-2000:]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def _lines(stream: trio.abc.ReceiveStream, count: int) -> list[bytes]:
+    """The first ``count`` lines of ``stream``."""
+    buffer = bytearray()
+    while buffer.count(b"\n") < count:
+        chunk = await stream.receive_some(1 << 20)
+        assert chunk, f"the stream ended after {bytes(buffer)!r}"
+        buffer.extend(chunk)
+    return bytes(buffer).split(b"\n")[:count]
