@@ -11,6 +11,12 @@ request passes this door first, because every byte of it is hostile (DESIGN.md,
 * A client whose POST connection closes before its answer has its calls'
   turns cancelled (`Departures`), as a ``notifications/cancelled`` or a
   DELETE of the session would: a vanished client costs no more turns.
+* A client that stays and reads nothing is taken for gone too: an answer's
+  writes wait at most `SEND_TIMEOUT` for it to take some
+  (`pride._hypercorn.Writer`).
+  hypercorn's own write waits, shielded, for as long as the connection is
+  open: a request stuck in it held its calls' handlers and, since hypercorn
+  waits for every request, the server's shutdown after SIGTERM, forever.
 """
 
 from __future__ import annotations
@@ -24,11 +30,11 @@ from typing import Any
 
 import trio
 
-from .._hypercorn import answer_lifespan
+from .._hypercorn import ClientStalled, Writer, answer_lifespan
 from ..messages.origins import Guard
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["BODY_TIMEOUT", "MAX_BODY_BYTES", "Departures", "door"]
+__all__ = ["BODY_TIMEOUT", "MAX_BODY_BYTES", "SEND_TIMEOUT", "Departures", "door"]
 
 log = logging.getLogger("pride.mcp")
 
@@ -37,6 +43,10 @@ MAX_BODY_BYTES = DEFAULT_MAX_MESSAGE_BYTES
 
 BODY_TIMEOUT = 30.0
 """Seconds a POST body may take to arrive whole."""
+
+SEND_TIMEOUT = 30.0
+"""Seconds an answer's writes may wait for the client to take some; past that the
+client is taken for gone (its calls cancelled), as ``pride serve`` does."""
 
 _REMEMBERED = 4096
 """Departed calls remembered for a handler that has not started yet (oldest forgotten)."""
@@ -145,10 +155,29 @@ def _calls(body: bytes, session_id: str | None) -> list[str]:
     ]
 
 
-def door(guard: Guard, departures: Departures, endpoint: Asgi) -> Asgi:
-    """The ASGI app in front of ``endpoint`` (the SDK's ``/mcp``): see the module docstring."""
+def door(
+    guard: Guard,
+    departures: Departures,
+    endpoint: Asgi,
+    writes: trio.Nursery,
+    send_timeout: float = SEND_TIMEOUT,
+) -> Asgi:
+    """The ASGI app in front of ``endpoint`` (the SDK's ``/mcp``): see the module docstring.
+
+    ``writes`` runs the writes of answers (`Writer`): a nursery that outlives
+    the server's requests."""
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
+        writer = Writer(send, writes, send_timeout)
+        try:
+            await _app(scope, receive, writer)
+            await writer.finish()  # hypercorn takes the app's return for the answer's end
+        except ClientStalled as exc:  # a client that reads nothing is told nothing more
+            log.warning("MCP over HTTP: %s", exc)
+        finally:
+            writer.close()
+
+    async def _app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await answer_lifespan(receive, send)
             return

@@ -477,11 +477,13 @@ async def _serve_http(
     # pride binds the socket and hypercorn serves it (pride._hypercorn says why).
     listening = await bound_socket(host, port, "serve MCP")
     guard = Guard(host, listening.getsockname()[1], *allowed)
-    app = door(guard, departures, manager.handle_request)
     config = hypercorn_config(listening, log)
     try:
+        # The writes' nursery outlives hypercorn: a write left waiting on a client
+        # that reads nothing ends when hypercorn, stopping, closes its connection.
         with listening:
-            async with manager.run():
+            async with trio.open_nursery() as writes, manager.run():
+                app = door(guard, departures, manager.handle_request, writes)
                 await serve(app, config, task_status=_Endpoint(task_status))
     except BaseExceptionGroup as group:
         # hypercorn's nurseries and the session manager's task group each wrap

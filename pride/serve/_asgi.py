@@ -22,18 +22,16 @@ from urllib.parse import unquote
 
 import trio
 
-from .._hypercorn import answer_lifespan
+from .._hypercorn import ClientStalled, Writer, answer_lifespan
 from . import _console
 from ._app import Front
 from ._http import (
     ClientGone,
-    ClientStalled,
     HttpError,
     Receive,
     Request,
     Scope,
     Send,
-    Writer,
     respond,
     respond_json,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -365,3 +366,68 @@ async def _lines(stream: trio.abc.ReceiveStream, count: int) -> list[bytes]:
         assert chunk, f"the stream ended after {bytes(buffer)!r}"
         buffer.extend(chunk)
     return bytes(buffer).split(b"\n")[:count]
+
+
+def _post(port: int, body: dict[str, Any], session_id: str | None = None) -> bytes:
+    data = json.dumps({"jsonrpc": "2.0", **body}).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(data)}\r\n"
+    )
+    if session_id is not None:
+        head += f"mcp-session-id: {session_id}\r\nmcp-protocol-version: 2025-06-18\r\n"
+    return head.encode() + b"\r\n" + data
+
+
+async def test_sigterm_is_not_held_by_an_http_client_that_stops_reading() -> None:
+    """An HTTP client starts a call with a progress token and reads nothing of its
+    answer. hypercorn's write waits, shielded, for as long as the connection stays
+    open: the handler stuck in it held its call, and hypercorn waits for every
+    request, so after SIGTERM ``pride mcp --http`` never exited. Each write now
+    waits in a task of the server's (as ``pride serve``'s do), so SIGTERM ends the
+    process at once, with 0, the stalled client still connected."""
+    from pride import Session
+
+    argv = [sys.executable, "-m", "pride.cli", "mcp", APP, "--expose", "helper", "--http", "0"]
+    process = await trio.lowlevel.open_process(
+        argv, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert process.stdout is not None
+    stalled = trio.socket.socket()
+    try:
+        with trio.fail_after(60):
+            url = await _announced(process.stdout)
+            port = int(url.removeprefix("http://127.0.0.1:").removesuffix("/mcp"))
+            hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+            hello["clientInfo"] = {"name": "stalled", "version": "0"}
+            opening = trio.socket.socket()
+            with opening:
+                await opening.connect(("127.0.0.1", port))
+                await opening.send(_post(port, {"id": 0, "method": "initialize", "params": hello}))
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = await opening.recv(65536)
+                    assert chunk, head
+                    head += chunk
+            [sid] = [
+                line.split(b":", 1)[1].strip().decode()
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"mcp-session-id:")
+            ]
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            await stalled.connect(("127.0.0.1", port))
+            call: dict[str, Any] = {"name": "helper_crunch", "arguments": {"count": 100_000}}
+            call["_meta"] = {"progressToken": 7}
+            await stalled.send(_post(port, {"id": 1, "method": "tools/call", "params": call}, sid))
+            async with Session() as session:
+                server = await session.spawn_mcp("pride", url=url)
+                # Answered once the crunch turn before it in the mailbox has ended:
+                # its progress (far more than the socket buffers hold) is on its way.
+                await server.call_tool("helper_stats", {})
+            process.send_signal(signal.SIGTERM)
+            assert await process.wait() == 0
+    finally:
+        stalled.close()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
