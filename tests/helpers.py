@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -144,3 +145,30 @@ def _contained(value: object) -> list[object]:
     if isinstance(value, dict):
         return list(value.values())
     return []
+
+
+def nested_lists(depth: int) -> list[Any]:
+    """An empty list inside lists, ``depth`` levels in all (``[[[]]]`` is 3)."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def tool_call_reply(payload: Any, function: str = "send") -> dict[str, Any]:
+    """An OpenAI chat completion whose one tool call ``call_1`` gives ``function`` the
+    argument ``payload`` (for the loopback server to send as it is: ``Fault.raw``)."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": function, "arguments": json.dumps({"payload": payload})},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {
+        "id": "r",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }

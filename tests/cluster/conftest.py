@@ -90,3 +90,26 @@ def ray_address(ray_session: Path) -> str:
 def name() -> str:
     """A branch name no other test uses."""
     return f"b-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def liar(ray_session: Path, name: str) -> AsyncIterator[tuple[str, Any]]:
+    """A lying host serving one branch (``name``); yields (host name, its handle)."""
+    import ray
+    import trio
+
+    from .hostile import LyingHost
+
+    host = f"liar-{name}"
+    handle = await trio.to_thread.run_sync(start_host_actor, LyingHost, host, name)
+    try:
+        yield host, handle
+    finally:
+        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
+
+
+def host_answers(*batches: tuple[int, list[Any]]) -> bytes:
+    """What a host's poll returns: each ``(seq, items)`` batch, numbered ``seq``."""
+    from pride.cluster.wire.encoding import dumps
+
+    return dumps([{"s": seq, "items": items} for seq, items in batches])

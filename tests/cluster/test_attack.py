@@ -5,7 +5,6 @@ closes under calls still waiting. Each case ends answered, typed, and bounded in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,31 +18,14 @@ from pride.cluster import Cluster
 from pride.cluster.caller.driver import wait_ref
 from pride.cluster.wire.encoding import dumps, loads
 
-from .conftest import NAMESPACE, start_host_actor
-from .hostile import DroppingPoll, FailingPoll, GarbledHello, LyingHost, MuteHost
+from .conftest import NAMESPACE, host_answers, start_host_actor
+from .hostile import DroppingPoll, FailingPoll, GarbledHello, MuteHost
 from .stale import StaleHost
 
 WORKER = "tests.cluster.factories:worker"
 ECHO = "tests.cluster.factories:echo"
 DEEP = 600
 """Lists nested this deeply parse (msgspec takes ~1,000 levels) but are past the wire's limit."""
-
-
-@pytest.fixture
-async def liar(ray_session: Path, name: str) -> AsyncIterator[tuple[str, Any]]:
-    """A lying host serving one branch (``name``); yields (host name, its handle)."""
-    import ray
-
-    host = f"liar-{name}"
-    handle = await trio.to_thread.run_sync(start_host_actor, LyingHost, host, name)
-    try:
-        yield host, handle
-    finally:
-        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
-
-
-def _answers(*batches: tuple[int, list[Any]]) -> bytes:
-    return dumps([{"s": seq, "items": items} for seq, items in batches])
 
 
 def _deep(depth: int) -> list[Any]:
@@ -95,12 +77,12 @@ async def test_a_lying_hosts_deeply_nested_answer_fails_its_envelope_not_the_con
             nursery.start_soon(ask, "first")
             [first] = [i for i in await wait_ref(handle.sent.remote(1)) if i["k"] == "send"]
             deep = {"k": "done", "id": first["id"], "value": _deep(DEEP)}
-            await wait_ref(handle.answer.remote(_answers((0, [deep]))))
+            await wait_ref(handle.answer.remote(host_answers((0, [deep]))))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ask, "second")
             sends = [i for i in await wait_ref(handle.sent.remote(2)) if i["k"] == "send"]
             done = {"k": "done", "id": sends[1]["id"], "value": "answered"}
-            await wait_ref(handle.answer.remote(_answers((1, [done]))))
+            await wait_ref(handle.answer.remote(host_answers((1, [done]))))
     assert isinstance(outcome[0], InvalidMessage), outcome
     assert "nested deeper than" in str(outcome[0])
     assert outcome[1] == "answered"
@@ -130,7 +112,7 @@ async def test_a_refusal_whose_error_cannot_be_rebuilt_still_answers_its_envelop
             nursery.start_soon(ask)
             sends = [i for i in await wait_ref(handle.sent.remote(2)) if i["k"] == "send"]
             done = {"k": "done", "id": sends[1]["id"], "value": "served"}
-            await wait_ref(handle.answer.remote(_answers((0, [done]))))
+            await wait_ref(handle.answer.remote(host_answers((0, [done]))))
     assert answer == ["served"]
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,28 +21,10 @@ from pride.cluster.caller.driver import wait_ref
 from pride.cluster.wire.encoding import decode_error, dumps, loads
 from pride.messages import unstructure
 
-from .conftest import NAMESPACE, start_host_actor
-from .hostile import LyingHost
+from .conftest import NAMESPACE, host_answers
 
 ECHO = "tests.cluster.factories:echo"
 WORKER = "tests.cluster.factories:worker"
-
-
-@pytest.fixture
-async def liar(ray_session: Path, name: str) -> AsyncIterator[tuple[str, Any]]:
-    """A lying host serving one branch (``name``); yields (host name, its handle)."""
-    import ray
-
-    host = f"liar-{name}"
-    handle = await trio.to_thread.run_sync(start_host_actor, LyingHost, host, name)
-    try:
-        yield host, handle
-    finally:
-        await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
-
-
-def _answers(*batches: tuple[int, list[Any]]) -> bytes:
-    return dumps([{"s": seq, "items": items} for seq, items in batches])
 
 
 async def test_a_lying_host_fails_its_envelopes_typed_and_the_caller_serves_on(
@@ -71,14 +51,14 @@ async def test_a_lying_host_fails_its_envelopes_typed_and_the_caller_serves_on(
             b"not json",
             dumps({"not": "a list"}),
             dumps([1, "two", {"s": "x", "items": []}, {"s": 0, "items": "nope"}]),
-            _answers(
+            host_answers(
                 (0, [5, {"k": "teleport", "id": sent["id"]}]),
                 (1, [{"k": "done", "id": uuid.uuid4().hex, "value": "never asked"}]),
                 (2, [{"k": "item", "id": sent["id"], "value": "an item for an ask"}]),
             ),
         ):
             await wait_ref(handle.answer.remote(payload))
-        await wait_ref(handle.answer.remote(_answers((0, [{"k": "ack"}]))))  # stale: dropped
+        await wait_ref(handle.answer.remote(host_answers((0, [{"k": "ack"}]))))  # stale: dropped
     assert len(outcome) == 1 and isinstance(outcome[0], InvalidMessage), outcome
     assert "item" in str(outcome[0])
     logged = caplog.text
@@ -90,7 +70,7 @@ async def test_a_lying_host_fails_its_envelopes_typed_and_the_caller_serves_on(
         sends = [i for i in await wait_ref(handle.sent.remote(2)) if i["k"] == "send"]
         bad_value = {"$pride": {"type": "NoSuchType"}}
         done = {"k": "done", "id": sends[1]["id"], "value": bad_value}
-        await wait_ref(handle.answer.remote(_answers((3, [done]))))
+        await wait_ref(handle.answer.remote(host_answers((3, [done]))))
     assert len(outcome) == 2 and isinstance(outcome[1], InvalidMessage)
     assert "NoSuchType" in str(outcome[1])
 
@@ -122,7 +102,7 @@ async def test_a_host_cannot_speak_for_branches_it_does_not_serve(
                 {"k": "signal", "signal": own},
                 {"k": "done", "id": sent["id"], "value": "lied"},
             ]
-            await wait_ref(handle.answer.remote(_answers((0, items))))
+            await wait_ref(handle.answer.remote(host_answers((0, items))))
         # The items are applied in order: by the answer, the forgeries were seen and dropped.
         assert answer == ["lied"]
         assert [s.branch_name for s in seen] == [name]

@@ -21,6 +21,7 @@ from pride import Branch, Chat, Run, Session, iModel
 from pride.llm import RetryPolicy
 from pride.messages import ActionResponse
 from pride.testing import Fault, openai_server
+from tests.helpers import nested_lists, tool_call_reply
 
 DEPTH = 500
 
@@ -28,30 +29,6 @@ DEPTH = 500
 def send(payload: object) -> str:
     """Accept anything."""
     return "sent"
-
-
-def _nested(depth: int) -> Any:
-    value: Any = []
-    for _ in range(depth - 1):
-        value = [value]
-    return value
-
-
-def _openai(payload: Any) -> dict[str, Any]:
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "send", "arguments": json.dumps({"payload": payload})},
-    }
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    return {
-        "id": "r",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
 
 
 def _anthropic(payload: Any) -> dict[str, Any]:
@@ -67,11 +44,13 @@ def _anthropic(payload: Any) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(("provider", "reply"), [("openai", _openai), ("anthropic", _anthropic)])
+@pytest.mark.parametrize(
+    ("provider", "reply"), [("openai", tool_call_reply), ("anthropic", _anthropic)]
+)
 async def test_arguments_nested_past_max_depth_fail_the_call_and_the_turn_goes_on(
     provider: str, reply: Any
 ) -> None:
-    body = json.dumps(reply(_nested(DEPTH)))  # the loopback server sends it as it is
+    body = json.dumps(reply(nested_lists(DEPTH)))  # the loopback server sends it as it is
     script = [Fault.raw(body), "I could not send it", "still here"]
     async with openai_server(script) as server:
         model = iModel(
@@ -88,7 +67,9 @@ async def test_arguments_nested_past_max_depth_fail_the_call_and_the_turn_goes_o
 
 
 async def test_arguments_within_max_depth_still_reach_the_tool() -> None:
-    async with openai_server([Fault.raw(json.dumps(_openai(_nested(90)))), "sent"]) as server:
+    async with openai_server(
+        [Fault.raw(json.dumps(tool_call_reply(nested_lists(90)))), "sent"]
+    ) as server:
         model = iModel("openai/m", base_url=server.base_url, api_key="k", retry=RetryPolicy.never())
         async with Session() as session:
             await session.spawn(Branch(name="agent", chat_model=model, tools=[send]))

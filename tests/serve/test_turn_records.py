@@ -9,6 +9,8 @@ waited. The server runs in the test's process (`conftest.in_process`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -56,53 +58,56 @@ def _pending(record: dict[str, Any]) -> list[str]:
     return [call["call_id"] for call in record["error"]["pending"]]
 
 
-async def test_a_turn_the_application_resolves_is_followed_to_its_end() -> None:
+@contextlib.asynccontextmanager
+async def serving_pilot() -> AsyncIterator[tuple[Session, httpx.AsyncClient]]:
+    """A session serving `pilot` in this process, and a client of its server."""
     async with Session("records") as session:
         await session.spawn(pilot())
         async with in_process(session) as (_, url):
             headers = {"Authorization": f"Bearer {TOKEN}"}
             async with httpx.AsyncClient(base_url=url, headers=headers) as http:
-                sent = await http.post("/v1/branches/pilot/send", json=SEND)
-                assert sent.status_code == 202, sent.text
-                turn_id = sent.json()["turn_id"]
-                record = await _state(http, turn_id, leaving="running")
-                assert record["state"] == "suspended" and _pending(record) == ["call-1"]
+                yield session, http
 
-                # The application resolves the first call: the turn reaches the second.
-                with pytest.raises(ApprovalRequired):
-                    await session.resolve(record["error"]["turn_id"], {"call-1": Approve()})
-                record = await _state(http, turn_id, leaving="running")
-                assert record["state"] == "suspended", record
-                assert _pending(record) == ["call-2"], "the record still showed call-1"
 
-                # ... and the second: the turn ends, its result given to the resolver.
-                waiting = session.suspended_turns()[0]
-                result = await session.resolve(waiting.turn_id, {"call-2": Approve()})
-                assert result is not None
-                record = await _state(http, turn_id, leaving="suspended")
-                assert record["state"] == "done", "a turn resolved elsewhere stayed suspended"
-                assert record["result"] is None and "resolved outside this server" in record["note"]
+async def test_a_turn_the_application_resolves_is_followed_to_its_end() -> None:
+    async with serving_pilot() as (session, http):
+        sent = await http.post("/v1/branches/pilot/send", json=SEND)
+        assert sent.status_code == 202, sent.text
+        turn_id = sent.json()["turn_id"]
+        record = await _state(http, turn_id, leaving="running")
+        assert record["state"] == "suspended" and _pending(record) == ["call-1"]
+
+        # The application resolves the first call: the turn reaches the second.
+        with pytest.raises(ApprovalRequired):
+            await session.resolve(record["error"]["turn_id"], {"call-1": Approve()})
+        record = await _state(http, turn_id, leaving="running")
+        assert record["state"] == "suspended", record
+        assert _pending(record) == ["call-2"], "the record still showed call-1"
+
+        # ... and the second: the turn ends, its result given to the resolver.
+        waiting = session.suspended_turns()[0]
+        result = await session.resolve(waiting.turn_id, {"call-2": Approve()})
+        assert result is not None
+        record = await _state(http, turn_id, leaving="suspended")
+        assert record["state"] == "done", "a turn resolved elsewhere stayed suspended"
+        assert record["result"] is None and "resolved outside this server" in record["note"]
 
 
 async def test_a_refused_resolve_leaves_the_turn_waiting_and_a_good_one_ends_it() -> None:
-    async with Session("records") as session:
-        await session.spawn(pilot())
-        async with in_process(session) as (_, url):
-            headers = {"Authorization": f"Bearer {TOKEN}"}
-            async with httpx.AsyncClient(base_url=url, headers=headers) as http:
-                sent = await http.post("/v1/branches/pilot/send", json=SEND)
-                turn_id = sent.json()["turn_id"]
-                await _state(http, turn_id, leaving="running")
-                wrong = {"decisions": {"call-9": {"type": "Approve"}}}
-                refused = await http.post(f"/v1/turns/{turn_id}/resolve", json=wrong)
-                assert refused.status_code >= 400, refused.text
-                record = (await http.get(f"/v1/turns/{turn_id}")).json()
-                assert record["state"] == "suspended", "a refused resolve marked it failed"
-                assert _pending(record) == ["call-1"]
+    async with serving_pilot() as (_, http):
+        sent = await http.post("/v1/branches/pilot/send", json=SEND)
+        turn_id = sent.json()["turn_id"]
+        await _state(http, turn_id, leaving="running")
+        wrong = {"decisions": {"call-9": {"type": "Approve"}}}
+        refused = await http.post(f"/v1/turns/{turn_id}/resolve", json=wrong)
+        assert refused.status_code >= 400, refused.text
+        record = (await http.get(f"/v1/turns/{turn_id}")).json()
+        assert record["state"] == "suspended", "a refused resolve marked it failed"
+        assert _pending(record) == ["call-1"]
 
-                for call in ("call-1", "call-2"):
-                    decision = {"decisions": {call: {"type": "Approve"}}}
-                    await http.post(f"/v1/turns/{turn_id}/resolve", json=decision)
-                record = (await http.get(f"/v1/turns/{turn_id}")).json()
-                assert record["state"] == "done" and "note" not in record, record
-                assert record["result"] is not None
+        for call in ("call-1", "call-2"):
+            decision = {"decisions": {call: {"type": "Approve"}}}
+            await http.post(f"/v1/turns/{turn_id}/resolve", json=decision)
+        record = (await http.get(f"/v1/turns/{turn_id}")).json()
+        assert record["state"] == "done" and "note" not in record, record
+        assert record["result"] is not None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,6 +23,7 @@ from pride.messages import ActionRequest
 from pride.messages.codec import dump_json, parse_json
 from pride.store import BranchStore
 from pride.testing import Fault, openai_server
+from tests.helpers import nested_lists, tool_call_reply
 
 
 def send(payload: object) -> str:
@@ -31,28 +31,6 @@ def send(payload: object) -> str:
     return "sent"
 
 
-def _nested(depth: int) -> list[Any]:
-    value: list[Any] = []
-    for _ in range(depth - 1):
-        value = [value]
-    return value
-
-
-def _tool_call(payload: Any) -> dict[str, Any]:
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "send", "arguments": json.dumps({"payload": payload})},
-    }
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    return {
-        "id": "r",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
 
 
 async def test_arguments_that_nest_to_the_row_s_limit_leave_a_store_that_reads_back(
@@ -60,7 +38,7 @@ async def test_arguments_that_nest_to_the_row_s_limit_leave_a_store_that_reads_b
 ) -> None:
     path = tmp_path / "agents.db"
     # The row: the message (1), its arguments (2), the payload: 99 levels, the last empty.
-    script = [Fault.raw(json.dumps(_tool_call(_nested(99)))), "sent it", "welcome back"]
+    script = [Fault.raw(json.dumps(tool_call_reply(nested_lists(99)))), "sent it", "welcome back"]
     async with openai_server(script) as server:
         model = iModel("openai/m", base_url=server.base_url, api_key="k", retry=RetryPolicy.never())
         async with Session(store=path) as session:
@@ -78,10 +56,10 @@ async def test_arguments_that_nest_to_the_row_s_limit_leave_a_store_that_reads_b
 
 @pytest.mark.parametrize("depth", [1, 2, 99, 100])
 def test_what_dump_json_writes_parse_json_reads(depth: int) -> None:
-    assert parse_json(dump_json(_nested(depth))) == _nested(depth)
+    assert parse_json(dump_json(nested_lists(depth))) == nested_lists(depth)
 
 
 def test_an_empty_container_counts_as_a_level_as_the_reader_counts_it() -> None:
     """101 levels, the last empty: refused (before: written, then unreadable)."""
     with pytest.raises(InvalidMessage, match="nested deeper than 100 levels"):
-        dump_json(_nested(101))
+        dump_json(nested_lists(101))
