@@ -31,8 +31,6 @@ def send(payload: object) -> str:
     return "sent"
 
 
-
-
 async def test_arguments_that_nest_to_the_row_s_limit_leave_a_store_that_reads_back(
     tmp_path: Path,
 ) -> None:
