@@ -17,7 +17,16 @@ import httpx
 import pytest
 import trio
 
-from pride import ApprovalRequired, Approve, Branch, ScriptedModel, Session, tool
+from pride import (
+    ApprovalRequested,
+    ApprovalRequired,
+    Approve,
+    Branch,
+    RunEnd,
+    ScriptedModel,
+    Session,
+    tool,
+)
 from pride.llm import ModelRequest, ToolCall
 
 from .conftest import TOKEN, in_process
@@ -111,3 +120,28 @@ async def test_a_refused_resolve_leaves_the_turn_waiting_and_a_good_one_ends_it(
         record = (await http.get(f"/v1/turns/{turn_id}")).json()
         assert record["state"] == "done" and "note" not in record, record
         assert record["result"] is not None
+
+
+async def test_a_turn_an_approver_resolves_at_once_is_not_left_suspended() -> None:
+    """An approver acting on ``ApprovalRequested`` at once can resume the turn before
+    the server has recorded it as suspended: the record said ``suspended`` for good."""
+    async with serving_pilot() as (session, http), trio.open_nursery() as approvals:
+        ended = trio.Event()
+
+        def approve(signal: Any) -> None:
+            decision = {signal.call_id: Approve()}
+            approvals.start_soon(_quietly, session.resolve(signal.turn_id, decision))
+
+        session.observe(ApprovalRequested, handler=approve)
+        session.observe(RunEnd, handler=lambda _: ended.set())
+        sent = await http.post("/v1/branches/pilot/send", json=SEND)
+        turn_id = sent.json()["turn_id"]
+        with trio.fail_after(30):
+            await ended.wait()
+        record = await _state(http, turn_id, leaving="running")
+        assert record["state"] == "done", record
+
+
+async def _quietly(resolving: Any) -> None:
+    with contextlib.suppress(ApprovalRequired):  # the first approval reaches the second call
+        await resolving
