@@ -265,9 +265,9 @@ async def test_issue14_a_turn_cut_short_by_a_hung_subscriber_is_still_committed_
     """A MessageAdded subscriber that hangs makes finalisation run out of its grace
     period before the commit: the turn is still committed before its caller is answered."""
     from pride import MessageAdded
-    from pride.actors import loop
+    from pride.actors import lifecycle
 
-    monkeypatch.setattr(loop, "FINALIZE_GRACE", 0.2)  # real clock: the store uses threads
+    monkeypatch.setattr(lifecycle, "FINALIZE_GRACE", 0.2)  # real clock: the store uses threads
     path = tmp_path / "store.db"
     async with Session(store=path) as session:
 
