@@ -279,3 +279,61 @@ async def test_closing_the_cluster_answers_every_call_in_flight(
     lost = [o for o in outcomes if o is not None]
     assert all(isinstance(o, HostLost) for o in lost), outcomes
     assert len(lost) >= 3, outcomes  # the send may have returned once queued
+
+
+async def test_a_host_created_as_the_cluster_closes_is_stopped_not_left_running(
+    ray_session: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spawn that is creating its host (in a worker thread) when the Cluster closes:
+    the close stopped the hosts it knew of, the spawn then made its host, found the
+    Cluster closed and raised HostLost, and the new host ran on, holding its CPUs,
+    until the process left Ray. Now the spawn stops the host it made before it raises."""
+    import threading
+
+    import ray
+
+    from pride.cluster.caller import directory as directory_module
+
+    host = f"late-{name}"
+    entered, release = threading.Event(), threading.Event()
+    created: list[Any] = []
+    real_find, real_create = directory_module.find_host, directory_module.create_host
+    real_close = directory_module.Directory.close
+
+    def find_host(namespace: str, wanted: str) -> Any:
+        if wanted == host:  # hold the creation until the Cluster has begun to close
+            entered.set()
+            release.wait(30)
+        return real_find(namespace, wanted)
+
+    def create_host(wanted: str, **options: Any) -> Any:
+        handle = real_create(wanted, **options)
+        created.append(handle)
+        return handle
+
+    def close(self: Any) -> None:
+        real_close(self)
+        release.set()
+
+    monkeypatch.setattr(directory_module, "find_host", find_host)
+    monkeypatch.setattr(directory_module, "create_host", create_host)
+    monkeypatch.setattr(directory_module.Directory, "close", close)
+    outcome: list[BaseException] = []
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            async with Cluster(
+                namespace=NAMESPACE, storage=ray_session, stop_hosts=True, runtime_env={}
+            ) as cluster:
+
+                async def place() -> None:
+                    try:
+                        await cluster.spawn(ECHO, name=name, host=host)
+                    except Exception as exc:
+                        outcome.append(exc)
+
+                nursery.start_soon(place)
+                await trio.to_thread.run_sync(entered.wait, 30)
+    assert len(outcome) == 1 and isinstance(outcome[0], HostLost), outcome
+    assert len(created) == 1
+    with trio.fail_after(60), pytest.raises(ray.exceptions.RayActorError):
+        await wait_ref(created[0].hello.remote())

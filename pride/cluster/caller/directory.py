@@ -12,6 +12,7 @@ alone, the first this process placed wins.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from ...errors import BranchNotRunning, HostLost, UnknownBranch
 from ...messages import Signal
 from ..wire.encoding import loads
 from .answers import described_branches
-from .driver import wait_ref
+from .driver import import_ray, wait_ref
 from .hosts import create_host, find_host, is_ray_loss, list_hosts
 from .link import Link
 from .ref import RefCluster, RemoteBranchRef
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from ..host.runtime import OpenCluster
 
 __all__ = ["Directory", "HostOptions"]
+
+log = logging.getLogger("pride.cluster")
 
 
 @attrs.frozen
@@ -208,6 +211,10 @@ class Directory:
             if link is not None:
                 return link
             handle, created = await trio.to_thread.run_sync(self._handle, host, create, resources)
+            if self._closed and created and not self.options.detached:
+                # The Cluster closed while the host was being made, after it stopped
+                # the hosts it knew of: this one would serve on with nobody to use it.
+                await _stop_unused(host, handle)
             nursery = self._serving(host)  # the Cluster may have closed meanwhile
             self.handles[host] = handle
             if created and not self.options.detached:
@@ -273,3 +280,14 @@ class Directory:
             open_cluster=options.open_cluster,
         )
         return handle, True
+
+
+async def _stop_unused(host: str, handle: Any) -> None:
+    """End a host process nothing has used yet (no session to let finish), shielded:
+    the caller is on its way out with `HostLost` and may itself be cancelled."""
+    ray = import_ray()
+    with trio.CancelScope(shield=True):
+        try:
+            await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
+        except Exception:
+            log.exception("host %r, made as its Cluster closed, could not be stopped", host)
