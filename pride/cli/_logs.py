@@ -11,12 +11,19 @@ turn). An exception adds ``exception`` (the formatted traceback).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import math
+import os
 import sys
+import threading
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import trio
 
 from ..actors import turn
 from ..messages.codec import dump_json
@@ -24,10 +31,15 @@ from ..messages.codec import dump_json
 __all__ = [
     "CONTEXT_FIELDS",
     "DATA_FIELDS",
+    "FLUSH",
+    "MAX_BUFFERED",
+    "MAX_MESSAGE",
     "JsonFormatter",
     "StderrHandler",
     "TurnContext",
     "configure",
+    "say",
+    "write_off_the_loop",
 ]
 
 CONTEXT_FIELDS = ("branch", "branch_id", "turn_id", "request_id")
@@ -37,6 +49,19 @@ DATA_FIELDS = ("usage", "session_usage", "in_flight")
 """Record attributes copied as JSON data (objects, lists) when present: a finished
 turn's usage, the tree's usage so far, the branches still running a turn."""
 
+MAX_BUFFERED = 1 << 20
+"""Characters of log records that may wait for standard error (a MiB); past it the
+records are dropped and counted (`StderrHandler`)."""
+FLUSH = 1.0
+"""Seconds the records still queued at the end get to be written to standard error."""
+
+MAX_MESSAGE = 8192
+"""Characters of a record's message written; the rest is cut and counted. A message
+may quote hostile input (an unknown type tag of a request line, up to 16 MiB), and
+each such line would otherwise be logged whole."""
+
+R = TypeVar("R")
+
 # Libraries that log every HTTP request at INFO; quiet unless DEBUG was asked for.
 _CHATTY = ("httpx", "httpcore")
 
@@ -45,6 +70,12 @@ _CHATTY = ("httpx", "httpcore")
 # Strict: a record may carry any number (usage summed to infinity, an app's own
 # NaN), and a log line is JSON a reader parses like any other pride writes.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False)
+
+
+def _cut(message: str) -> str:
+    if len(message) <= MAX_MESSAGE:
+        return message
+    return f"{message[:MAX_MESSAGE]}... ({len(message) - MAX_MESSAGE:,} more characters cut)"
 
 
 class TurnContext(logging.Filter):
@@ -75,7 +106,7 @@ class JsonFormatter(logging.Formatter):
             "time": self.stamp(record.created),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _cut(record.getMessage()),
         }
         for field in CONTEXT_FIELDS:
             value = getattr(record, field, None)
@@ -111,20 +142,215 @@ class JsonFormatter(logging.Formatter):
 
 
 class StderrHandler(logging.Handler):
-    """Writes to whatever ``sys.stderr`` is at the time of each record.
+    """Writes to whatever ``sys.stderr`` is at the time of each record, off the event loop
+    while `write_off_the_loop` runs.
 
-    Looking the stream up per record lets a live status display (which
-    redirects ``sys.stderr`` while it is shown) print log lines above itself.
+    The problem: a parent that pipes standard error and never reads it (an MCP host
+    starting ``pride mcp``, a supervisor with ``stderr=PIPE``) lets the pipe fill, and a
+    write on the event loop's thread then blocks the whole process: a few hundred bad
+    request lines, each logged, stopped every branch and every answer. Inside
+    `write_off_the_loop` a record is queued instead (never blocking) and one writer
+    task writes the queue in batches from a worker thread. At most `MAX_BUFFERED`
+    characters wait: the records past it are dropped, counted, and one record says how
+    many once stderr takes data again. Outside it (starting, exiting) a record is
+    written at once, as before, unless stderr was found stuck: then it is dropped too.
+
+    Looking the stream up per write lets a live status display (which draws on the
+    terminal's bottom row) and tests that replace ``sys.stderr`` see the records.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._guard = threading.Lock()  # the queue, shared with the threads that log
+        self._pending: list[str] = []
+        self._pending_size = 0
+        self._dropped = 0
+        self._wake: Callable[[], None] | None = None  # set while the writer waits for records
+        self._writing = False  # a writer runs: records are queued
+        self._closing = False  # the writer ends once the queue is written
+        self._ended = trio.Event()
+        self._stuck = False  # stderr stopped taking data (or broke): records are dropped
+
     def emit(self, record: logging.LogRecord) -> None:
-        """Write one formatted record and flush."""
+        """Queue one formatted record (inside `write_off_the_loop`), else write and flush."""
         try:
-            stream = sys.stderr
-            stream.write(self.format(record) + "\n")
-            stream.flush()
+            line = self.format(record) + "\n"
+            if self._stuck or self._writing:
+                with self._guard:
+                    self._queue(line)
+            else:
+                stream = sys.stderr
+                stream.write(line)
+                stream.flush()
         except Exception:
             self.handleError(record)
+
+    def say(self, text: str) -> None:
+        """Write one plain line (not a record) in order with the records around it."""
+        if self._stuck or self._writing:
+            with self._guard:
+                self._queue(text + "\n")
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def _queue(self, line: str) -> None:
+        # Under self._guard, from any thread that logs.
+        if self._stuck or self._pending_size + len(line) > MAX_BUFFERED:
+            self._dropped += 1
+            return
+        self._pending.append(line)
+        self._pending_size += len(line)
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            wake()
+
+    def _take(self) -> tuple[str, int]:
+        """The queued text and the count of records dropped since the last take."""
+        with self._guard:
+            text = "".join(self._pending)
+            dropped = self._dropped
+            self._pending, self._pending_size, self._dropped = [], 0, 0
+        return text, dropped
+
+    def _dropped_line(self, dropped: int) -> str:
+        record = logging.LogRecord(
+            "pride.cli",
+            logging.WARNING,
+            __file__,
+            0,
+            "%d log records were dropped: standard error was not taking them "
+            "(at most %d characters of records wait for it)",
+            (dropped, MAX_BUFFERED),
+            None,
+        )
+        return self.format(record) + "\n"
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The writer: write the queued records in order, from a worker thread, until
+        `close` (then what is queued is written first) or cancellation. Started by
+        `write_off_the_loop`."""
+        token = trio.lowlevel.current_trio_token()
+        self._writing, self._closing, self._ended = True, False, trio.Event()
+        task_status.started()
+        try:
+            while True:
+                text, dropped = self._take()
+                if dropped and not self._stuck:
+                    text += self._dropped_line(dropped)
+                if text and not self._stuck:
+                    await self._write(text)
+                    continue
+                ready = trio.Event()
+                with self._guard:
+                    if self._pending or self._dropped:
+                        continue
+                    if self._closing:
+                        return
+                    self._wake = functools.partial(_soon, token, ready.set)
+                await ready.wait()
+        finally:
+            with self._guard:
+                self._writing, self._wake = False, None
+                # What the writer could not write in time is lost: counted with the rest.
+                self._dropped += len(self._pending)
+                self._pending, self._pending_size = [], 0
+            self._ended.set()
+
+    def close(self) -> None:
+        """Ask the writer to end once the records queued so far are written."""
+        with self._guard:
+            self._closing = True
+            wake, self._wake = self._wake, None
+        if wake is not None:
+            wake()
+
+    async def written(self) -> None:
+        """Wait until the writer has ended (after `close`, or cancelled)."""
+        await self._ended.wait()
+
+    def give_up(self) -> None:
+        """Take stderr for stuck: later records are dropped (counted), never written."""
+        self._stuck = True
+
+    async def _write(self, text: str) -> None:
+        stream = sys.stderr
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # a stream of no descriptor (a test's)
+            stream.write(text)
+            stream.flush()
+            return
+        data = text.encode("utf-8", errors="replace")
+        try:
+            stream.flush()  # what was printed to it before goes first
+            await trio.to_thread.run_sync(_write_all, fd, data, abandon_on_cancel=True)
+        except trio.Cancelled:
+            self._stuck = True  # the write may still be blocked in its thread
+            raise
+        except OSError:  # the reader went away: nothing more can be said there
+            self._stuck = True
+
+
+def _soon(token: trio.lowlevel.TrioToken, wake: Callable[[], None]) -> None:
+    """Run ``wake`` on the event loop, from any thread (a record logged by a worker)."""
+    with contextlib.suppress(trio.RunFinishedError):
+        token.run_sync_soon(wake)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` (``os.write`` may write part of it), in a worker thread."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def say(text: str) -> None:
+    """Print ``text`` as one line on standard error, after the log records already
+    queued for it (`StderrHandler`): a command's plain lines (``pride run: cannot use
+    the store ...``) must not pass the records logged before them."""
+    handler = next((h for h in _handlers()), None)
+    if handler is None:
+        print(text, file=sys.stderr, flush=True)
+    else:
+        handler.say(text)
+
+
+def _handlers() -> list[StderrHandler]:
+    return [h for h in logging.getLogger().handlers if isinstance(h, StderrHandler)]
+
+
+async def write_off_the_loop(main: Callable[..., Awaitable[R]], *args: Any) -> R:
+    """Run ``main(*args)`` with the `StderrHandler` records written off the
+    event loop (see `StderrHandler`); ``trio.run(write_off_the_loop, main, ...)``.
+
+    On the way out the records still queued get at most `FLUSH` seconds (shielded) to
+    be written; past it stderr is taken for stuck and later records are dropped.
+    Whatever ``main`` raises is raised as itself, never in a group.
+    """
+    handlers = _handlers()
+    failure: BaseException | None = None
+    result: R | None = None
+    async with trio.open_nursery() as nursery:
+        for handler in handlers:
+            await nursery.start(handler.run)
+        try:
+            result = await main(*args)
+        except BaseException as exc:  # re-raised as itself, not in the nursery's group
+            failure = exc
+        finally:
+            with trio.CancelScope(shield=True) as flush:
+                flush.deadline = trio.current_time() + FLUSH
+                for handler in handlers:
+                    handler.close()
+                for handler in handlers:
+                    await handler.written()
+            if flush.cancelled_caught:
+                for handler in handlers:
+                    handler.give_up()
+            nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result  # type: ignore[return-value]  # main returned it
 
 
 def configure(level: str | int, formatter: logging.Formatter | None = None) -> logging.Handler:

@@ -34,7 +34,7 @@ import trio
 from ..errors import SupervisorFailed, UnknownBranch
 from ..supervisors import Session
 from ._loader import AppError, app_failed, call_app, load_app
-from ._logs import configure
+from ._logs import configure, write_off_the_loop
 from ._startup import cannot_start, listed
 
 __all__ = ["ANNOUNCE", "serve_app"]
@@ -87,7 +87,7 @@ def serve_app(
             "allow_origins": allow_origins,
         }
         main = functools.partial(_main, app, function, list(expose), grace=grace, serving=serving)
-        return trio.run(main)
+        return trio.run(write_off_the_loop, main)
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
 

@@ -93,7 +93,7 @@ from ._answers import MAX_PENDING, Answers
 from ._extras import placement, start_tracing, stop_tracing
 from ._lines import MAX_LINE, LineReader, LineTooLong
 from ._loader import AppError, app_failed, call_app, load_app
-from ._logs import configure
+from ._logs import configure, write_off_the_loop
 from ._requests import Request, RequestRejected, error_line, ok_line, parse_request
 from ._signals import answer_signals, interruptible
 from ._startup import EXIT_USAGE, cannot_start
@@ -169,7 +169,7 @@ def run_app(options: RunOptions) -> int:
         except (ImportError, ValueError) as exc:
             return cannot_start("run", str(exc))
     try:
-        return trio.run(_main, options, function)
+        return trio.run(write_off_the_loop, _main, options, function)
     except KeyboardInterrupt:  # Ctrl-C before the signal watcher took over
         log.warning("interrupted while starting")
         return 128 + signal.SIGINT

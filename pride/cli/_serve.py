@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from ..messages import SessionFailed, Signal
 from ..supervisors import Session
 from ._extras import placement, start_tracing, stop_tracing
 from ._loader import AppError, app_failed, call_app, load_app
-from ._logs import configure
+from ._logs import configure, say, write_off_the_loop
 from ._signals import answer_signals, interruptible
 from ._startup import cannot_start
 
@@ -97,7 +96,7 @@ def serve_command(command: ServeCommand) -> int:
         except (ImportError, ValueError) as exc:
             return cannot_start("serve", str(exc))
     try:
-        return trio.run(_Process(command, function, tokens, generated).main)
+        return trio.run(write_off_the_loop, _Process(command, function, tokens, generated).main)
     except KeyboardInterrupt:
         log.warning("interrupted while starting")
         return 128 + signal.SIGINT
@@ -151,18 +150,12 @@ class _Process:
                         outer.start_soon(self._watch_signals, signals)
                         url = await outer.start(self._serve)
                         if self.generated is not None:
-                            print(
+                            say(
                                 f"pride serve: no token configured ({TOKEN_ENV} or "
-                                f"--token-file); this run's token is {self.generated}",
-                                file=sys.stderr,
-                                flush=True,
+                                f"--token-file); this run's token is {self.generated}"
                             )
                             if command.serve.console:  # Jupyter's link: it signs a browser in
-                                print(
-                                    f"pride serve: the console is at {url}/?token={self.generated}",
-                                    file=sys.stderr,
-                                    flush=True,
-                                )
+                                say(f"pride serve: the console is at {url}/?token={self.generated}")
                         stats = session.statistics()
                         log.info(
                             "app %s started (branches: %d); serving on %s",

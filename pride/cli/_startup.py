@@ -23,9 +23,9 @@ usage errors and a `CannotStart` into the same line.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 
+from ._logs import say
 from ._terminal import shown
 
 __all__ = ["EXIT_USAGE", "CannotStart", "cannot_start", "listed"]
@@ -61,7 +61,7 @@ def cannot_start(command: str | None, message: str) -> int:
     """
     prefix = "pride" if not command else f"pride {command}"
     text = " ".join(shown(message).split())
-    print(f"{prefix}: {text}", file=sys.stderr, flush=True)
+    say(f"{prefix}: {text}")
     return EXIT_USAGE
 
 

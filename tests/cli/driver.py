@@ -55,12 +55,14 @@ class CLI:
     @classmethod
     @asynccontextmanager
     async def start(
-        cls, *args: str, env: dict[str, str], read_stdout: bool = True
+        cls, *args: str, env: dict[str, str], read_stdout: bool = True, read_stderr: bool = True
     ) -> AsyncIterator[CLI]:
         """Start ``pride *args`` in the repository root; kill it if the block leaves early.
 
         With ``read_stdout=False`` nothing reads the process's stdout until
-        `read_stdout` is called (a client that does not read its answers)."""
+        `read_stdout` is called (a client that does not read its answers);
+        ``read_stderr=False`` the same for stderr and `read_stderr` (a parent
+        that pipes the logs and never reads them)."""
         process = await trio.lowlevel.open_process(
             [*COMMAND, *args],
             stdin=subprocess.PIPE,
@@ -75,7 +77,8 @@ class CLI:
             cli._nursery = nursery
             if read_stdout:
                 cli.read_stdout()
-            nursery.start_soon(cli._pump, process.stderr, cli.stderr)
+            if read_stderr:
+                cli.read_stderr()
             try:
                 yield cli
             finally:
@@ -89,6 +92,11 @@ class CLI:
         """Start collecting stdout (once; `start` does it unless told not to)."""
         assert self._nursery is not None and self.process.stdout is not None
         self._nursery.start_soon(self._pump, self.process.stdout, self.stdout)
+
+    def read_stderr(self) -> None:
+        """Start collecting stderr (once; `start` does it unless told not to)."""
+        assert self._nursery is not None and self.process.stderr is not None
+        self._nursery.start_soon(self._pump, self.process.stderr, self.stderr)
 
     async def _pump(self, stream: trio.abc.ReceiveStream, lines: list[str]) -> None:
         pending = b""
