@@ -99,7 +99,7 @@ from ._signals import answer_signals, interruptible
 from ._startup import EXIT_USAGE, cannot_start
 from ._status import StatusLine, TurnsInFlight, describe_usage
 
-__all__ = ["EXIT_APP_ERROR", "EXIT_FAILED", "RunOptions", "run_app"]
+__all__ = ["EXIT_ANSWERS_LOST", "EXIT_APP_ERROR", "EXIT_FAILED", "RunOptions", "run_app"]
 
 log = logging.getLogger("pride.cli")
 
@@ -107,6 +107,10 @@ EXIT_FAILED = 1
 """Exit status when the root session failed (restart intensity exceeded)."""
 EXIT_APP_ERROR = EXIT_USAGE
 """Exit status when the app or the store could not be started."""
+EXIT_ANSWERS_LOST = 3
+"""Exit status of a drain that could not write every answer line (stdout closed by its
+reader, or not read within the bound of a stop): requests were answered into nothing,
+and the process's supervisor has to learn it from more than a log record."""
 FORCED_FLUSH = 1.0
 """Seconds a forced stop still waits for stdout to take the last answers."""
 
@@ -152,7 +156,8 @@ def run_app(options: RunOptions) -> int:
     Returns:
         0 after a clean drain; 1 if the root session failed; 2 if the app
         or the store could not be started (said in one line, `cannot_start`);
-        ``128 + signum`` after a forced shutdown.
+        3 (`EXIT_ANSWERS_LOST`) after a drain that could not write every answer
+        line; ``128 + signum`` after a forced shutdown.
     """
     try:
         configure(options.log_level)
@@ -197,6 +202,12 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
             output.cancel_scope.cancel()
     if failure is not None:
         raise failure
+    if answers.unwritten:  # counted only now: the last writes may have been given up above
+        if code == 0:  # a failed root or a forced stop says more; otherwise say work was lost
+            code = EXIT_ANSWERS_LOST
+        log.error(
+            "%d answer lines were not written to stdout (exit status %d)", answers.unwritten, code
+        )
     return code
 
 
@@ -314,8 +325,6 @@ class _Process:
             await self._stopped.wait()
             await self._flush_answers(max(self.options.grace, FORCED_FLUSH) if signalled else inf)
             outer.cancel_scope.cancel()
-        if self.answers.unwritten:
-            log.error("%d answer lines were not written to stdout", self.answers.unwritten)
         log.info("stopped (exit status %d)", self.exit_code)
         return self.exit_code
 

@@ -63,3 +63,22 @@ async def test_a_client_that_reads_no_answers_is_read_no_further_than_max_pendin
     assert [answer["id"] for answer in answers] == list(range(8)), cli.transcript()
     assert all(answer["ok"] for answer in answers)
     assert _turns_ended(cli) == 8
+
+
+async def test_answers_lost_to_a_closed_stdout_make_the_exit_status_3() -> None:
+    """The reader of stdout goes away (closes its end) and three requests are answered
+    into the broken pipe: the process serves on, logs how many answer lines were lost,
+    and exits 3 at end of input, so its supervisor learns that work was lost. Before:
+    the loss was logged and the exit status was 0, as for a clean drain."""
+    env = cli_env(PRIDE_TEST_REPLY_BYTES="3")
+    args = ("run", "tests.cli.app:wordy", "--no-status", "--exit-on-eof")
+    async with CLI.start(*args, env=env, read_stdout=False) as cli:
+        assert cli.process.stdout is not None
+        await cli.process.stdout.aclose()
+        for number in range(3):
+            await cli.send(_chat(number))
+        await cli.close_stdin()
+        assert await cli.exit_code() == 3, cli.transcript()
+    assert _turns_ended(cli) == 3
+    record = await cli.logged("answer lines were not written")
+    assert record["level"] == "ERROR" and record["message"].startswith("3 answer lines")
