@@ -17,6 +17,7 @@ from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure
 from ..messages.codec import parse_json
 from ._tables import (
+    RowTooLarge,
     check_seq,
     list_branches,
     list_names,
@@ -46,6 +47,7 @@ class Reads:
     """The conversation-reading half of [`BranchStore`][pride.store.BranchStore] (a base class)."""
 
     path: Path
+    max_row_bytes: int
     _next_seq: dict[str, int]
     _writer: Any
 
@@ -92,7 +94,7 @@ class Reads:
         Raises:
             StoreError: a stored row does not read back (a damaged file).
         """
-        found = await self._read(f"reading branch {name!r} from", load_branch, name)
+        found = await self._rows(name, load_branch)
         if found is None:
             return None
         header, rows = found
@@ -122,9 +124,7 @@ class Reads:
         """
         if self._writer is not None:
             await self.flush(name)
-        branch_id, rows, turns = await self._read(
-            f"reading branch {name!r} from", load_restore, name
-        )
+        branch_id, rows, turns = await self._rows(name, load_restore)
         if branch_id is not None and not _is_uuid(branch_id):
             raise StoreError(f"{self.path}: the id of branch {name!r} is not a UUID")
         messages = [self._message(name, seq, data) for seq, data in rows]
@@ -132,6 +132,21 @@ class Reads:
         if branch_id is not None and self._writer is not None:
             self._next_seq[name] = rows[-1][0] + 1 if rows else 0
         return branch_id, messages, turns
+
+    async def _rows(self, name: str, function: Any) -> Any:
+        """``function(db, name, max_row_bytes)`` read in one snapshot; a row over the
+        bound is refused with a `StoreError` naming it, its size and the fix."""
+        try:
+            return await self._read(
+                f"reading branch {name!r} from", function, name, self.max_row_bytes
+            )
+        except RowTooLarge as exc:
+            raise StoreError(
+                f"{self.path}: message row {exc.seq} of branch {name!r} holds {exc.size:,} "
+                f"bytes, more than max_row_bytes ({self.max_row_bytes:,}): it is not read; "
+                "open the store with a larger BranchStore(path, max_row_bytes=...) to read "
+                "it, or delete the branch"
+            ) from None
 
     def _message(self, name: str, seq: Any, data: Any) -> RoledMessage:
         if not isinstance(data, str) or not isinstance(seq, int):
@@ -151,7 +166,7 @@ class Reads:
         Raises:
             StoreError: a stored row is not a message (a damaged file).
         """
-        found = await self._read(f"reading branch {name!r} from", load_branch, name)
+        found = await self._rows(name, load_branch)
         if found is None:
             return []
         messages: list[RoledMessage] = []

@@ -21,8 +21,10 @@ from .flows import FlowOp, write_flows
 from .journal import JournalOp, StoredTurn, delete_branch_turns, load_turns, write_journal
 
 __all__ = [
+    "MAX_ROW_BYTES",
     "MAX_SEQ",
     "UPDATED_AT_GRAIN",
+    "RowTooLarge",
     "check_seq",
     "list_branches",
     "list_names",
@@ -120,6 +122,11 @@ def _insert(db: sqlite3.Connection, rows: list[Row]) -> None:
         db.execute(_INSERT + ",".join(["(?,?,?,?)"] * len(chunk)), list(chain(*chunk)))
 
 
+MAX_ROW_BYTES = 64 * 1024 * 1024
+"""The largest message row a store writes or reads by default (64 MiB of JSON): twice
+what one provider reply may hold, far past what a model can be sent, and a bound on
+what loading one row of a branch costs (`BranchStore`'s ``max_row_bytes``)."""
+
 MAX_SEQ = 2**53
 """The largest number of a stored message (or flow event) a store reads back (the
 least is 0). The next one is numbered from the largest stored plus one, so a number
@@ -209,27 +216,45 @@ def turn_branch(db: sqlite3.Connection, turn_id: str) -> str | None:
 
 
 def load_restore(
-    db: sqlite3.Connection, name: str
+    db: sqlite3.Connection, name: str, max_row_bytes: int
 ) -> tuple[Any, list[tuple[int, Any]], list[StoredTurn]]:
     """What restoring ``name`` reads, in one snapshot: its branch id (None when it is
     not stored), its message rows in order and its unfinished turns; each through
     an index (the primary keys, ``turns_by_branch``)."""
     row = db.execute("SELECT branch_id FROM branches WHERE name=?", (name,)).fetchone()
-    rows = (
-        []
-        if row is None
-        else list(
-            db.execute("SELECT seq, data FROM messages WHERE branch_name=? ORDER BY seq", (name,))
-        )
-    )
+    rows = [] if row is None else _message_rows(db, name, max_row_bytes)
     return (None if row is None else row[0]), rows, load_turns(db, name)
 
 
-def load_branch(db: sqlite3.Connection, name: str) -> tuple[Any, list[tuple[int, Any]]] | None:
+def load_branch(
+    db: sqlite3.Connection, name: str, max_row_bytes: int
+) -> tuple[Any, list[tuple[int, Any]]] | None:
     row = db.execute("SELECT projection FROM branches WHERE name=?", (name,)).fetchone()
     if row is None:
         return None
-    rows = list(
-        db.execute("SELECT seq, data FROM messages WHERE branch_name=? ORDER BY seq", (name,))
-    )
-    return row[0], rows
+    return row[0], _message_rows(db, name, max_row_bytes)
+
+
+class RowTooLarge(Exception):
+    """A stored message row over the reader's bound: ``seq`` and ``size`` (bytes)."""
+
+    def __init__(self, seq: Any, size: int) -> None:
+        super().__init__(seq, size)
+        self.seq = seq
+        self.size = size
+
+
+def _message_rows(db: sqlite3.Connection, name: str, max_row_bytes: int) -> list[tuple[int, Any]]:
+    """The message rows of ``name`` in order; a row over ``max_row_bytes`` is measured
+    by SQLite and never handed to Python (raises `RowTooLarge`)."""
+    rows = []
+    for seq, size, data in db.execute(
+        "SELECT seq, length(CAST(data AS BLOB)) AS size, "
+        "CASE WHEN length(CAST(data AS BLOB)) > ? THEN NULL ELSE data END "
+        "FROM messages WHERE branch_name=? ORDER BY seq",
+        (max_row_bytes, name),
+    ):
+        if isinstance(size, int) and size > max_row_bytes:
+            raise RowTooLarge(seq, size)
+        rows.append((seq, data))
+    return rows

@@ -81,11 +81,18 @@ from ._journals import Journals
 from ._queue import WriteQueue
 from ._reads import Reads, StoredBranch
 from ._rows import projection_text
-from ._tables import message_count, write_batch
+from ._tables import MAX_ROW_BYTES, message_count, write_batch
 from .flows import FlowOp, StoredFlow
 from .journal import JournalOp, StoredTurn
 
-__all__ = ["SCHEMA_VERSION", "BranchStore", "StoredBranch", "StoredFlow", "StoredTurn"]
+__all__ = [
+    "MAX_ROW_BYTES",
+    "SCHEMA_VERSION",
+    "BranchStore",
+    "StoredBranch",
+    "StoredFlow",
+    "StoredTurn",
+]
 
 StoredBranch.__module__ = __name__  # its public home (it is defined beside the reads)
 
@@ -115,6 +122,16 @@ class BranchStore(Journals, Reads):
         path: the store file.
         read_only: read a store (perhaps one another process is writing)
             without locking, creating or changing anything; writes raise.
+        max_row_bytes: the largest message row (its JSON, in UTF-8 bytes) written
+            or read; default `MAX_ROW_BYTES`. A message over it (a runaway tool
+            result) is not stored, and the next flush of its branch fails with
+            [`StoreError`][pride.StoreError] naming its size, as for any message
+            that cannot be stored; a stored row over it (from a store with a
+            larger bound, or a damaged file) is refused where it is read, with
+            [`StoreError`][pride.StoreError], without being read into memory.
+
+    Raises:
+        ValueError: ``max_row_bytes`` is not a positive int.
 
     Raises (on open):
         StoreLocked: another process (or open store) is writing the file.
@@ -122,9 +139,16 @@ class BranchStore(Journals, Reads):
             database, or is a database of another application or schema version.
     """
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, max_row_bytes: int = MAX_ROW_BYTES
+    ) -> None:
+        if isinstance(max_row_bytes, bool) or not isinstance(max_row_bytes, int):
+            raise ValueError(f"max_row_bytes must be a positive int, got {max_row_bytes!r}")
+        if max_row_bytes < 1:
+            raise ValueError(f"max_row_bytes must be a positive int, got {max_row_bytes!r}")
         self.path = Path(path)
         self.read_only = read_only
+        self.max_row_bytes = max_row_bytes
         self._reader: sqlite3.Connection | None = None
         self._reading = trio.Lock()  # one read at a time on the read connection
         self._writer: Writer | None = None
@@ -233,6 +257,17 @@ class BranchStore(Journals, Reads):
                 error = StoreError(
                     f"message {message.id} of branch {branch_name!r} cannot be stored in "
                     f"{self.path}: {exc}"
+                )
+                log.error("%s", error)
+                self._queue.refuse(branch_name, error)
+                continue
+            size = _utf8_size(data, self.max_row_bytes)
+            if size > self.max_row_bytes:
+                error = StoreError(
+                    f"message {message.id} of branch {branch_name!r} is at least {size:,} bytes "
+                    f"as a row, more than max_row_bytes ({self.max_row_bytes:,}) of {self.path}: "
+                    "it is not stored; bound what the tool or model returns, or open the "
+                    "store with a larger BranchStore(path, max_row_bytes=...)"
                 )
                 log.error("%s", error)
                 self._queue.refuse(branch_name, error)
@@ -460,6 +495,14 @@ def _snapshot(db: sqlite3.Connection, function: Any, *args: Any) -> Any:
     finally:
         if db.in_transaction:
             db.execute("ROLLBACK")  # nothing to keep: it only read
+
+
+def _utf8_size(text: str, bound: int) -> int:
+    """The UTF-8 size of ``text``, or its length when that alone passes ``bound`` (a
+    character is one to four bytes: a runaway row is not encoded to be measured)."""
+    if len(text) > bound or len(text) * 4 <= bound:
+        return len(text)
+    return len(text.encode("utf-8", errors="surrogatepass"))
 
 
 def _stored_replaced(branch_name: str, message: RoledMessage, why: InvalidMessage) -> None:

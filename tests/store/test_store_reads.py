@@ -159,7 +159,7 @@ async def test_a_load_is_one_snapshot(tmp_path: Path, monkeypatch: pytest.Monkey
                 release.wait(10)
             return cursor
 
-    monkeypatch.setattr(reads_module, "load_branch", lambda db, name: real_load(Paused(db), name))
+    monkeypatch.setattr(reads_module, "load_branch", lambda db, *args: real_load(Paused(db), *args))
     async with BranchStore(tmp_path / "store.db") as store:
         await store.save_branch("ada", "id", {"v": 1}, [Instruction(instruction="old")])
         loaded: list[Any] = []

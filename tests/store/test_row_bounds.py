@@ -1,0 +1,80 @@
+"""A store's bound on the size of one row (``BranchStore(max_row_bytes=...)``).
+
+Without one, a runaway tool result (hundreds of megabytes) was written as a row,
+and every later load of the branch read it whole: the process that restored the
+branch took the row's size several times over, and a row too big for memory ended
+the load in a MemoryError instead of an error naming the row.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pride import Branch, Session, StoreError
+from pride.store import BranchStore
+from tests.helpers import echo_model
+
+BOUND = 4096
+
+
+async def test_a_message_over_max_row_bytes_fails_its_turn_and_is_not_stored(
+    tmp_path: Path,
+) -> None:
+    """A tool result of 10,000 characters under max_row_bytes=4096: the act fails with
+    StoreError naming the row's size, the bound and the fix; the branch serves on, and
+    the store holds every row but that one."""
+    path = tmp_path / "store.db"
+
+    def dump() -> str:
+        """A runaway result."""
+        return "x" * 10_000
+
+    def small() -> str:
+        """A small result."""
+        return "ok"
+
+    async with BranchStore(path, max_row_bytes=BOUND) as bounded, Session(store=bounded) as session:
+        branch = await session.spawn(
+            Branch(name="ada", chat_model=echo_model(), tools=[dump, small])
+        )
+        with pytest.raises(StoreError) as caught:
+            await branch.act({"function": "dump", "arguments": {}})
+        text = str(caught.value)
+        assert "max_row_bytes (4,096)" in text and re.search(r"10,\d{3} bytes", text), text
+        await branch.act({"function": "small", "arguments": {}})  # serves on
+    async with BranchStore(path) as store:
+        stored = await store.load_messages("ada")
+    assert [getattr(m, "output", None) for m in stored] == [None, None, "ok"]
+
+
+async def test_a_stored_row_over_max_row_bytes_is_refused_where_it_is_read(
+    tmp_path: Path,
+) -> None:
+    """A row of 10,000 bytes in the file (written by a store with a larger bound, or by
+    hand) is refused by a store opened with max_row_bytes=4096: load, load_messages and
+    spawn's restore raise StoreError naming the row, its size and the fix, and the
+    row is never read into the process. With the default bound it loads."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await ada.chat_and_record("y" * 10_000)
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        for read in (store.load, store.load_messages):
+            with pytest.raises(
+                StoreError, match=r"message row 0 of branch 'ada' holds 10,\d+ bytes"
+            ):
+                await read("ada")
+    async with BranchStore(path, max_row_bytes=BOUND) as bounded, Session(store=bounded) as session:
+        with pytest.raises(StoreError, match="max_row_bytes"):
+            await session.spawn(Branch(name="ada", chat_model=echo_model()))
+    async with BranchStore(path) as store:
+        assert len(await store.load_messages("ada")) == 2
+
+
+def test_max_row_bytes_must_be_a_positive_int(tmp_path: Path) -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="max_row_bytes"):
+            BranchStore(tmp_path / "s.db", max_row_bytes=bad)  # type: ignore[arg-type]
