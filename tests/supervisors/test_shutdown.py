@@ -233,3 +233,35 @@ async def test_including_a_standalone_branch_while_the_session_stops_leaves_it_s
                     await session.include(solo)
         with trio.fail_after(60):
             assert await solo.chat_and_record("still there") == "re: still there"
+
+
+@pytest.mark.parametrize("where", ["grandchild subscriber", "grandchild hook", "root subscriber"])
+async def test_stop_of_a_session_two_levels_up_from_a_lifecycle_handler_returns_at_once(
+    where: str, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lifecycle handler of a grandchild session (or the root's, seeing the
+    grandchild's signal) that stops the root: the stop is asked and the handler goes
+    on at once, as one level up did already; the whole tree stops."""
+    session, recorder = observed()
+    returned = trio.Event()
+
+    async def stop_it(_: Any) -> None:
+        await session.stop()
+        returned.set()
+
+    async with session:
+        child = await session.spawn_session("child")
+        grandchild = await child.spawn_session("grandchild")
+        target = session if where == "root subscriber" else grandchild
+        if where == "grandchild hook":
+            target.hooks.on("branch_start", stop_it)
+        else:
+            target.observe(pride.BranchStarted, handler=stop_it)
+        started = trio.current_time()
+        await grandchild.spawn(Branch(name="a", chat_model=echo_model()))
+        with trio.fail_after(60):
+            await returned.wait()
+        assert trio.current_time() == pytest.approx(started)
+    assert "took over" not in caplog.text
+    assert not session.running and not child.running and not grandchild.running
+    assert [s.reason for s in recorder.of(BranchStopped) if s.branch_name == "a"] == ["shutdown"]
