@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import select
 import sys
 import threading
 import time
@@ -298,10 +299,17 @@ def _soon(token: trio.lowlevel.TrioToken, wake: Callable[[], None]) -> None:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` (``os.write`` may write part of it), in a worker thread."""
+    """Write all of ``data`` (``os.write`` may write part of it), in a worker thread.
+
+    The descriptor may be non-blocking: ``pride mcp`` over stdio makes its stdout
+    so, and a terminal (or ``2>&1``) shares that open file with stderr. Then a full
+    pipe is waited for here, in the thread, never taken for a broken stderr."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            select.select([], [fd], [])
 
 
 def say(text: str) -> None:

@@ -74,3 +74,52 @@ async def test_issue36_pride_run_writes_strict_json_when_usage_sums_to_infinity(
         if line.startswith("{"):
             parse_json(line)  # raises InvalidMessage on NaN or Infinity
     assert all("Infinity" not in line and "NaN" not in line for line in lines)
+
+
+async def test_records_wait_for_a_non_blocking_stderr_that_is_full() -> None:
+    """stderr shares its open file with a non-blocking stdout (``pride mcp`` over stdio
+    makes stdout non-blocking; a terminal or ``2>&1`` shares it): records written while
+    the pipe is full wait for it and all arrive, in order, instead of the first
+    EAGAIN taking stderr for broken and dropping every later record."""
+    import logging
+    import os
+    import sys
+
+    import trio
+
+    from pride.cli._logs import StderrHandler, write_off_the_loop
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    handler = StderrHandler()
+    logger = logging.getLogger("tests.cli.nonblocking")
+    logger.propagate = False
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    root = logging.getLogger()
+    root.addHandler(handler)  # where write_off_the_loop finds it
+    original = sys.stderr
+    stream = os.fdopen(write_end, "w", closefd=False)
+    received = bytearray()
+
+    async def main() -> None:
+        for number in range(400):  # 400 records of ~300 bytes: past a 64 KiB pipe
+            logger.info("record %d %s", number, "x" * 200)
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(30):  # a hang guard: before, the records stopped coming
+            while received.count(b"\n") < 400:  # the reader catches up: the writer goes on
+                read = trio.to_thread.run_sync(os.read, read_end, 1 << 20, abandon_on_cancel=True)
+                received.extend(await read)
+
+    try:
+        sys.stderr = stream
+        await write_off_the_loop(main)
+    finally:
+        sys.stderr = original
+        root.removeHandler(handler)
+        logger.removeHandler(handler)
+        stream.close()
+        os.close(read_end)
+        os.close(write_end)
+    lines = bytes(received).decode().splitlines()
+    assert [line.split()[1] for line in lines] == [str(n) for n in range(400)]
