@@ -148,6 +148,8 @@ class TurnState:
             (`pride.actors.model_call.unique_call_ids`).
         gathering: the context providers are being asked (a provider's own
             nested model call must not ask them again).
+        writing_back: the providers' writeback hooks are running (an operate a
+            hook runs on the branch, nested in the turn, must not call them again).
     """
 
     context: TurnExecutionContext
@@ -162,6 +164,7 @@ class TurnState:
     suspended: bool = False
     call_ids: set[str] | None = attrs.field(default=None, repr=False)
     gathering: bool = attrs.field(default=False, repr=False)
+    writing_back: bool = attrs.field(default=False, repr=False)
 
     @property
     def input_tokens(self) -> int:

@@ -27,6 +27,7 @@ over this view, is `pride.actors.dispatch`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -63,6 +64,9 @@ if TYPE_CHECKING:
 __all__ = ["BranchTurn"]
 
 _M = TypeVar("_M", bound=RoledMessage)
+
+
+log = logging.getLogger("pride.context")
 
 
 class BranchTurn:
@@ -239,10 +243,32 @@ class BranchTurn:
         context.provider_blocks = tuple(report.blocks)
 
     async def writeback_context(self, responses: Sequence[Any]) -> None:
-        """After actions produced responses, let providers persist what they learned."""
+        """After actions produced responses, let providers persist what they learned.
+
+        Not from inside a writeback: a hook may run operate on the branch (inline,
+        nested in the turn), and that operate's own writeback called the hooks again,
+        from their own call, without bound (each level a model and a tool call, until
+        Python's recursion limit). Its responses are not written back (logged)."""
         branch = self._branch
-        if branch.has_providers and any(response is not None for response in responses):
+        if not branch.has_providers or all(response is None for response in responses):
+            return
+        scope = self._scope
+        state = scope.state if scope is not None else None
+        if state is not None and state.writing_back:
+            log.info(
+                "branch %r: %d action responses of an operate run by a writeback hook are "
+                "not written back (no writeback from inside a writeback)",
+                branch.name,
+                len(responses),
+            )
+            return
+        if state is not None:
+            state.writing_back = True
+        try:
             await branch.providers.gather_writeback(branch, list(responses))
+        finally:
+            if state is not None:
+                state.writing_back = False
 
     # ------------------------------------------------------------ model calls
 

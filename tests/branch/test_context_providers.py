@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import pytest
+import trio
 
 from pride import Branch, Instruction, ScriptedModel
 from pride.context import (
@@ -475,3 +476,38 @@ async def test_no_writeback_when_every_response_is_none() -> None:
     await registry.gather_writeback(Branch(chat_model="scripted"), [])
     await registry.gather_writeback(Branch(chat_model="scripted"), [None, None])
     assert journal == []
+
+
+async def test_a_writeback_that_operates_on_the_branch_runs_once_per_turn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A writeback hook may run operate on the branch itself (inline, part of the
+    turn): when that nested operate's model asks for a tool, the nested operate's own
+    writeback called the hook again, from its own call, without bound (each level a
+    model call and a tool call). The hook now runs once per turn: the nested operate
+    inside it does not write back."""
+    calls: list[int] = []
+
+    class Noter:
+        async def provide(self, branch: Branch, instruction: Instruction) -> None:
+            return None
+
+        async def writeback(self, branch: Branch, action_responses: list[Any]) -> None:
+            calls.append(len(action_responses))
+            await branch.operate("note what you learned", actions=True, max_rounds=1)
+
+    def add(a: int, b: int = 0) -> int:
+        """Add."""
+        return a + b
+
+    def reply(_: object) -> Any:  # every model call asks for a tool
+        return ToolCall("add", {"a": 2, "b": 3})
+
+    model = ScriptedModel(reply)
+    async with Branch(chat_model=model, system="s", tools=[add]) as branch:
+        branch.providers.register(Noter())
+        with trio.fail_after(10):
+            await branch.operate("sum", actions=True, max_rounds=1)
+        await branch.operate("again", actions=True, max_rounds=1)  # the next turn writes back
+    assert calls == [1, 1], calls
+    assert "writeback of context provider" not in caplog.text
