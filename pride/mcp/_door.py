@@ -225,7 +225,14 @@ def door(
             nonlocal answered
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 answered = True
-            await send(message)
+            try:
+                await send(message)
+            except ClientStalled:
+                # Taken for gone, as a closed connection is: its calls' turns end now,
+                # not after running on for nobody.
+                if not answered and keys:
+                    departures.depart(keys)
+                raise
 
         await endpoint(scope, replay, sent)
 

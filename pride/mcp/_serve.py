@@ -60,7 +60,7 @@ from ..messages.limits import check_untrusted, image_url_prefixes
 from ..messages.origins import Guard
 from ..tools import Tool
 from ._describe import ask_description
-from ._door import Departures, door
+from ._door import SEND_TIMEOUT, Departures, door
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 from ._tool import local_name
 
@@ -326,6 +326,7 @@ async def serve_mcp(
     image_urls: Sequence[str] = (),
     allow_hosts: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
+    send_timeout: float = SEND_TIMEOUT,
     task_status: trio.TaskStatus[str | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``session``'s branches named in ``expose`` to MCP clients, until cancelled.
@@ -340,7 +341,9 @@ async def serve_mcp(
     with 421 and one from a foreign browser ``Origin`` with 403, against DNS
     rebinding (`pride.messages.origins`); ``allow_hosts`` and
     ``allow_origins`` name more to accept (a reverse proxy's name, ``*`` for
-    any).
+    any). An HTTP client that takes none of an answer's bytes for
+    ``send_timeout`` seconds (default `SEND_TIMEOUT`, 30) is taken for gone:
+    its calls' turns are cancelled, as a client's whose connection closed.
 
     Started with ``await nursery.start(serve_mcp, ...)``, it reports the
     endpoint's URL once the socket listens (with the port actually bound,
@@ -365,6 +368,7 @@ async def serve_mcp(
         port=http,
         allowed=(allow_hosts, allow_origins),
         departures=exposed.departures,
+        send_timeout=send_timeout,
         task_status=task_status,
     )
 
@@ -468,6 +472,7 @@ async def _serve_http(
     port: int,
     allowed: tuple[Sequence[str], Sequence[str]],
     departures: Departures,
+    send_timeout: float,
     task_status: trio.TaskStatus[str | None],
 ) -> None:
     from hypercorn.trio import serve
@@ -483,7 +488,7 @@ async def _serve_http(
         # that reads nothing ends when hypercorn, stopping, closes its connection.
         with listening:
             async with trio.open_nursery() as writes, manager.run():
-                app = door(guard, departures, manager.handle_request, writes)
+                app = door(guard, departures, manager.handle_request, writes, send_timeout)
                 await serve(app, config, task_status=_Endpoint(task_status))
     except BaseExceptionGroup as group:
         # hypercorn's nurseries and the session manager's task group each wrap

@@ -431,3 +431,56 @@ async def test_sigterm_is_not_held_by_an_http_client_that_stops_reading() -> Non
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_an_http_client_that_reads_nothing_past_send_timeout_has_its_call_cancelled() -> None:
+    """A client starts a long call with a progress token and reads nothing of its
+    answer: its progress fills the socket buffers, and past ``send_timeout`` (0.5 s
+    here, 30 s by default) the client is taken for gone, which cancels its call's turn,
+    as a client whose connection closed has its turn cancelled. Before: the stall was
+    logged and the turn ran on to its end for nobody."""
+    from pride import RunEnd, RunFailed, Session
+    from pride.mcp import serve_mcp
+    from tests.mcp.app import build
+
+    ended: list[RunEnd | RunFailed] = []
+    done = trio.Event()
+
+    def on_end(event: RunEnd | RunFailed) -> None:
+        if event.branch_name == "helper":
+            ended.append(event)
+            done.set()
+
+    async with Session() as session:
+        await build(session)
+        session.observe(RunEnd, RunFailed, handler=on_end)
+        async with trio.open_nursery() as nursery:
+            serving = functools.partial(serve_mcp, session, ["helper"], http=0, send_timeout=0.5)
+            url = await nursery.start(serving)
+            port = int(url.removeprefix("http://127.0.0.1:").removesuffix("/mcp"))
+            hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+            hello["clientInfo"] = {"name": "stalled", "version": "0"}
+            with trio.socket.socket() as opening, trio.socket.socket() as stalled:
+                await opening.connect(("127.0.0.1", port))
+                await opening.send(_post(port, {"id": 0, "method": "initialize", "params": hello}))
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = await opening.recv(65536)
+                    assert chunk, head
+                    head += chunk
+                [sid] = [
+                    line.split(b":", 1)[1].strip().decode()
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"mcp-session-id:")
+                ]
+                stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                await stalled.connect(("127.0.0.1", port))
+                call: dict[str, Any] = {"name": "helper_crunch", "arguments": {"count": 10**6}}
+                call["_meta"] = {"progressToken": 7}
+                request = {"id": 1, "method": "tools/call", "params": call}
+                await stalled.send(_post(port, request, sid))
+                with trio.fail_after(30):  # a hang guard; the turn ends ~0.5 s after the stall
+                    await done.wait()
+            nursery.cancel_scope.cancel()
+    [end] = ended
+    assert isinstance(end, RunFailed) and end.error_type == "TurnCancelled", end
