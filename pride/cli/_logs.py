@@ -323,6 +323,13 @@ def say(text: str) -> None:
         handler.say(text)
 
 
+def _terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def _handlers() -> list[StderrHandler]:
     return [h for h in logging.getLogger().handlers if isinstance(h, StderrHandler)]
 
@@ -331,10 +338,17 @@ async def write_off_the_loop(main: Callable[..., Awaitable[R]], *args: Any) -> R
     """Run ``main(*args)`` with the `StderrHandler` records written off the
     event loop (see `StderrHandler`); ``trio.run(write_off_the_loop, main, ...)``.
 
-    On the way out the records still queued get at most `FLUSH` seconds (shielded) to
-    be written; past it stderr is taken for stuck and later records are dropped.
+    When stderr is a terminal, records are written at once as before (in order
+    with the status line drawn on it). On the way out the records still queued
+    get at most `FLUSH` seconds (shielded) to be written; past it stderr is taken
+    for stuck and later records are dropped.
     Whatever ``main`` raises is raised as itself, never in a group.
     """
+    if _terminal():
+        # A terminal is read as it is written (its only stall is the user's Ctrl-S), and
+        # the live status line draws on it from the loop: records written there at
+        # once stay in order with it.
+        return await main(*args)
     handlers = _handlers()
     failure: BaseException | None = None
     result: R | None = None
