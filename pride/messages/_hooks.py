@@ -24,6 +24,7 @@ from ._json import JsonPath, json_path, number_problem
 from .budget import BUDGET_FIELDS, Budget, limit_problem
 
 __all__ = [
+    "MAX_ITEM_PROBLEMS",
     "OPTIONS_MODEL",
     "Problem",
     "call_kwargs",
@@ -46,6 +47,13 @@ __all__ = [
     "unstructure_model_spec",
     "unstructure_response_format",
 ]
+
+
+MAX_ITEM_PROBLEMS = 10
+"""How many bad items of one list or object are named before the rest is left
+unchecked. Each refused item keeps an exception with its notes until the error is
+built (60 µs and about 80 bytes of error text each): a request of 16 MB, every item
+bad, would hold the event loop for minutes; ten say what is wrong as well."""
 
 
 class Problem(Exception):
@@ -268,13 +276,15 @@ def tuple_hook(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any, An
         def structure_tuple(value: Any, _: Any) -> tuple[Any, ...]:
             if not isinstance(value, list | tuple):
                 raise Problem(f"expected a list, got {type_name(value)}")
-            items, errors = [], []
+            items: list[Any] = []
+            errors: list[Exception] = []
             for index, item in enumerate(value):
                 try:
                     items.append(converter.structure(item, item_type))
                 except Exception as exc:
                     exc.add_note(IterableValidationNote(f"@ index {index}", index, item_type))
-                    errors.append(exc)
+                    if _enough(errors, exc, more=index + 1 < len(value)):
+                        break
             if errors:
                 raise IterableValidationError(f"While structuring {tp!r}", errors, tp)
             return tuple(items)
@@ -293,15 +303,17 @@ def mapping_hook(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any, 
         def structure_mapping(value: Any, _: Any) -> dict[str, Any]:
             if not isinstance(value, Mapping):
                 raise Problem(f"expected an object, got {type_name(value)}")
-            out, errors = {}, []
-            for key, item in value.items():
+            out: dict[str, Any] = {}
+            errors: list[Exception] = []
+            for index, (key, item) in enumerate(value.items()):
                 if not isinstance(key, str):
                     raise Problem(f"expected string keys, got {type_name(key)}")
                 try:
                     out[key] = converter.structure(item, value_type)
                 except Exception as exc:
                     exc.add_note(AttributeValidationNote(f"@ key {key!r}", key, value_type))
-                    errors.append(exc)
+                    if _enough(errors, exc, more=index + 1 < len(value)):
+                        break
             if errors:
                 raise IterableValidationError(f"While structuring {tp!r}", errors, tp)
             return out
@@ -309,3 +321,20 @@ def mapping_hook(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any, 
         return structure_mapping
 
     return factory
+
+
+def _enough(errors: list[Exception], exc: Exception, *, more: bool) -> bool:
+    """Add ``exc`` to a container's ``errors``; True once `MAX_ITEM_PROBLEMS` are
+    there, with (when ``more`` items follow) a last problem saying they were not
+    checked, named by the container's own path."""
+    errors.append(exc)
+    if len(errors) < MAX_ITEM_PROBLEMS:
+        return False
+    if more:
+        errors.append(
+            Problem(
+                f"{MAX_ITEM_PROBLEMS} items were refused; the items after the "
+                f"{MAX_ITEM_PROBLEMS}th were not checked (fix these first)"
+            )
+        )
+    return True

@@ -15,8 +15,10 @@ not accept ``True`` or ``"5"``; numbers are finite and integers fit in 64
 bits, and text is read and written as strict JSON (`_json`); the hooks that
 check each value are in `_hooks`. Any problem raises one
 [`InvalidMessage`][pride.InvalidMessage] naming every offending path, e.g.
-``Chat.instruction: expected str, got int``; a half-built object is never
-returned and no raw cattrs or ``KeyError`` escapes.
+``Chat.instruction: expected str, got int`` (of one list or object, the first
+`MAX_ITEM_PROBLEMS` bad items, then a line saying the rest was not checked:
+hostile data of all bad items is refused at once, not item by item to its end);
+a half-built object is never returned and no raw cattrs or ``KeyError`` escapes.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 from . import commands, conversation, reasoning, signals
 from ._errors import InvalidMessage
 from ._hooks import (
+    MAX_ITEM_PROBLEMS,
     OPTIONS_MODEL,
     Problem,
     call_kwargs,
@@ -79,6 +82,7 @@ from .budget import Budget
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_ITEM_PROBLEMS",
     "TAG",
     "dump_json",
     "from_json",
@@ -382,7 +386,8 @@ def structure(data: Any, tp: type[T] | Any) -> T:
     ``Command``, ``Signal``) or a container of them (``list[RoledMessage]``).
 
     Raises:
-        InvalidMessage: naming every offending path.
+        InvalidMessage: naming every offending path (at most `MAX_ITEM_PROBLEMS`
+            items of one list or object).
     """
     try:
         return typing.cast(T, _converter().structure(data, tp))
