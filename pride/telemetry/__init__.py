@@ -32,6 +32,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     raise ImportError("pride's tracing needs OpenTelemetry: pip install 'pride[otel]'") from exc
 
 from .._public import publish as _publish
+from ._content import (
+    CONTENT_LIMIT as CONTENT_LIMIT,
+    ERROR_LIMIT as ERROR_LIMIT,
+    VALUE_LIMIT as VALUE_LIMIT,
+)
 from ._export import otlp_provider as otlp_provider
 from ._tracer import (
     CAPTURE_CONTENT_ENV as CAPTURE_CONTENT_ENV,
@@ -43,6 +48,9 @@ from ._tracer import (
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
+    "CONTENT_LIMIT",
+    "ERROR_LIMIT",
+    "VALUE_LIMIT",
     "PrideTracer",
     "instrument",
     "instrumented",

@@ -18,13 +18,21 @@ from opentelemetry import context as otel_context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from ..llm import retry_listener
-from ._content import as_json, clip, input_messages, output_messages
+from ._content import (
+    VALUE_LIMIT,
+    as_json,
+    clip,
+    clip_error,
+    clip_stack,
+    input_messages,
+    output_messages,
+)
 
 if TYPE_CHECKING:
     from ..llm import ModelRequest, ModelResponse, RetryNotice, iModel
     from ..messages import ActionCall
 
-__all__ = ["Call", "CallOwner", "ModelCall", "ToolCall"]
+__all__ = ["Call", "CallOwner", "ModelCall", "ToolCall", "record_error"]
 
 log = logging.getLogger("pride.telemetry")
 
@@ -87,10 +95,7 @@ class Call:
         try:
             if span is not None:
                 if exc is not None:
-                    span.set_attribute("error.type", type(exc).__name__)
-                    if isinstance(exc, Exception):
-                        span.record_exception(exc)
-                    span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+                    record_error(span, exc, exception=isinstance(exc, Exception))
                 span.end()
         except Exception:
             log.exception("could not end a call span")
@@ -104,6 +109,19 @@ class Call:
 
     def result(self, output: Any) -> None:
         """A tool's output (see `ToolCall`)."""
+
+
+def record_error(span: Span, error: BaseException, *, exception: bool) -> None:
+    """Mark ``span`` failed by ``error``: ``error.type``, an ``ERROR`` status and (when
+    ``exception``) the exception event, its texts cut (`clip_error`, `clip_stack`):
+    an error quotes what it was given, and what a model or a provider gave is hostile."""
+    span.set_attribute("error.type", type(error).__name__)
+    text = clip_error(error)
+    if exception:
+        span.record_exception(
+            error, {"exception.message": text, "exception.stacktrace": clip_stack(error)}
+        )
+    span.set_status(Status(StatusCode.ERROR, text))
 
 
 class ModelCall(Call):
@@ -194,13 +212,16 @@ class ModelCall(Call):
             return
         try:
             usage = response.usage
+            # The model's name and finish reason are the provider's bytes: cut.
             attributes: dict[str, Any] = {
-                "gen_ai.response.model": response.model or self._model.model,
+                "gen_ai.response.model": clip(response.model or self._model.model, VALUE_LIMIT),
                 "gen_ai.usage.input_tokens": usage.input_tokens,
                 "gen_ai.usage.output_tokens": usage.output_tokens,
             }
             if response.finish_reason:
-                attributes["gen_ai.response.finish_reasons"] = (response.finish_reason,)
+                attributes["gen_ai.response.finish_reasons"] = (
+                    clip(response.finish_reason, VALUE_LIMIT),
+                )
             if usage.cached_tokens:
                 attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
             if usage.cache_write_tokens:
@@ -236,8 +257,8 @@ class ToolCall(Call):
                 "gen_ai.tool.type": "function",
             }
         )
-        if call.call_id:
-            attributes["gen_ai.tool.call.id"] = call.call_id
+        if call.call_id:  # the model's (the provider's bytes): cut
+            attributes["gen_ai.tool.call.id"] = clip(call.call_id, VALUE_LIMIT)
         if self._description:
             attributes["gen_ai.tool.description"] = self._description
         if self.turn.capture_content:

@@ -6,6 +6,7 @@ JSON text, clipped to `CONTENT_LIMIT` characters.
 
 from __future__ import annotations
 
+import traceback
 from typing import TYPE_CHECKING, Any
 
 from ..messages.codec import dump_json
@@ -13,10 +14,29 @@ from ..messages.codec import dump_json
 if TYPE_CHECKING:
     from ..llm import ModelRequest, ModelResponse
 
-__all__ = ["CONTENT_LIMIT", "as_json", "clip", "input_messages", "output_messages"]
+__all__ = [
+    "CONTENT_LIMIT",
+    "ERROR_LIMIT",
+    "VALUE_LIMIT",
+    "as_json",
+    "clip",
+    "clip_error",
+    "clip_stack",
+    "input_messages",
+    "output_messages",
+]
 
 CONTENT_LIMIT = 16_384
-"""Characters of one recorded content attribute."""
+"""Characters of one recorded content attribute (and of an exception's stack trace)."""
+
+VALUE_LIMIT = 256
+"""Characters of a name or an id a provider sent (a tool call's id, the model it
+says answered, a finish reason) as it is put on a span: its bytes are hostile, and
+every span goes to a collector, with content capture on or off."""
+
+ERROR_LIMIT = 1_024
+"""Characters of an error's text on a span (its status, its exception event's
+message): errors quote what they were given, a tool's arguments a model wrote."""
 
 
 def as_json(value: Any) -> str:
@@ -25,10 +45,31 @@ def as_json(value: Any) -> str:
     return dump_json(value, replace=True)
 
 
-def clip(text: str) -> str:
+def clip(text: str, limit: int = CONTENT_LIMIT) -> str:
+    """``text`` cut at ``limit`` characters, saying how many it left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+def clip_error(error: BaseException) -> str:
+    """An error's text for a span's status or exception event (its class name if it
+    has none), cut at `ERROR_LIMIT`."""
+    try:
+        text = str(error)
+    except Exception:  # a hostile __str__ does not take the span down
+        text = ""
+    return clip(text or type(error).__name__, ERROR_LIMIT)
+
+
+def clip_stack(error: BaseException) -> str:
+    """The error's stack trace as the SDK records it, its head and tail kept within
+    `CONTENT_LIMIT` (the tail holds the innermost frames and the message)."""
+    text = "".join(traceback.format_exception(error))
     if len(text) <= CONTENT_LIMIT:
         return text
-    return text[:CONTENT_LIMIT] + f"... ({len(text) - CONTENT_LIMIT} more characters)"
+    half = CONTENT_LIMIT // 2
+    return f"{text[:half]}\n... ({len(text) - 2 * half} characters left out) ...\n{text[-half:]}"
 
 
 def input_messages(request: ModelRequest) -> str:

@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context, propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from .._version import __version__
 from ..actors import instrument as slot
-from ._calls import Call, ModelCall, ToolCall
+from ._calls import Call, ModelCall, ToolCall, record_error
 
 if TYPE_CHECKING:
     from ..actors.instrument import TracedBranch
@@ -255,10 +255,7 @@ class _Turn:
                 else:
                     outcome = "cancelled" if cancelled else "failed"
                     span.set_attribute("pride.outcome", outcome)
-                    span.set_attribute("error.type", type(failure).__name__)
-                    if not cancelled:
-                        span.record_exception(failure)
-                    span.set_status(Status(StatusCode.ERROR, str(failure)))
+                    record_error(span, failure, exception=not cancelled)
                 span.end()
         except Exception:
             log.exception("could not end the span of turn %s", self._turn_id)

@@ -17,6 +17,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import pride
 import pride.telemetry
+import pride.testing
 from pride import (
     Act,
     ActionCall,
@@ -465,3 +466,75 @@ async def test_issue36_recorded_content_is_strict_json(spans: Spans) -> None:
         for name, value in (span.attributes or {}).items():
             if name.startswith("gen_ai.") and isinstance(value, str) and value[:1] in "[{":
                 parse_json(value)
+
+
+def lookup(query: str) -> str:
+    """Look the query up (a tool whose error says what it was given, as many do)."""
+    raise LookupError(f"nothing found for {query!r}")
+
+
+def _hostile_reply(function: str, arguments: str) -> dict[str, Any]:
+    """A chat completion whose every free-text field is 100,000 characters long."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "m" * 100_000,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c" * 100_000,
+                            "type": "function",
+                            "function": {"name": function, "arguments": arguments},
+                        }
+                    ],
+                },
+                "finish_reason": "f" * 100_000,
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+async def test_values_from_a_provider_are_bounded_on_the_spans(spans: Spans) -> None:
+    """Every byte a provider sends is hostile, and spans go to a collector: a model
+    name, a finish reason and a tool call's id the reply made 100,000 characters long
+    were put on the spans whole (content capture off), and a tool's error quoting its
+    100,000-character argument was put whole in the span's status and in its exception
+    event, three times over. Each is now cut (`pride.telemetry.VALUE_LIMIT` for a name
+    or an id, `pride.telemetry.ERROR_LIMIT` for an error's text)."""
+    arguments = json.dumps({"query": "q" * 100_000})
+    script = [
+        pride.testing.Fault.raw(_hostile_reply("lookup", arguments)),
+        pride.testing.Fault.raw(_hostile_reply("missing", "{}")),
+        "done",
+    ]
+    async with pride.testing.openai_server(script) as server:
+        model = pride.iModel("openai/m", base_url=server.base_url, api_key="k")
+        async with Branch(name="b", chat_model=model, tools=[lookup]) as branch:
+            await pride.ask(branch, Run("find it"))
+    bound = pride.telemetry.CONTENT_LIMIT + 100  # a cut text says how much it left out
+    tool = spans.one("execute_tool lookup")
+    assert tool.status.status_code is StatusCode.ERROR
+    assert "nothing found for 'qqq" in str(tool.status.description)
+    assert len(str(tool.status.description)) < pride.telemetry.ERROR_LIMIT + 100
+    short = pride.telemetry.VALUE_LIMIT + 100
+    assert len(str((tool.attributes or {})["gen_ai.tool.call.id"])) < short
+    chat = dict(spans.named("chat m")[0].attributes or {})
+    assert len(str(chat["gen_ai.response.model"])) < short
+    assert all(len(reason) < short for reason in chat["gen_ai.response.finish_reasons"])
+    for span in spans.all:
+        assert len(span.name) < 300
+        assert len(span.status.description or "") < bound, span.name
+        for name, value in (span.attributes or {}).items():
+            assert len(str(value)) < bound, f"{span.name}: {name}"
+        for event in span.events:
+            for name, value in (event.attributes or {}).items():
+                assert len(str(value)) < bound, f"{span.name}: {event.name} {name}"
+            if event.name == "exception":
+                message = str((event.attributes or {})["exception.message"])
+                assert len(message) < pride.telemetry.ERROR_LIMIT + 100
