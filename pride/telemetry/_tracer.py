@@ -31,6 +31,7 @@ A tracer never breaks the work it traces: an exception of its own is logged
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import time
@@ -43,6 +44,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from .._version import __version__
 from ..actors import instrument as slot
+from ..errors import ApprovalRequired
 from ._calls import Call, ModelCall, ToolCall, record_error
 
 if TYPE_CHECKING:
@@ -59,6 +61,11 @@ CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 _SCOPE = "pride"
 _SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
+SUSPENDED_KEPT = 1_000
+"""Turns suspended for approval whose span a continuation can still link to (the
+oldest are forgotten first; a turn continued after that, or by another process,
+starts a span without the link)."""
+
 # Looking up OpenTelemetry's global provider costs more than the rest of what an
 # untraced turn pays here (it reads the environment), so while none is set the
 # answer is kept this many seconds: a provider set later is used within a second.
@@ -85,6 +92,9 @@ class PrideTracer:
         self._provider = tracer_provider
         self._tracer: trace.Tracer | None = None
         self._unset_until = 0.0  # monotonic time before which the global provider is unset
+        # The spans of turns waiting for approval, by turn id: the continued turn links
+        # its span to the one its first part ended (most recent last, bounded).
+        self._suspended: collections.OrderedDict[str, trace.SpanContext] = collections.OrderedDict()
         if tracer_provider is not None:
             self._tracer = tracer_provider.get_tracer(_SCOPE, __version__, schema_url=_SCHEMA_URL)
         self.capture_content = _content_from_env() if capture_content is None else capture_content
@@ -156,11 +166,13 @@ class PrideTracer:
             owner = branch.owner_id
             if owner is not None:
                 attributes["pride.session.id"] = str(owner)
+            first_part = self._suspended.pop(str(turn_id), None)
             span = tracer.start_span(
                 f"invoke_agent {branch.name}",
                 context=parent,
                 kind=SpanKind.INTERNAL,
                 attributes=attributes,
+                links=[trace.Link(first_part)] if first_part is not None else None,
             )
             return _Turn(
                 self, tracer, span, parent, conversation=branch.id_str, turn_id=str(turn_id)
@@ -184,6 +196,13 @@ class PrideTracer:
         except Exception:
             log.exception("could not trace an Act of branch %r", branch.name)
             return None
+
+    def suspended(self, turn_id: str, span: Span) -> None:
+        """Keep the span of a turn that stopped for approval, for its continuation."""
+        self._suspended[turn_id] = span.get_span_context()
+        self._suspended.move_to_end(turn_id)
+        while len(self._suspended) > SUSPENDED_KEPT:
+            self._suspended.popitem(last=False)
 
 
 def _parent(carrier: Mapping[str, str] | None) -> Context:
@@ -252,6 +271,13 @@ class _Turn:
                 span.set_attributes(_usage_attributes(usage))
                 if failure is None:
                     span.set_attribute("pride.outcome", "completed")
+                elif isinstance(failure, ApprovalRequired):
+                    # It waits for a person; it has not failed (no error status). The
+                    # continued turn, of the same id, links this span.
+                    span.set_attribute("pride.outcome", "suspended")
+                    span.set_attribute("pride.approval.pending", len(failure.pending))
+                    if self._turn_id is not None:
+                        self.owner.suspended(self._turn_id, span)
                 else:
                     outcome = "cancelled" if cancelled else "failed"
                     span.set_attribute("pride.outcome", outcome)

@@ -538,3 +538,35 @@ async def test_values_from_a_provider_are_bounded_on_the_spans(spans: Spans) -> 
             if event.name == "exception":
                 message = str((event.attributes or {})["exception.message"])
                 assert len(message) < pride.telemetry.ERROR_LIMIT + 100
+
+
+@pride.tool(requires_approval=True)
+def wipe(path: str) -> str:
+    """Wipe the path (only once a person approved)."""
+    return f"wiped {path}"
+
+
+async def test_a_turn_suspended_for_approval_is_not_a_failure_and_its_resumption_links_it(
+    spans: Spans,
+) -> None:
+    """A turn that stops for a person's approval waits; it has not failed. Its span ended
+    with pride.outcome "failed", an ERROR status and an ApprovalRequired exception event,
+    so every approval counted in a collector's error rate; and the continued turn (the
+    same turn id) began a new trace with nothing leading back to it. Now the span says
+    "suspended" (status unset, no exception), and the continued turn's span links it."""
+    model = ScriptedModel([ToolCall("wipe", {"path": "/tmp/x"}, id="c1"), "done"])
+    async with Session() as session:
+        await session.spawn(Branch(name="a", chat_model=model, tools=[wipe]))
+        with pytest.raises(pride.ApprovalRequired) as info:
+            await session.ask("a", Run("clean up"))
+        await session.resolve(info.value.turn_id, {"c1": pride.Approve()})
+    suspended, resumed = spans.named("invoke_agent a")
+    assert suspended.attributes is not None and resumed.attributes is not None
+    assert suspended.attributes["pride.outcome"] == "suspended"
+    assert suspended.status.status_code is StatusCode.UNSET
+    assert not [event for event in suspended.events if event.name == "exception"]
+    assert "error.type" not in suspended.attributes
+    assert resumed.attributes["pride.outcome"] == "completed"
+    assert resumed.attributes["pride.turn_id"] == suspended.attributes["pride.turn_id"]
+    assert [link.context.span_id for link in resumed.links] == [suspended.context.span_id]
+    assert spans.one("execute_tool wipe").parent is not None
