@@ -24,7 +24,17 @@ commands arrive, before they reach a mailbox:
   process-wide setting: two decoders in one process (a ``pride run`` front
   and an MCP server, say) each keep their own.
 
-Both are `InvalidMessage` naming the field, like any other bad input. The
+* **Request options tune the call, nothing more.** A command's
+  ``request_options`` go into the provider's request body. From outside they
+  may hold only the sampling and length controls of `REQUEST_OPTIONS`: any
+  other key would add to what the provider is asked to do on the
+  application's account (a tool of the provider's own that calls a server the
+  request names, as OpenAI's remote MCP tool does with its ``server_url``; a
+  stored conversation to continue, ``previous_response_id``; storing this
+  one, ``store``), and ``model`` would pick a model the application never
+  offered (the codec refuses that one for every decoded command).
+
+All are `InvalidMessage` naming the field, like any other bad input. The
 codec itself does not apply them, so a command still survives a JSON round
 trip unchanged, and pride's own wire (the cluster's, the turn journal's)
 carries what the application built.
@@ -41,7 +51,7 @@ from ._errors import InvalidMessage
 from .budget import BUDGET_FIELDS, Budget
 from .commands import Call, WorkCommand
 
-__all__ = ["CEILINGS", "check_untrusted", "image_url_prefixes", "within"]
+__all__ = ["CEILINGS", "REQUEST_OPTIONS", "check_untrusted", "image_url_prefixes", "within"]
 
 CEILINGS: Mapping[str, int] = {
     "max_rounds": 100,
@@ -52,6 +62,34 @@ CEILINGS: Mapping[str, int] = {
 }
 """The largest value each count field of a command from outside may hold (each far
 above its default; ``num_parse_retries`` and ``max_retries`` are capped at 5 anyway)."""
+
+
+REQUEST_OPTIONS: frozenset[str] = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "seed",
+        "stop",
+        "stop_sequences",
+        "frequency_penalty",
+        "presence_penalty",
+        "logprobs",
+        "top_logprobs",
+        "parallel_tool_calls",
+        "reasoning",
+        "reasoning_effort",
+        "reasoning_summary",
+        "thinking",
+        "prompt_cache",
+    }
+)
+"""The ``request_options`` a command from outside may set: how the model samples and
+how long it may answer or think (each provider checks its values; a budget still
+bounds what they cost). Every other key is refused (see the module docstring)."""
 
 
 def image_url_prefixes(*prefixes: str) -> tuple[str, ...]:
@@ -114,6 +152,11 @@ def check_untrusted(
             )
         elif value < floor:
             problems.append((f"{name}.{field}", f"must be at least {floor}, got {value}"))
+    if isinstance(command, Call):
+        problems.extend(_options_problems(command.kwargs, name, deep=True))
+    else:
+        options = getattr(command, "request_options", None)
+        problems.extend(_options_problems({"request_options": options}, name, deep=False))
     images = fields.get("images")
     for index, url in enumerate(images if isinstance(images, list | tuple) else ()):
         if not isinstance(url, str) or url[:5].lower() == "data:":
@@ -132,6 +175,40 @@ def check_untrusted(
         )
     if problems:
         raise InvalidMessage(problems)
+
+
+def _options_problems(value: Any, where: str, *, deep: bool) -> list[tuple[str, str]]:
+    """The keys of a ``request_options`` in ``value`` outside `REQUEST_OPTIONS`, as
+    problems; with ``deep`` (a Call's arguments, which an operation may pass on to a
+    verb) at every depth, as the codec looks for a model configuration there."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, list | tuple):
+        if deep:
+            for index, item in enumerate(value):
+                found.extend(_options_problems(item, f"{where}[{index}]", deep=deep))
+        return found
+    if not isinstance(value, Mapping):
+        return found
+    options = value.get("request_options")
+    if isinstance(options, Mapping):
+        for key in options:
+            if key in REQUEST_OPTIONS or key == "model":  # model: refused by the codec
+                continue
+            shown = repr(key) if len(key) <= 80 else repr(key[:77] + "...")
+            found.append(
+                (
+                    f"{where}.request_options.{shown[1:-1]}",
+                    f"{shown} is not an option a command from outside may set: only the "
+                    "sampling and length controls (pride.messages.limits.REQUEST_OPTIONS); "
+                    "anything else would add to what the provider is asked to do on the "
+                    "application's account",
+                )
+            )
+    if deep:
+        for key, item in value.items():
+            if key != "request_options" and isinstance(item, Mapping | list | tuple):
+                found.extend(_options_problems(item, f"{where}.{key}", deep=deep))
+    return found
 
 
 def within(command: WorkCommand, ceiling: Budget | None) -> WorkCommand:

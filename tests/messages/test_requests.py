@@ -67,3 +67,44 @@ def test_a_requests_budget_never_lifts_a_limit() -> None:
     assert held.budget is not None and held.budget.max_model_calls == 2
     with pytest.raises(InvalidMessage, match="cluster host"):
         for_remote(command)
+
+
+@pytest.mark.parametrize(
+    ("command", "path"),
+    [
+        (
+            {"type": "Operate", "instruction": "x", "request_options": {"tools": []}},
+            "Operate.request_options.tools",
+        ),
+        (
+            {"type": "Call", "operation": "chat", "kwargs": {"request_options": {"store": True}}},
+            "Call.kwargs.request_options.store",
+        ),
+        (
+            {
+                "type": "Call",
+                "operation": "relay",
+                "kwargs": {"steps": [{"request_options": {"input": []}}]},
+            },
+            "Call.kwargs.steps[0].request_options.input",
+        ),
+    ],
+    ids=["verb", "call", "call-nested"],
+)
+def test_request_options_from_outside_are_the_sampling_controls_only(
+    command: dict[str, object], path: str
+) -> None:
+    """A request's options beyond REQUEST_OPTIONS are refused, in a verb and in a Call's
+    arguments at any depth (tests/serve/test_request_options.py shows what got through)."""
+    with pytest.raises(InvalidMessage) as info:
+        decode_command(command)
+    assert info.value.path == path
+
+
+def test_every_sampling_control_passes() -> None:
+    """Each option of REQUEST_OPTIONS passes as it is."""
+    from pride.messages.limits import REQUEST_OPTIONS
+
+    options = dict.fromkeys(REQUEST_OPTIONS, 1)
+    command = decode_command({"type": "Chat", "instruction": "x", "request_options": options})
+    assert dict(command.request_options) == options  # type: ignore[attr-defined]
