@@ -21,7 +21,16 @@ from uuid import UUID
 import attrs
 import trio
 
-from ..messages import BranchRestarted, RunEnd, RunFailed, RunStart, RunSuspended, Signal
+from ..messages import (
+    BranchPassivated,
+    BranchRestarted,
+    BranchStopped,
+    RunEnd,
+    RunFailed,
+    RunStart,
+    RunSuspended,
+    Signal,
+)
 
 __all__ = ["Activity", "LastTurn"]
 
@@ -57,7 +66,8 @@ class Activity:
     """Turn starts, restarts and last outcomes per branch, learnt from signals.
 
     ``watch(session)`` subscribes; ``close()`` unsubscribes. Branches are keyed
-    by id, which a restart keeps.
+    by id, which a restart keeps; a branch that leaves the tree (stopped, removed,
+    passivated) is forgotten, so the records are bounded by the live branches.
 
     Args:
         ignored: ids of branches never reported, whose signals are not kept
@@ -75,7 +85,15 @@ class Activity:
     def watch(self, session: Any) -> None:
         """Follow ``session``'s tree from now on."""
         self._session = session
-        session.observe(RunStart, RunEnd, RunFailed, BranchRestarted, handler=self._on_signal)
+        session.observe(
+            RunStart,
+            RunEnd,
+            RunFailed,
+            BranchRestarted,
+            BranchStopped,
+            BranchPassivated,
+            handler=self._on_signal,
+        )
 
     def close(self) -> None:
         """Stop following (idempotent)."""
@@ -87,7 +105,15 @@ class Activity:
         branch = signal.branch_id
         if branch is None or branch in self._ignored:
             return
-        if isinstance(signal, BranchRestarted):
+        if isinstance(signal, BranchPassivated) or (
+            isinstance(signal, BranchStopped) and signal.reason != "crash"
+        ):
+            # It left the tree (a crash is followed by its restart, which keeps it):
+            # kept, a virtual branch's records outlived it, one set per name ever used.
+            self._started.pop(branch, None)
+            self._restarts.pop(branch, None)
+            self._last.pop(branch, None)
+        elif isinstance(signal, BranchRestarted):
             self._restarts[branch] = self._restarts.get(branch, 0) + 1
             self._started.pop(branch, None)
         elif isinstance(signal, RunStart):

@@ -11,11 +11,13 @@ import gc
 import re
 import tracemalloc
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
 import trio
 
+import pride.serve
 from pride import Branch, ScriptedModel, Session
 
 from .conftest import TOKEN, in_process
@@ -64,3 +66,46 @@ async def test_a_chat_completion_leaves_nothing_behind(http: httpx.AsyncClient) 
     stats = after.filter_traces(ignored).compare_to(before.filter_traces(ignored), "lineno")
     grown = sum(stat.size_diff for stat in stats)
     assert grown <= 64 * 1024, stats[:10]
+
+
+async def test_virtual_branches_passivated_leave_nothing_behind(tmp_path: Path) -> None:
+    """Each name ``kind/KEY`` a request uses is a virtual branch of its own, activated for
+    it and passivated later (here at once: ``max_active=1``), leaving the process's
+    memory. The server kept each one's last turn and turn start (for ``GET
+    /v1/branches``, which shows live branches only) forever, ~200 bytes of its own per
+    name, so clients naming ever new keys grew it without bound. The server's own
+    allocations now stay flat over 12 new names (they grew by 12 records, about 1.6 KB)."""
+    async with Session("virtual", store=tmp_path / "s.db") as session:
+        await session.virtual("user", _user, max_active=1)
+        async with in_process(session) as (_, url):
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with httpx.AsyncClient(base_url=url, headers=headers) as http:
+
+                async def ask(keys: range) -> None:
+                    for key in keys:
+                        answer = await http.post(
+                            f"/v1/branches/user%2Fk{key}/ask",
+                            json={"command": {"type": "Chat", "instruction": "x"}},
+                        )
+                        assert answer.status_code == 200, answer.text
+
+                # Traced from before the warm-up, so what is in flight at each snapshot
+                # (the last request's, the live branch's) is counted in both.
+                tracemalloc.start()
+                try:
+                    await ask(range(2))  # warm every path
+                    gc.collect()
+                    before = tracemalloc.take_snapshot()
+                    await ask(range(2, 14))
+                    gc.collect()
+                    after = tracemalloc.take_snapshot()
+                finally:
+                    tracemalloc.stop()
+    serve = [tracemalloc.Filter(True, str(Path(pride.serve.__file__).parent / "*"))]
+    stats = after.filter_traces(serve).compare_to(before.filter_traces(serve), "lineno")
+    grown = sum(stat.size_diff for stat in stats)
+    assert grown <= 768, stats[:10]
+
+
+def _user(key: str) -> Branch:
+    return Branch(chat_model=ScriptedModel(lambda _: "hi", keep_calls=0))
