@@ -104,6 +104,31 @@ def _scrub_request(exc: httpx.HTTPError) -> None:
             request.headers[name] = "[redacted]"
 
 
+def _scrub(exc: httpx.HTTPError, secret: str | None) -> None:
+    """Scrub ``exc``, which the pride error is chained to, and the errors it chains.
+
+    Their messages are shown in every traceback of the pride error, and httpx's,
+    httpcore's and h11's quote what the server sent (``illegal header line:
+    bytearray(b'...')``): a server echoing the key there put it in the
+    traceback, though the pride error's own message was redacted. So each
+    text argument of the chain is redacted as the message is, and the request
+    an httpx error carries loses its credential headers.
+    """
+    _scrub_request(exc)
+    seen: set[int] = set()
+    chained: list[BaseException] = [exc]
+    while chained:
+        error = chained.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        args = error.args
+        scrubbed = tuple(redact(arg, secret) if isinstance(arg, str) else arg for arg in args)
+        if scrubbed != args:
+            error.args = scrubbed
+        chained.extend(e for e in (error.__cause__, error.__context__) if e is not None)
+
+
 def public_url(url: str) -> str:
     """``url`` as shown in messages: scheme, host, port and path; no credentials, no query.
 
@@ -174,7 +199,7 @@ def translating(
     try:
         yield
     except httpx.TimeoutException as exc:
-        _scrub_request(exc)
+        _scrub(exc, secret)
         raise ProviderTimeout(_timeout_message(provider, url, exc, timeout), **where) from exc
     except trio.TooSlowError as exc:
         allowance = _seconds(deadline.seconds if deadline is not None else None)
@@ -184,15 +209,15 @@ def translating(
             **where,
         ) from exc
     except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
-        _scrub_request(exc)
+        _scrub(exc, secret)
         raise ProviderError(
             f"{provider}: cannot send the request to {url}: {redact(str(exc), secret)}", **where
         ) from exc
     except httpx.DecodingError as exc:
-        _scrub_request(exc)
+        _scrub(exc, secret)
         raise malformed(provider, url, "the body could not be decoded", exc) from exc
     except httpx.HTTPError as exc:  # TransportError, TooManyRedirects, ...
-        _scrub_request(exc)
+        _scrub(exc, secret)
         raise ProviderConnectionError(
             f"{provider}: connection failed for POST {url} "
             f"({type(exc).__name__}: {redact(str(exc), secret)})",
@@ -241,19 +266,27 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def _message_from_body(body: bytes) -> str:
-    """The provider's error text from an OpenAI- or Anthropic-shaped error body."""
+    """The provider's error text from an OpenAI- or Anthropic-shaped error body (whole:
+    cut it only once it is redacted, or a key across the cut is kept in part)."""
     text = body.decode("utf-8", errors="replace").strip()
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        return text[:MAX_MESSAGE_CHARS]
+        return text
     if isinstance(data, dict):
         error = data.get("error", data)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:MAX_MESSAGE_CHARS]
+            return str(error["message"])
         if isinstance(error, str):
-            return error[:MAX_MESSAGE_CHARS]
-    return text[:MAX_MESSAGE_CHARS]
+            return error
+    return text
+
+
+def _shown(text: str, secret: str | None) -> str:
+    """A provider's text as an exception keeps it: redacted, then cut to
+    `MAX_MESSAGE_CHARS` (in that order: a key the cut went through would be
+    found by neither its value nor its shape, and kept up to the cut)."""
+    return redact(text, secret)[:MAX_MESSAGE_CHARS]
 
 
 def error_for_status(
@@ -281,7 +314,7 @@ def error_for_status(
         the matching [`ProviderError`][pride.ProviderError] subclass, to be raised
         by the caller.
     """
-    provider_message = redact(_message_from_body(body), secret)
+    provider_message = _shown(_message_from_body(body), secret)
     said = provider_message or "(the body gave no error message)"
     message = f"{provider}: HTTP {status} from POST {url}: {said}"
     kwargs: dict[str, Any] = {
@@ -337,7 +370,7 @@ def error_for_payload(
         text = str(error.get("message") or kind or "unknown error")
     else:
         kind, text = "", str(error)
-    provider_message = redact(text[:MAX_MESSAGE_CHARS], secret)
+    provider_message = _shown(text, secret)
     cls = _PAYLOAD_ERROR_TYPES.get(kind, ServerError)
     return cls(
         f"{provider}: error in the stream from POST {url}: {provider_message}",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
+import trio
 
 from pride.errors import (
     AuthenticationFailed,
@@ -121,3 +125,105 @@ async def test_missing_key_error_names_the_variable_not_a_value(monkeypatch):
         with pytest.raises(AuthenticationFailed, match="GROQ_API_KEY") as caught:
             await model.invoke(REQUEST)
     assert caught.value.provider == "groq"
+
+
+#: A key of no provider's shape: only its own value can find it in a text.
+PLAIN_KEY = "Zq8Lm3Xv7Tp2Rk9Wd4Hs6Jn1Bc5Fg0Ay8Ue3Io7Pl"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_key_echoed_across_the_message_cut_is_not_shown_in_part(stream, caplog):
+    """A provider message is cut at 500 characters; it was cut before the key was
+    looked for, so a key echoed across the cut was shown up to it (27 of its 42
+    characters here), in the error and in the log of its retry."""
+    caplog.set_level(logging.DEBUG)
+    echoed = "x" * 450 + " Authorization: Bearer " + PLAIN_KEY
+    script = [Fault.status(500, body={"error": {"message": echoed}})] * 2
+    async with openai_server(script) as server:
+        async with iModel(
+            "openai/gpt-4o", base_url=server.base_url, api_key=PLAIN_KEY, retry=FAST
+        ) as model:
+            with pytest.raises(ServerError) as caught:
+                if stream:
+                    async with model.stream(REQUEST) as chunks:
+                        async for _ in chunks:
+                            pass
+                else:
+                    await model.invoke(REQUEST)
+    assert "Bearer [redacted]" in str(caught.value)
+    assert PLAIN_KEY[:8] not in _all_text(caught.value)
+    assert PLAIN_KEY[:8] not in caplog.text
+
+
+async def test_a_key_echoed_in_an_error_event_across_the_cut_is_not_shown_in_part():
+    """The same cut, for an error a provider reports inside a 200 event stream."""
+    echoed = "x" * 450 + " Authorization: Bearer " + PLAIN_KEY
+    event = f"data: {json.dumps({'error': {'type': 'invalid_request_error', 'message': echoed}})}"
+    raw = Fault.raw(event + "\n\n", content_type="text/event-stream")
+    async with openai_server([raw]) as server:
+        async with iModel(
+            "openai/gpt-4o", base_url=server.base_url, api_key=PLAIN_KEY, retry=FAST
+        ) as model:
+            with pytest.raises(ProviderError) as caught:
+                async with model.stream(REQUEST) as chunks:
+                    async for _ in chunks:
+                        pass
+    assert "Bearer [redacted]" in str(caught.value)
+    assert PLAIN_KEY[:8] not in _all_text(caught.value)
+
+
+@asynccontextmanager
+async def answering_with(answer: bytes) -> AsyncIterator[str]:
+    """A real TCP listener on 127.0.0.1 that reads each request whole and answers
+    it with exactly ``answer`` (bytes no well-behaved server sends), then hangs up.
+
+    Yields the base URL.
+    """
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+
+    async def serve(stream: trio.SocketStream) -> None:
+        async with stream:
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += await stream.receive_some(65536)
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(body) < length:
+                body += await stream.receive_some(65536)
+            await stream.send_all(answer)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, serve, listeners)
+        yield f"http://127.0.0.1:{port}/v1"
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_key_echoed_in_a_broken_response_head_is_not_in_the_chained_errors(stream, caplog):
+    """A response head httpx cannot parse is a ProviderConnectionError chained to
+    httpx's error, whose own message (and its causes') quotes the bytes: the key a
+    server echoed there was in every traceback of the error, and in the log."""
+    caplog.set_level(logging.DEBUG)
+    answer = b"HTTP/1.1 200 OK\r\nX-Echo Bearer " + PLAIN_KEY.encode() + b"\r\n\r\n"
+    async with answering_with(answer) as base_url:
+        async with iModel(
+            "openai/gpt-4o", base_url=base_url, api_key=PLAIN_KEY, retry=FAST
+        ) as model:
+            with pytest.raises(ProviderConnectionError) as caught:
+                if stream:
+                    async with model.stream(REQUEST) as chunks:
+                        async for _ in chunks:
+                            pass
+                else:
+                    await model.invoke(REQUEST)
+    text = _all_text(caught.value)
+    assert "illegal header line" in text and "[redacted]" in text
+    assert PLAIN_KEY not in text
+    # pride's own log; httpcore's DEBUG trace quotes its exception as it is.
+    ours = [record.getMessage() for record in caplog.records if record.name.startswith("pride")]
+    assert ours and not [message for message in ours if PLAIN_KEY in message]
