@@ -14,7 +14,8 @@ does, and how providers document their quotas).
 Choice: fixed windows, refreshed lazily. A window opens at the first admission
 after the previous one expired and lasts ``capacity_refresh_time`` seconds (60
 by default). There is no background task: the caller at the head of the queue
-sleeps until the window ends and then admits as many waiters as fit. One FIFO
+sleeps until the window ends and then admits as many waiters as fit (or until
+a call settles under its estimate and makes room before then). One FIFO
 queue serves all constraints (window budget and ``concurrency_limit``), so
 admission order is arrival order. Over the rate, a caller waits; it is never
 failed. A request estimated larger than the whole token budget is admitted
@@ -224,15 +225,20 @@ class RateLimiter:
         try:
             while not waiter.admitted:
                 window_end = self._window_end
+                waiter.event = trio.Event()
                 if (
                     self._queue[0] is waiter
                     and window_end is not None
                     and not self._window_allows(waiter.tokens)
                 ):
-                    await trio.sleep_until(window_end)
-                    self._pump()
+                    # Until the window ends, or until a pump admits this waiter
+                    # first (`settle` gave back part of an estimate): it must
+                    # not sleep on past its admission, holding its place.
+                    with trio.move_on_at(window_end) as ended:
+                        await waiter.event.wait()
+                    if ended.cancelled_caught:
+                        self._pump()
                     continue
-                waiter.event = trio.Event()
                 await waiter.event.wait()
         except BaseException:
             if waiter.admitted:

@@ -206,3 +206,29 @@ async def test_a_model_without_limits_has_no_queue(autojump_clock):
         stats = model.statistics()
         assert (stats.in_flight, stats.queued) == (50, 0)
     assert trio.current_time() == 1.0
+
+
+async def test_a_waiter_the_window_makes_room_for_goes_at_once(autojump_clock):
+    """A call whose usage came in under its estimate makes room in the window: the
+    caller waiting at the head for that window to end is admitted then, and goes
+    then. It was marked admitted (its concurrency slot taken) but kept sleeping to
+    the window's end, 60 s later, with nothing else in the way."""
+    times: dict[str, float] = {}
+
+    def reply(request: ModelRequest) -> ScriptedReply:
+        name = request.messages[0]["content"].split()[0]
+        times[name] = trio.current_time()
+        return ScriptedReply(text="ok", usage=Usage(input_tokens=5, output_tokens=5))
+
+    model = ScriptedModel(reply, delay=1.0, limit_tokens=100, capacity_refresh_time=60.0)
+    first = _request("first " + "word " * 70)  # about 70 to 90 tokens estimated
+    second = _request("second " + "word " * 40)  # about 40 to 50: no room beside the first
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(model.invoke, first)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(model.invoke, second)
+        await trio.testing.wait_all_tasks_blocked()
+        assert model.statistics().queued == 1  # the window holds the first's estimate
+    # The first's reply (made at t=0, delivered at t=1) used 10 tokens: at t=1 the
+    # second fits the window.
+    assert times == {"first": 0.0, "second": 1.0}
