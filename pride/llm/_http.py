@@ -12,6 +12,7 @@ its usage figures (``usage``).
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, Protocol
@@ -41,10 +42,18 @@ from ._shape import WrongShape, as_object
 from ._sse import SseParser
 from ._types import ModelRequest, ModelResponse
 
-__all__ = ["CLOSE_TIMEOUT", "HttpAccess", "HttpEndpoint"]
+__all__ = ["AFTER_END_TIMEOUT", "CLOSE_TIMEOUT", "HttpAccess", "HttpEndpoint"]
+
+logger = logging.getLogger("pride.llm")
 
 #: Seconds allowed for closing a response on an error path (shielded).
 CLOSE_TIMEOUT = 5.0
+
+#: Seconds a stream is read for after its end marker: what a server sends then
+#: (the end of the HTTP body, normally at once) is read so the connection can be
+#: reused; a server still sending, or holding the body open, has its connection
+#: dropped, and the reply, complete, is delivered all the same.
+AFTER_END_TIMEOUT = 1.0
 
 
 class HttpAccess(Protocol):
@@ -181,11 +190,9 @@ class HttpEndpoint(Endpoint):
         async with aclosing(self.post_sse(payload, deadline)) as events:
             async for data in events:
                 number += 1
-                if reply.done:
-                    continue  # read to the end so the connection can be reused
                 if data in self.end_markers:
                     reply.done = True
-                    continue
+                    break
                 try:
                     event = loads_strict(data)
                 except (ValueError, RecursionError) as exc:
@@ -198,6 +205,10 @@ class HttpEndpoint(Endpoint):
                     raise self._wrong_shape(exc.in_event(number)) from exc
                 if delta:
                     yield delta
+                if reply.done:
+                    break
+            if reply.done:
+                await self._after_end(events)
         if not self.complete(reply):
             raise ProviderConnectionError(
                 f"{self.provider}: the stream from POST {self.public_url} ended before the "
@@ -206,6 +217,30 @@ class HttpEndpoint(Endpoint):
                 url=self.public_url,
             )
         yield self.response(reply)
+
+    async def _after_end(self, events: AsyncGenerator[str, None]) -> None:
+        """Read what the stream sends after its end marker, for `AFTER_END_TIMEOUT` at most.
+
+        The reply is whole by then: whatever comes after (more events, a failure,
+        or nothing while the server holds the body open) is no part of it. Only
+        the end of the body is waited for, so that the connection can be reused;
+        reading stops at the bound, and closing the stream drops the connection.
+        """
+        with trio.move_on_after(AFTER_END_TIMEOUT) as waited:
+            try:
+                async for _ in events:
+                    pass
+            except ProviderError as exc:
+                logger.debug("%s: after its end, the stream failed: %s", self.provider, exc)
+                return
+        if waited.cancelled_caught:
+            logger.debug(
+                "%s: the stream from POST %s went on past its end for %.0f s; dropped its "
+                "connection",
+                self.provider,
+                self.public_url,
+                AFTER_END_TIMEOUT,
+            )
 
     def response(self, reply: ReplyParts) -> ModelResponse:
         """The one [`ModelResponse`][pride.llm.ModelResponse] of a reply read whole or streamed."""

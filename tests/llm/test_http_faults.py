@@ -303,3 +303,32 @@ async def test_the_retry_deadline_bounds_retrying():
             with pytest.raises(ServerError):
                 await model.invoke(REQUEST)
     assert server.request_count == 1
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "responses"])
+async def test_a_stream_held_open_after_its_end_still_delivers_its_reply(provider, autojump_clock):
+    """A server that sends a whole stream, its end marker included ([DONE],
+    message_stop, response.completed), and then keeps the connection open without
+    ending the body: the reply is complete, so it is delivered. pride read on to the
+    end of the body for the connection's reuse, without bound, so the call waited
+    for the model's timeout and failed with ProviderTimeout (the text streamed, the
+    turn lost). Now what comes after the end is read for AFTER_END_TIMEOUT at most.
+
+    MockClock: no other timer runs (no timeout, no call_timeout), so whenever its
+    autojump fires the grace after the end, the reply is the same.
+    """
+    kwargs = {"openai_api": "responses"} if provider == "responses" else {}
+    fault = Fault.stall_stream(after_chunks=10_000, reply="all of it")
+    async with openai_server([fault]) as server:
+        async with _model(
+            server,
+            "openai" if provider == "responses" else provider,
+            timeout=None,
+            call_timeout=None,
+            **kwargs,
+        ) as model:
+            with trio.fail_after(60):  # virtual seconds: the old wait jumps here at once
+                deltas, text = await _read(model, _request(provider))
+        await server.wait_for_disconnects(1)  # the held connection was dropped
+    assert text == "all of it" == "".join(deltas)
+    assert model.statistics().failures == 0
