@@ -12,6 +12,7 @@ its usage figures (``usage``).
 from __future__ import annotations
 
 import abc
+import json
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -22,7 +23,7 @@ import httpx
 import trio
 
 from pride.errors import ProviderConnectionError, ProviderError
-from pride.messages import Usage
+from pride.messages import Reasoning, Usage
 
 from ._endpoint import Delta, Endpoint, ReplyParts, StreamItem, loads_strict
 from ._errors import error_for_payload, error_for_status, malformed, public_url, translating
@@ -40,7 +41,8 @@ from ._reading import (
 )
 from ._shape import WrongShape, as_object
 from ._sse import SseParser
-from ._types import ModelRequest, ModelResponse
+from ._tokens import estimate_request_tokens, estimate_text_tokens
+from ._types import ModelRequest, ModelResponse, ToolCall
 
 __all__ = ["AFTER_END_TIMEOUT", "CLOSE_TIMEOUT", "HttpAccess", "HttpEndpoint"]
 
@@ -128,6 +130,7 @@ class HttpEndpoint(Endpoint):
         self.limits = limits
         self._access = access
         self._headers_key: str | None = None
+        self._unreported_noted = False
         self._headers: tuple[dict[str, str], dict[str, str]] = self._make_headers(None)
 
     # -- what a wire format supplies ----------------------------------------------------
@@ -179,7 +182,7 @@ class HttpEndpoint(Endpoint):
             self.read_reply(as_object(data, ""), reply)
         except WrongShape as exc:
             raise self._wrong_shape(exc) from exc
-        return self.response(reply)
+        return self.response(reply, request)
 
     async def stream(
         self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
@@ -216,7 +219,7 @@ class HttpEndpoint(Endpoint):
                 provider=self.provider,
                 url=self.public_url,
             )
-        yield self.response(reply)
+        yield self.response(reply, request)
 
     async def _after_end(self, events: AsyncGenerator[str, None]) -> None:
         """Read what the stream sends after its end marker, for `AFTER_END_TIMEOUT` at most.
@@ -242,21 +245,58 @@ class HttpEndpoint(Endpoint):
                 AFTER_END_TIMEOUT,
             )
 
-    def response(self, reply: ReplyParts) -> ModelResponse:
-        """The one [`ModelResponse`][pride.llm.ModelResponse] of a reply read whole or streamed."""
-        usage = self.usage(reply.usage)
+    def response(self, reply: ReplyParts, request: ModelRequest) -> ModelResponse:
+        """The one [`ModelResponse`][pride.llm.ModelResponse] of a reply read whole or streamed.
+
+        A reply that reports no usage at all (a compatible server ignoring
+        ``stream_options.include_usage``, a stream cut after its finish reason)
+        is counted at pride's estimate of ``request`` and of the reply: counted
+        as nothing, it was priced at $0.00 and no budget's token or cost limit
+        ever held against it.
+        """
+        text = "".join(reply.text)
+        tool_calls = reply.tool_calls()
+        reasoning = reply.reasoning_blocks(self.reasoning_format)
+        if reply.usage:
+            usage = self.usage(reply.usage)
+        else:
+            usage = self._estimated(request, text, tool_calls, reasoning)
         if usage.cost_usd is None:
             cost = price_reply(self.provider, self.model, reply.model, usage)
             if cost is not None:
                 usage = attrs.evolve(usage, cost_usd=cost)
         return ModelResponse(
-            text="".join(reply.text),
-            tool_calls=reply.tool_calls(),
+            text=text,
+            tool_calls=tool_calls,
             usage=usage,
             model=reply.model,
             provider=self.provider,
             finish_reason=reply.finish_reason,
-            reasoning=reply.reasoning_blocks(self.reasoning_format),
+            reasoning=reasoning,
+        )
+
+    def _estimated(
+        self,
+        request: ModelRequest,
+        text: str,
+        tool_calls: tuple[ToolCall, ...],
+        reasoning: tuple[Reasoning, ...],
+    ) -> Usage:
+        """The usage of a reply that reported none, estimated (said once per endpoint)."""
+        if not self._unreported_noted:
+            self._unreported_noted = True
+            logger.warning(
+                "%s/%s: a reply from POST %s reported no usage; counting pride's estimate "
+                "of its tokens (budgets and prices apply to it)",
+                self.provider,
+                self.model,
+                self.public_url,
+            )
+        generated = [text, *(block.reasoning for block in reasoning)]
+        generated.extend(call.name + json.dumps(call.arguments) for call in tool_calls)
+        return Usage(
+            input_tokens=estimate_request_tokens(request),
+            output_tokens=sum(estimate_text_tokens(part) for part in generated if part),
         )
 
     def payload_error(self, error: Any) -> ProviderError:

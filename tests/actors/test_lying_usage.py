@@ -9,6 +9,7 @@ These run on the real clock (an autojump clock would jump during socket I/O).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 import pride
 from pride import Branch, Budget, BudgetExceeded, MalformedResponse, Session, iModel
 from pride.llm import RetryPolicy, ScriptedReply, Usage as CallUsage
-from pride.testing import openai_server
+from pride.testing import Fault, openai_server
 
 
 def _model(server: Any) -> iModel:
@@ -179,3 +180,63 @@ async def test_issue36_an_unpriced_model_s_reply_is_priced_as_the_model_it_names
         async with Branch(chat_model=model) as branch:
             assert await branch.chat("hi") == "ok"
             assert branch.usage.cost_usd == pytest.approx(2.5 + 10 * 10 / 1_000_000)
+
+
+# ------------------------------------------------------------ a reply with no usage
+
+#: 240 characters: about 60 tokens by pride's estimate (60 to 61 with tiktoken's).
+UNREPORTED_TEXT = "word " * 48
+
+
+def _unreported(streamed: bool) -> Any:
+    """A chat completion, whole or as an event stream, that reports no usage at all
+    (as compatible servers that ignore ``stream_options.include_usage`` do)."""
+    if not streamed:
+        message = {"role": "assistant", "content": UNREPORTED_TEXT}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return Fault.raw({"id": "c", "object": "chat.completion", "choices": [choice]})
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": UNREPORTED_TEXT}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    data = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
+    return Fault.raw(data, content_type="text/event-stream")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_reply_that_reports_no_usage_is_counted_at_the_estimate(
+    streamed: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reply with no usage object counted 0 tokens and cost $0.00 ("priced, and
+    free"), so no token or cost limit of any budget ever held against such a
+    provider: two replies of about 60 tokens each passed a session's
+    max_output_tokens=100 (and a 2,000-word reply a turn's 100, unstreamed). It is
+    now counted at pride's estimate, said once in the log, and priced on it."""
+    caplog.set_level(logging.WARNING, logger="pride.llm")
+    async with openai_server([_unreported(streamed)] * 3) as server:
+        async with Session(budget=Budget(max_output_tokens=100)) as session:
+            model = iModel(
+                "openai/gpt-4o",  # a priced model: zero tokens priced at $0.00
+                base_url=server.base_url,
+                api_key="sk-test",
+                retry=RetryPolicy(max_retries=0),
+            )
+            branch = await session.spawn(Branch(name="a", chat_model=model))
+
+            async def chat() -> None:
+                if streamed:
+                    async with pride.stream(branch, pride.Chat("hi")) as chunks:
+                        async for _ in chunks:
+                            pass
+                else:
+                    await branch.chat("hi")
+
+            await chat()
+            first = session.usage
+            with pytest.raises(BudgetExceeded) as info:
+                await chat()
+    assert info.value.limit == "max_output_tokens"
+    assert 55 <= first.output_tokens <= 65 and first.input_tokens > 0
+    assert first.cost_usd is not None and first.cost_usd > 0
+    said = [r.getMessage() for r in caplog.records if "reported no usage" in r.getMessage()]
+    assert len(said) == 1
