@@ -2,7 +2,8 @@
 
 Sans-I/O: `SseParser.feed` takes decoded body bytes and returns the
 data of every event they complete, following the WHATWG "event stream"
-interpretation rules: lines end in CRLF, LF or CR; a line starting with ``:``
+interpretation rules: one UTF-8 byte order mark at the start of the stream is
+stripped; lines end in CRLF, LF or CR; a line starting with ``:``
 is a comment; ``data`` lines accumulate (joined by newlines) until a blank
 line dispatches the event; an event with no data is not dispatched; an event
 left unfinished at the end of the stream is dropped.
@@ -23,6 +24,9 @@ from ._reading import LimitExceeded
 
 __all__ = ["SseParser"]
 
+#: The UTF-8 byte order mark, stripped once from the start of a stream.
+BOM = b"\xef\xbb\xbf"
+
 
 class SseParser:
     """Splits an event stream into events, bounding each line and each event.
@@ -37,6 +41,7 @@ class SseParser:
         self._lines = LineSplitter(max_event_bytes, ends="any")
         self._data: list[str] = []
         self._size = 0
+        self._first = True  # the next line is the stream's first (it may open with a BOM)
 
     def feed(self, chunk: bytes) -> list[str]:
         """Take the next bytes of the stream; return the data of each event they complete.
@@ -70,9 +75,15 @@ class SseParser:
         self._lines.end()
         self._data = []
         self._size = 0
+        self._first = True
         return []
 
     def _line(self, raw: bytes, events: list[str]) -> None:
+        if self._first:
+            # The format strips one byte order mark at the stream's start; read as
+            # part of the first field's name, it dropped the first event unseen.
+            self._first = False
+            raw = raw.removeprefix(BOM)
         if not raw:
             if self._data:
                 events.append("\n".join(self._data))

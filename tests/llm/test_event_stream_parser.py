@@ -76,3 +76,18 @@ def test_the_bound_still_holds_for_a_trickled_line() -> None:
     with pytest.raises(LimitExceeded):
         for _ in range(2000):
             parser.feed(b"x")
+
+
+@pytest.mark.parametrize("cut", [0, 1, 2, 3, 5])
+def test_a_stream_opening_with_a_byte_order_mark_keeps_its_first_event(cut: int) -> None:
+    """The format strips one UTF-8 byte order mark at the start of the stream (some
+    servers write one): it was read as part of the first field's name, so the first
+    event (a chat completion's first words, Anthropic's message_start) was dropped
+    without a word, however the mark was cut. A mark anywhere else is data."""
+    body = b"\xef\xbb\xbfdata: first\n\ndata: \xef\xbb\xbfsecond\n\n"
+    assert _events(body, [cut]) == ["first", "\ufeffsecond"]
+    parser = SseParser(1 << 20)
+    parser.feed(b"data: one\n\n")
+    assert parser.feed(b"\xef\xbb\xbfdata: two\n\n") == []  # not the stream's start
+    parser.close()
+    assert parser.feed(b"\xef\xbb\xbfdata: three\n\n") == ["three"]  # another stream's

@@ -6,6 +6,8 @@ sockets wait) with millisecond backoff delays.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trio
 
@@ -332,3 +334,18 @@ async def test_a_stream_held_open_after_its_end_still_delivers_its_reply(provide
         await server.wait_for_disconnects(1)  # the held connection was dropped
     assert text == "all of it" == "".join(deltas)
     assert model.statistics().failures == 0
+
+
+async def test_a_stream_opening_with_a_byte_order_mark_loses_no_text():
+    """A chat-completions stream whose body starts with a UTF-8 byte order mark: its
+    first event (the first words of the reply) was dropped, the reply read short."""
+    events = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello"}}]},
+        {"choices": [{"index": 0, "delta": {"content": " world"}, "finish_reason": "stop"}]},
+    ]
+    data = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
+    raw = Fault.raw(b"\xef\xbb\xbf" + data.encode(), content_type="text/event-stream")
+    async with openai_server([raw]) as server:
+        async with _model(server) as model:
+            deltas, text = await _read(model, REQUEST)
+    assert text == "Hello world" and deltas == ["Hello", " world"]
