@@ -21,7 +21,7 @@ from uuid import UUID
 
 import trio
 
-from ..actors import Reply, Target, instrument, send
+from ..actors import BranchRef, Reply, Target, instrument, send
 from ..branch import Branch
 from ..errors import MailboxFull, UnknownBranch
 from ..messages import WorkCommand
@@ -164,7 +164,20 @@ class Front:
             if self.cluster is None or not grant.reaches(name):
                 raise
             return self.cluster.ref(name), for_remote(command)
-        return branch, for_branch(command, branch.budget)
+        return self._address(branch), for_branch(command, branch.budget)
+
+    def _address(self, branch: Branch) -> Target:
+        """Where a send to ``branch`` goes: a virtual branch's address (its
+        ``VirtualRef``), else the branch itself.
+
+        A request waits between its lookup and its send (for a place of
+        ``--max-concurrent``, for room in the mailbox), and a virtual branch may
+        be passivated meanwhile (idle, for ``max_active``, by hand): sent to the
+        branch object, the request was answered ``BranchClosed``; sent to its
+        address, it activates the branch again.
+        """
+        address = self.session.ref(branch.name)
+        return branch if isinstance(address, BranchRef) else address
 
     async def deliver(self, target: Target, command: WorkCommand) -> Reply:
         """Send ``command``, waiting at most ``queue_wait`` for room in the mailbox.

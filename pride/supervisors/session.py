@@ -583,8 +583,11 @@ class Session:
             ref = virtuals.ref(name)
             if ref is not None:
                 return ref
-        found = self._members.resolve_name(name)
-        if isinstance(found, VirtualRef):  # a kind registered in a parent session
+        # address=True: a kind registered elsewhere in the tree (a child session's,
+        # a parent's) gives its VirtualRef even while the branch is live; a
+        # BranchRef to the live branch would name nothing once it is passivated.
+        found = self._members.resolve_name(name, address=True)
+        if isinstance(found, VirtualRef):
             return found
         return BranchRef(found.id, found.name)
 

@@ -396,3 +396,21 @@ async def test_activate_returns_the_live_branch_or_raises_the_failure(tmp_path: 
             await session.activate("user/broken")
         with pytest.raises(UnknownBranch):
             await session.activate("nobody/ada")
+
+
+async def test_a_ref_from_the_parent_to_a_child_sessions_live_kind_outlives_passivation(
+    tmp_path: Path,
+) -> None:
+    """``parent.ref("user/ada")`` of a kind registered on a child session is the
+    branch's address even while it is live: asked after a passivation, it
+    activates the branch again (it was a BranchRef to the live branch, and
+    raised UnknownBranch once that one was passivated)."""
+    async with BranchStore(tmp_path / "desk.db") as store, Session() as parent:
+        child = await parent.spawn_session("desk", store=store)
+        await child.virtual("user", user_branch)
+        assert await parent.ask("user/ada", ChatAndRecord("one")) == "re: one"
+        ref = parent.ref("user/ada")  # taken while the branch is live
+        assert await child.passivate("user/ada")
+        assert await pride.ask(ref, ChatAndRecord("two")) == "re: two"
+        texts = [m.text for m in child.get_branch("user/ada").messages]
+        assert texts == ["you help ada", "one", "re: one", "two", "re: two"]
