@@ -29,6 +29,16 @@ def _model(server: Any) -> iModel:
     )
 
 
+async def _chat(branch: Branch, *, streamed: bool) -> None:
+    """``branch.chat("hi")``, or the same command streamed to its end."""
+    if streamed:
+        async with pride.stream(branch, pride.Chat("hi")) as chunks:
+            async for _ in chunks:
+                pass
+    else:
+        await branch.chat("hi")
+
+
 def _reply(cost: float | None = None, *, tokens_in: int = 10, tokens_out: int = 10) -> Any:
     return ScriptedReply(
         "ok", usage=CallUsage(tokens_in, tokens_out, cached_tokens=0, cost_usd=cost)
@@ -62,12 +72,7 @@ async def test_issue36_usage_a_budget_could_not_hold_is_a_malformed_response(
     async with openai_server([ScriptedReply("ok", usage=usage)]) as server:
         async with Branch(chat_model=_model(server), budget=Budget(max_cost_usd=1.0)) as branch:
             with pytest.raises(MalformedResponse) as info:
-                if streamed:
-                    async with pride.stream(branch, pride.Chat("hi")) as chunks:
-                        async for _ in chunks:
-                            pass
-                else:
-                    await branch.chat("hi")
+                await _chat(branch, streamed=streamed)
             assert info.value.path is not None and info.value.path.endswith(path)
             used = branch.usage
     assert used.cost_usd is None and used.input_tokens == 0 and used.output_tokens == 0
@@ -157,12 +162,7 @@ async def test_issue36_a_reply_is_priced_as_the_model_pride_asked_for(
         )
         async with Branch(chat_model=model, budget=Budget(max_cost_usd=1.0)) as branch:
             with pytest.raises(BudgetExceeded) as info:
-                if streamed:
-                    async with pride.stream(branch, pride.Chat("hi")) as chunks:
-                        async for _ in chunks:
-                            pass
-                else:
-                    await branch.chat("hi")
+                await _chat(branch, streamed=streamed)
             assert info.value.limit == "max_cost_usd"
             assert branch.usage.cost_usd == pytest.approx(2.5 + 10 * 10 / 1_000_000)
 
@@ -222,19 +222,10 @@ async def test_a_reply_that_reports_no_usage_is_counted_at_the_estimate(
                 retry=RetryPolicy(max_retries=0),
             )
             branch = await session.spawn(Branch(name="a", chat_model=model))
-
-            async def chat() -> None:
-                if streamed:
-                    async with pride.stream(branch, pride.Chat("hi")) as chunks:
-                        async for _ in chunks:
-                            pass
-                else:
-                    await branch.chat("hi")
-
-            await chat()
+            await _chat(branch, streamed=streamed)
             first = session.usage
             with pytest.raises(BudgetExceeded) as info:
-                await chat()
+                await _chat(branch, streamed=streamed)
     assert info.value.limit == "max_output_tokens"
     assert 55 <= first.output_tokens <= 65 and first.input_tokens > 0
     assert first.cost_usd is not None and first.cost_usd > 0

@@ -33,6 +33,16 @@ def _all_text(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc)) + repr(exc) + str(vars(exc))
 
 
+async def _call(model: iModel, *, stream: bool) -> None:
+    """``REQUEST`` sent to ``model``, plain or streamed to its end."""
+    if stream:
+        async with model.stream(REQUEST) as chunks:
+            async for _ in chunks:
+                pass
+    else:
+        await model.invoke(REQUEST)
+
+
 def test_repr_and_to_dict_never_show_the_key(monkeypatch):
     """An explicit key is masked in repr and absent from to_dict; env keys likewise."""
     model = iModel("openai/gpt-4o", api_key=SECRET)
@@ -144,12 +154,7 @@ async def test_a_key_echoed_across_the_message_cut_is_not_shown_in_part(stream, 
             "openai/gpt-4o", base_url=server.base_url, api_key=PLAIN_KEY, retry=FAST
         ) as model:
             with pytest.raises(ServerError) as caught:
-                if stream:
-                    async with model.stream(REQUEST) as chunks:
-                        async for _ in chunks:
-                            pass
-                else:
-                    await model.invoke(REQUEST)
+                await _call(model, stream=stream)
     assert "Bearer [redacted]" in str(caught.value)
     assert PLAIN_KEY[:8] not in _all_text(caught.value)
     assert PLAIN_KEY[:8] not in caplog.text
@@ -215,12 +220,7 @@ async def test_a_key_echoed_in_a_broken_response_head_is_not_in_the_chained_erro
             "openai/gpt-4o", base_url=base_url, api_key=PLAIN_KEY, retry=FAST
         ) as model:
             with pytest.raises(ProviderConnectionError) as caught:
-                if stream:
-                    async with model.stream(REQUEST) as chunks:
-                        async for _ in chunks:
-                            pass
-                else:
-                    await model.invoke(REQUEST)
+                await _call(model, stream=stream)
     text = _all_text(caught.value)
     assert "illegal header line" in text and "[redacted]" in text
     assert PLAIN_KEY not in text

@@ -379,6 +379,27 @@ def _post(port: int, body: dict[str, Any], session_id: str | None = None) -> byt
     return head.encode() + b"\r\n" + data
 
 
+async def _initialized(port: int) -> str:
+    """The MCP session id of an ``initialize`` sent over a raw connection of its own
+    (closed once the answer's head is read: the session outlives it)."""
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+    hello["clientInfo"] = {"name": "stalled", "version": "0"}
+    with trio.socket.socket() as opening:
+        await opening.connect(("127.0.0.1", port))
+        await opening.send(_post(port, {"id": 0, "method": "initialize", "params": hello}))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = await opening.recv(65536)
+            assert chunk, head
+            head += chunk
+    [sid] = [
+        line.split(b":", 1)[1].strip().decode()
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"mcp-session-id:")
+    ]
+    return sid
+
+
 async def test_sigterm_is_not_held_by_an_http_client_that_stops_reading() -> None:
     """An HTTP client starts a call with a progress token and reads nothing of its
     answer. hypercorn's write waits, shielded, for as long as the connection stays
@@ -398,22 +419,7 @@ async def test_sigterm_is_not_held_by_an_http_client_that_stops_reading() -> Non
         with trio.fail_after(60):
             url = await _announced(process.stdout)
             port = int(url.removeprefix("http://127.0.0.1:").removesuffix("/mcp"))
-            hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
-            hello["clientInfo"] = {"name": "stalled", "version": "0"}
-            opening = trio.socket.socket()
-            with opening:
-                await opening.connect(("127.0.0.1", port))
-                await opening.send(_post(port, {"id": 0, "method": "initialize", "params": hello}))
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    chunk = await opening.recv(65536)
-                    assert chunk, head
-                    head += chunk
-            [sid] = [
-                line.split(b":", 1)[1].strip().decode()
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"mcp-session-id:")
-            ]
+            sid = await _initialized(port)
             stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             await stalled.connect(("127.0.0.1", port))
             call: dict[str, Any] = {"name": "helper_crunch", "arguments": {"count": 100_000}}
@@ -458,21 +464,8 @@ async def test_an_http_client_that_reads_nothing_past_send_timeout_has_its_call_
             serving = functools.partial(serve_mcp, session, ["helper"], http=0, send_timeout=0.5)
             url = await nursery.start(serving)
             port = int(url.removeprefix("http://127.0.0.1:").removesuffix("/mcp"))
-            hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
-            hello["clientInfo"] = {"name": "stalled", "version": "0"}
-            with trio.socket.socket() as opening, trio.socket.socket() as stalled:
-                await opening.connect(("127.0.0.1", port))
-                await opening.send(_post(port, {"id": 0, "method": "initialize", "params": hello}))
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    chunk = await opening.recv(65536)
-                    assert chunk, head
-                    head += chunk
-                [sid] = [
-                    line.split(b":", 1)[1].strip().decode()
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"mcp-session-id:")
-                ]
+            sid = await _initialized(port)
+            with trio.socket.socket() as stalled:
                 stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                 await stalled.connect(("127.0.0.1", port))
                 call: dict[str, Any] = {"name": "helper_crunch", "arguments": {"count": 10**6}}
