@@ -37,6 +37,9 @@ __all__ = ["Directory", "HostOptions"]
 
 log = logging.getLogger("pride.cluster")
 
+STOP_UNUSED_GRACE = 10.0
+"""Seconds a spawn that made a host as its Cluster closed waits for Ray to end it."""
+
 
 @attrs.frozen
 class HostOptions:
@@ -283,11 +286,20 @@ class Directory:
 
 
 async def _stop_unused(host: str, handle: Any) -> None:
-    """End a host process nothing has used yet (no session to let finish), shielded:
-    the caller is on its way out with `HostLost` and may itself be cancelled."""
+    """End a host process nothing has used yet (no session to let finish), shielded
+    and bounded by `STOP_UNUSED_GRACE`: the caller is on its way out with `HostLost`
+    and may itself be cancelled."""
     ray = import_ray()
-    with trio.CancelScope(shield=True):
+    with trio.CancelScope(shield=True), trio.move_on_after(STOP_UNUSED_GRACE) as bound:
         try:
-            await trio.to_thread.run_sync(lambda: ray.kill(handle, no_restart=True))
+            await trio.to_thread.run_sync(
+                lambda: ray.kill(handle, no_restart=True), abandon_on_cancel=True
+            )
         except Exception:
             log.exception("host %r, made as its Cluster closed, could not be stopped", host)
+    if bound.cancelled_caught:
+        log.error(
+            "host %r, made as its Cluster closed, was not stopped within %s s",
+            host,
+            STOP_UNUSED_GRACE,
+        )
