@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 
 import trio
+
+from ._descriptors import write_all
 
 __all__ = ["MAX_PENDING", "Answers"]
 
@@ -99,7 +100,7 @@ class Answers:
             return
         data = "".join(line + "\n" for line in batch).encode("utf-8")
         try:
-            await trio.to_thread.run_sync(_write_all, self._fd, data, abandon_on_cancel=True)
+            await trio.to_thread.run_sync(write_all, self._fd, data, abandon_on_cancel=True)
         except trio.Cancelled:
             self.unwritten += len(batch) + self._receive.statistics().current_buffer_used
             raise
@@ -115,10 +116,3 @@ class Answers:
     async def written(self) -> None:
         """Wait until the writer has ended (after `close`, or cancelled)."""
         await self._written.wait()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` (``os.write`` may write part of it), in a worker thread."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

@@ -16,8 +16,6 @@ import functools
 import json
 import logging
 import math
-import os
-import select
 import sys
 import threading
 import time
@@ -28,6 +26,7 @@ import trio
 
 from ..actors import turn
 from ..messages.codec import dump_json
+from ._descriptors import write_all
 
 __all__ = [
     "CONTEXT_FIELDS",
@@ -175,24 +174,20 @@ class StderrHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         """Queue one formatted record (inside `write_off_the_loop`), else write and flush."""
         try:
-            line = self.format(record) + "\n"
-            if self._stuck or self._writing:
-                with self._guard:
-                    self._queue(line)
-            else:
-                stream = sys.stderr
-                stream.write(line)
-                stream.flush()
+            self.say(self.format(record))
         except Exception:
             self.handleError(record)
 
     def say(self, text: str) -> None:
-        """Write one plain line (not a record) in order with the records around it."""
+        """Write ``text`` as one line in order with the records around it: queued inside
+        `write_off_the_loop` (dropped once stderr is stuck), else written and flushed."""
         if self._stuck or self._writing:
             with self._guard:
                 self._queue(text + "\n")
         else:
-            print(text, file=sys.stderr, flush=True)
+            stream = sys.stderr
+            stream.write(text + "\n")
+            stream.flush()
 
     def _queue(self, line: str) -> None:
         # Under self._guard, from any thread that logs.
@@ -284,7 +279,7 @@ class StderrHandler(logging.Handler):
         data = text.encode("utf-8", errors="replace")
         try:
             stream.flush()  # what was printed to it before goes first
-            await trio.to_thread.run_sync(_write_all, fd, data, abandon_on_cancel=True)
+            await trio.to_thread.run_sync(write_all, fd, data, abandon_on_cancel=True)
         except trio.Cancelled:
             self._stuck = True  # the write may still be blocked in its thread
             raise
@@ -298,25 +293,11 @@ def _soon(token: trio.lowlevel.TrioToken, wake: Callable[[], None]) -> None:
         token.run_sync_soon(wake)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` (``os.write`` may write part of it), in a worker thread.
-
-    The descriptor may be non-blocking: ``pride mcp`` over stdio makes its stdout
-    so, and a terminal (or ``2>&1``) shares that open file with stderr. Then a full
-    pipe is waited for here, in the thread, never taken for a broken stderr."""
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view) :]
-        except BlockingIOError:
-            select.select([], [fd], [])
-
-
 def say(text: str) -> None:
     """Print ``text`` as one line on standard error, after the log records already
     queued for it (`StderrHandler`): a command's plain lines (``pride run: cannot use
     the store ...``) must not pass the records logged before them."""
-    handler = next((h for h in _handlers()), None)
+    handler = next(iter(_handlers()), None)
     if handler is None:
         print(text, file=sys.stderr, flush=True)
     else:

@@ -142,9 +142,8 @@ class BranchStore(Journals, Reads):
     def __init__(
         self, path: str | Path, *, read_only: bool = False, max_row_bytes: int = MAX_ROW_BYTES
     ) -> None:
-        if isinstance(max_row_bytes, bool) or not isinstance(max_row_bytes, int):
-            raise ValueError(f"max_row_bytes must be a positive int, got {max_row_bytes!r}")
-        if max_row_bytes < 1:
+        is_int = isinstance(max_row_bytes, int) and not isinstance(max_row_bytes, bool)
+        if not is_int or max_row_bytes < 1:
             raise ValueError(f"max_row_bytes must be a positive int, got {max_row_bytes!r}")
         self.path = Path(path)
         self.read_only = read_only
