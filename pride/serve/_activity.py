@@ -24,6 +24,7 @@ import trio
 from ..messages import (
     BranchPassivated,
     BranchRestarted,
+    BranchStarted,
     BranchStopped,
     RunEnd,
     RunFailed,
@@ -67,7 +68,9 @@ class Activity:
 
     ``watch(session)`` subscribes; ``close()`` unsubscribes. Branches are keyed
     by id, which a restart keeps; a branch that leaves the tree (stopped, removed,
-    passivated) is forgotten, so the records are bounded by the live branches.
+    passivated) is forgotten, so the records are bounded by the tree's branches. A
+    branch stopped by a group restart (``BranchStopped(reason="shutdown")``, then
+    ``BranchRestarted``) keeps its records: its restarts count on, its last turn stays.
 
     Args:
         ignored: ids of branches never reported, whose signals are not kept
@@ -80,6 +83,7 @@ class Activity:
         self._started: dict[UUID, tuple[UUID | None, float]] = {}
         self._restarts: dict[UUID, int] = {}
         self._last: dict[UUID, LastTurn] = {}
+        self._held: set[UUID] = set()  # stopped by a "shutdown": gone, or about to restart
         self._session: Any = None
 
     def watch(self, session: Any) -> None:
@@ -89,6 +93,7 @@ class Activity:
             RunStart,
             RunEnd,
             RunFailed,
+            BranchStarted,
             BranchRestarted,
             BranchStopped,
             BranchPassivated,
@@ -106,14 +111,22 @@ class Activity:
         if branch is None or branch in self._ignored:
             return
         if isinstance(signal, BranchPassivated) or (
-            isinstance(signal, BranchStopped) and signal.reason != "crash"
+            isinstance(signal, BranchStopped) and signal.reason == "normal"
         ):
-            # It left the tree (a crash is followed by its restart, which keeps it):
-            # kept, a virtual branch's records outlived it, one set per name ever used.
-            self._started.pop(branch, None)
-            self._restarts.pop(branch, None)
-            self._last.pop(branch, None)
+            # It left the tree (a remove, a Stop, a passivation): kept, a virtual
+            # branch's records outlived it, one set per name ever used.
+            self._forget(branch)
+            self._prune_held()
+        elif isinstance(signal, BranchStopped) and signal.reason == "shutdown":
+            # A shutdown, or a sibling halted for a one_for_all / rest_for_one restart
+            # (or its session's restart), which BranchRestarted follows: the signal does
+            # not say which, and forgetting it here reset a restarted sibling's count and
+            # lost its last turn. Held until it restarts or is seen gone from the tree.
+            self._held.add(branch)
+        elif isinstance(signal, BranchStarted):
+            self._held.discard(branch)
         elif isinstance(signal, BranchRestarted):
+            self._held.discard(branch)
             self._restarts[branch] = self._restarts.get(branch, 0) + 1
             self._started.pop(branch, None)
         elif isinstance(signal, RunStart):
@@ -123,6 +136,21 @@ class Activity:
             if started is not None and started[0] == signal.turn_id:
                 del self._started[branch]
             self._last[branch] = _last_turn(signal)
+        # A crash keeps the records: its restart (or its stopped place in the tree) follows.
+
+    def _forget(self, branch: UUID) -> None:
+        self._held.discard(branch)
+        self._started.pop(branch, None)
+        self._restarts.pop(branch, None)
+        self._last.pop(branch, None)
+
+    def _prune_held(self) -> None:
+        """Forget the held branches no longer in the tree (a removed child session's)."""
+        if not self._held or self._session is None:
+            return
+        live = {branch.id for branch in _tree_branches(self._session)}
+        for branch in self._held - live:
+            self._forget(branch)
 
     def restarts(self, branch: UUID) -> int:
         """How many times ``branch`` was restarted since the server was built."""
@@ -138,6 +166,14 @@ class Activity:
     def last_turn(self, branch: UUID) -> LastTurn | None:
         """How ``branch``'s last finished turn ended, if one finished since the server was built."""
         return self._last.get(branch)
+
+
+def _tree_branches(session: Any) -> list[Any]:
+    """The member branches of ``session`` and of every session below it."""
+    found = list(session.branches)
+    for child in session.sessions:
+        found.extend(_tree_branches(child))
+    return found
 
 
 def _last_turn(signal: RunEnd | RunFailed) -> LastTurn:
