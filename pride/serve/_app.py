@@ -38,11 +38,25 @@ from ._status import RETRY_AFTER
 from ._traces import Recorder
 from ._turns import TrackedTurns
 
-__all__ = ["Front", "Handler"]
+__all__ = ["Front", "Handler", "mailbox_full"]
 
 log = logging.getLogger("pride.serve")
 
 Handler = Callable[..., Awaitable[None]]
+
+
+def mailbox_full(target: Target) -> MailboxFull:
+    """The refusal of a send to ``target`` that found no room, naming its capacity.
+
+    A Branch knows its ``mailbox_size``; the addresses a request may hold instead,
+    a virtual branch's ``VirtualRef`` and a cluster's ``RemoteBranchRef``, know
+    theirs as ``capacity`` (a refusal said 0 for a VirtualRef, which has no
+    ``mailbox_size``).
+    """
+    capacity = getattr(target, "mailbox_size", None)
+    if capacity is None:
+        capacity = getattr(target, "capacity", None)
+    return MailboxFull(target.name, capacity if isinstance(capacity, int) else 0)
 
 
 class Front:
@@ -187,8 +201,7 @@ class Front:
         """
         with trio.move_on_after(self.options.queue_wait):
             return await send(target, command)
-        capacity = getattr(target, "mailbox_size", None) or getattr(target, "capacity", 0) or 0
-        raise MailboxFull(target.name, capacity)
+        raise mailbox_full(target)
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:

@@ -28,10 +28,10 @@ from uuid import UUID
 import trio
 
 from ..actors import Reply, stream
-from ..errors import InvalidMessage, MailboxFull, TurnCancelled, UnknownTurn
+from ..errors import InvalidMessage, TurnCancelled, UnknownTurn
 from ..messages import Resume, WorkCommand, unstructure
 from ..messages.requests import decode_command, plain_result
-from ._app import Front
+from ._app import Front, mailbox_full
 from ._auth import Grant
 from ._http import (
     KEEPALIVE_COMMENT,
@@ -140,8 +140,7 @@ async def stream_turn(front: Front, request: Request, grant: Grant, name: str) -
                 with trio.move_on_after(front.options.queue_wait) as waiting:
                     items = await stack.enter_async_context(stream(target, command))
                 if waiting.cancelled_caught:
-                    capacity = getattr(target, "mailbox_size", 0) or 0
-                    raise MailboxFull(target.name, capacity)
+                    raise mailbox_full(target)
                 await request.send(
                     {"type": "http.response.start", "status": 200, "headers": SSE_HEADERS}
                 )
@@ -221,7 +220,7 @@ async def send_turn(front: Front, request: Request, grant: Grant, name: str) -> 
             await target.deliver(reply)
             delivered = True
         if not delivered:
-            raise MailboxFull(target.name, getattr(target, "mailbox_size", 0) or 0)
+            raise mailbox_full(target)
         with watch_disconnect(request, front.nursery) as watch:
             await reply.started.wait()  # the turn goes on if the client leaves meanwhile
     if reply.turn_id is None:  # refused before it started (the branch stopped, ...)

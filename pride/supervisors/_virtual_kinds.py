@@ -251,6 +251,14 @@ class VirtualRef:
         live = self._virtuals.live_branch(self.name)
         return live.id if live is not None else uuid.uuid5(VIRTUAL_NAMESPACE, self.name)
 
+    @property
+    def capacity(self) -> int:
+        """Envelopes this address takes before ``send`` waits (and ``send_nowait``
+        raises ``MailboxFull``): the live branch's ``mailbox_size``, or before its
+        activation `PENDING_LIMIT`, the activation's queue."""
+        live = self._virtuals.live_branch(self.name)
+        return live.mailbox_size if live is not None else PENDING_LIMIT
+
     async def deliver(self, envelope: Reply) -> None:
         """Hand ``envelope`` to the live branch, or queue it for its activation
         (started by the first envelope), as a mailbox would.

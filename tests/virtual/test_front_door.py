@@ -15,6 +15,7 @@ import pytest
 import trio
 import trio.testing
 
+import pride
 from pride import Branch, BranchActivated, ChatAndRecord, Session
 from pride.serve import ServeOptions
 from tests.helpers import Gate, echo_model
@@ -73,3 +74,43 @@ async def test_a_request_waiting_for_a_place_reaches_its_branch_passivated_meanw
         await session.ask("user/ada", ChatAndRecord("again"))
         texts = [m.text for m in session.get_branch("user/ada").messages]
         assert texts == ["you help ada", "hello", "re: hello", "again", "re: again"]
+
+
+def gated_user(gate: Gate) -> object:
+    def factory(key: str) -> Branch:
+        return Branch(chat_model=gate.model, mailbox_size=1)
+
+    return factory
+
+
+async def test_a_full_virtual_mailbox_names_its_capacity(tmp_path: Path) -> None:
+    """``user/ada`` busy with one turn and its one-envelope mailbox full: ``send_nowait``
+    to its address, and each route of ``pride serve`` naming it, refuse with
+    ``MailboxFull`` naming the mailbox's real capacity (1). The server's refusals
+    said 0: a VirtualRef has no ``mailbox_size`` of its own."""
+    gate = Gate()
+    async with Session(store=tmp_path / "s.db") as session:
+        await session.virtual("user", gated_user(gate))
+        ref = session.ref("user/ada")
+        running = await pride.send(ref, ChatAndRecord("hold"))
+        await gate.started.wait()
+        queued = await pride.send(ref, ChatAndRecord("queued"))
+        with pytest.raises(pride.MailboxFull) as info:
+            pride.send_nowait(ref, ChatAndRecord("one too many"))
+        assert info.value.capacity == 1 and "(1 envelopes)" in str(info.value)
+        assert ref.capacity == 1  # live: its mailbox; not yet live: the activation's queue
+        assert session.ref("user/bo").capacity == 1024
+        options = ServeOptions(port=0, queue_wait=0.05)
+        async with in_process(session, options) as (_, url):
+            headers = {"Authorization": f"Bearer {TOKEN}"}
+            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+                for route in ("ask", "send", "stream"):
+                    refused = await http.post(f"/v1/branches/user%2Fada/{route}", json=ASK)
+                    assert refused.status_code == 503, (route, refused.text)
+                    error = refused.json()["error"]
+                    assert error["type"] == "MailboxFull", (route, error)
+                    assert "(1 envelopes)" in error["message"], (route, error)
+        gate.release("hold")
+        gate.release("queued")
+        assert await running.result() == "reply to hold"
+        assert await queued.result() == "reply to queued"
