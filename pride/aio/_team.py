@@ -39,6 +39,7 @@ from ..errors import MailboxFull
 from ..flows import Flow, FlowResult
 from ..messages import Command, Signal, WorkCommand
 from ..supervisors import Session
+from ..supervisors.session import VirtualRef
 from ._calls import Call, Pending, ReplyWait
 from ._errors import TeamClosed, WrongLoop
 from ._guest import Guest, acquire, release, wait_through
@@ -466,15 +467,23 @@ class Team:
         """
         return await self._call(fn, *args)
 
-    def ref(self, name: str | UUID) -> BranchRef:
-        """The [`BranchRef`][pride.BranchRef] of the member branch ``name`` (or id): an
-        address ``ask``/``send``/``stream`` take, and that can be stored or logged.
+    def ref(self, name: str | UUID) -> BranchRef | VirtualRef:
+        """An address of the branch ``name`` (or id) that ``ask``/``send``/``stream``
+        take, and that can be stored or logged (see
+        [`Session.ref`][pride.supervisors.session.Session.ref]).
+
+        For a virtual branch's name (``kind/key``) it is its
+        [`VirtualRef`][pride.supervisors.session.VirtualRef], live or not: a send
+        through it activates the branch, and it outlives a passivation. For any
+        other branch of the tree, its [`BranchRef`][pride.BranchRef].
 
         Raises:
-            UnknownBranch: no branch of the session's tree has that name.
+            UnknownBranch: no branch of the session's tree has that name (nor a virtual kind).
         """
-        branch = self.session.resolve_name(name)
-        return BranchRef(branch.id, branch.name)
+        # The session's own ref: a BranchRef built here from what resolve_name found
+        # named a virtual branch's live id (gone once passivated) or, before its
+        # activation, an id no branch has, so an ask through it raised UnknownBranch.
+        return self.session.ref(name)
 
     # ------------------------------------------------------------ observation
 
