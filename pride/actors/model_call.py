@@ -16,8 +16,8 @@ import attrs
 import trio
 
 from ..errors import StopStream
-from ..llm import ModelRequest, ModelResponse, iModel, new_call_id
-from ..messages import ReasoningDelta
+from ..llm import ModelRequest, ModelResponse, ModelStream, iModel, new_call_id
+from ..messages import ReasoningDelta, Usage
 from . import wiring
 
 if TYPE_CHECKING:
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["call_model_once", "unique_call_ids"]
 
 log = logging.getLogger("pride.turn")
+
+#: The usage of a call that failed before its provider sent anything.
+NOTHING_SPENT = Usage()
 
 
 async def call_model_once(
@@ -45,7 +48,9 @@ async def call_model_once(
     [`ReasoningDelta`][pride.ReasoningDelta] items; cut the moment ``meter``'s
     output allowance runs out, which thinking counts against too; a directive
     checked after each delta with ``control``), and the call log, whatever the
-    outcome.
+    outcome. A stream that ends before its reply counts what it spent on
+    ``meter`` ([`ModelStream.usage`][pride.llm.ModelStream.usage]): no reply
+    will carry its usage to the turn.
 
     Raises:
         BudgetExceeded: a streamed reply ran past ``max_output_tokens``.
@@ -63,12 +68,14 @@ async def call_model_once(
     logs = branch.logs
     started = time.perf_counter()
     turn_id = scope.turn_id if scope is not None else None
+    stream: ModelStream | None = None
     try:
         if streaming:
             assert scope is not None
             watched = meter is not None and meter.watches_output
             streamed = 0  # this reply's output tokens so far (an estimate)
-            async with model.stream(request) as chunks:
+            stream = model.stream(request)
+            async with stream as chunks:
                 async for delta in chunks:
                     text = delta.text if isinstance(delta, ReasoningDelta) else delta
                     if watched:  # cut the stream the moment the allowance runs out
@@ -83,12 +90,25 @@ async def call_model_once(
             response = chunks.response
         else:
             response = await model.invoke(request)
-    except (trio.Cancelled, StopStream):
-        logs.record("model", model.model, started=started, status="cancelled", turn_id=turn_id)
-        raise
     except BaseException as exc:
+        # A stream left early was billed for what it generated: counted here,
+        # since no reply will carry its usage to the turn.
+        spent = stream.usage if stream is not None else None
+        if spent is None:
+            spent = NOTHING_SPENT
+        elif meter is not None:
+            meter.add_spent(spent)
+        cancelled = isinstance(exc, trio.Cancelled | StopStream)
         logs.record(
-            "model", model.model, started=started, status="error", turn_id=turn_id, error=exc
+            "model",
+            model.model,
+            started=started,
+            status="cancelled" if cancelled else "error",
+            turn_id=turn_id,
+            error=None if cancelled else exc,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cost_usd=spent.cost_usd,
         )
         raise
     if scope is not None and response.tool_calls:  # before anything records them

@@ -44,6 +44,7 @@ Nothing here costs anything measurable when no budget is set (an unbudgeted mete
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -423,6 +424,17 @@ class Meter(Account):
                     limited.exceed(passed)  # every turn on the shared allowance stops
                 raise self._refuse(passed)
 
+    def add_spent(self, usage: Usage) -> None:
+        """Count what a call that did not finish spent (a stream left early or
+        cut: [`ModelStream.usage`][pride.llm.ModelStream.usage]), without raising:
+        the call's own exception is the one on its way out. A limit it passes is
+        passed all the same: this turn's later calls are refused, and a shared
+        allowance stops every turn drawing on it.
+        """
+        # Passing a limit trips the meter (`_refuse`), which stops the work once it is back.
+        with contextlib.suppress(BudgetExceeded):
+            self.add_usage(usage)
+
     def streamed(self, text: str, so_far: int) -> int:
         """Count a streamed delta's tokens (an estimate); ``so_far`` is this reply's count.
 
@@ -430,8 +442,8 @@ class Meter(Account):
 
         Raises:
             BudgetExceeded: the reply has run past a ``max_output_tokens``
-                limit; the caller cuts the stream. The estimate of what was
-                generated is counted as used (the provider bills it).
+                limit; the caller cuts the stream and counts what the stream
+                spent (`add_spent`: the provider bills what it generated).
         """
         so_far += count_tokens(text)
         for account in self.limited:
@@ -439,10 +451,11 @@ class Meter(Account):
             assert budget is not None
             allowed = budget.max_output_tokens
             if allowed is not None and account.output_tokens + so_far > allowed:
-                for counted in (self, *self.above):
-                    counted.output_tokens += so_far
                 error = BudgetExceeded(
-                    "max_output_tokens", account.output_tokens, allowed, scope=account.scope
+                    "max_output_tokens",
+                    account.output_tokens + so_far,
+                    allowed,
+                    scope=account.scope,
                 )
                 if account is not self:
                     account.exceed(error)

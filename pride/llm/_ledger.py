@@ -18,7 +18,7 @@ from . import _tokens
 from ._limiter import RateLimiter
 from ._listen import notify_listeners
 from ._retry import RetryNotice
-from ._types import ModelRequest, ModelResponse, ModelStatistics
+from ._types import ModelRequest, ModelStatistics
 
 __all__ = ["CallLedger"]
 
@@ -67,14 +67,14 @@ class CallLedger:
         self.in_flight += 1
         return estimate
 
-    def settle(self, estimate: int, response: ModelResponse | None, *, failed: bool) -> None:
-        """Account for the end of an admitted call and free its place."""
+    def settle(self, estimate: int, usage: Usage | None, *, failed: bool) -> None:
+        """Account for the end of an admitted call and free its place: ``usage``
+        is what it spent (a stream left early: an estimate), None if unknown."""
         self.in_flight -= 1
         if failed:
             self.failures += 1
         limiter = self.limiter
-        if response is not None:
-            usage = response.usage
+        if usage is not None:
             totals = self._usage_totals
             totals[0] += usage.input_tokens
             totals[1] += usage.output_tokens

@@ -300,7 +300,7 @@ class iModel:
             failed = True
             raise
         finally:
-            ledger.settle(estimate, response, failed=failed)
+            ledger.settle(estimate, response.usage if response is not None else None, failed=failed)
         return response
 
     def stream(self, request: ModelRequest) -> ModelStream:
@@ -308,7 +308,9 @@ class iModel:
 
         See [`ModelStream`][pride.llm.ModelStream] for retries, cancellation and ``s.response``.
         """
-        return ModelStream(self._ledger, request, partial(self._attempts, request), self.provider)
+        return ModelStream(
+            self._ledger, request, partial(self._attempts, request), self.provider, self.model
+        )
 
     def _attempts(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
         """The deltas, then the reply, with retries until a delta went out.

@@ -6,11 +6,16 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
 
+import attrs
 import trio
+
+from pride.messages import ReasoningDelta, Usage
 
 from ._endpoint import Delta, StreamItem
 from ._errors import malformed
 from ._ledger import CallLedger
+from ._pricing import price_usage
+from ._tokens import estimate_request_tokens, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse
 
 #: Starts a call's attempts once it is admitted: deltas, then the reply last.
@@ -50,18 +55,29 @@ class ModelStream:
 
     Cancellation and early exit: leaving the block for any reason (``break``,
     an exception, cancellation) closes the HTTP response at once, shielded and
-    bounded by `STREAM_CLOSE_TIMEOUT` seconds.
+    bounded by `STREAM_CLOSE_TIMEOUT` seconds. What a stream left early spent
+    is still counted: see [`usage`][pride.llm.ModelStream.usage].
     """
 
     def __init__(
-        self, ledger: CallLedger, request: ModelRequest, start: StartAttempts, provider: str
+        self,
+        ledger: CallLedger,
+        request: ModelRequest,
+        start: StartAttempts,
+        provider: str,
+        model: str,
     ) -> None:
         self._ledger = ledger
         self._request = request
         self._start = start
         self._provider = provider
+        self._model = model
         self._items: AsyncGenerator[StreamItem, None] | None = None
         self._response: ModelResponse | None = None
+        # Every delta handed out, kept as it came (an append per delta): only a
+        # stream that ends without its reply measures them (`usage`).
+        self._received: list[Delta] = []
+        self._unfinished: Usage | None = None
         self._state = "new"
         self._estimate = 0
         self._failed = False
@@ -97,7 +113,7 @@ class ModelStream:
                         STREAM_CLOSE_TIMEOUT,
                     )
         finally:
-            self._ledger.settle(self._estimate, self._response, failed=self._failed)
+            self._ledger.settle(self._estimate, self.usage, failed=self._failed)
 
     def __aiter__(self) -> ModelStream:
         return self
@@ -117,6 +133,7 @@ class ModelStream:
             self._failed = True
             raise
         if not isinstance(item, ModelResponse):
+            self._received.append(item)
             return item
         self._response = item
         raise StopAsyncIteration
@@ -133,3 +150,34 @@ class ModelStream:
                 "ModelStream.response is available only after the stream was read to its end"
             )
         return self._response
+
+    @property
+    def usage(self) -> Usage | None:
+        """What the call has spent: the reply's usage once the stream was read to
+        its end, else pride's estimate of what a stream left early, cut or failed
+        has spent, or ``None`` before its first delta.
+
+        The provider bills what it generated whether anyone read it or not, so a
+        stream left after its first delta counts its prompt (as
+        `estimate_request_tokens` measures it) and the deltas received, text and
+        reasoning (each as `estimate_text_tokens` measures it, the count a
+        budget's ``max_output_tokens`` cuts a stream by), priced at the model's
+        price when pride has one. The model's statistics, its rate limiter and
+        the turn's budget all count this figure. Before the first delta nothing
+        shows what the provider read, so nothing is counted.
+        """
+        if self._response is not None:
+            return self._response.usage
+        if not self._received:
+            return None
+        if self._unfinished is None:
+            generated = sum(
+                estimate_text_tokens(delta.text if isinstance(delta, ReasoningDelta) else delta)
+                for delta in self._received
+            )
+            usage = Usage(
+                input_tokens=estimate_request_tokens(self._request), output_tokens=generated
+            )
+            cost = price_usage(self._provider, self._model, usage)
+            self._unfinished = usage if cost is None else attrs.evolve(usage, cost_usd=cost)
+        return self._unfinished

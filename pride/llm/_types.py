@@ -160,7 +160,9 @@ class ModelStatistics:
         failures: calls that ended in an exception.
         queued: calls waiting for admission by the rate limiter.
         in_flight: calls admitted and not yet finished.
-        usage: the summed usage of every successful call.
+        usage: the summed usage of every successful call, and pride's estimate
+            of what each stream ended before its reply spent
+            ([`ModelStream.usage`][pride.llm.ModelStream.usage]).
     """
 
     calls: int

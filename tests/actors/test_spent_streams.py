@@ -1,0 +1,162 @@
+"""A stream that ends before its reply still counts what it spent.
+
+The provider bills the prompt it read and every token it generated, whether or
+not anyone read them, and a reply cut short never reports its usage. These
+tests leave streams early in each way a turn can (the consumer leaves, the
+caller is cancelled, the provider cuts the connection, the budget cuts the
+stream) against a real loopback provider, and check that the turn, the
+branch, the session's budget and the model's own statistics count pride's
+estimate of it (`pride.llm.ModelStream.usage`).
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import pride
+from pride import (
+    Branch,
+    Budget,
+    BudgetExceeded,
+    Chat,
+    Run,
+    RunEnd,
+    RunFailed,
+    ScriptedModel,
+    Session,
+)
+from pride.errors import ProviderConnectionError
+from pride.llm import ModelRequest, estimate_text_tokens, iModel
+from pride.testing import Fault, openai_server
+from tests.helpers import Recorder
+
+#: A long reply, 8 characters an event: 2 estimated tokens each.
+REPLY = "abcdefgh" * 200
+
+
+def provider(server: object) -> iModel:
+    return iModel("openai/gpt-4o-mini", base_url=server.base_url, api_key="test")  # type: ignore[attr-defined]
+
+
+async def leave_after(branch: Branch, chunks: int, command: object | None = None) -> list[str]:
+    """Stream ``command`` on ``branch`` and leave after ``chunks`` text chunks."""
+    received: list[str] = []
+    async with pride.stream(branch, command or Chat("tell me everything")) as items:
+        async for item in items:
+            if isinstance(item, str):
+                received.append(item)
+                if len(received) == chunks:
+                    break
+    return received
+
+
+async def test_a_stream_the_consumer_leaves_counts_its_prompt_and_what_it_received() -> None:
+    recorder = Recorder()
+    async with openai_server([REPLY]) as server:
+        model = provider(server)
+        async with Branch(chat_model=model, observer=recorder) as branch:
+            received = await leave_after(branch, 5)
+            usage = branch.usage
+    output = sum(estimate_text_tokens(chunk) for chunk in received)
+    assert received == ["abcdefgh"] * 5
+    assert usage.model_calls == 1
+    assert usage.input_tokens > 0
+    # What reached the turn: the five delivered chunks, and any the model's
+    # reader had taken in before the consumer's leaving reached it.
+    assert output <= usage.output_tokens <= output + 2 * estimate_text_tokens("abcdefgh")
+    assert usage.cost_usd is not None and usage.cost_usd > 0  # priced as gpt-4o-mini
+    ended = [signal for signal in recorder.signals if isinstance(signal, RunEnd | RunFailed)]
+    assert [(s.usage.input_tokens, s.usage.output_tokens) for s in ended] == [
+        (usage.input_tokens, usage.output_tokens)
+    ]
+    statistics = model.statistics()
+    assert statistics.usage.input_tokens == usage.input_tokens
+    assert statistics.usage.output_tokens == usage.output_tokens
+    assert statistics.in_flight == 0
+
+
+async def test_streams_left_early_spend_a_shared_budget_until_it_refuses() -> None:
+    """Before, each abandoned stream counted nothing: a client leaving every
+    stream after a few chunks spent without limit under a session budget."""
+    async with openai_server(lambda body: REPLY) as server:
+        async with Session(budget=Budget(max_output_tokens=40)) as session:
+            branch = await session.spawn(Branch(name="talker", chat_model=provider(server)))
+            refused: BudgetExceeded | None = None
+            for _attempt in range(20):
+                try:
+                    await leave_after(branch, 4)
+                except BudgetExceeded as exc:
+                    refused = exc
+                    break
+            assert refused is not None, session.usage
+            assert refused.limit == "max_output_tokens" and refused.scope.startswith("session")
+            assert session.usage.output_tokens > 40
+            assert server.request_count == session.usage.model_calls < 20
+
+
+async def test_a_stream_cancelled_by_its_caller_counts_what_it_spent() -> None:
+    async with openai_server([Fault.stall_stream(after_chunks=3, reply=REPLY)]) as server:
+        async with Branch(chat_model=provider(server)) as branch:
+            received: list[str] = []
+            with trio.CancelScope() as cancel:
+                async with pride.stream(branch, Chat("q")) as items:
+                    async for item in items:
+                        received.append(item)
+                        if len(received) == 2:  # the third event was the role's
+                            cancel.cancel()  # the provider sends no more: the caller gives up
+            assert cancel.cancelled_caught
+            usage = branch.usage
+    assert usage.input_tokens > 0
+    assert usage.output_tokens == 2 * estimate_text_tokens("abcdefgh")
+
+
+async def test_a_stream_the_provider_cuts_counts_what_it_delivered() -> None:
+    async with openai_server([Fault.cut_stream(after_chunks=4, reply=REPLY)]) as server:
+        model = provider(server)
+        async with Branch(chat_model=model) as branch:
+            with pytest.raises(ProviderConnectionError):
+                await leave_after(branch, 100)
+            usage = branch.usage
+    assert usage.input_tokens > 0
+    assert usage.output_tokens == 3 * estimate_text_tokens("abcdefgh")  # the first event: the role
+    assert model.statistics().failures == 1
+    assert model.statistics().usage.output_tokens == usage.output_tokens
+
+
+async def test_a_stream_cut_by_max_output_tokens_counts_its_prompt_and_the_figure_it_names() -> (
+    None
+):
+    async with openai_server([REPLY]) as server:
+        async with Branch(chat_model=provider(server)) as branch:
+            with pytest.raises(BudgetExceeded) as info:
+                await leave_after(branch, 1000, Run("q", budget=Budget(max_output_tokens=20)))
+            usage = branch.usage
+    assert info.value.limit == "max_output_tokens" and info.value.used > 20
+    assert usage.output_tokens == info.value.used  # counted once, as the error says
+    assert usage.input_tokens > 0
+
+
+async def test_a_stream_ended_before_its_first_delta_counts_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Nothing shows what a provider read before it sent anything: no estimate."""
+    model = ScriptedModel([REPLY], delay=60.0)
+    async with Branch(chat_model=model) as branch:
+        with trio.move_on_after(1.0) as waited:
+            await leave_after(branch, 1)
+        assert waited.cancelled_caught
+        assert branch.usage.input_tokens == branch.usage.output_tokens == 0
+        assert branch.usage.model_calls == 1
+
+
+async def test_model_stream_usage_is_the_replys_once_read_to_its_end() -> None:
+    async with openai_server(["short reply"]) as server:
+        model = provider(server)
+        stream = model.stream(ModelRequest(messages=[{"role": "user", "content": "q"}]))
+        assert stream.usage is None
+        async with stream:
+            async for _delta in stream:
+                pass
+        assert stream.usage == stream.response.usage
