@@ -170,7 +170,7 @@ class ModelStream:
             return self._response.usage
         if not self._received:
             return None
-        if self._unfinished is None:
+        if self._unfinished is None or self._state != "closed":  # still growing until closed
             generated = sum(
                 estimate_text_tokens(delta.text if isinstance(delta, ReasoningDelta) else delta)
                 for delta in self._received

@@ -160,3 +160,19 @@ async def test_model_stream_usage_is_the_replys_once_read_to_its_end() -> None:
             async for _delta in stream:
                 pass
         assert stream.usage == stream.response.usage
+
+
+async def test_model_stream_usage_read_mid_stream_grows_until_the_stream_is_left() -> None:
+    async with openai_server([REPLY]) as server:
+        model = provider(server)
+        per_delta = estimate_text_tokens("abcdefgh")
+        async with model.stream(ModelRequest(messages=[{"role": "user", "content": "q"}])) as s:
+            deltas = 0
+            async for _delta in s:
+                deltas += 1
+                spent = s.usage
+                assert spent is not None and spent.output_tokens == deltas * per_delta
+                if deltas == 4:
+                    break
+        assert s.usage is not None and s.usage.output_tokens == 4 * per_delta
+        assert model.statistics().usage.output_tokens == 4 * per_delta
