@@ -354,10 +354,19 @@ def serve(
         typer.Option(
             min=1,
             metavar="N",
-            help="Requests running turns (or holding an event stream) at once; more wait "
-            "briefly, then get 503 with Retry-After.",
+            help="Requests running turns at once; more wait briefly, then get 503 with "
+            "Retry-After.",
         ),
     ] = 128,
+    max_watchers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Event streams (GET /v1/events) open at once, apart from --max-concurrent's "
+            "places; more wait briefly, then get 503 with Retry-After.",
+        ),
+    ] = 64,
     header_timeout: Annotated[
         float,
         typer.Option(
@@ -435,6 +444,7 @@ def serve(
         port=port,
         max_body_bytes=max_body_bytes,
         max_concurrent=max_concurrent,
+        max_watchers=max_watchers,
         header_timeout=header_timeout,
         body_timeout=body_timeout,
         send_timeout=send_timeout,

@@ -1,7 +1,8 @@
 """What every handler of the front door shares: the session, the bounds, name resolution.
 
 A `Front` is one server's state: the session whose tree is served, its
-options and tokens, the places of ``--max-concurrent``, the turns followed
+options and tokens, the places of ``--max-concurrent`` (turns) and of ``--max-watchers`` (event
+streams), the turns followed
 for ``GET /v1/turns/{turn_id}``, the metrics. The ASGI application around it
 (the gates every request passes, then the route) is `pride.serve._asgi`.
 
@@ -86,6 +87,9 @@ class Front:
         self.clones: set[UUID] = set()  # transient branches of the OpenAI endpoint
         self._adopted: list[Reply] = []  # resumed before serving began
         self._slots = trio.Semaphore(options.max_concurrent)
+        # Watchers (event streams) have places of their own: one open for as long as its
+        # client likes must never hold a turn's, nor turns keep every watcher out.
+        self._watchers = trio.Semaphore(options.max_watchers)
         self.activity = Activity(ignored=self.clones)
         self.logins: Logins | None = None  # browser sign-ins, with --console once bound
         self.traces: Recorder | None = None  # recent turns, with --console while serving
@@ -203,31 +207,58 @@ class Front:
             return await send(target, command)
         raise mailbox_full(target)
 
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one of the ``max_concurrent`` places for the block.
+    def slot(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold one of the ``max_concurrent`` places of turns for the block.
 
         Raises:
             HttpError: 503 when no place came free within ``queue_wait``.
         """
-        acquired = False
-        with trio.move_on_after(self.options.queue_wait):
-            await self._slots.acquire()
-            acquired = True
-        if not acquired:
-            raise HttpError(
-                503,
-                "Overloaded",
-                f"{self.options.max_concurrent} requests are being served (--max-concurrent); "
-                "try again shortly",
-                headers=[(b"retry-after", str(RETRY_AFTER).encode())],
-            )
-        try:
-            yield
-        finally:
-            self._slots.release()
+        return _hold(
+            self._slots,
+            self.options.queue_wait,
+            f"{self.options.max_concurrent} requests are being served (--max-concurrent)",
+        )
+
+    def watcher(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold one of the ``max_watchers`` places of long-lived watchers (an event
+        stream) for the block: places of their own, never those of turns.
+
+        Raises:
+            HttpError: 503 when no place came free within ``queue_wait``.
+        """
+        return _hold(
+            self._watchers,
+            self.options.queue_wait,
+            f"{self.options.max_watchers} event streams are open (--max-watchers)",
+        )
 
     @property
     def in_flight(self) -> int:
-        """Requests holding a place now."""
+        """Requests holding a place of ``max_concurrent`` now."""
         return self.options.max_concurrent - self._slots.value
+
+    @property
+    def watching(self) -> int:
+        """Event streams holding a place of ``max_watchers`` now."""
+        return self.options.max_watchers - self._watchers.value
+
+
+@contextlib.asynccontextmanager
+async def _hold(places: trio.Semaphore, wait: float, taken: str) -> AsyncIterator[None]:
+    """Hold one of ``places`` for the block, waiting at most ``wait`` seconds for it;
+    past that, 503 with ``Retry-After``, ``taken`` saying which bound was reached."""
+    acquired = False
+    with trio.move_on_after(wait):
+        await places.acquire()
+        acquired = True
+    if not acquired:
+        raise HttpError(
+            503,
+            "Overloaded",
+            f"{taken}; try again shortly",
+            headers=[(b"retry-after", str(RETRY_AFTER).encode())],
+        )
+    try:
+        yield
+    finally:
+        places.release()

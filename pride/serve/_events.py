@@ -16,7 +16,8 @@ The subscription is made before the answer's first byte, so a client that
 has the response headers misses nothing from then on. Each stream holds at
 most `BUFFER` signals for a slow reader; past that they are dropped, and a
 ``dropped`` event says how many (never silently). The stream ends when the
-server begins draining.
+server begins draining. A stream holds a place of ``--max-watchers``, never one of
+``--max-concurrent``'s: idle watchers cannot starve turns, nor turns watchers.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ async def events(front: Front, request: Request, grant: Grant) -> None:
             dropped += 1
 
     assert front.nursery is not None
-    async with front.slot():
+    async with front.watcher():
         front.session.observe(*classes, handler=keep)
         try:
             with watch_disconnect(request, front.nursery):

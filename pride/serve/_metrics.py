@@ -62,8 +62,9 @@ class Metrics:
         histogram.count += 1
         histogram.total += seconds
 
-    def render(self, session: Any, branches: Iterable[Any], in_flight: int) -> bytes:
-        """The exposition text for ``session``'s tree (``branches``: those to report)."""
+    def render(self, session: Any, branches: Iterable[Any], in_flight: int, watchers: int) -> bytes:
+        """The exposition text for ``session``'s tree (``branches``: those to report;
+        ``in_flight`` and ``watchers``: the places of turns and of event streams held)."""
         out: list[str] = []
 
         def family(name: str, kind: str, text: str) -> None:
@@ -103,6 +104,8 @@ class Metrics:
         out.append(f"pride_turns_in_flight {busy}")
         family("pride_http_in_flight", "gauge", "Requests holding a --max-concurrent place.")
         out.append(f"pride_http_in_flight {in_flight}")
+        family("pride_http_watchers", "gauge", "Event streams holding a --max-watchers place.")
+        out.append(f"pride_http_watchers {watchers}")
         family("pride_http_requests_total", "counter", "HTTP requests answered.")
         for (route, status), count in sorted(self._requests.items()):
             out.append(

@@ -45,7 +45,7 @@ _ERRORS = {
         (413, "the body is over --max-body-bytes"),
         (429, "BudgetExceeded"),
         (502, "ProviderError"),
-        (503, "MailboxFull, --max-concurrent, draining (Retry-After)"),
+        (503, "MailboxFull, --max-concurrent, --max-watchers, draining (Retry-After)"),
         (504, "the request's timeout passed (the turn was cancelled)"),
     )
 }

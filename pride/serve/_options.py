@@ -34,8 +34,11 @@ class ServeOptions:
         host: the address to listen on (127.0.0.1: only this machine).
         port: the port (0: a free one, chosen by the system).
         max_body_bytes: the largest request body; a larger one is 413.
-        max_concurrent: requests running turns (or holding an event stream)
-            at once; more wait up to ``queue_wait`` for a place, then get 503.
+        max_concurrent: requests running turns at once; more wait up to
+            ``queue_wait`` for a place, then get 503.
+        max_watchers: event streams (``GET /v1/events``) open at once, places
+            of their own apart from ``max_concurrent``'s; more wait up to
+            ``queue_wait``, then get 503.
         queue_wait: seconds a request waits for a place, or for room in a
             full mailbox, before it is answered 503 with ``Retry-After``.
         header_timeout: seconds a connection has to send a complete request
@@ -57,6 +60,7 @@ class ServeOptions:
     port: int = 8000
     max_body_bytes: int = MAX_BODY_BYTES
     max_concurrent: int = 128
+    max_watchers: int = 64
     queue_wait: float = attrs.field(default=1.0, validator=_positive)
     header_timeout: float = attrs.field(default=10.0, validator=_positive)
     body_timeout: float = attrs.field(default=30.0, validator=_positive)
@@ -70,5 +74,7 @@ class ServeOptions:
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be within 0..65535, got {self.port}")
-        if self.max_body_bytes < 1 or self.max_concurrent < 1:
-            raise ValueError("max_body_bytes and max_concurrent must be at least 1")
+        for name in ("max_body_bytes", "max_concurrent", "max_watchers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int of at least 1, got {value!r}")

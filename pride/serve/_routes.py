@@ -31,7 +31,7 @@ _BRANCH_HANDLERS: dict[str, Handler] = {
 async def metrics(front: Front, request: Request, grant: Grant) -> None:
     """``GET /metrics``: the tree's figures, for Prometheus."""
     reachable = [b for b in _all_branches(front.session) if b.id not in front.clones]
-    text = front.metrics.render(front.session, reachable, front.in_flight)
+    text = front.metrics.render(front.session, reachable, front.in_flight, front.watching)
     await respond(request.send, 200, text, CONTENT_TYPE)
 
 
