@@ -55,6 +55,10 @@ class Answers:
         self._send, self._receive = trio.open_memory_channel[tuple[str, bool]](math.inf)
         self._written = trio.Event()
         self._broken = False
+        # One deadline for every wait on the last writes: the serving part's drain and
+        # the process's exit both wait, and the second must not wait a bound anew.
+        self._deadline = math.inf
+        self._waits: set[trio.CancelScope] = set()
         self.unwritten = 0
         """Lines given up on: stdout broke, or the forced stop stopped waiting for it."""
 
@@ -113,6 +117,29 @@ class Answers:
         """No more lines: the writer ends once the queued ones are written."""
         self._send.close()
 
-    async def written(self) -> None:
-        """Wait until the writer has ended (after `close`, or cancelled)."""
-        await self._written.wait()
+    async def flush(self, bound: float) -> bool:
+        """`close`, then wait until every queued line is written: at most ``bound``
+        seconds from now, and never past the deadline an earlier flush (or `hurry`)
+        set, so the last writes are waited for within one bound however many parts of
+        the process wait on them. True when the writer has ended, every line written
+        (or counted in `unwritten`); False when the wait gave up.
+        """
+        self.close()
+        self._deadline = min(self._deadline, trio.current_time() + bound)
+        with trio.CancelScope(deadline=self._deadline) as scope:
+            self._waits.add(scope)
+            try:
+                await self._written.wait()
+            finally:
+                self._waits.discard(scope)
+        return self._written.is_set()
+
+    def hurry(self, bound: float) -> None:
+        """Bring the flush's deadline to at most ``bound`` seconds from now, a wait in
+        progress included (a forced stop). Before any flush it does nothing: the first
+        flush is given its own bound."""
+        if self._deadline == math.inf and not self._waits:
+            return
+        self._deadline = min(self._deadline, trio.current_time() + bound)
+        for scope in self._waits:
+            scope.deadline = min(scope.deadline, self._deadline)

@@ -196,9 +196,9 @@ async def _main(options: RunOptions, function: Callable[..., Any]) -> int:
         except BaseException as exc:  # re-raised as itself, not in the nursery's group
             failure = exc
         finally:
-            answers.close()
-            with trio.move_on_after(max(options.grace, FORCED_FLUSH)):
-                await answers.written()
+            # Bounded, and within the deadline of the drain's own flush if it had one:
+            # a stdout nobody reads is waited for once, not a grace more here.
+            await answers.flush(max(options.grace, FORCED_FLUSH))
             output.cancel_scope.cancel()
     if failure is not None:
         raise failure
@@ -281,7 +281,7 @@ class _Process:
         self._work: trio.Nursery | None = None
         self._resumed: list[Reply] = []  # resumed while the app started, not yet awaited
         self.answers = answers  # its writer runs in _main, around the tree
-        self._flush: trio.CancelScope | None = None  # the final wait for stdout
+        self._stop_began: float | None = None  # when the first signal (or the end) came
         self.forced = False
         self.turns = TurnsInFlight(self._branch)
         self.status: StatusLine | None = None
@@ -323,20 +323,25 @@ class _Process:
             signalled = self.stopping  # by a signal (or a failed root), not the end of input
             self.begin_stop(self.options.grace)
             await self._stopped.wait()
-            await self._flush_answers(max(self.options.grace, FORCED_FLUSH) if signalled else inf)
+            await self._flush_answers(self._flush_bound() if signalled else inf)
             outer.cancel_scope.cancel()
         log.info("stopped (exit status %d)", self.exit_code)
         return self.exit_code
+
+    def _flush_bound(self) -> float:
+        """Seconds stdout still gets after a signal's drain: what is left of the grace
+        period counted from the signal (the turns had the first of it, and one grace
+        bounds the whole drain), but at least `FORCED_FLUSH` for the last answers, which
+        turns cancelled at the deadline write just after it."""
+        assert self._stop_began is not None
+        left = self._stop_began + self.options.grace - trio.current_time()
+        return max(left, FORCED_FLUSH)
 
     async def _flush_answers(self, bound: float) -> None:
         """Wait until every answer is written, for at most ``bound`` seconds (infinite at
         the end of input: a pipeline's slow reader still gets every answer), or
         `FORCED_FLUSH` once forced; a signal during the wait forces it."""
-        self.answers.close()
-        with trio.CancelScope() as self._flush:
-            self._flush.deadline = trio.current_time() + (FORCED_FLUSH if self.forced else bound)
-            await self.answers.written()
-        if self._flush.cancelled_caught:
+        if not await self.answers.flush(FORCED_FLUSH if self.forced else bound):
             log.error("stdout is not being read: stopping without the answers still unwritten")
 
     # ------------------------------------------------------------ requests
@@ -477,8 +482,7 @@ class _Process:
         if self.status is not None:
             self.status.state = "forcing"
         self.forced = True
-        if self._flush is not None:  # already waiting for stdout: bound the wait now
-            self._flush.deadline = min(self._flush.deadline, trio.current_time() + FORCED_FLUSH)
+        self.answers.hurry(FORCED_FLUSH)  # already waiting for stdout: bound the wait now
         assert self._outer is not None
         self._outer.start_soon(self._stop, 0.0)
 
@@ -487,6 +491,7 @@ class _Process:
         if self.stopping:
             return
         self.stopping = True
+        self._stop_began = trio.current_time()
         self._reading.cancel()
         if self.status is not None:
             self.status.state = "stopping"

@@ -90,6 +90,19 @@ async def wordy(session: Session) -> None:
     await session.spawn(Branch(name="wordy", chat_model=ScriptedModel(lambda _: "x" * size)))
 
 
+async def wordy_and_stuck_turns(session: Session) -> None:
+    """``wordy`` (as `wordy`), and ``sleeper``, whose every turn says so on stderr and
+    waits until cancelled."""
+    await wordy(session)
+
+    async def never(_: object) -> str:
+        print("sleeper: turn running", file=sys.stderr, flush=True)
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    await session.spawn(Branch(name="sleeper", chat_model=ScriptedModel(never)))
+
+
 async def stuck(session: Session) -> None:
     """An app whose start never ends (a dependency that never answers), after spawning
     ``bob`` and saying so on stderr."""

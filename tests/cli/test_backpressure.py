@@ -9,6 +9,7 @@ at most ``--max-pending`` requests are read before their answers are written.
 from __future__ import annotations
 
 import signal
+from datetime import datetime
 from typing import Any
 
 from pride.messages import codec
@@ -82,3 +83,48 @@ async def test_answers_lost_to_a_closed_stdout_make_the_exit_status_3() -> None:
     assert _turns_ended(cli) == 3
     record = await cli.logged("answer lines were not written")
     assert record["level"] == "ERROR" and record["message"].startswith("3 answer lines")
+
+
+def _at(record: dict[str, Any]) -> float:
+    """A log record's time, in seconds."""
+    return datetime.fromisoformat(record["time"]).timestamp()
+
+
+async def test_after_sigterm_an_unread_stdout_is_waited_for_once_within_the_grace() -> None:
+    """SIGTERM with an answer bigger than the pipe and nobody reading stdout: the drain
+    waits for stdout for the grace period once, then exits 3 (answers lost). Before:
+    the serving part gave up after the grace, and the process's last flush waited a
+    whole grace again for the same stuck write."""
+    env = cli_env(PRIDE_TEST_REPLY_BYTES="1000000")
+    args = ("run", "tests.cli.app:wordy", "--no-status", "--grace", "1")
+    async with CLI.start(*args, env=env, read_stdout=False) as cli:
+        await cli.send(_chat(1))
+        await cli.until(lambda: _turns_ended(cli) == 1, "the turn to end")
+        cli.process.send_signal(signal.SIGTERM)
+        signalled = await cli.logged("SIGTERM: stopping")
+        assert await cli.exit_code() == 3, cli.transcript()
+    lost = await cli.logged("answer lines were not written")
+    assert lost["message"].startswith("1 answer lines"), lost
+    took = _at(lost) - _at(signalled)
+    assert 0.9 <= took < 1.8, f"{took:.2f} s from SIGTERM to the exit's record\n{cli.transcript()}"
+
+
+async def test_turns_and_an_unread_stdout_share_one_grace_after_sigterm() -> None:
+    """SIGTERM with a turn that runs on and an unread stdout: the turn has the grace
+    period, and stdout's wait ends with the same deadline (the last answers get
+    `FORCED_FLUSH`, a second, past it), not a second grace of its own."""
+    env = cli_env(PRIDE_TEST_REPLY_BYTES="1000000")
+    args = ("run", "tests.cli.app:wordy_and_stuck_turns", "--no-status", "--grace", "2")
+    async with CLI.start(*args, env=env, read_stdout=False) as cli:
+        await cli.send(_chat(1))
+        await cli.until(lambda: _turns_ended(cli) == 1, "the wordy turn to end")
+        await cli.send({"id": 2, "to": "sleeper", "command": {"type": "Chat", "instruction": "z"}})
+        await cli.until(lambda: "sleeper: turn running" in cli.stderr, "the sleeper's turn")
+        cli.process.send_signal(signal.SIGTERM)
+        signalled = await cli.logged("SIGTERM: stopping")
+        assert await cli.exit_code() == 3, cli.transcript()
+    lost = await cli.logged("answer lines were not written")
+    assert lost["message"].startswith("2 answer lines"), lost
+    took = _at(lost) - _at(signalled)
+    # One grace (2 s) and the last answers' second; two graces would be 4 s.
+    assert 1.9 <= took < 3.6, f"{took:.2f} s from SIGTERM to the exit's record\n{cli.transcript()}"
