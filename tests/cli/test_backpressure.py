@@ -133,3 +133,21 @@ async def test_turns_and_an_unread_stdout_share_one_grace_after_sigterm() -> Non
     took = _at(lost) - _at(signalled)
     # One grace (2 s) and the last answers' second; two graces would be 4 s.
     assert 1.9 <= took < 3.6, f"{took:.2f} s from SIGTERM to the exit's record\n{cli.transcript()}"
+
+
+async def test_a_second_sigterm_cuts_the_wait_for_an_unread_stdout_to_a_second() -> None:
+    """With a long grace and nobody reading stdout, a second SIGTERM forces: the wait
+    for stdout ends `FORCED_FLUSH` (a second) later, and the exit status is 143."""
+    env = cli_env(PRIDE_TEST_REPLY_BYTES="1000000")
+    args = ("run", "tests.cli.app:wordy", "--no-status", "--grace", "30")
+    async with CLI.start(*args, env=env, read_stdout=False) as cli:
+        await cli.send(_chat(1))
+        await cli.until(lambda: _turns_ended(cli) == 1, "the turn to end")
+        cli.process.send_signal(signal.SIGTERM)
+        await cli.logged("branch wordy stopped")  # the tree is down; stdout is waited for
+        cli.process.send_signal(signal.SIGTERM)
+        forced = await cli.logged("SIGTERM again: forcing")
+        assert await cli.exit_code() == 143, cli.transcript()
+    lost = await cli.logged("answer lines were not written")
+    took = _at(lost) - _at(forced)
+    assert took < 1.8, f"{took:.2f} s from the second SIGTERM to the exit\n{cli.transcript()}"
