@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from pride import Branch, RunStart, ScriptedModel, Session
 from pride.llm import ModelRequest
@@ -116,8 +117,10 @@ async def test_past_max_watchers_an_event_stream_is_503_with_retry_after() -> No
                 metrics = (await http.get("/metrics")).text
                 assert "pride_http_watchers 1" in metrics
                 assert "pride_http_in_flight 0" in metrics
-            # The next one waits up to queue_wait for the place the first gave back
-            # when its server side saw the disconnect.
+            # The first gives its place back once its server side sees the disconnect:
+            # waited for by its figure, not by a time.
+            while "pride_http_watchers 0" not in (await http.get("/metrics")).text:
+                await trio.testing.wait_all_tasks_blocked()
             async with watching(http) as again:
                 assert again.status_code == 200
 
