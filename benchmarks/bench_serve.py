@@ -310,7 +310,7 @@ async def _open_streams(url: str, pid: int, kind: str, count: int) -> None:
             busy = len(held) if kind == "turn" else 0
             while _busy(await _tree(http)) < busy:  # noqa: ASYNC110
                 await trio.sleep(0.01)
-            if await _in_flight(http) < len(held):
+            if await _holding(http, kind) < len(held):
                 raise RuntimeError("the server holds fewer streams than were opened")
             return _rss(pid)
 
@@ -333,12 +333,14 @@ async def _tree(http: httpx.AsyncClient) -> list[dict[str, Any]]:
     return branches
 
 
-async def _in_flight(http: httpx.AsyncClient) -> int:
-    """Requests holding a --max-concurrent place (open streams, here)."""
+async def _holding(http: httpx.AsyncClient, kind: str) -> int:
+    """Open streams of ``kind`` holding a place: a turn stream one of --max-concurrent,
+    an event stream one of --max-watchers."""
+    metric = "pride_http_in_flight " if kind == "turn" else "pride_http_watchers "
     for line in (await http.get("/metrics")).text.splitlines():
-        if line.startswith("pride_http_in_flight "):
+        if line.startswith(metric):
             return int(line.split()[1])
-    raise RuntimeError("no pride_http_in_flight in /metrics")
+    raise RuntimeError(f"no {metric.strip()} in /metrics")
 
 
 def _busy(branches: list[dict[str, Any]]) -> int:
@@ -362,6 +364,8 @@ def main(smoke: bool) -> None:
         "--port",
         "0",
         "--max-concurrent",
+        "1024",
+        "--max-watchers",
         "1024",
         "--log-level",
         "WARNING",
