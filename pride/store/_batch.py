@@ -12,13 +12,15 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import attrs
 import trio
 
 from ..errors import StoreError
-from .flows import FlowOp
-from .journal import JournalOp
+from ._bounds import refusal
+from .flows import FlowOp, flow_key
+from .journal import JournalOp, Text
 
 __all__ = ["DELETE", "HEADER", "REWRITE", "AfterCommit", "Batch", "Row", "materialised"]
 
@@ -95,6 +97,58 @@ class Batch:
     def journal_ops(self) -> list[JournalOp]:
         return [op for ops in self.journal.values() for op in ops]
 
+    def bounded_ops(self, path: Path, bound: int) -> tuple[list[JournalOp], list[FlowOp]]:
+        """The journal and flow operations to commit, their JSON made (called when the
+        commit starts, in the event loop's thread).
+
+        An operation whose row is over ``bound`` bytes (`pride.store._bounds`) is
+        taken out of the batch, never written: its branch's flush (and its
+        flow's) fails with the error naming it, so the turn that made it fails.
+        A refused begin takes its turn's (or flow's) other operations of the
+        batch with it: steps without their turn would be rows nobody reads.
+        """
+        journal: list[JournalOp] = []
+        for turn_id, ops in list(self.journal.items()):
+            kept: list[JournalOp] = []
+            for op in map(materialised, ops):
+                error = refusal(path, _journal_row(op), bound, _text(op.data), op.tag, op.detail)
+                if error is None:
+                    kept.append(op)
+                    continue
+                self._refuse((op.branch_name,), error)
+                if op.kind == "begin":
+                    kept = []
+                    break
+            if len(kept) < len(ops):  # what a failed write puts back: the kept ones only
+                if kept:
+                    self.journal[turn_id] = kept
+                else:
+                    del self.journal[turn_id]
+            journal.extend(kept)
+        flows: list[FlowOp] = []
+        dropped: set[str] = set()
+        for flow_op in map(FlowOp.materialised, self.flows):
+            if flow_op.flow_id in dropped:
+                continue
+            text = _text(flow_op.data)
+            error = refusal(path, _flow_row(flow_op), bound, text, flow_op.name)
+            if error is None:
+                flows.append(flow_op)
+                continue
+            self._refuse((flow_key(flow_op.flow_id), flow_op.branch_name), error)
+            if flow_op.kind == "begin":
+                dropped.add(flow_op.flow_id)
+                flows = [kept for kept in flows if kept.flow_id != flow_op.flow_id]
+        if len(flows) < len(self.flows):
+            self.flows = list(flows)
+        return journal, flows
+
+    def _refuse(self, keys: tuple[str | None, ...], error: StoreError) -> None:
+        log.error("%s", error)
+        for key in keys:
+            if key is not None:
+                self.refused.setdefault(key, error)
+
     def take_back(self, failed: Batch) -> None:
         """Put a failed batch's rows back in front of this (newer) one."""
         self.rows[:0] = failed.rows
@@ -114,3 +168,25 @@ def materialised(op: JournalOp) -> JournalOp:
     except Exception:  # its producer promises never to raise: say so loudly if it did
         log.exception("journal row of turn %s could not be made; stored as null", op.turn_id)
         return attrs.evolve(op, data="null")
+
+
+def _text(data: Text | None) -> str | None:
+    """Made JSON (`materialised`): text, or None."""
+    return data if isinstance(data, str) else None
+
+
+def _journal_row(op: JournalOp) -> str:
+    """What a journal operation's row is, for an error."""
+    turn = f"turn {op.turn_id} of branch {op.branch_name!r}"
+    return (
+        f"journal step {op.step} of {turn}" if op.kind == "step" else f"the journal entry of {turn}"
+    )
+
+
+def _flow_row(op: FlowOp) -> str:
+    """What a flow-journal operation's row is, for an error."""
+    return (
+        f"event {op.seq} of flow {op.flow_id}"
+        if op.kind == "event"
+        else f"the plan of flow {op.flow_id}"
+    )

@@ -95,15 +95,15 @@ class Journals:
         """Queue event ``seq`` of a journaled flow (a node ended, or was added); with
         ``branch_name`` it counts as that branch's too, so the branch's next
         flush (the commit of the turn that produced the outcome) commits it."""
-        self._queue_flow(FlowOp("event", flow_id, data=data, seq=seq), branch_name)
+        self._queue_flow(FlowOp("event", flow_id, data=data, seq=seq, branch_name=branch_name))
 
     def flow_end(self, flow_id: str) -> None:
         """Queue forgetting a journaled flow that finished (with its events)."""
         self._queue_flow(FlowOp("end", flow_id))
 
-    def _queue_flow(self, op: FlowOp, branch_name: str | None = None) -> None:
+    def _queue_flow(self, op: FlowOp) -> None:
         self._require(write=True)
-        self._queue.flow(op, flow_key(op.flow_id), branch_name)
+        self._queue.flow(op, flow_key(op.flow_id), op.branch_name)
 
     async def unfinished_flows(self, flow_id: str | None = None) -> list[StoredFlow]:
         """The flow journal's unfinished flows (one, or all), oldest first, each with

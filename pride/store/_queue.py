@@ -34,7 +34,7 @@ import outcome
 import trio
 
 from ..errors import StoreError
-from ._batch import AfterCommit, Batch, Row, materialised
+from ._batch import AfterCommit, Batch, Row
 from .flows import FlowOp
 from .journal import JournalOp
 
@@ -52,10 +52,12 @@ class WriteQueue:
     Args:
         path: the store file (for messages).
         write: commits one batch (see `Writer`); called in a worker thread.
+        max_row_bytes: the bound on a journal row (`Batch.bounded_ops`).
     """
 
-    def __init__(self, path: Path, write: Writer) -> None:
+    def __init__(self, path: Path, write: Writer, max_row_bytes: int) -> None:
         self.path = path
+        self.max_row_bytes = max_row_bytes
         self._write = write
         self.pending = Batch()
         self.committing: Batch | None = None
@@ -201,9 +203,9 @@ class WriteQueue:
         batch, self.pending = self.pending, Batch()
         self.committing = batch
         try:
-            # JSON given as functions is made here, in the event loop's thread.
-            journal = [materialised(op) for op in batch.journal_ops()]
-            flows = [op.materialised() for op in batch.flows]
+            # JSON given as functions is made here, in the event loop's thread, and
+            # every journal row measured against the store's bound.
+            journal, flows = batch.bounded_ops(self.path, self.max_row_bytes)
         except Exception as exc:  # never a lost batch: fail it like a failed write
             self._token.run_sync_soon(self._written, batch, False, outcome.Error(exc))
             return

@@ -16,8 +16,8 @@ import attrs
 from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage, structure
 from ..messages.codec import parse_json
+from ._bounds import RowTooLarge, unread
 from ._tables import (
-    RowTooLarge,
     check_seq,
     list_branches,
     list_names,
@@ -141,11 +141,9 @@ class Reads:
                 f"reading branch {name!r} from", function, name, self.max_row_bytes
             )
         except RowTooLarge as exc:
+            what = f"message row {exc.seq} of branch {name!r}"
             raise StoreError(
-                f"{self.path}: message row {exc.seq} of branch {name!r} holds {exc.size:,} "
-                f"bytes, more than max_row_bytes ({self.max_row_bytes:,}): it is not read; "
-                "open the store with a larger BranchStore(path, max_row_bytes=...) to read "
-                "it, or delete the branch"
+                unread(self.path, what, exc.size, self.max_row_bytes) + ", or delete the branch"
             ) from None
 
     def _message(self, name: str, seq: Any, data: Any) -> RoledMessage:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ._batch import DELETE, HEADER, REWRITE, Row
+from ._bounds import RowTooLarge, bounded, size_of
 from .flows import FlowOp, write_flows
 from .journal import JournalOp, StoredTurn, delete_branch_turns, load_turns, write_journal
 
@@ -24,7 +25,6 @@ __all__ = [
     "MAX_ROW_BYTES",
     "MAX_SEQ",
     "UPDATED_AT_GRAIN",
-    "RowTooLarge",
     "check_seq",
     "list_branches",
     "list_names",
@@ -235,22 +235,12 @@ def load_branch(
     return row[0], _message_rows(db, name, max_row_bytes)
 
 
-class RowTooLarge(Exception):
-    """A stored message row over the reader's bound: ``seq`` and ``size`` (bytes)."""
-
-    def __init__(self, seq: Any, size: int) -> None:
-        super().__init__(seq, size)
-        self.seq = seq
-        self.size = size
-
-
 def _message_rows(db: sqlite3.Connection, name: str, max_row_bytes: int) -> list[tuple[int, Any]]:
     """The message rows of ``name`` in order; a row over ``max_row_bytes`` is measured
     by SQLite and never handed to Python (raises `RowTooLarge`)."""
     rows = []
     for seq, size, data in db.execute(
-        "SELECT seq, length(CAST(data AS BLOB)) AS size, "
-        "CASE WHEN length(CAST(data AS BLOB)) > ? THEN NULL ELSE data END "
+        f"SELECT seq, {size_of('data')}, {bounded('data')} "
         "FROM messages WHERE branch_name=? ORDER BY seq",
         (max_row_bytes, name),
     ):

@@ -71,6 +71,7 @@ class FlowOp:
     name: str | None = None  # begin
     data: Text | None = None  # begin: the plan; event: the event
     seq: int = 0  # event
+    branch_name: str | None = None  # event: the branch whose turn's commit carries it
 
     def materialised(self) -> FlowOp:
         """The op with its JSON made (called at commit time, in the event loop's thread)."""

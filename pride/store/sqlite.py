@@ -76,6 +76,7 @@ from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage
 from ..messages.codec import id_text, row_json
 from ._batch import DELETE, HEADER, REWRITE, AfterCommit, Row
+from ._bounds import refusal
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
 from ._queue import WriteQueue
@@ -151,7 +152,7 @@ class BranchStore(Journals, Reads):
         self._reader: sqlite3.Connection | None = None
         self._reading = trio.Lock()  # one read at a time on the read connection
         self._writer: Writer | None = None
-        self._queue = WriteQueue(self.path, self._write_batch)
+        self._queue = WriteQueue(self.path, self._write_batch, max_row_bytes)
         self._next_seq: dict[str, int] = {}
         self._writers: dict[str, tuple[object, str]] = {}  # see `claim`
 
@@ -248,26 +249,25 @@ class BranchStore(Journals, Reads):
         seq = self._next_seq.get(branch_name)
         if seq is None:
             seq = self._registered_seq(branch_name)  # raises: not registered
-        rows = []
+        rows: list[Row] = []
         for message in messages:
             try:
                 data, replaced = row_json(message, RoledMessage)
             except Exception as exc:  # recorded in memory, not storable: said at the flush
-                error = StoreError(
+                failed = StoreError(
                     f"message {message.id} of branch {branch_name!r} cannot be stored in "
                     f"{self.path}: {exc}"
                 )
-                log.error("%s", error)
-                self._queue.refuse(branch_name, error)
+                log.error("%s", failed)
+                self._queue.refuse(branch_name, failed)
                 continue
-            size = _utf8_size(data, self.max_row_bytes)
-            if size > self.max_row_bytes:
-                error = StoreError(
-                    f"message {message.id} of branch {branch_name!r} is at least {size:,} bytes "
-                    f"as a row, more than max_row_bytes ({self.max_row_bytes:,}) of {self.path}: "
-                    "it is not stored; bound what the tool or model returns, or open the "
-                    "store with a larger BranchStore(path, max_row_bytes=...)"
-                )
+            error = refusal(
+                self.path,
+                f"message {message.id} of branch {branch_name!r}",
+                self.max_row_bytes,
+                data,
+            )
+            if error is not None:
                 log.error("%s", error)
                 self._queue.refuse(branch_name, error)
                 continue
@@ -494,14 +494,6 @@ def _snapshot(db: sqlite3.Connection, function: Any, *args: Any) -> Any:
     finally:
         if db.in_transaction:
             db.execute("ROLLBACK")  # nothing to keep: it only read
-
-
-def _utf8_size(text: str, bound: int) -> int:
-    """The UTF-8 size of ``text``, or its length when that alone passes ``bound`` (a
-    character is one to four bytes: a runaway row is not encoded to be measured)."""
-    if len(text) > bound or len(text) * 4 <= bound:
-        return len(text)
-    return len(text.encode("utf-8", errors="surrogatepass"))
 
 
 def _stored_replaced(branch_name: str, message: RoledMessage, why: InvalidMessage) -> None:

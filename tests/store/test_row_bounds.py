@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pride import Branch, Session, StoreError
+from pride import Branch, Operate, ScriptedModel, Session, StoreError
+from pride.llm import ScriptedReply, ToolCall
 from pride.store import BranchStore
 from tests.helpers import echo_model
 
@@ -78,3 +79,42 @@ def test_max_row_bytes_must_be_a_positive_int(tmp_path: Path) -> None:
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="max_row_bytes"):
             BranchStore(tmp_path / "s.db", max_row_bytes=bad)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------- the turn journal and the flow journal
+
+MIB = 1024 * 1024
+
+
+def _file_bytes(path: Path) -> int:
+    """What the store takes on disk, its write-ahead log included."""
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+async def test_a_tool_result_over_max_row_bytes_fails_its_journal_commit_unwritten(
+    tmp_path: Path,
+) -> None:
+    """A tool returning 80 MB of text in a journaled turn, under max_row_bytes of 1 MiB:
+    its journal step was written whole (an 80 MB row, for the turn's end to delete).
+    Now the commit that would carry it fails the turn with StoreError naming the
+    step, its size and the bound; nothing of that size reaches the file, and the
+    branch serves on."""
+    path = tmp_path / "store.db"
+
+    def dump() -> str:
+        """A runaway result."""
+        return "x" * 80_000_000
+
+    calls = (ToolCall("dump", {}, id="c1"),)
+    model = ScriptedModel([ScriptedReply(tool_calls=calls), "fine"])
+    async with BranchStore(path, max_row_bytes=MIB) as bounded, Session(store=bounded) as session:
+        branch = await session.spawn(Branch(name="ada", chat_model=model, tools=[dump]))
+        with pytest.raises(StoreError) as caught:
+            await session.ask("ada", Operate("dump it", actions=True))
+        text = str(caught.value)
+        assert _file_bytes(path) < 4 * MIB, _file_bytes(path)
+        assert "journal step 1 of turn" in text and "max_row_bytes (1,048,576)" in text, text
+        assert re.search(r"80,000,\d{3} bytes", text), text
+        assert await branch.chat_and_record("still there?") == "fine"
+        assert await bounded.unfinished_turns() == []
+    assert _file_bytes(path) < 4 * MIB

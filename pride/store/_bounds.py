@@ -1,0 +1,75 @@
+"""The one bound on a stored row (``BranchStore(max_row_bytes=...)``), written and read.
+
+Every row pride stores is JSON text it made: a message, a branch's projection,
+a turn-journal entry or step, a flow's plan or event. One runaway value (a
+tool returning hundreds of megabytes) would make one runaway row: written
+whole, and read whole by every later load. So every row is measured against
+one bound, here, whatever its table:
+
+* **writing**: `refusal` measures the text about to be queued (or committed)
+  and returns the [`StoreError`][pride.StoreError] that says so when it is over
+  the bound; the row is not written, and the flush of whoever queued it fails
+  with that error (`pride.store._batch`);
+* **reading**: a query selects `size_of` a column (SQLite's ``length()`` of
+  its bytes) and the column through `bounded`, which reads NULL in its place
+  when it is over the bound: the text of a row over the bound never reaches
+  the process. `unread` says what was not read, and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import StoreError
+
+__all__ = ["RowTooLarge", "bounded", "refusal", "size_of", "unread", "utf8_size"]
+
+
+def utf8_size(text: str, bound: int) -> int:
+    """The UTF-8 size of ``text``, or its length when that alone passes ``bound`` (a
+    character is one to four bytes: a runaway row is not encoded to be measured)."""
+    if len(text) > bound or len(text) * 4 <= bound:
+        return len(text)
+    return len(text.encode("utf-8", errors="surrogatepass"))
+
+
+def refusal(path: Path, what: str, bound: int, *texts: str | None) -> StoreError | None:
+    """The error refusing to store ``texts`` (the columns of one row, None for NULL)
+    as ``what`` in the store at ``path`` when together they are over ``bound`` bytes
+    of UTF-8; None when they fit."""
+    size = sum(utf8_size(text, bound) for text in texts if text is not None)
+    if size <= bound:
+        return None
+    return StoreError(
+        f"{what} is at least {size:,} bytes as a row, more than max_row_bytes ({bound:,}) "
+        f"of {path}: it is not stored; bound what the tool or model returns, or open the "
+        "store with a larger BranchStore(path, max_row_bytes=...)"
+    )
+
+
+def size_of(column: str) -> str:
+    """SQL: the size of ``column`` in bytes (0 for NULL), measured by SQLite."""
+    return f"COALESCE(length(CAST({column} AS BLOB)), 0)"
+
+
+def bounded(column: str, size: str | None = None) -> str:
+    """SQL: ``column``, or NULL when ``size`` (SQL; default `size_of` the column) is
+    over the bound, the query's next ``?`` parameter."""
+    return f"CASE WHEN {size or size_of(column)} > ? THEN NULL ELSE {column} END"
+
+
+def unread(path: Path, what: str, size: int, bound: int) -> str:
+    """What to say of ``what``, a stored row of ``size`` bytes over ``bound``, not read."""
+    return (
+        f"{path}: {what} holds {size:,} bytes, more than max_row_bytes ({bound:,}): it is "
+        "not read; open the store with a larger BranchStore(path, max_row_bytes=...) to read it"
+    )
+
+
+class RowTooLarge(Exception):
+    """A stored message row over the reader's bound: ``seq`` and ``size`` (bytes)."""
+
+    def __init__(self, seq: object, size: int) -> None:
+        super().__init__(seq, size)
+        self.seq = seq
+        self.size = size
