@@ -208,6 +208,10 @@ class StoredTurnRow(Protocol):
     def detail(self) -> str | None: ...
     @property
     def steps(self) -> Sequence[tuple[int, str]]: ...
+    @property
+    def problem(self) -> str | None:
+        """Why it cannot be replayed as stored (a row of it over the store's bound), or None."""
+        ...
 
 
 class BranchJournal:
@@ -264,7 +268,8 @@ class BranchJournal:
         """Take over an unfinished turn read from the store (after a restart).
 
         Everything is checked (a file is not trusted): a turn whose command or
-        steps do not read back can only be abandoned (``problem`` says why), and
+        steps do not read back, or that the store could not read (a row over its
+        bound: ``stored.problem``), can only be abandoned (``problem`` says why), and
         is adopted as interrupted, so that it is, even one that waited for approval.
         Returns None for a row without a valid turn id (logged).
         """
@@ -277,18 +282,10 @@ class BranchJournal:
                 "journal of %r: a turn row has no valid id (%r); ignored", self.branch_name, turn_id
             )
             return None
-        problem = None
+        problem = stored.problem  # a row of it too large to be read
         parsed: WorkCommand | None = None
-        if command is None or command == "null":
-            problem = detail or "its command could not be journaled"
-        else:
-            try:
-                parsed = structure(parse_json(command), WorkCommand)
-            except InvalidMessage as exc:
-                problem = f"its journaled command does not read back: {exc}"
-            else:
-                if isinstance(parsed, Resume):
-                    parsed, problem = None, "its journaled command is a Resume"
+        if problem is None:  # else it was not read: nothing of it is parsed
+            problem, parsed = _journaled(command, detail)
         records: dict[int, StepRecord] = {}
         for index, text in steps:
             try:
@@ -842,6 +839,19 @@ INTERRUPTED = (
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _journaled(command: str | None, detail: str | None) -> tuple[str | None, WorkCommand | None]:
+    """``(problem, command)``: the journaled command of a stored turn, parsed, or why not."""
+    if command is None or command == "null":
+        return detail or "its command could not be journaled", None
+    try:
+        parsed: WorkCommand = structure(parse_json(command), WorkCommand)
+    except InvalidMessage as exc:
+        return f"its journaled command does not read back: {exc}", None
+    if isinstance(parsed, Resume):
+        return "its journaled command is a Resume", None
+    return None, parsed
 
 
 def _ambiguous_ids(steps: Mapping[int, StepRecord]) -> str | None:

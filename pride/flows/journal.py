@@ -398,8 +398,11 @@ def read_plan(stored: StoredFlow) -> PlanWire:
     """The plan of a stored flow, checked.
 
     Raises:
-        InvalidMessage: it does not read back (a damaged or foreign row).
+        InvalidMessage: it does not read back (a damaged or foreign row), or a row
+            of the flow was too large to be read (``stored.problem``).
     """
+    if stored.problem is not None:  # a row of it over the store's bound, not read
+        raise InvalidMessage([("flow", stored.problem)])
     if stored.plan is None:
         raise InvalidMessage([("plan", "missing")])
     plan: PlanWire = structure(parse_json(stored.plan), PlanWire)

@@ -52,17 +52,17 @@ def size_of(column: str) -> str:
     return f"COALESCE(length(CAST({column} AS BLOB)), 0)"
 
 
-def bounded(column: str, size: str | None = None) -> str:
+def bounded(column: str, size: str | None = None, bound: str = "?") -> str:
     """SQL: ``column``, or NULL when ``size`` (SQL; default `size_of` the column) is
-    over the bound, the query's next ``?`` parameter."""
-    return f"CASE WHEN {size or size_of(column)} > ? THEN NULL ELSE {column} END"
+    over ``bound`` (SQL; default the query's next ``?`` parameter)."""
+    return f"CASE WHEN {size or size_of(column)} > {bound} THEN NULL ELSE {column} END"
 
 
-def unread(path: Path, what: str, size: int, bound: int) -> str:
+def unread(what: str, size: int, bound: int) -> str:
     """What to say of ``what``, a stored row of ``size`` bytes over ``bound``, not read."""
     return (
-        f"{path}: {what} holds {size:,} bytes, more than max_row_bytes ({bound:,}): it is "
-        "not read; open the store with a larger BranchStore(path, max_row_bytes=...) to read it"
+        f"{what} holds {size:,} bytes, more than max_row_bytes ({bound:,}): it is not "
+        "read; open the store with a larger BranchStore(path, max_row_bytes=...) to read it"
     )
 
 

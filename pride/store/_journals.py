@@ -22,6 +22,7 @@ class Journals:
     """The journal half of [`BranchStore`][pride.store.BranchStore] (a base class)."""
 
     _queue: WriteQueue
+    max_row_bytes: int
 
     def _require(self, *, write: bool = False) -> sqlite3.Connection:
         raise NotImplementedError
@@ -109,7 +110,7 @@ class Journals:
         """The flow journal's unfinished flows (one, or all), oldest first, each with
         its events (see `pride.store.flows`)."""
         flows: list[StoredFlow] = await self._read(
-            "reading the flow journal of", load_flows, flow_id
+            "reading the flow journal of", load_flows, flow_id, self.max_row_bytes
         )
         return flows
 
@@ -121,5 +122,7 @@ class Journals:
             if branch_name
             else ("reading the turn journal of")
         )
-        turns: list[StoredTurn] = await self._read(what, load_turns, branch_name)
+        turns: list[StoredTurn] = await self._read(
+            what, load_turns, branch_name, self.max_row_bytes
+        )
         return turns

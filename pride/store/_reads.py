@@ -143,7 +143,7 @@ class Reads:
         except RowTooLarge as exc:
             what = f"message row {exc.seq} of branch {name!r}"
             raise StoreError(
-                unread(self.path, what, exc.size, self.max_row_bytes) + ", or delete the branch"
+                f"{self.path}: {unread(what, exc.size, self.max_row_bytes)}, or delete the branch"
             ) from None
 
     def _message(self, name: str, seq: Any, data: Any) -> RoledMessage:

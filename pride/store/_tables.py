@@ -223,7 +223,7 @@ def load_restore(
     an index (the primary keys, ``turns_by_branch``)."""
     row = db.execute("SELECT branch_id FROM branches WHERE name=?", (name,)).fetchone()
     rows = [] if row is None else _message_rows(db, name, max_row_bytes)
-    return (None if row is None else row[0]), rows, load_turns(db, name)
+    return (None if row is None else row[0]), rows, load_turns(db, name, max_row_bytes)
 
 
 def load_branch(

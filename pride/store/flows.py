@@ -30,7 +30,8 @@ from typing import Literal
 
 import attrs
 
-from .journal import numbered_texts
+from ._bounds import bounded, size_of, unread
+from .journal import ID_BYTES, numbered_texts
 
 __all__ = ["FlowOp", "StoredFlow", "flow_key", "load_flows", "write_flows"]
 
@@ -52,6 +53,8 @@ class StoredFlow:
         plan: its plan, as JSON text.
         started_at, updated_at: wall-clock times.
         events: ``(seq, data)`` pairs in order, data as JSON text.
+        problem: why the flow cannot be resumed as it is stored, if it cannot: a
+            row of it is over the reader's ``max_row_bytes`` and was not read.
     """
 
     flow_id: str
@@ -60,6 +63,7 @@ class StoredFlow:
     started_at: float
     updated_at: float
     events: tuple[tuple[int, str], ...] = ()
+    problem: str | None = None
 
 
 @attrs.frozen
@@ -107,25 +111,37 @@ def write_flows(db: sqlite3.Connection, ops: Iterable[FlowOp]) -> None:
             db.execute("DELETE FROM flows WHERE flow_id=?", (op.flow_id,))
 
 
-def load_flows(db: sqlite3.Connection, flow_id: str | None = None) -> list[StoredFlow]:
+def load_flows(db: sqlite3.Connection, flow_id: str | None, max_row_bytes: int) -> list[StoredFlow]:
     """The unfinished flows (one, or all), oldest first, with their events.
+
+    A row over ``max_row_bytes`` (`pride.store._bounds`) is measured by SQLite and
+    not read: a flow's row over it reads without its name and plan, an event over
+    it is left out, and the flow's ``problem`` says which row.
 
     A store older than version 3 (read-only, not upgraded) has no flow journal.
     """
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "flows" not in tables:
         return []
-    query = "SELECT flow_id, name, plan, started_at, updated_at FROM flows"
-    rows = (
-        db.execute(query + " ORDER BY started_at, flow_id")
-        if flow_id is None
-        else db.execute(query + " WHERE flow_id=?", (flow_id,))
-    ).fetchall()
+    size = " + ".join(size_of(column) for column in ("flow_id", "name", "plan"))
+    where = "" if flow_id is None else " WHERE flow_id=?"
+    query = (
+        f"SELECT {bounded('flow_id', bound=str(ID_BYTES))}, {bounded('name', 'size')}, "
+        f"{bounded('plan', 'size')}, started_at, updated_at, size "
+        f"FROM (SELECT *, {size} AS size FROM flows{where}) ORDER BY started_at, flow_id"
+    )
+    bounds = (max_row_bytes, max_row_bytes)
+    rows = db.execute(query, bounds if flow_id is None else (*bounds, flow_id)).fetchall()
     found = []
-    for identity, name, plan, started, updated in rows:
-        events = numbered_texts(
-            db, "SELECT seq, data FROM flow_events WHERE flow_id=? ORDER BY seq", identity
+    for identity, name, plan, started, updated, row_size in rows:
+        problem = None
+        if isinstance(row_size, int) and row_size > max_row_bytes:
+            problem = unread(f"the plan of flow {identity}", row_size, max_row_bytes)
+        events, over = numbered_texts(
+            db, identity, max_row_bytes, table="flow_events", key_column="flow_id", number="seq"
         )
+        if over is not None and problem is None:
+            problem = unread(f"event {over[0]} of flow {identity}", over[1], max_row_bytes)
         found.append(
             StoredFlow(
                 str(identity),
@@ -134,6 +150,7 @@ def load_flows(db: sqlite3.Connection, flow_id: str | None = None) -> list[Store
                 float(started) if isinstance(started, int | float) else 0.0,
                 float(updated) if isinstance(updated, int | float) else 0.0,
                 events,
+                problem,
             )
         )
     return found

@@ -40,6 +40,8 @@ from typing import Literal
 
 import attrs
 
+from ._bounds import bounded, size_of, unread
+
 __all__ = [
     "JournalOp",
     "StoredTurn",
@@ -71,6 +73,9 @@ class StoredTurn:
         detail: a note (why the command is missing, why it was suspended).
         started_at, updated_at: wall-clock times.
         steps: ``(step, data)`` pairs in step order, data as JSON text.
+        problem: why the turn cannot be replayed as it is stored, if it cannot: a
+            row of it is over the reader's ``max_row_bytes`` and was not read
+            (a restored branch abandons such a turn, saying this).
     """
 
     turn_id: str
@@ -82,6 +87,7 @@ class StoredTurn:
     started_at: float
     updated_at: float
     steps: tuple[tuple[int, str], ...] = ()
+    problem: str | None = None
 
 
 @attrs.frozen
@@ -147,32 +153,47 @@ def delete_branch_turns(db: sqlite3.Connection, branch_name: str) -> None:
     db.execute("DELETE FROM turns WHERE branch_name=?", (branch_name,))
 
 
-def load_turns(db: sqlite3.Connection, branch_name: str | None) -> list[StoredTurn]:
+def load_turns(
+    db: sqlite3.Connection, branch_name: str | None, max_row_bytes: int
+) -> list[StoredTurn]:
     """The unfinished turns (of one branch, or of all), oldest first, with their steps.
+
+    A row over ``max_row_bytes`` (`pride.store._bounds`) is measured by SQLite and
+    not read: a turn's row over it reads with its text columns None, a step over
+    it is left out, and the turn's ``problem`` says which row, so that it is
+    abandoned, never replayed without it.
 
     A version-1 store (read-only, not upgraded) has no journal: nothing is unfinished.
     """
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "turns" not in tables:
         return []
+    texts = ("branch_name", "status", "command", "tag", "detail")
+    size = " + ".join(size_of(column) for column in ("turn_id", *texts))
+    where = "" if branch_name is None else " WHERE branch_name=?"
     query = (
-        "SELECT turn_id, branch_name, status, command, tag, detail, started_at, updated_at "
-        "FROM turns"
+        f"SELECT {bounded('turn_id', bound=str(ID_BYTES))}, "
+        + ", ".join(bounded(column, "size") for column in texts)
+        + f", started_at, updated_at, size FROM (SELECT *, {size} AS size FROM turns{where}) "
+        "ORDER BY started_at, turn_id"
     )
-    rows = (
-        db.execute(query + " ORDER BY started_at, turn_id")
-        if branch_name is None
-        else db.execute(query + " WHERE branch_name=? ORDER BY started_at, turn_id", (branch_name,))
-    ).fetchall()
+    bounds = (max_row_bytes,) * len(texts)
+    rows = db.execute(query, bounds if branch_name is None else (*bounds, branch_name))
     turns = []
-    for turn_id, name, status, command, tag, detail, started, updated in rows:
-        steps = numbered_texts(
-            db, "SELECT step, data FROM steps WHERE turn_id=? ORDER BY step", turn_id
+    for turn_id, name, status, command, tag, detail, started, updated, row_size in rows.fetchall():
+        turn = f"turn {turn_id}"
+        problem = None
+        if isinstance(row_size, int) and row_size > max_row_bytes:
+            problem = unread(f"the journal entry of {turn}", row_size, max_row_bytes)
+        steps, over = numbered_texts(
+            db, turn_id, max_row_bytes, table="steps", key_column="turn_id", number="step"
         )
+        if over is not None and problem is None:
+            problem = unread(f"journal step {over[0]} of {turn}", over[1], max_row_bytes)
         turns.append(
             StoredTurn(
                 str(turn_id),
-                str(name),
+                str(branch_name if name is None and branch_name is not None else name),
                 str(status),
                 _text_or_none(command),
                 _text_or_none(tag),
@@ -180,9 +201,15 @@ def load_turns(db: sqlite3.Connection, branch_name: str | None) -> list[StoredTu
                 _number(started),
                 _number(updated),
                 steps,
+                problem,
             )
         )
     return turns
+
+
+ID_BYTES = 100
+"""The longest turn or flow id a reader reads (pride writes 36 characters): a longer
+one, in a damaged file, reads as None (no valid id), whatever the row's bound."""
 
 
 # A damaged file may hold anything in any column: what is not of the column's
@@ -197,12 +224,27 @@ def _number(value: object) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-def numbered_texts(db: sqlite3.Connection, query: str, key: object) -> tuple[tuple[int, str], ...]:
-    """The ``(number, data)`` rows ``query`` selects for ``key``, as read from a file that
-    may be damaged: a row whose number is not an int is left out, and data that is not
-    text becomes ``""`` (it then fails to parse where it is read, naming the row)."""
-    return tuple(
-        (number, data if isinstance(data, str) else "")
-        for number, data in db.execute(query, (key,))
-        if isinstance(number, int)
+def numbered_texts(
+    db: sqlite3.Connection, key: object, bound: int, *, table: str, key_column: str, number: str
+) -> tuple[tuple[tuple[int, str], ...], tuple[int, int] | None]:
+    """The ``(number, data)`` rows of ``table`` for ``key``, in order, as read from a file
+    that may be damaged: a row whose number is not an int is left out, and data that is
+    not text becomes ``""`` (it then fails to parse where it is read, naming the row).
+
+    A row whose data is over ``bound`` bytes is left out too, never read (SQLite
+    measures it): the second value is the first such row's ``(number, size)``, or None.
+    """
+    texts = []
+    over: tuple[int, int] | None = None
+    query = (
+        f"SELECT {number}, {size_of('data')}, {bounded('data')} FROM {table} "
+        f"WHERE {key_column}=? ORDER BY {number}"
     )
+    for seq, size, data in db.execute(query, (bound, key)):
+        if not isinstance(seq, int):
+            continue
+        if isinstance(size, int) and size > bound:
+            over = over or (seq, size)
+            continue
+        texts.append((seq, data if isinstance(data, str) else ""))
+    return tuple(texts), over

@@ -9,12 +9,18 @@ the load in a MemoryError instead of an error naming the row.
 from __future__ import annotations
 
 import re
+import sqlite3
+import tracemalloc
 from pathlib import Path
+from typing import Any
+from uuid import uuid4
 
 import pytest
 
-from pride import Branch, Operate, ScriptedModel, Session, StoreError
-from pride.llm import ScriptedReply, ToolCall
+from pride import Branch, Chat, Operate, ScriptedModel, Session, StoreError, TurnAbandoned
+from pride.durable.records import StepRecord
+from pride.llm import ModelResponse, ScriptedReply, ToolCall
+from pride.messages import to_json
 from pride.store import BranchStore
 from tests.helpers import echo_model
 
@@ -118,3 +124,73 @@ async def test_a_tool_result_over_max_row_bytes_fails_its_journal_commit_unwritt
         assert await branch.chat_and_record("still there?") == "fine"
         assert await bounded.unfinished_turns() == []
     assert _file_bytes(path) < 4 * MIB
+
+
+async def _stored_turn(path: Path) -> str:
+    """A branch "ada" with one exchange, and an unfinished turn of it with one step, as a
+    crashed process leaves them; returns the turn's id."""
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await ada.chat_and_record("hi")
+    turn_id = str(uuid4())
+    async with BranchStore(path) as store:
+        await store.register("ada")
+        store.journal_begin("ada", turn_id, to_json(Chat("again")), tag='"r7"')
+        store.journal_step("ada", turn_id, 0, StepRecord("model", ModelResponse("re")).to_text())
+        await store.flush()
+    return turn_id
+
+
+def _overwrite(path: Path, query: str, *args: object) -> None:
+    """Change the file as a hostile hand would: through SQLite, not through pride."""
+    db = sqlite3.connect(path)
+    try:
+        with db:
+            db.execute(query, args)
+    finally:
+        db.close()
+
+
+HUGE = 8_000_000  # bytes of a hostile row: eight times the bound
+
+
+@pytest.mark.parametrize(
+    ("query", "row"),
+    [
+        ("UPDATE steps SET data=? WHERE turn_id=?", "journal step 0 of turn {}"),
+        ("UPDATE turns SET command=? WHERE turn_id=?", "the journal entry of turn {}"),
+        ("UPDATE turns SET detail=? WHERE turn_id=?", "the journal entry of turn {}"),
+    ],
+)
+async def test_a_journal_row_over_max_row_bytes_on_disk_is_abandoned_unread(
+    tmp_path: Path, query: str, row: str
+) -> None:
+    """A turn-journal row of 8 MB in the file, under max_row_bytes of 1 MiB: it was read
+    whole into the process (by `unfinished_turns`, by `pride inspect`, by every restore of
+    its branch). Now SQLite measures it and it is never read: the turn reads back with a
+    problem naming the row, its size and the bound, the branch is restored and its
+    turn abandoned with TurnAbandoned saying so, and the branch serves on."""
+    path = tmp_path / "store.db"
+    turn_id = await _stored_turn(path)
+    _overwrite(path, query, "x" * HUGE, turn_id)
+    expected = re.escape(row.format(turn_id)) + r" holds 8,000,\d{3} bytes, more than "
+    expected += re.escape("max_row_bytes (1,048,576): it is not read")
+    async with BranchStore(path, max_row_bytes=MIB) as bounded:
+        tracemalloc.start()
+        try:
+            [turn] = await bounded.unfinished_turns()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < HUGE // 4, peak  # the row's text never reached the process
+        assert re.search(expected, turn.problem or ""), turn.problem
+        async with Session(store=bounded) as session:
+            resumed: list[Any] = []
+            session.on_resume(resumed.append)
+            ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+            [reply] = resumed
+            with pytest.raises(TurnAbandoned, match=expected):
+                await reply.result()
+            assert await ada.chat_and_record("there?") == "re: there?"
+            assert len(ada.messages) == 4
+        assert await bounded.unfinished_turns() == []
