@@ -17,7 +17,17 @@ from uuid import uuid4
 
 import pytest
 
-from pride import Branch, Chat, Operate, ScriptedModel, Session, StoreError, TurnAbandoned
+from pride import (
+    Branch,
+    Call,
+    Chat,
+    Flow,
+    Operate,
+    ScriptedModel,
+    Session,
+    StoreError,
+    TurnAbandoned,
+)
 from pride.durable.records import StepRecord
 from pride.llm import ModelResponse, ScriptedReply, ToolCall
 from pride.messages import to_json
@@ -194,3 +204,71 @@ async def test_a_journal_row_over_max_row_bytes_on_disk_is_abandoned_unread(
             assert await ada.chat_and_record("there?") == "re: there?"
             assert len(ada.messages) == 4
         assert await bounded.unfinished_turns() == []
+
+
+async def test_a_flow_result_over_max_row_bytes_fails_its_node_unwritten(tmp_path: Path) -> None:
+    """A flow node whose result is 8 MB, under max_row_bytes of 1 MiB: its journal event
+    (the outcome a resumed run keeps) was written whole. Now it is refused at its
+    commit: the node fails with StoreError naming the event, its size and the bound,
+    nothing of that size reaches the file, and the session runs the next flow."""
+    path = tmp_path / "store.db"
+
+    async def dump(branch: Branch, size: int) -> str:
+        return "x" * size
+
+    async with BranchStore(path, max_row_bytes=MIB) as bounded, Session(store=bounded) as session:
+        session.register_operation("dump", dump)
+        await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        flow = Flow("big")
+        flow.add("ada", Call("dump", size=HUGE), name="big")
+        result = await session.flow(flow)
+        assert result.outcomes == {"big": "failed"}
+        error = result.errors["big"]
+        assert isinstance(error, StoreError), error
+        assert re.search(r"event 0 of flow \S+ is at least 8,000,\d{3} bytes", str(error)), error
+        assert "max_row_bytes (1,048,576)" in str(error)
+        small = Flow("small")
+        small.add("ada", Call("dump", size=10), name="small")
+        assert (await session.flow(small))["small"] == "x" * 10
+        assert await bounded.unfinished_flows() == []
+    assert _file_bytes(path) < 4 * MIB
+
+
+@pytest.mark.parametrize(
+    ("query", "row"),
+    [
+        ("UPDATE flows SET plan=? WHERE flow_id=?", "the plan of flow {}"),
+        ("UPDATE flow_events SET data=? WHERE flow_id=?", "event 0 of flow {}"),
+    ],
+)
+async def test_a_flow_journal_row_over_max_row_bytes_on_disk_is_refused_unread(
+    tmp_path: Path, query: str, row: str
+) -> None:
+    """A flow-journal row of 8 MB in the file, under max_row_bytes of 1 MiB, was read
+    whole by every listing of the unfinished flows. Now it is never read: resuming the
+    flow raises StoreError naming the row, its size and the bound; the session lists
+    the other flows, abandoning this one works, and the store serves on."""
+    path = tmp_path / "store.db"
+    flow_id = str(uuid4())
+    async with BranchStore(path) as store:
+        store.flow_begin(flow_id, "big", "{}")
+        store.flow_event(flow_id, 0, "{}")
+        await store.flush()
+    _overwrite(path, query, "x" * HUGE, flow_id)
+    expected = re.escape(row.format(flow_id)) + r" holds 8,000,\d{3} bytes, more than "
+    expected += re.escape("max_row_bytes (1,048,576): it is not read")
+    async with BranchStore(path, max_row_bytes=MIB) as bounded:
+        tracemalloc.start()
+        try:
+            [stored] = await bounded.unfinished_flows()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < HUGE // 4, peak  # the row's text never reached the process
+        assert re.search(expected, stored.problem or ""), stored.problem
+        async with Session(store=bounded) as session:
+            assert await session.unfinished_flows() == []  # unreadable: logged, not listed
+            with pytest.raises(StoreError, match=expected):
+                await session.resume_flow(flow_id)
+            await session.abandon_flow(flow_id)
+        assert await bounded.unfinished_flows() == []
