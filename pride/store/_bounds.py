@@ -67,9 +67,10 @@ def unread(what: str, size: int, bound: int) -> str:
 
 
 class RowTooLarge(Exception):
-    """A stored message row over the reader's bound: ``seq`` and ``size`` (bytes)."""
+    """A stored row of a branch over the reader's bound: ``what`` it is (``"message row
+    3"``) and its ``size`` (bytes)."""
 
-    def __init__(self, seq: object, size: int) -> None:
-        super().__init__(seq, size)
-        self.seq = seq
+    def __init__(self, what: str, size: int) -> None:
+        super().__init__(what, size)
+        self.what = what
         self.size = size

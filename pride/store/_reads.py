@@ -22,6 +22,7 @@ from ._tables import (
     list_branches,
     list_names,
     load_branch,
+    load_conversation,
     load_restore,
     turn_branch,
 )
@@ -82,7 +83,9 @@ class Reads:
 
     async def turn_holder(self, turn_id: str) -> str | None:
         """The name of the branch whose unfinished turn ``turn_id`` is, or None."""
-        found: str | None = await self._read("reading the turn journal of", turn_branch, turn_id)
+        found: str | None = await self._read(
+            "reading the turn journal of", turn_branch, turn_id, self.max_row_bytes
+        )
         return found
 
     async def load(self, name: str) -> dict[str, Any] | None:
@@ -141,7 +144,7 @@ class Reads:
                 f"reading branch {name!r} from", function, name, self.max_row_bytes
             )
         except RowTooLarge as exc:
-            what = f"message row {exc.seq} of branch {name!r}"
+            what = f"{exc.what} of branch {name!r}"
             raise StoreError(
                 f"{self.path}: {unread(what, exc.size, self.max_row_bytes)}, or delete the branch"
             ) from None
@@ -164,7 +167,7 @@ class Reads:
         Raises:
             StoreError: a stored row is not a message (a damaged file).
         """
-        found = await self._rows(name, load_branch)
+        found = await self._rows(name, load_conversation)
         if found is None:
             return []
         messages: list[RoledMessage] = []

@@ -19,7 +19,7 @@ from ..errors import StoreError
 from ._batch import DELETE, HEADER, REWRITE, Row
 from ._bounds import RowTooLarge, bounded, size_of
 from .flows import FlowOp, write_flows
-from .journal import JournalOp, StoredTurn, delete_branch_turns, load_turns, write_journal
+from .journal import ID_BYTES, JournalOp, StoredTurn, delete_branch_turns, load_turns, write_journal
 
 __all__ = [
     "MAX_ROW_BYTES",
@@ -29,6 +29,7 @@ __all__ = [
     "list_branches",
     "list_names",
     "load_branch",
+    "load_conversation",
     "load_restore",
     "message_count",
     "turn_branch",
@@ -206,13 +207,16 @@ def _prefix_end(prefix: str) -> str | None:
     return stem[:-1] + chr(ord(stem[-1]) + 1)
 
 
-def turn_branch(db: sqlite3.Connection, turn_id: str) -> str | None:
-    """The branch of the journaled turn ``turn_id`` (its primary key), if any."""
+def turn_branch(db: sqlite3.Connection, turn_id: str, max_row_bytes: int) -> str | None:
+    """The branch of the journaled turn ``turn_id`` (its primary key), if any (a name
+    over ``max_row_bytes``, in a damaged file, is not read: none)."""
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "turns" not in tables:  # a version-1 store (read-only): no journal
         return None
-    row = db.execute("SELECT branch_name FROM turns WHERE turn_id=?", (turn_id,)).fetchone()
-    return row[0] if row is not None and isinstance(row[0], str) else None
+    row = db.execute(
+        f"SELECT {bounded('branch_name')} FROM turns WHERE turn_id=?", (max_row_bytes, turn_id)
+    ).fetchone()
+    return row[0] if row is not None and isinstance(row[0], str) else None  # NULL: over it
 
 
 def load_restore(
@@ -221,7 +225,12 @@ def load_restore(
     """What restoring ``name`` reads, in one snapshot: its branch id (None when it is
     not stored), its message rows in order and its unfinished turns; each through
     an index (the primary keys, ``turns_by_branch``)."""
-    row = db.execute("SELECT branch_id FROM branches WHERE name=?", (name,)).fetchone()
+    row = db.execute(
+        # An id longer than any pride writes reads as "" (not a UUID: refused), unread.
+        f"SELECT CASE WHEN {size_of('branch_id')} > {ID_BYTES} THEN '' ELSE branch_id END "
+        "FROM branches WHERE name=?",
+        (name,),
+    ).fetchone()
     rows = [] if row is None else _message_rows(db, name, max_row_bytes)
     return (None if row is None else row[0]), rows, load_turns(db, name, max_row_bytes)
 
@@ -229,10 +238,24 @@ def load_restore(
 def load_branch(
     db: sqlite3.Connection, name: str, max_row_bytes: int
 ) -> tuple[Any, list[tuple[int, Any]]] | None:
-    row = db.execute("SELECT projection FROM branches WHERE name=?", (name,)).fetchone()
+    row = db.execute(
+        f"SELECT {size_of('projection')}, {bounded('projection')} FROM branches WHERE name=?",
+        (max_row_bytes, name),
+    ).fetchone()
     if row is None:
         return None
-    return row[0], _message_rows(db, name, max_row_bytes)
+    if isinstance(row[0], int) and row[0] > max_row_bytes:
+        raise RowTooLarge("the projection", row[0])
+    return row[1], _message_rows(db, name, max_row_bytes)
+
+
+def load_conversation(
+    db: sqlite3.Connection, name: str, max_row_bytes: int
+) -> tuple[None, list[tuple[int, Any]]] | None:
+    """`load_branch` without the projection (not read at all): what ``load_messages`` needs."""
+    if db.execute("SELECT 1 FROM branches WHERE name=?", (name,)).fetchone() is None:
+        return None
+    return None, _message_rows(db, name, max_row_bytes)
 
 
 def _message_rows(db: sqlite3.Connection, name: str, max_row_bytes: int) -> list[tuple[int, Any]]:
@@ -245,6 +268,6 @@ def _message_rows(db: sqlite3.Connection, name: str, max_row_bytes: int) -> list
         (max_row_bytes, name),
     ):
         if isinstance(size, int) and size > max_row_bytes:
-            raise RowTooLarge(seq, size)
+            raise RowTooLarge(f"message row {seq}", size)
         rows.append((seq, data))
     return rows

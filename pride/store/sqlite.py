@@ -155,6 +155,7 @@ class BranchStore(Journals, Reads):
         self._queue = WriteQueue(self.path, self._write_batch, max_row_bytes)
         self._next_seq: dict[str, int] = {}
         self._writers: dict[str, tuple[object, str]] = {}  # see `claim`
+        self._unsaved: dict[str, StoreError] = {}  # see `_queue_branch`
 
     @property
     def commits(self) -> int:
@@ -248,6 +249,8 @@ class BranchStore(Journals, Reads):
             self._require(write=True)  # raises: not open, or read-only
         seq = self._next_seq.get(branch_name)
         if seq is None:
+            if self._refused_unsaved(branch_name):
+                return
             seq = self._registered_seq(branch_name)  # raises: not registered
         rows: list[Row] = []
         for message in messages:
@@ -285,6 +288,8 @@ class BranchStore(Journals, Reads):
         [`flush`][pride.store.BranchStore.flush], in order with the appends queued
         before and after it."""
         self._require(write=True)
+        if branch_name not in self._next_seq and self._refused_unsaved(branch_name):
+            return
         self._registered_seq(branch_name)
         self._queue.row((branch_name, REWRITE, "", ""))
         self._next_seq[branch_name] = 0
@@ -313,11 +318,33 @@ class BranchStore(Journals, Reads):
         messages: Iterable[RoledMessage],
     ) -> None:
         """Queue a branch's projection and its whole conversation, in order with
-        every row queued before and after (the numbering restarts from 0 now)."""
+        every row queued before and after (the numbering restarts from 0 now).
+
+        A projection over ``max_row_bytes`` queues nothing: the branch's next flush
+        fails with the error naming it. A branch never stored then stays unstored,
+        and what is appended to it is refused with the same error until a save
+        of it fits (not "not registered": the save is what failed)."""
         header = projection_text(projection)
+        what = f"the projection of branch {name!r}"
+        error = refusal(self.path, what, self.max_row_bytes, header, branch_id)
+        if error is not None:  # nothing of the save is queued: the stored copy stays
+            log.error("%s", error)
+            self._queue.refuse(name, error)
+            if name not in self._next_seq:  # never stored: its messages are refused too
+                self._unsaved[name] = error
+            return
+        self._unsaved.pop(name, None)
         self._next_seq.setdefault(name, 0)
         self._queue.row((name, HEADER, branch_id, header))
         self.rewrite(name, messages)
+
+    def _refused_unsaved(self, branch_name: str) -> bool:
+        """Refuse a write to a branch whose save was refused (see `_queue_branch`)."""
+        error = self._unsaved.get(branch_name)
+        if error is None:
+            return False
+        self._queue.refuse(branch_name, error)
+        return True
 
     def _registered_seq(self, branch_name: str) -> int:
         seq = self._next_seq.get(branch_name)
@@ -452,6 +479,7 @@ class BranchStore(Journals, Reads):
         if self._queue.holds(name):
             return False
         self._next_seq.pop(name, None)
+        self._unsaved.pop(name, None)
         return True
 
     async def delete(self, name: str) -> None:
@@ -468,6 +496,7 @@ class BranchStore(Journals, Reads):
         self._require(write=True)
         self._queue.row((name, DELETE, "", ""))
         self._next_seq.pop(name, None)
+        self._unsaved.pop(name, None)
         await self.flush(name)
 
     async def _run(self, what: str, function: Any, *args: Any) -> Any:

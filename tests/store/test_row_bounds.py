@@ -272,3 +272,55 @@ async def test_a_flow_journal_row_over_max_row_bytes_on_disk_is_refused_unread(
                 await session.resume_flow(flow_id)
             await session.abandon_flow(flow_id)
         assert await bounded.unfinished_flows() == []
+
+
+async def test_a_projection_over_max_row_bytes_fails_its_save_unwritten(tmp_path: Path) -> None:
+    """A branch whose projection (its metadata, say) is 2 MB, under max_row_bytes of
+    1 MiB: its projection row was written whole, and read whole by every load. Now its
+    save fails with StoreError naming the projection, its size and the bound: a new
+    member's first turn, its next turns (not "not registered": the save is what
+    failed), and ``store.save``; nothing of it is stored, and the session serves on."""
+    path = tmp_path / "store.db"
+    blob = {"blob": "x" * 2_000_000}
+    async with BranchStore(path, max_row_bytes=MIB) as bounded, Session(store=bounded) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=echo_model(), metadata=blob))
+        for _ in range(2):
+            with pytest.raises(StoreError, match=r"the projection of branch 'ada' is at least 2,0"):
+                await ada.chat_and_record("hi")
+        with pytest.raises(StoreError, match=re.escape("max_row_bytes (1,048,576)")):
+            await bounded.save(ada)
+        bob = await session.spawn(Branch(name="bob", chat_model=echo_model()))
+        assert await bob.chat_and_record("hi") == "re: hi"
+        assert [b.name for b in await bounded.branches()] == ["bob"]
+    assert _file_bytes(path) < MIB
+
+
+async def test_a_projection_over_max_row_bytes_on_disk_is_refused_unread(tmp_path: Path) -> None:
+    """An 8 MB projection in the file, under max_row_bytes of 1 MiB: ``load`` raises
+    StoreError naming it, without reading it; ``load_messages`` and restoring the
+    branch (neither of which needs it) read on. An id longer than any pride writes is
+    refused unread, as an id that is not a UUID."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await ada.chat_and_record("hi")
+    _overwrite(path, "UPDATE branches SET projection=? WHERE name=?", "x" * HUGE, "ada")
+    async with BranchStore(path, max_row_bytes=MIB) as bounded:
+        tracemalloc.start()
+        try:
+            with pytest.raises(
+                StoreError, match=r"the projection of branch 'ada' holds 8,000,\d{3} bytes"
+            ):
+                await bounded.load("ada")
+            assert len(await bounded.load_messages("ada")) == 2
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < HUGE // 4, peak
+        async with Session(store=bounded) as session:
+            ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+            assert len(ada.messages) == 2
+    _overwrite(path, "UPDATE branches SET branch_id=? WHERE name=?", "x" * HUGE, "ada")
+    async with BranchStore(path, max_row_bytes=MIB) as bounded, Session(store=bounded) as session:
+        with pytest.raises(StoreError, match="the id of branch 'ada' is not a UUID"):
+            await session.spawn(Branch(name="ada", chat_model=echo_model()))
