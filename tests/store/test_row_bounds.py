@@ -136,9 +136,10 @@ async def test_a_tool_result_over_max_row_bytes_fails_its_journal_commit_unwritt
     assert _file_bytes(path) < 4 * MIB
 
 
-async def _stored_turn(path: Path) -> str:
+async def _stored_turn(path: Path, status: str = "running") -> str:
     """A branch "ada" with one exchange, and an unfinished turn of it with one step, as a
-    crashed process leaves them; returns the turn's id."""
+    crashed process leaves them (or, ``"suspended"``, waiting for approval); returns the
+    turn's id."""
     async with Session(store=path) as session:
         ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
         await ada.chat_and_record("hi")
@@ -147,6 +148,8 @@ async def _stored_turn(path: Path) -> str:
         await store.register("ada")
         store.journal_begin("ada", turn_id, to_json(Chat("again")), tag='"r7"')
         store.journal_step("ada", turn_id, 0, StepRecord("model", ModelResponse("re")).to_text())
+        if status != "running":
+            store.journal_status("ada", turn_id, status, detail="waits for approval")
         await store.flush()
     return turn_id
 
@@ -165,23 +168,25 @@ HUGE = 8_000_000  # bytes of a hostile row: eight times the bound
 
 
 @pytest.mark.parametrize(
-    ("query", "row"),
+    ("query", "row", "status"),
     [
-        ("UPDATE steps SET data=? WHERE turn_id=?", "journal step 0 of turn {}"),
-        ("UPDATE turns SET command=? WHERE turn_id=?", "the journal entry of turn {}"),
-        ("UPDATE turns SET detail=? WHERE turn_id=?", "the journal entry of turn {}"),
+        ("UPDATE steps SET data=? WHERE turn_id=?", "journal step 0 of turn {}", "running"),
+        ("UPDATE steps SET data=? WHERE turn_id=?", "journal step 0 of turn {}", "suspended"),
+        ("UPDATE turns SET command=? WHERE turn_id=?", "the journal entry of turn {}", "running"),
+        ("UPDATE turns SET detail=? WHERE turn_id=?", "the journal entry of turn {}", "suspended"),
     ],
 )
 async def test_a_journal_row_over_max_row_bytes_on_disk_is_abandoned_unread(
-    tmp_path: Path, query: str, row: str
+    tmp_path: Path, query: str, row: str, status: str
 ) -> None:
     """A turn-journal row of 8 MB in the file, under max_row_bytes of 1 MiB: it was read
     whole into the process (by `unfinished_turns`, by `pride inspect`, by every restore of
     its branch). Now SQLite measures it and it is never read: the turn reads back with a
     problem naming the row, its size and the bound, the branch is restored and its
-    turn abandoned with TurnAbandoned saying so, and the branch serves on."""
+    turn abandoned with TurnAbandoned saying so (one waiting for approval too: no
+    decision could resume it), and the branch serves on."""
     path = tmp_path / "store.db"
-    turn_id = await _stored_turn(path)
+    turn_id = await _stored_turn(path, status)
     _overwrite(path, query, "x" * HUGE, turn_id)
     expected = re.escape(row.format(turn_id)) + r" holds 8,000,\d{3} bytes, more than "
     expected += re.escape("max_row_bytes (1,048,576): it is not read")
