@@ -123,13 +123,16 @@ class BranchStore(Journals, Reads):
         path: the store file.
         read_only: read a store (perhaps one another process is writing)
             without locking, creating or changing anything; writes raise.
-        max_row_bytes: the largest message row (its JSON, in UTF-8 bytes) written
-            or read; default `MAX_ROW_BYTES`. A message over it (a runaway tool
-            result) is not stored, and the next flush of its branch fails with
-            [`StoreError`][pride.StoreError] naming its size, as for any message
-            that cannot be stored; a stored row over it (from a store with a
-            larger bound, or a damaged file) is refused where it is read, with
-            [`StoreError`][pride.StoreError], without being read into memory.
+        max_row_bytes: the largest row (its JSON, in UTF-8 bytes) written or read:
+            a message, a branch's projection, a turn-journal entry or step, a
+            flow's plan or event; default `MAX_ROW_BYTES`. A row over it (a
+            runaway tool result) is not stored, and the next flush of whoever
+            queued it fails with [`StoreError`][pride.StoreError] naming the row
+            and its size, as for any message that cannot be stored; a stored row
+            over it (from a store with a larger bound, or a damaged file) is
+            refused where it is read, without being read into memory: a message
+            or projection with [`StoreError`][pride.StoreError], a journaled turn
+            or flow as one that does not read back (its ``problem`` says why).
 
     Raises:
         ValueError: ``max_row_bytes`` is not a positive int.
