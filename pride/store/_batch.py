@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from ..errors import StoreError
-from ._bounds import refusal
+from ._bounds import oversize, refusal
 from .flows import FlowOp, flow_key
 from .journal import JournalOp, Text
 
@@ -111,11 +111,11 @@ class Batch:
         for turn_id, ops in list(self.journal.items()):
             kept: list[JournalOp] = []
             for op in map(materialised, ops):
-                error = refusal(path, _journal_row(op), bound, _text(op.data), op.tag, op.detail)
-                if error is None:
+                size = oversize(bound, _text(op.data), op.tag, op.detail)
+                if not size:
                     kept.append(op)
                     continue
-                self._refuse((op.branch_name,), error)
+                self._refuse((op.branch_name,), refusal(path, _journal_row(op), size, bound))
                 if op.kind == "begin":
                     kept = []
                     break
@@ -130,11 +130,11 @@ class Batch:
         for flow_op in map(FlowOp.materialised, self.flows):
             if flow_op.flow_id in dropped:
                 continue
-            text = _text(flow_op.data)
-            error = refusal(path, _flow_row(flow_op), bound, text, flow_op.name)
-            if error is None:
+            size = oversize(bound, _text(flow_op.data), flow_op.name)
+            if not size:
                 flows.append(flow_op)
                 continue
+            error = refusal(path, _flow_row(flow_op), size, bound)
             self._refuse((flow_key(flow_op.flow_id), flow_op.branch_name), error)
             if flow_op.kind == "begin":
                 dropped.add(flow_op.flow_id)

@@ -6,10 +6,10 @@ tool returning hundreds of megabytes) would make one runaway row: written
 whole, and read whole by every later load. So every row is measured against
 one bound, here, whatever its table:
 
-* **writing**: `refusal` measures the text about to be queued (or committed)
-  and returns the [`StoreError`][pride.StoreError] that says so when it is over
-  the bound; the row is not written, and the flush of whoever queued it fails
-  with that error (`pride.store._batch`);
+* **writing**: `oversize` measures the text about to be queued (or committed)
+  and `refusal` is the [`StoreError`][pride.StoreError] that says so when it is
+  over the bound; the row is not written, and the flush of whoever queued it
+  fails with that error (`pride.store._batch`);
 * **reading**: a query selects `size_of` a column (SQLite's ``length()`` of
   its bytes) and the column through `bounded`, which reads NULL in its place
   when it is over the bound: the text of a row over the bound never reaches
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-__all__ = ["RowTooLarge", "bounded", "refusal", "size_of", "unread", "utf8_size"]
+__all__ = ["RowTooLarge", "bounded", "oversize", "refusal", "size_of", "unread", "utf8_size"]
 
 
 def utf8_size(text: str, bound: int) -> int:
@@ -33,13 +33,20 @@ def utf8_size(text: str, bound: int) -> int:
     return len(text.encode("utf-8", errors="surrogatepass"))
 
 
-def refusal(path: Path, what: str, bound: int, *texts: str | None) -> StoreError | None:
-    """The error refusing to store ``texts`` (the columns of one row, None for NULL)
-    as ``what`` in the store at ``path`` when together they are over ``bound`` bytes
-    of UTF-8; None when they fit."""
-    size = sum(utf8_size(text, bound) for text in texts if text is not None)
-    if size <= bound:
-        return None
+def oversize(bound: int, *texts: str | None) -> int:
+    """The size in UTF-8 bytes of ``texts`` (the columns of one row, None for NULL)
+    when together they are over ``bound``, else 0 (the common case, measured without
+    encoding anything; see `utf8_size`)."""
+    size = 0
+    for text in texts:
+        if text is not None:
+            size += utf8_size(text, bound)
+    return size if size > bound else 0
+
+
+def refusal(path: Path, what: str, size: int, bound: int) -> StoreError:
+    """The error refusing to store ``what``, a row of ``size`` bytes (`oversize`), in the
+    store at ``path``: it names the row, its size, the bound and the fix."""
     return StoreError(
         f"{what} is at least {size:,} bytes as a row, more than max_row_bytes ({bound:,}) "
         f"of {path}: it is not stored; bound what the tool or model returns, or open the "

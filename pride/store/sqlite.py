@@ -76,7 +76,7 @@ from ..errors import InvalidMessage, StoreError
 from ..messages import RoledMessage
 from ..messages.codec import id_text, row_json
 from ._batch import DELETE, HEADER, REWRITE, AfterCommit, Row
-from ._bounds import refusal
+from ._bounds import oversize, refusal
 from ._file import SCHEMA_VERSION, Writer, open_reader, open_writer
 from ._journals import Journals
 from ._queue import WriteQueue
@@ -267,13 +267,10 @@ class BranchStore(Journals, Reads):
                 log.error("%s", failed)
                 self._queue.refuse(branch_name, failed)
                 continue
-            error = refusal(
-                self.path,
-                f"message {message.id} of branch {branch_name!r}",
-                self.max_row_bytes,
-                data,
-            )
-            if error is not None:
+            size = oversize(self.max_row_bytes, data)
+            if size:
+                what = f"message {message.id} of branch {branch_name!r}"
+                error = refusal(self.path, what, size, self.max_row_bytes)
                 log.error("%s", error)
                 self._queue.refuse(branch_name, error)
                 continue
@@ -328,9 +325,10 @@ class BranchStore(Journals, Reads):
         and what is appended to it is refused with the same error until a save
         of it fits (not "not registered": the save is what failed)."""
         header = projection_text(projection)
-        what = f"the projection of branch {name!r}"
-        error = refusal(self.path, what, self.max_row_bytes, header, branch_id)
-        if error is not None:  # nothing of the save is queued: the stored copy stays
+        size = oversize(self.max_row_bytes, header, branch_id)
+        if size:  # nothing of the save is queued: the stored copy stays
+            what = f"the projection of branch {name!r}"
+            error = refusal(self.path, what, size, self.max_row_bytes)
             log.error("%s", error)
             self._queue.refuse(name, error)
             if name not in self._next_seq:  # never stored: its messages are refused too
