@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-__all__ = ["RowTooLarge", "bounded", "oversize", "refusal", "size_of", "unread", "utf8_size"]
+__all__ = ["RowTooLarge", "bounded", "cut", "oversize", "refusal", "size_of", "unread", "utf8_size"]
 
 
 def utf8_size(text: str, bound: int) -> int:
@@ -63,6 +63,13 @@ def bounded(column: str, size: str | None = None, bound: str = "?") -> str:
     """SQL: ``column``, or NULL when ``size`` (SQL; default `size_of` the column) is
     over ``bound`` (SQL; default the query's next ``?`` parameter)."""
     return f"CASE WHEN {size or size_of(column)} > {bound} THEN NULL ELSE {column} END"
+
+
+def cut(column: str, limit: int) -> str:
+    """SQL: ``column``, or its first hundred characters and an ellipsis when it is over
+    ``limit`` bytes (what an error may quote of a value it refuses, never all of it)."""
+    shown = f"substr({column}, 1, 100) || '…'"
+    return f"CASE WHEN {size_of(column)} > {limit} THEN {shown} ELSE {column} END"
 
 
 def unread(what: str, size: int, bound: int) -> str:

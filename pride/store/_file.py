@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError, StoreLocked
+from ._bounds import cut
 
 _fcntl: Any
 try:
@@ -69,6 +70,11 @@ APPLICATION = "pride-branch-store"
 APPLICATION_ID = 0x70726964
 """``PRAGMA application_id`` of a pride store (the ASCII of ``prid``), SQLite's
 own way to mark a file format."""
+
+META_BYTES = 1000
+"""The longest ``pride_meta`` value a store reads whole (pride writes under a hundred
+characters: its application, its schema version, its writer): a longer one, in a
+foreign or damaged file, reads as its first hundred characters and an ellipsis."""
 
 BUSY_TIMEOUT = 5.0
 """Seconds SQLite waits for a lock held by a reader's checkpoint before failing."""
@@ -208,7 +214,9 @@ def _holder(path: Path) -> str | None:
     except sqlite3.Error:
         return None
     try:
-        row = db.execute("SELECT value FROM pride_meta WHERE key='writer'").fetchone()
+        row = db.execute(
+            f"SELECT {cut('value', META_BYTES)} FROM pride_meta WHERE key='writer'"
+        ).fetchone()
     except (sqlite3.Error, UnicodeDecodeError):
         return None
     finally:
@@ -317,7 +325,12 @@ def _check_identity(db: sqlite3.Connection, path: Path) -> str:
                 f"{path} is a database of another application (no pride_meta table); "
                 "refusing to use or overwrite it"
             )
-        meta = dict(db.execute("SELECT key, value FROM pride_meta").fetchall())
+        meta = dict(
+            db.execute(
+                f"SELECT key, {cut('value', META_BYTES)} FROM pride_meta "
+                "WHERE key IN ('application', 'schema')"
+            ).fetchall()
+        )
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         not_one = f"{path} is not a SQLite database (refusing to touch it): {exc}"
         raise open_failure(path, exc, not_one) from exc

@@ -329,3 +329,28 @@ async def test_a_projection_over_max_row_bytes_on_disk_is_refused_unread(tmp_pat
     async with BranchStore(path, max_row_bytes=MIB) as bounded, Session(store=bounded) as session:
         with pytest.raises(StoreError, match="the id of branch 'ada' is not a UUID"):
             await session.spawn(Branch(name="ada", chat_model=echo_model()))
+
+
+@pytest.mark.parametrize("key", ["application", "schema"])
+async def test_a_huge_value_in_pride_meta_is_refused_at_open_unread(
+    tmp_path: Path, key: str
+) -> None:
+    """A file whose ``pride_meta`` row holds 8 MB (not a pride store, or a damaged one)
+    was read whole at open, and its value quoted whole in the StoreError refusing it.
+    Now SQLite cuts it: the error shows its first hundred characters, and the value
+    never reaches the process."""
+    path = tmp_path / "store.db"
+    async with BranchStore(path):
+        pass
+    _overwrite(path, "UPDATE pride_meta SET value=? WHERE key=?", "x" * HUGE, key)
+    tracemalloc.start()
+    try:
+        with pytest.raises(StoreError) as caught:
+            async with BranchStore(path):
+                pass
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(str(caught.value)) < 1000, len(str(caught.value))
+    assert "x" * 100 in str(caught.value)
+    assert peak < HUGE // 4, peak
