@@ -110,16 +110,16 @@ def _file_bytes(path: Path) -> int:
 async def test_a_tool_result_over_max_row_bytes_fails_its_journal_commit_unwritten(
     tmp_path: Path,
 ) -> None:
-    """A tool returning 80 MB of text in a journaled turn, under max_row_bytes of 1 MiB:
-    its journal step was written whole (an 80 MB row, for the turn's end to delete).
-    Now the commit that would carry it fails the turn with StoreError naming the
-    step, its size and the bound; nothing of that size reaches the file, and the
-    branch serves on."""
+    """A tool returning 16 MB of text in a journaled turn, under max_row_bytes of 1 MiB
+    (80 MB did the same, slower): its journal step was written whole (twice its size
+    in the file, for the turn's end to delete). Now the commit that would carry it
+    fails the turn with StoreError naming the step, its size and the bound; nothing
+    of that size reaches the file, and the branch serves on."""
     path = tmp_path / "store.db"
 
     def dump() -> str:
         """A runaway result."""
-        return "x" * 80_000_000
+        return "x" * 16_000_000
 
     calls = (ToolCall("dump", {}, id="c1"),)
     model = ScriptedModel([ScriptedReply(tool_calls=calls), "fine"])
@@ -130,7 +130,7 @@ async def test_a_tool_result_over_max_row_bytes_fails_its_journal_commit_unwritt
         text = str(caught.value)
         assert _file_bytes(path) < 4 * MIB, _file_bytes(path)
         assert "journal step 1 of turn" in text and "max_row_bytes (1,048,576)" in text, text
-        assert re.search(r"80,000,\d{3} bytes", text), text
+        assert re.search(r"16,000,\d{3} bytes", text), text
         assert await branch.chat_and_record("still there?") == "fine"
         assert await bounded.unfinished_turns() == []
     assert _file_bytes(path) < 4 * MIB
