@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 import trio
@@ -50,6 +50,7 @@ __all__ = [
     "STREAMING_COMMANDS",
     "NodeRun",
     "SendOrder",
+    "UpstreamResults",
     "execute",
     "upstream_results",
 ]
@@ -96,19 +97,76 @@ class NodeRun(Protocol):
         ...
 
 
-def upstream_results(states: dict[str, NodeState], state: NodeState) -> dict[str, Any]:
+def upstream_results(states: Mapping[str, NodeState], state: NodeState) -> UpstreamResults:
     """The results of every node ``state`` depends on, directly or not, by name
-    (nearest first; all completed, or the node would not be starting)."""
-    found: dict[str, Any] = {}
-    stack = collections.deque(state.node.depends_on)
-    while stack:
-        name = stack.popleft()
-        if name in found:
-            continue
-        upstream = states[name]
-        found[name] = upstream.result
-        stack.extend(upstream.node.depends_on)
-    return found
+    (nearest first; all completed, or the node would not be starting), as a
+    read-only `UpstreamResults` view."""
+    return UpstreamResults(states, state.node.depends_on)
+
+
+class UpstreamResults(Mapping[str, Any]):
+    """What a late-bound command or a condition is handed: a read-only mapping
+    from the name of every node above one node (directly or not) to its result,
+    nearest first (breadth-first from the node's own dependencies).
+
+    A view, not a copy: it walks the graph only as far as a look-up needs and
+    remembers what it found, so reading a direct dependency costs the same at
+    any depth, and a chain of n late-bound nodes costs O(n), not the O(n²) of
+    handing each node a dict of everything above it. Iterating it, or its
+    ``len``, walks every node above once. The results it shows are final
+    (every node above has completed before the node starts); ``dict(up)`` is
+    a copy to change or to serialise.
+    """
+
+    __slots__ = ("_found", "_pending", "_states")
+
+    def __init__(self, states: Mapping[str, NodeState], depends_on: Iterable[str]) -> None:
+        self._states = states
+        self._found: dict[str, Any] = {}  # walked so far, in walk order
+        self._pending: collections.deque[str] | None = collections.deque(depends_on)
+
+    def _walk(self, wanted: str | None) -> None:
+        """Walk on until ``wanted`` is found (None: to the end)."""
+        pending = self._pending
+        found = self._found
+        while pending:
+            name = pending.popleft()
+            if name in found:
+                continue
+            upstream = self._states[name]
+            found[name] = upstream.result
+            pending.extend(upstream.node.depends_on)
+            if name == wanted:
+                return
+        self._pending = None  # walked it all: let go of the queue
+
+    def __getitem__(self, name: str) -> Any:
+        found = self._found
+        if name not in found and self._pending is not None:
+            self._walk(name)
+        return found[name]
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            self[name]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        if self._pending is not None:
+            self._walk(None)
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        if self._pending is not None:
+            self._walk(None)
+        return len(self._found)
+
+    def __repr__(self) -> str:
+        return f"UpstreamResults({dict(self)!r})"
 
 
 class SendOrder:

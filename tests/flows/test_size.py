@@ -1,0 +1,71 @@
+"""Flows at size: what a long chain or a wide fan-out costs per node.
+
+A late-bound node is handed its upstream results (every node above it, direct
+or not). Handed as a copy, a chain of n such nodes builds n mappings of up to
+n entries: O(n²) time and, for a function that keeps what it was handed,
+O(n²) memory (8,000 nodes took 16 times as long as 2,000). Handed as a
+read-only view of the run's results, each node costs the same however deep
+it sits. These tests count what the mappings hold rather than time them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from pride import Branch, Call, Flow
+from tests.flows.support import team
+
+CHAIN = 1_000
+
+
+class Marker:
+    """The first node's result: who holds a reference to it is what we count."""
+
+
+async def test_a_late_bound_chain_hands_each_node_a_view_not_a_copy() -> None:
+    """1,000 late-bound nodes in a chain, each keeping the mapping it was handed:
+    the mappings do not each hold every result above them (a copy would hold the
+    first node's result 999 times over), yet each reads every upstream result,
+    nearest first, and cannot change them."""
+    marker = Marker()
+    kept: list[Mapping[str, Any]] = []
+
+    async def first(branch: Branch) -> Marker:
+        return marker
+
+    async def step(branch: Branch, previous: int = 0) -> int:
+        return previous + 1
+
+    def command(index: int) -> Any:
+        def build(up: Mapping[str, Any]) -> Call:
+            kept.append(up)
+            before = up[f"n{index - 1}"]
+            return Call("step", previous=0 if isinstance(before, Marker) else before)
+
+        return build
+
+    async with team("a") as (session, _):
+        session.register_operation("first", first)
+        session.register_operation("step", step)
+        flow = Flow("chain")
+        previous = flow.add("a", Call("first"), name="n0")
+        for index in range(1, CHAIN):
+            previous = flow.add("a", command(index), depends_on=previous, name=f"n{index}")
+        result = await session.flow(flow)
+    assert result.ok and result[f"n{CHAIN - 1}"] == CHAIN - 1
+    assert len(kept) == CHAIN - 1
+    # A handful of holders (the run's state, the result), not one per kept mapping.
+    assert sys.getrefcount(marker) < 20
+    last = kept[-1]
+    assert len(last) == CHAIN - 1 and last["n0"] is marker  # every node above, direct or not
+    assert list(last)[:3] == [f"n{CHAIN - 2}", f"n{CHAIN - 3}", f"n{CHAIN - 4}"]
+    assert dict(last) == {f"n{i}": (marker if i == 0 else i) for i in range(CHAIN - 1)}
+    assert "n0" in kept[0] and f"n{CHAIN - 1}" not in last  # not itself, nothing below
+    with pytest.raises(KeyError):
+        last[f"n{CHAIN - 1}"]
+    with pytest.raises(TypeError):
+        last["n0"] = "changed"  # type: ignore[index]
