@@ -175,6 +175,12 @@ class SendOrder:
     Targets are told apart by their equality (a branch by identity): two
     `VirtualRef`s of one name, which one flow's nodes hold when they name a
     virtual branch, are one branch and one send order.
+
+    Each operation is O(1) amortised, however many nodes wait on one target (a
+    fan-out of 10,000 nodes on one branch with no ``max_concurrent`` bound): a
+    node that leaves is only marked (``NodeState.in_send_order``) and dropped
+    once it reaches the front, instead of being searched for in the queue.
+    The front of a queue is always a node still in it.
     """
 
     __slots__ = ("_queues",)
@@ -184,6 +190,7 @@ class SendOrder:
 
     def join(self, state: NodeState) -> None:
         """``state`` has started: it is sent after the nodes that started before it."""
+        state.in_send_order = True
         self._queues.setdefault(_key(state.target), collections.deque()).append(state)
 
     async def wait_turn(self, state: NodeState) -> None:
@@ -195,16 +202,20 @@ class SendOrder:
         await trio.lowlevel.checkpoint_if_cancelled()
 
     def leave(self, state: NodeState) -> None:
-        """``state`` was sent (or ended): the next node on its target may be sent."""
-        key = _key(state.target)
-        queue = self._queues.get(key)
-        if queue is None or state not in queue:
+        """``state`` was sent (or ended): the next node on its target may be sent.
+        A second call for one node does nothing."""
+        if not state.in_send_order:
             return
-        first = queue[0] is state
-        queue.remove(state)
+        state.in_send_order = False
+        key = _key(state.target)
+        queue = self._queues[key]
+        if queue[0] is not state:
+            return  # it leaves from the middle: dropped once the nodes before it have left
+        while queue and not queue[0].in_send_order:
+            queue.popleft()
         if not queue:
             del self._queues[key]
-        elif first and queue[0].send_turn is not None:
+        elif queue[0].send_turn is not None:
             queue[0].send_turn.set()
 
 

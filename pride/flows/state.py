@@ -111,6 +111,7 @@ class NodeState:
     cancel_reason: str | None = None
     account: NodeAccount | None = None
     send_turn: trio.Event | None = None  # set when the node is first in its branch's send order
+    in_send_order: bool = False  # started and not sent yet (pride.flows.node.SendOrder)
     branch_id: UUID | None = None
     label: str = ""  # the target's name
     task_name: str = ""
