@@ -301,6 +301,107 @@ async def test_cancelling_the_caller_cancels_running_nodes_and_starts_nothing_af
     assert skipped.reason == "the flow was cancelled"
 
 
+async def test_cancelled_mid_flow_every_running_and_queued_node_is_cancelled_and_no_task_is_left(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Cancelled with a node's turn running on ``a``, another node sent and waiting in
+    ``a``'s mailbox behind it, a turn running on ``b``, a command function still
+    building its command and a node waiting on a dependency: each running turn ends
+    with its RunFailed, then its node's NodeCancelled; the queued node is
+    NodeCancelled with no turn ever started (its envelope dropped); the other two are
+    skipped; no task of the flow is left, and the branches serve on."""
+
+    async def hang(up: Any) -> Chat:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with team("a", "b", "c") as (session, overlap):
+        recorded: list[Signal] = []
+        session.observe(handler=recorded.append)
+        flow = Flow("cut")
+        flow.add("a", work("running-a", 10), name="running-a")
+        flow.add("a", work("queued-a", 1), name="queued-a")
+        flow.add("b", work("running-b", 10), name="running-b")
+        flow.add("c", hang, name="building")
+        flow.add("c", work("waiting", 1), depends_on="running-b", name="waiting")
+        with trio.move_on_after(1) as scope:
+            await session.flow(flow)
+        assert scope.cancelled_caught
+        names = _task_names(trio.lowlevel.current_root_task())
+        assert [name for name in names if "flow cut" in name or "FlowRun" in name] == []
+        assert await session.ask("a", Chat("still there?")) == "re: still there?"
+    assert sorted(overlap.started) == ["running-a", "running-b"] and overlap.finished == []
+    nodes = [s for s in recorded if isinstance(s, NodeSignal)]
+    terminals = {s.node: s for s in nodes if not isinstance(s, NodeStarted)}
+    assert {name: type(s).__name__ for name, s in terminals.items()} == {
+        "running-a": "NodeCancelled",
+        "queued-a": "NodeCancelled",
+        "running-b": "NodeCancelled",
+        "building": "NodeSkipped",
+        "waiting": "NodeSkipped",
+    }
+    assert len(nodes) == 5 + 3  # a terminal for each node, a NodeStarted for each sent
+    assert terminals["queued-a"].turn_id is None  # its turn never started
+    for name in ("running-a", "running-b"):
+        turn_id = terminals[name].turn_id
+        failed_at = next(
+            i for i, s in enumerate(recorded) if isinstance(s, RunFailed) and s.turn_id == turn_id
+        )
+        assert failed_at < recorded.index(terminals[name])  # the turn's terminal first
+    started_turns = [s for s in recorded if isinstance(s, RunStart)]
+    assert len(started_turns) == 3  # the two nodes' turns and the last ask
+    assert balanced_turns(recorded)
+    assert terminals["building"].reason == "the flow was cancelled"
+
+
+def _task_names(task: trio.lowlevel.Task) -> list[str]:
+    """The names of every task below ``task``."""
+    names: list[str] = []
+    for nursery in task.child_nurseries:
+        for child in nursery.child_tasks:
+            names.append(child.name)
+            names.extend(_task_names(child))
+    return names
+
+
+async def test_a_branch_removed_mid_flow_fails_the_nodes_still_to_reach_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``b`` is removed while its first node's turn runs: that turn finishes (``remove``
+    waits for it); the node sent and queued behind it in ``b``'s mailbox, and the node
+    that starts after it, fail with BranchClosed; what depends on them is skipped, and
+    the nodes elsewhere complete."""
+    async with team("a", "b") as (session, overlap):
+        recorded: list[Signal] = []
+        session.observe(handler=recorded.append)
+        flow = Flow("removed")
+        flow.add("b", work("running", 10), name="running")
+        flow.add("b", work("queued", 1), name="queued")
+        flow.add("b", work("later", 1), depends_on="running", name="later")
+        flow.add("a", work("after", 1), depends_on="queued", name="after")
+        flow.add("a", work("elsewhere", 1), name="elsewhere")
+
+        async def remove_b() -> None:
+            await trio.sleep(1)
+            await session.remove("b")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(remove_b)
+            result = await session.flow(flow)
+    assert result.outcomes == {
+        "running": "completed",
+        "queued": "failed",
+        "later": "failed",
+        "after": "skipped",
+        "elsewhere": "completed",
+    }
+    assert isinstance(result.errors["queued"], pride.BranchClosed)
+    assert isinstance(result.errors["later"], pride.BranchClosed)
+    assert result.nodes["after"].reason == "its dependency 'queued' failed"
+    assert sorted(overlap.started) == ["elsewhere", "running"]
+    assert balanced_turns(recorded)
+
+
 async def test_a_turn_cancelled_by_someone_else_cancels_its_node(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -10,6 +10,7 @@ it sits. These tests count what the mappings hold rather than time them.
 
 from __future__ import annotations
 
+import collections
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 import trio
 import trio.testing
 
-from pride import Branch, Call, Flow
+from pride import Branch, Call, Flow, NodeSignal, Signal
 from pride.flows.state import NodeState
 from tests.flows.support import team
 
@@ -156,3 +157,40 @@ async def test_nodes_leaving_one_branch_s_send_order_out_of_turn_keep_the_rest_i
         "broken-2": "failed",
         "last": "completed",
     }
+
+
+async def test_a_stream_consumer_that_reads_nothing_until_the_end_finds_two_signals_per_node() -> (
+    None
+):
+    """A ``flow_stream`` consumer that reads nothing while 500 nodes run: the run is not
+    held back by it (it has finished before the first read), and what waited for the
+    consumer is each node's two signals, no more (the buffer is bounded by the graph,
+    about 170 bytes a signal), none dropped, in the order the observer saw them."""
+    size = 500
+    observed: list[Signal] = []
+    ended = trio.Event()
+
+    def on_signal(signal: Signal) -> None:
+        observed.append(signal)
+        if len(observed) == 2 * (size + 1):  # every node's NodeStarted and terminal
+            ended.set()
+
+    async def step(branch: Branch) -> str:
+        return "ok"
+
+    async with team("a", "b", "c") as (session, _):
+        session.register_operation("step", step)
+        session.observe(NodeSignal, handler=on_signal)
+        flow = Flow("wide")
+        root = flow.add("a", Call("step"), name="root")
+        for index in range(size):
+            flow.add("abc"[index % 3], Call("step"), depends_on=root, name=f"n{index}")
+        async with session.flow_stream(flow, max_concurrent=5) as events:
+            await ended.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            assert events.run.finished  # it did not wait for the consumer
+            read = [event async for event in events]
+    assert read == observed
+    assert events.result is not None and events.result.ok
+    kinds = collections.Counter((type(s).__name__, s.node) for s in read)
+    assert set(kinds.values()) == {1} and len(kinds) == 2 * (size + 1)
