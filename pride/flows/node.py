@@ -112,8 +112,9 @@ class UpstreamResults(Mapping[str, Any]):
     A view, not a copy: it walks the graph only as far as a look-up needs and
     remembers what it found, so reading a direct dependency costs the same at
     any depth, and a chain of n late-bound nodes costs O(n), not the O(n²) of
-    handing each node a dict of everything above it. Iterating it, or its
-    ``len``, walks every node above once. The results it shows are final
+    handing each node a dict of everything above it. Iterating it, its
+    ``len``, or looking up a node of the run that is not above it walks every
+    node above once. The results it shows are final
     (every node above has completed before the node starts); ``dict(up)`` is
     a copy to change or to serialise.
     """
@@ -142,7 +143,8 @@ class UpstreamResults(Mapping[str, Any]):
 
     def __getitem__(self, name: str) -> Any:
         found = self._found
-        if name not in found and self._pending is not None:
+        # A name the run has no node for is no node above: no walk to find that out.
+        if name not in found and self._pending is not None and name in self._states:
             self._walk(name)
         return found[name]
 

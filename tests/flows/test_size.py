@@ -69,6 +69,7 @@ async def test_a_late_bound_chain_hands_each_node_a_view_not_a_copy() -> None:
     assert list(last)[:3] == [f"n{CHAIN - 2}", f"n{CHAIN - 3}", f"n{CHAIN - 4}"]
     assert dict(last) == {f"n{i}": (marker if i == 0 else i) for i in range(CHAIN - 1)}
     assert "n0" in kept[0] and f"n{CHAIN - 1}" not in last  # not itself, nothing below
+    assert kept[5].get("no such node") is None and 42 not in kept[6]
     with pytest.raises(KeyError):
         last[f"n{CHAIN - 1}"]
     with pytest.raises(TypeError):
