@@ -402,6 +402,40 @@ async def test_a_branch_removed_mid_flow_fails_the_nodes_still_to_reach_it(
     assert balanced_turns(recorded)
 
 
+async def test_a_branch_crashing_mid_flow_fails_its_node_and_serves_the_rest_after_restart(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Under one_for_all, ``a``'s node escalates mid-flow: that node fails with the
+    Escalate, what depends on it is skipped, the node running on ``b`` is cancelled by
+    the restart, and the node queued behind the crash in ``a``'s mailbox is kept and
+    served after the restart."""
+
+    async def crash(branch: Branch) -> str:
+        await trio.sleep(1)
+        raise pride.Escalate("state is corrupt")
+
+    async with team("a", "b", strategy="one_for_all") as (session, _):
+        session.register_operation("crash", crash)
+        recorded: list[Signal] = []
+        session.observe(handler=recorded.append)
+        flow = Flow("crashing")
+        flow.add("a", pride.Call("crash"), name="crash")
+        flow.add("a", work("queued", 1), name="queued")
+        flow.add("b", work("sibling", 10), name="sibling")
+        flow.add("b", work("below", 1), depends_on="crash", name="below")
+        result = await session.flow(flow)
+    assert result.outcomes == {
+        "crash": "failed",
+        "queued": "completed",
+        "sibling": "cancelled",
+        "below": "skipped",
+    }
+    assert isinstance(result.errors["crash"], pride.Escalate)
+    assert result.nodes["sibling"].reason == "its turn was cancelled (restart)"
+    assert result["queued"] == "queued done by a"
+    assert balanced_turns(recorded)
+
+
 async def test_a_turn_cancelled_by_someone_else_cancels_its_node(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
