@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from benchmarks.crossings import Walk, traced_ask
 
-MODULES = 48
-"""The most pride modules one stored ask may visit (one Usage, issue 32 item 4, adds
+MODULES = 49
+"""The most pride modules one stored ask may visit (the store's one row bound,
+``pride.store._bounds``, measures each message written, as it measures every other
+row: a module of its own for one idea, where sqlite.py had its own copy; one Usage, issue 32 item 4, adds
 ``pride.messages.budget``: a model call's usage is the same class as a turn's; the
 actor's state and the loop serving its mailbox are two modules since the actors
 package has no import cycle; the carried allowance is read without entering
