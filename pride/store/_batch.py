@@ -111,7 +111,7 @@ class Batch:
         for turn_id, ops in list(self.journal.items()):
             kept: list[JournalOp] = []
             for op in map(materialised, ops):
-                size = oversize(bound, _text(op.data), op.tag, op.detail)
+                size = oversize(bound, *_journal_columns(op))
                 if not size:
                     kept.append(op)
                     continue
@@ -130,7 +130,14 @@ class Batch:
         for flow_op in map(FlowOp.materialised, self.flows):
             if flow_op.flow_id in dropped:
                 continue
-            size = oversize(bound, _text(flow_op.data), flow_op.name)
+            size = oversize(
+                bound,
+                *(
+                    (flow_op.flow_id, flow_op.name, _text(flow_op.data))
+                    if flow_op.kind == "begin"
+                    else (_text(flow_op.data),)
+                ),
+            )
             if not size:
                 flows.append(flow_op)
                 continue
@@ -173,6 +180,19 @@ def materialised(op: JournalOp) -> JournalOp:
 def _text(data: Text | None) -> str | None:
     """Made JSON (`materialised`): text, or None."""
     return data if isinstance(data, str) else None
+
+
+def _journal_columns(op: JournalOp) -> tuple[str | None, ...]:
+    """The text columns of the row ``op`` writes, as the read side measures that row
+    (`pride.store.journal.load_turns`): a turn's entry with its ids and status, a
+    step by its text alone. A status change is measured by what it writes (the
+    entry's command, written by its begin, is not known here)."""
+    if op.kind == "step":
+        return (_text(op.data),)
+    if op.kind == "end":
+        return ()
+    status = "running" if op.kind == "begin" else op.status
+    return (op.turn_id, op.branch_name, status, _text(op.data), op.tag, op.detail)
 
 
 def _journal_row(op: JournalOp) -> str:

@@ -22,25 +22,24 @@ from pathlib import Path
 
 from ..errors import StoreError
 
-__all__ = ["RowTooLarge", "bounded", "cut", "oversize", "refusal", "size_of", "unread", "utf8_size"]
-
-
-def utf8_size(text: str, bound: int) -> int:
-    """The UTF-8 size of ``text``, or its length when that alone passes ``bound`` (a
-    character is one to four bytes: a runaway row is not encoded to be measured)."""
-    if len(text) > bound or len(text) * 4 <= bound:
-        return len(text)
-    return len(text.encode("utf-8", errors="surrogatepass"))
+__all__ = ["RowTooLarge", "bounded", "cut", "oversize", "refusal", "size_of", "unread"]
 
 
 def oversize(bound: int, *texts: str | None) -> int:
-    """The size in UTF-8 bytes of ``texts`` (the columns of one row, None for NULL)
-    when together they are over ``bound``, else 0 (the common case, measured without
-    encoding anything; see `utf8_size`)."""
-    size = 0
-    for text in texts:
-        if text is not None:
-            size += utf8_size(text, bound)
+    """The size in UTF-8 bytes of ``texts`` (every column of one row, None for NULL,
+    as the read side's `size_of` sums them) when together they are over ``bound``,
+    else 0 (the common case, measured without encoding anything). A row whose
+    characters alone pass ``bound`` is reported at its length in characters (a
+    lower bound of its bytes: a runaway row is not encoded to be measured)."""
+    # The short cuts of `utf8_size` hold for the row, not for each column: columns
+    # each short enough to be taken at their length can be over the bound together.
+    present = [text for text in texts if text is not None]
+    length = sum(map(len, present))
+    if length > bound:
+        return length  # at least this many bytes: over, however they encode
+    if length * 4 <= bound:
+        return 0  # at most four bytes a character: under
+    size = sum(len(text.encode("utf-8", errors="surrogatepass")) for text in present)
     return size if size > bound else 0
 
 

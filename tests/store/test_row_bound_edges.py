@@ -1,0 +1,87 @@
+"""The row bound at its edges: a row of exactly ``max_row_bytes``, one byte more,
+multi-byte text spread over a row's columns, and a refused row sharing its commit
+with good rows of other branches (a failed write retried too).
+
+What the writer accepts must be what the reader reads back: a row the write side
+measured under the bound but the read side (SQLite's ``length()`` of every column
+of the row) measured over it was written, and then abandoned unread by the next
+restore of its branch, though its turn had been served as durable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from pride import StoreError
+from pride.store import BranchStore
+
+BOUND = 4096
+STATUS = "running"  # what a begun turn's status column holds
+
+
+def _turn_row_bytes(turn_id: str, branch: str, *texts: str) -> int:
+    """The size of a turn-journal row as SQLite measures it where it is read."""
+    return sum(len(text.encode()) for text in (turn_id, branch, STATUS, *texts))
+
+
+@pytest.mark.parametrize("over", [0, 1])
+async def test_a_journal_entry_at_the_bound_reads_back_and_one_byte_more_is_refused(
+    tmp_path: Path, over: int
+) -> None:
+    """A turn's entry of exactly max_row_bytes (its ids and status counted, as the
+    reader counts them) is written and reads back whole; one byte more is refused at
+    its commit. Before, the writer measured the command alone, so an entry up to the
+    bound plus its ids was written and then read back as over the bound: the turn a
+    restore would resume was abandoned instead."""
+    path = tmp_path / "store.db"
+    turn_id = str(uuid4())
+    filler = BOUND - _turn_row_bytes(turn_id, "ada", '""') + over
+    command = '"' + "x" * filler + '"'
+    assert _turn_row_bytes(turn_id, "ada", command) == BOUND + over
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        await store.register("ada")
+        store.journal_begin("ada", turn_id, command)
+        if over:
+            with pytest.raises(StoreError, match=r"the journal entry of turn .* 4,097 bytes"):
+                await store.flush("ada")
+            assert await store.unfinished_turns() == []
+        else:
+            await store.flush("ada")
+            [turn] = await store.unfinished_turns()
+            assert turn.problem is None
+            assert turn.command == command
+
+
+async def test_multi_byte_text_over_two_columns_is_measured_in_bytes(tmp_path: Path) -> None:
+    """A turn's command and tag of 1,002 characters each, three UTF-8 bytes a character
+    (6,000 bytes in all), under max_row_bytes=4096: each column alone was short enough
+    to be taken at its length (4 bytes a character would still fit), so the row was
+    measured at 2,000-odd and written, then read back over the bound. It is refused at
+    its commit now, with its size in bytes."""
+    path = tmp_path / "store.db"
+    turn_id = str(uuid4())
+    wide = '"' + "€" * 1000 + '"'
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        await store.register("ada")
+        store.journal_begin("ada", turn_id, wide, tag=wide)
+        with pytest.raises(StoreError, match=r"the journal entry of turn .* 6,0\d\d bytes"):
+            await store.flush("ada")
+        assert await store.unfinished_turns() == []
+
+
+async def test_a_flow_plan_at_the_bound_reads_back_and_one_byte_more_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A flow's plan row counts its id, as the reader does: a plan that fits with its
+    name but not with its id was written, then read back as over the bound."""
+    path = tmp_path / "store.db"
+    flow_id = str(uuid4())
+    plan = '"' + "p" * (BOUND - len(flow_id) - len("f") - 2 + 1) + '"'
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        store.flow_begin(flow_id, "f", plan)
+        with pytest.raises(StoreError, match=r"the plan of flow .* 4,097 bytes"):
+            await store.flush()
+        assert await store.unfinished_flows() == []
