@@ -59,6 +59,10 @@ class Batch:
     refused: dict[str, StoreError] = attrs.field(factory=dict)
     """Per branch, the first message queued in this batch that could not be made a row:
     the branch's flush fails with it, so the turn that recorded it is not answered ok."""
+    heard: set[str] = attrs.field(factory=set)
+    """The keys whose flush (or commit waiter) waited on this batch: told its outcome.
+    A refusal of any other key is kept for that key's next flush
+    (`WriteQueue.unheard`)."""
     wanted: bool = False
     """Someone waits for this batch's commit (a flush, a waiter): commit it next."""
     waiters: list[tuple[str, Batch | None, AfterCommit]] = attrs.field(factory=list)

@@ -63,6 +63,10 @@ class WriteQueue:
         self.committing: Batch | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self.commits = 0
+        # A row refused in a batch that another branch's flush committed: nobody
+        # of its branch waited on that batch, so its next flush fails with it
+        # (else the turn that queued it would be answered as durable).
+        self.unheard: dict[str, StoreError] = {}
 
     # ------------------------------------------------------------ queueing
 
@@ -138,6 +142,9 @@ class WriteQueue:
             StoreError: a commit holding the caller's rows failed (the rows
                 stay queued, ahead of newer ones).
 
+        A row of ``key`` refused in a commit that someone else's flush started
+        (before ``key`` waited for it) fails this flush too: it was never written.
+
         Cancellation: the commit goes on (and shares its outcome with everyone
         else waiting for it); only the wait ends.
         """
@@ -146,38 +153,71 @@ class WriteQueue:
             for batch in (self.committing, self.pending)
             if batch is not None and batch.holds(key)
         ]
+        if key is not None:
+            for batch in waiting:
+                batch.heard.add(key)
+        unheard = None if key is None else self.unheard.pop(key, None)
+        failure = None
         for batch in waiting:
             if batch is self.pending:
                 self._want(batch)
             await batch.done.wait()
             failure = batch.failure(key)
             if failure is not None:
-                try:  # its traceback holds this frame: no cycle through the local
-                    raise failure
-                finally:
-                    del failure
+                break
+        failure = failure or unheard
+        del unheard
+        if failure is not None:
+            try:  # its traceback holds this frame: no cycle through the local
+                raise failure
+            finally:
+                del failure
 
     def after_commit(self, key: str, done: AfterCommit) -> bool:
         """Call ``done(failure)`` once what ``key`` queued so far is committed (None)
         or a commit holding it failed (the StoreError), without waiting for it.
 
         Returns False, and calls nothing, when nothing of ``key`` is queued or
-        being committed. Otherwise ``done`` is called, once, when the commit
-        holding ``key``'s last rows ends (never from inside this call); that
+        being committed and no row of it was refused unheard (see `flush`).
+        Otherwise ``done`` is called, once, when the commit holding ``key``'s
+        last rows ends (never from inside this call); that
         commit starts at once if no write is under way. Like `flush`, a commit
         of ``key``'s rows already under way that fails is ``done``'s failure
         too, even if the next one succeeds.
         """
         pending, committing = self.pending, self.committing
         earlier = committing if committing is not None and committing.holds(key) else None
+        unheard = self.unheard.pop(key, None) if self.unheard else None
+        if unheard is not None:  # refused in a commit someone else started: say so
+            done = _failing_with(unheard, done)
+        if earlier is not None:
+            earlier.heard.add(key)
         if pending.branches.get(key, 0) > 0:  # pending.holds(key), asked by every turn
+            pending.heard.add(key)
             pending.waiters.append((key, earlier, done))
             self._want(pending)
             return True
         if earlier is not None:
             earlier.waiters.append((key, None, done))
             return True
+        if unheard is not None:  # answered after this call, as a commit would be
+            told = Batch()
+            told.waiters.append((key, None, done))
+            trio.lowlevel.current_trio_token().run_sync_soon(told.answer_waiters)
+            return True
         return False
+
+    def _keep_unheard(self, batch: Batch) -> None:
+        """Keep the refusals of ``batch`` nobody concerned heard for their keys' next
+        flush. One refusal can name several keys (a flow's event: the flow's and the
+        branch whose turn carried it); told to any of them, it was heard."""
+        keys: dict[int, list[str]] = {}
+        for key, refused in batch.refused.items():
+            keys.setdefault(id(refused), []).append(key)
+        for named in keys.values():
+            if not batch.heard.intersection(named):
+                for key in named:
+                    self.unheard.setdefault(key, batch.refused[key])
 
     def _want(self, batch: Batch) -> None:
         """Someone waits for ``batch`` (the pending one): commit it once the tasks
@@ -243,7 +283,18 @@ class WriteQueue:
             self.pending.take_back(batch)
         elif wrote:
             self.commits += 1
+        if batch.refused:
+            self._keep_unheard(batch)
         self.committing = None
         batch.done.set()
         batch.answer_waiters()
         self._kick()
+
+
+def _failing_with(error: StoreError, done: AfterCommit) -> AfterCommit:
+    """``done``, told ``error`` whatever the commit it waits for answers."""
+
+    def told(failure: StoreError | None) -> None:
+        done(failure or error)
+
+    return told

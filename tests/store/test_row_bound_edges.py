@@ -10,10 +10,12 @@ restore of its branch, though its turn had been served as durable.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from uuid import uuid4
 
 import pytest
+import trio
 
 from pride import StoreError
 from pride.store import BranchStore
@@ -85,3 +87,76 @@ async def test_a_flow_plan_at_the_bound_reads_back_and_one_byte_more_is_refused(
         with pytest.raises(StoreError, match=r"the plan of flow .* 4,097 bytes"):
             await store.flush()
         assert await store.unfinished_flows() == []
+
+
+async def test_a_refused_row_fails_only_its_branch_and_a_failed_write_never_brings_it_back(
+    tmp_path: Path,
+) -> None:
+    """One commit holds a refused journal entry of ada and good entries of bob and cy.
+    bob's flush and cy's succeed while ada's fails naming her row. Then a write fails
+    (a trigger refuses cy's next entry, a real SQLite error): its rows stay queued,
+    and the retry, once the trigger is gone, commits them and never the refused row."""
+    path = tmp_path / "store.db"
+    huge = '"' + "x" * (2 * BOUND) + '"'
+    ada, bob, cy, cy2 = (str(uuid4()) for _ in range(4))
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        for name in ("ada", "bob", "cy"):
+            await store.register(name)
+        store.journal_begin("ada", ada, huge)
+        store.journal_begin("bob", bob, '"fine"')
+        store.journal_begin("cy", cy, '"fine too"')
+        await store.flush("bob")  # one commit takes all three
+        await store.flush("cy")
+        with pytest.raises(StoreError, match="the journal entry of turn"):
+            await store.flush("ada")
+        assert sorted(t.branch_name for t in await store.unfinished_turns()) == ["bob", "cy"]
+
+        store.journal_begin("ada", str(uuid4()), huge)
+        store.journal_begin("cy", cy2, '"later"')
+        db = sqlite3.connect(path)
+        try:
+            db.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON turns WHEN NEW.command = '\"later\"' "
+                "BEGIN SELECT RAISE(ABORT, 'the disk said no'); END"
+            )
+            db.commit()
+            with pytest.raises(StoreError, match="the disk said no"):
+                await store.flush("cy")
+            db.execute("DROP TRIGGER refuse")
+            db.commit()
+        finally:
+            db.close()
+        await store.flush("cy")  # the retry: cy's entry, and never ada's refused one
+        turns = await store.unfinished_turns()
+        assert sorted(t.turn_id for t in turns) == sorted([bob, cy, cy2])
+        assert all(t.problem is None for t in turns)
+
+
+async def test_a_commit_waiter_hears_a_refusal_another_branch_s_flush_committed(
+    tmp_path: Path,
+) -> None:
+    """A turn is answered by `after_commit` (its commit's outcome): when another
+    branch's flush committed the batch holding the turn's refused entry first, the
+    turn found nothing queued and was answered as durable. It is told the refusal."""
+    path = tmp_path / "store.db"
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        for name in ("ada", "bob"):
+            await store.register(name)
+        store.journal_begin("ada", str(uuid4()), '"' + "x" * (2 * BOUND) + '"')
+        store.journal_begin("bob", str(uuid4()), '"fine"')
+        await store.flush("bob")
+        told: list[StoreError | None] = []
+        answered = trio.Event()
+
+        def done(failure: StoreError | None) -> None:
+            told.append(failure)
+            answered.set()
+
+        assert store.after_commit("ada", done)
+        assert told == []  # never from inside the call
+        await answered.wait()
+        [failure] = told
+        assert isinstance(failure, StoreError)
+        assert "the journal entry of turn" in str(failure)
+        assert not store.after_commit("ada", done)  # told once
+        await store.flush("ada")
