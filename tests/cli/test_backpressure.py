@@ -151,3 +151,25 @@ async def test_a_second_sigterm_cuts_the_wait_for_an_unread_stdout_to_a_second()
     lost = await cli.logged("answer lines were not written")
     took = _at(lost) - _at(forced)
     assert took < 1.8, f"{took:.2f} s from the second SIGTERM to the exit\n{cli.transcript()}"
+
+
+async def test_at_end_of_input_a_slow_reader_is_waited_for_past_the_grace() -> None:
+    """End of input with --exit-on-eof and nobody reading stdout yet: no signal, so
+    the answers are waited for however long the reader takes (a pipeline's slow
+    consumer gets every answer), not cut at the grace period that bounds a
+    signal's drain: still running three graces on, and once stdout is read the
+    answer arrives whole and the exit status is 0."""
+    env = cli_env(PRIDE_TEST_REPLY_BYTES="1000000")
+    args = ("run", "tests.cli.app:wordy", "--no-status", "--grace", "0.1", "--exit-on-eof")
+    async with CLI.start(*args, env=env, read_stdout=False) as cli:
+        await cli.send(_chat(1))
+        await cli.until(lambda: _turns_ended(cli) == 1, "the turn to end")
+        await cli.close_stdin()
+        await cli.logged("branch wordy stopped")  # the tree is down; stdout is waited for
+        with trio.move_on_after(0.3) as waited:  # three graces: a bound, not a sync
+            await cli.process.wait()
+        assert waited.cancelled_caught, cli.transcript()
+        cli.read_stdout()
+        assert await cli.exit_code() == 0, cli.transcript()
+        assert len((await cli.answer(1))["result"]) >= 1_000_000
+    assert "not written" not in cli.stderr
