@@ -28,7 +28,7 @@ from pride import (
     Session,
 )
 from pride.errors import ProviderConnectionError
-from pride.llm import ModelRequest, estimate_text_tokens, iModel
+from pride.llm import ModelRequest, RetryPolicy, estimate_text_tokens, iModel
 from pride.testing import Fault, openai_server
 from tests.helpers import Recorder
 
@@ -176,3 +176,72 @@ async def test_model_stream_usage_read_mid_stream_grows_until_the_stream_is_left
                     break
         assert s.usage is not None and s.usage.output_tokens == 4 * per_delta
         assert model.statistics().usage.output_tokens == 4 * per_delta
+
+
+async def test_a_flow_budget_cutting_a_streaming_node_counts_the_cut_stream_once() -> None:
+    """A flow's ``max_output_tokens`` cuts a streaming node's reply (``items=True``):
+    the node fails with BudgetExceeded naming the flow's figure, and that figure is
+    what the node, the flow, the branch and the session each count: once, not once
+    for the cut and again for what the stream spent. The next flow on the same
+    session is a fresh allowance and completes."""
+    async with openai_server([REPLY, "short"]) as server:
+        async with Session() as session:
+            branch = await session.spawn(Branch(name="talker", chat_model=provider(server)))
+            flow = pride.Flow()
+            flow.add("talker", Run("tell me everything"), name="story")
+            async with session.flow_stream(
+                flow, budget=Budget(max_output_tokens=20), items=True
+            ) as events:
+                async for _event in events:
+                    pass
+            result = events.result
+            assert result is not None
+            assert result.outcomes == {"story": "failed"}
+            error = result.errors["story"]
+            assert isinstance(error, BudgetExceeded), error
+            assert error.limit == "max_output_tokens" and error.used > 20
+            assert result.nodes["story"].usage.output_tokens == error.used
+            assert result.usage.output_tokens == error.used
+            assert branch.usage.output_tokens == error.used
+            assert session.usage.output_tokens == error.used
+            assert branch.usage.input_tokens > 0
+            short = pride.Flow()
+            short.add("talker", Chat("again"), name="again")
+            assert (await session.flow(short, budget=Budget(max_output_tokens=20)))["again"]
+
+
+async def test_a_stream_read_to_its_end_counts_the_reply_s_usage_once() -> None:
+    """A streamed reply read to its end counts what the provider reported, once, the
+    same as the reply asked for unstreamed: the estimate is only for streams that end
+    before their reply (it must never add to a reply's own figures)."""
+    async with openai_server([REPLY, REPLY]) as server:
+        model = provider(server)
+        async with Branch(chat_model=model) as branch:
+            await leave_after(branch, 10_000)  # to its end
+            streamed = branch.usage
+            await branch.chat("tell me everything")
+            both = branch.usage
+    assert streamed.model_calls == 1 and both.model_calls == 2
+    assert streamed.output_tokens > 0
+    assert both.output_tokens == 2 * streamed.output_tokens
+    assert both.input_tokens == 2 * streamed.input_tokens
+    assert model.statistics().usage.output_tokens == both.output_tokens
+
+
+async def test_a_retried_stream_left_early_counts_only_the_attempt_that_streamed() -> None:
+    """A 503 before any delta is retried; the retry streams and its consumer leaves:
+    one call's estimate is counted (the failed attempt sent nothing and is billed
+    nothing), the budget's model call is counted once, and the model's statistics
+    agree with the turn."""
+    retry = RetryPolicy(max_retries=1, base_delay=0.0, jitter=0.0)
+    async with openai_server([Fault.status(503), REPLY]) as server:
+        model = iModel("openai/gpt-4o-mini", base_url=server.base_url, api_key="test", retry=retry)
+        async with Branch(chat_model=model) as branch:
+            received = await leave_after(branch, 5)
+            usage = branch.usage
+        assert server.request_count == 2
+    output = sum(estimate_text_tokens(chunk) for chunk in received)
+    assert usage.model_calls == 1
+    assert output <= usage.output_tokens <= output + 2 * estimate_text_tokens("abcdefgh")
+    assert model.statistics().usage.output_tokens == usage.output_tokens
+    assert model.statistics().usage.input_tokens == usage.input_tokens
