@@ -129,3 +129,38 @@ def test_max_watchers_must_be_at_least_one() -> None:
     """A bound of no watchers at all is refused, naming the option."""
     with pytest.raises(ValueError, match="max_watchers"):
         ServeOptions(max_watchers=0)
+
+
+async def _metric(http: httpx.AsyncClient, line: str) -> None:
+    """Wait until ``line`` is among the server's metrics (its own figure, not a time)."""
+    while line not in (await http.get("/metrics")).text:
+        await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_a_watcher_that_hangs_up_while_waiting_for_a_place_holds_none() -> None:
+    """With the one watcher place taken, a second event stream waits for it (a long
+    ``queue_wait``) and its client hangs up meanwhile. When the first leaves, the place
+    does not stay with the gone client: the stream that took it sees the hang-up and
+    gives it back, and a third watcher opens."""
+    async with Session("watchers") as session:
+        await session.spawn(agent("writer"))
+        options = ServeOptions(port=0, max_watchers=1, queue_wait=30.0)
+        async with (
+            in_process(session, options) as (_, url),
+            httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=10) as http,
+        ):
+            with trio.fail_after(5):  # a bound on the test, not a synchronisation
+                async with watching(http) as first:
+                    assert first.status_code == 200
+                    async with (
+                        httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=30) as gone,
+                        trio.open_nursery() as waiting,
+                    ):
+                        waiting.start_soon(partial(gone.get, "/v1/events"))
+                        await trio.testing.wait_all_tasks_blocked()  # it waits for the place
+                        waiting.cancel_scope.cancel()  # its client hangs up
+                    await trio.testing.wait_all_tasks_blocked()
+                    await _metric(http, "pride_http_watchers 1")
+                await _metric(http, "pride_http_watchers 0")
+                async with watching(http) as third:
+                    assert third.status_code == 200
