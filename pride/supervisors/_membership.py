@@ -184,14 +184,15 @@ class Membership:
 
     def target(self, target: Any, *, address: bool = False) -> Target:
         """What ``target`` (a Branch or other Target, a BranchRef, a name or id) designates here
-        (``address``: a virtual branch's name gives its `VirtualRef`, as `resolve_name`).
+        (``address``: a virtual branch, by its name or by its Branch object, gives its
+        `VirtualRef`, as `resolve_name`).
 
         Raises:
             UnknownBranch: no such branch in this tree (or, for a BranchRef, the process).
             TypeError: ``target`` is none of those.
         """
         if isinstance(target, Branch):
-            return target
+            return self._address_of(target) if address else target
         if isinstance(target, BranchRef):
             found = self._find_in_tree(target.id, None) or live_branch(target.id)
             if found is None:
@@ -205,6 +206,22 @@ class Membership:
             "target must be a Branch (or another pride.Target), a BranchRef, a name or an id, "
             f"got {type(target).__name__}"
         )
+
+    def _address_of(self, branch: Branch) -> Target:
+        """``branch``'s `VirtualRef` when it is (or was) the live branch of a virtual
+        name of this tree, else ``branch``: one flow's nodes given the object and the
+        name then hold one address (one send order), and a send after passivation
+        activates the branch instead of meeting the stopped object."""
+        name = branch.name
+        if name is None or "/" not in name:  # a virtual branch's name is "kind/key"
+            return branch
+        try:
+            found = self.resolve_name(name, address=True)
+        except UnknownBranch:
+            return branch
+        if found is not branch and not isinstance(found, Branch) and found.id == branch.id:
+            return found
+        return branch
 
     def rename(self, branch: Branch, name: str) -> None:
         """Re-index member ``branch``, about to be called ``name`` (``Branch.name`` asks).

@@ -88,3 +88,32 @@ async def test_a_node_on_the_virtual_branch_whose_turn_starts_the_flow_is_refuse
 
         session.register_operation("start", start)
         assert await session.ask("doc/1", Call("start")) == "refused"
+
+
+async def test_a_node_naming_a_live_virtual_branch_by_its_object_shares_its_send_order(
+    tmp_path: Path,
+) -> None:
+    """Two nodes on doc/1, the first given the live Branch object and the second its
+    name: the object resolved to itself and the name to the branch's `VirtualRef`, two
+    send orders for one branch, so the second was sent before the first. Both are the
+    branch's address now: the second waits for the first one's send, and the first
+    one's send reaches the branch even once it was passivated."""
+    async with Session(store=tmp_path / "store.db") as session:
+        await session.virtual("doc", doc_branch)
+        await session.ask("doc/1", Chat("hello"))  # live now
+        live = session.get_branch("doc/1")
+        started: list[Signal] = []
+        session.observe(NodeStarted, handler=started.append)
+
+        async def slowly(upstream: object) -> Chat:
+            await trio.testing.wait_all_tasks_blocked()  # the second node runs ahead if it can
+            assert await session.passivate("doc/1")  # the object the flow was given stops
+            return Chat("first")
+
+        flow = Flow("ordered")
+        flow.add(live, slowly, name="first")
+        flow.add("doc/1", Chat("second"), name="second")
+        result = await session.flow(flow)
+    assert result.ok, result.errors
+    assert [signal.node for signal in started] == ["first", "second"]  # type: ignore[attr-defined]
+    assert result["first"] == "re: first"
