@@ -127,7 +127,7 @@ MAX_ROW_BYTES = 64 * 1024 * 1024
 """The largest row (a message, a projection, a journal row) a store writes or reads by
 default (64 MiB of JSON): twice what one provider reply may hold, far past what a
 model can be sent, and a bound on what loading one row costs (`BranchStore`'s
-``max_row_bytes``, checked in `pride.store._bounds`)."""
+``max_row_bytes``, one check for every row, written or read)."""
 
 MAX_SEQ = 2**53
 """The largest number of a stored message (or flow event) a store reads back (the

@@ -114,8 +114,8 @@ def write_flows(db: sqlite3.Connection, ops: Iterable[FlowOp]) -> None:
 def load_flows(db: sqlite3.Connection, flow_id: str | None, max_row_bytes: int) -> list[StoredFlow]:
     """The unfinished flows (one, or all), oldest first, with their events.
 
-    A row over ``max_row_bytes`` (`pride.store._bounds`) is measured by SQLite and
-    not read: a flow's row over it reads without its name and plan, an event over
+    A row over ``max_row_bytes`` (the store's one bound on a row) is measured by
+    SQLite and not read: a flow's row over it reads without its name and plan, an event over
     it is left out, and the flow's ``problem`` says which row.
 
     A store older than version 3 (read-only, not upgraded) has no flow journal.

@@ -158,8 +158,8 @@ def load_turns(
 ) -> list[StoredTurn]:
     """The unfinished turns (of one branch, or of all), oldest first, with their steps.
 
-    A row over ``max_row_bytes`` (`pride.store._bounds`) is measured by SQLite and
-    not read: a turn's row over it reads with its text columns None, a step over
+    A row over ``max_row_bytes`` (the store's one bound on a row) is measured by
+    SQLite and not read: a turn's row over it reads with its text columns None, a step over
     it is left out, and the turn's ``problem`` says which row, so that it is
     abandoned, never replayed without it.
 
