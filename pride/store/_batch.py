@@ -59,16 +59,25 @@ class Batch:
     refused: dict[str, StoreError] = attrs.field(factory=dict)
     """Per branch, the first message queued in this batch that could not be made a row:
     the branch's flush fails with it, so the turn that recorded it is not answered ok."""
+    refusals: list[tuple[str, float, StoreError]] = attrs.field(factory=list)
+    """Every refusal as ``(key, mark, error)``: ``mark`` is how many operations ``key``
+    had queued in this batch once the refused row was queued (`mark`), so that a
+    commit waiter hears only the refusals of what it waits for (``0``: unmarked,
+    every waiter of ``key`` hears it)."""
+    marks: dict[str, int] = attrs.field(factory=dict)
+    """Per turn, the mark of its last journal operation queued in this batch."""
     heard: set[str] = attrs.field(factory=set)
-    """The keys whose flush (or commit waiter) waited on this batch: told its outcome.
-    A refusal of any other key is kept for that key's next flush
-    (`WriteQueue.unheard`)."""
+    """The keys whose flush waited on this batch (told its whole outcome) or whose
+    waiter was given this batch as ``earlier``. A refusal no flush and no waiter of
+    its keys heard is kept for that key's next flush (`WriteQueue.unheard`)."""
     wanted: bool = False
     """Someone waits for this batch's commit (a flush, a waiter): commit it next."""
-    waiters: list[tuple[str, Batch | None, AfterCommit]] = attrs.field(factory=list)
-    """What to call once this batch's commit is over: ``(key, earlier, done)``, where
-    ``earlier`` is the batch that was being committed with rows of ``key`` when the
-    waiter was added (its failure is the waiter's too), see `WriteQueue.after_commit`."""
+    waiters: list[tuple[str, Batch | None, AfterCommit, float]] = attrs.field(factory=list)
+    """What to call once this batch's commit is over: ``(key, earlier, done, covers)``,
+    where ``earlier`` is the batch that was being committed with rows of ``key`` when
+    the waiter was added (its failure is the waiter's too), see
+    `WriteQueue.after_commit`, and ``covers`` the mark of ``key`` then (``inf``: all):
+    the waiter hears the refusals marked after the waiter before it, up to that."""
 
     def holds(self, branch_name: str | None) -> bool:
         if branch_name is None:
@@ -82,15 +91,38 @@ class Batch:
             return next(iter(self.refused.values()), None)
         return self.refused.get(branch_name)
 
+    def mark(self, key: str) -> int:
+        """How many operations ``key`` has queued in this batch (a position in them)."""
+        return self.branches.get(key, 0)
+
+    def refusal_between(self, key: str, after: float, upto: float) -> StoreError | None:
+        """The first refusal of ``key`` marked in ``(after, upto]`` (or unmarked)."""
+        for refused_key, mark, error in self.refusals:
+            if refused_key == key and (not mark or after < mark <= upto):
+                return error
+        return None
+
     def answer_waiters(self) -> None:
         """Call every waiter with its outcome (the commit is over); a waiter that
         raises is logged, and the others are still called. Nothing raised escapes:
         this runs outside any task (a callback of trio's run loop), where an
-        exception, even a BaseException, would crash the whole run."""
+        exception, even a BaseException, would crash the whole run.
+
+        A waiter hears the write's failure, or the refusals of what its key queued
+        since the waiter of that key before it: two turns of one branch sharing a
+        batch (the second served while the first waits for its commit) are each
+        told of their own rows only."""
         waiters, self.waiters = self.waiters, []
         clean = self.error is None and not self.refused  # the common case: no lookups
-        for key, earlier, done in waiters:
-            failure = None if clean else self.failure(key)
+        ranges: dict[str, tuple[float, float]] = {}  # per key, the last waiter's marks
+        for key, earlier, done, covers in waiters:
+            failure = None
+            if not clean:
+                after, upto = ranges.get(key, (0, 0))
+                if covers != upto:  # a waiter with nothing queued since shares the range
+                    after, upto = upto, covers
+                    ranges[key] = (after, upto)
+                failure = self.error or self.refusal_between(key, after, upto)
             if failure is None and earlier is not None:
                 failure = earlier.failure(key)
             try:
@@ -119,7 +151,8 @@ class Batch:
                 if not size:
                     kept.append(op)
                     continue
-                self._refuse((op.branch_name,), refusal(path, _journal_row(op), size, bound))
+                error = refusal(path, _journal_row(op), size, bound)
+                self._refuse((op.branch_name,), error, self.marks.get(op.turn_id, 0))
                 if op.kind == "begin":
                     kept = []
                     break
@@ -154,11 +187,16 @@ class Batch:
             self.flows = list(flows)
         return journal, flows
 
-    def _refuse(self, keys: tuple[str | None, ...], error: StoreError) -> None:
+    def _refuse(self, keys: tuple[str | None, ...], error: StoreError, mark: float = 0) -> None:
         log.error("%s", error)
         for key in keys:
             if key is not None:
-                self.refused.setdefault(key, error)
+                self.refuse(key, error, mark)
+
+    def refuse(self, key: str, error: StoreError, mark: float = 0) -> None:
+        """Record that a row of ``key`` (queued at ``mark``; 0: unmarked) is refused."""
+        self.refused.setdefault(key, error)
+        self.refusals.append((key, mark, error))
 
     def take_back(self, failed: Batch) -> None:
         """Put a failed batch's rows back in front of this (newer) one."""
@@ -169,6 +207,9 @@ class Batch:
         self.journal = journal
         self.flows[:0] = failed.flows
         self.branches.update(failed.branches)
+        # Marks stay in order: what this batch queued is marked after what it took back.
+        for turn_id, mark in failed.marks.items():
+            self.marks.setdefault(turn_id, mark)
 
 
 def materialised(op: JournalOp) -> JournalOp:

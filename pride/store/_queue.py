@@ -26,6 +26,7 @@ and after them.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,9 @@ class WriteQueue:
 
     def refuse(self, branch_name: str, error: StoreError) -> None:
         """A message of ``branch_name`` could not be made a row: its next flush fails."""
-        self.pending.refused.setdefault(branch_name, error)
-        self.pending.branches[branch_name] += 1
+        pending = self.pending
+        pending.branches[branch_name] += 1
+        pending.refuse(branch_name, error, pending.mark(branch_name))
 
     def journal(self, op: JournalOp) -> None:
         pending = self.pending
@@ -96,6 +98,7 @@ class WriteQueue:
         else:
             ops.append(op)
         pending.branches[op.branch_name] += 1
+        pending.marks[op.turn_id] = pending.mark(op.branch_name)
 
     def forget_unwritten_turn(self, branch_name: str, turn_id: str) -> bool:
         """Take a turn whose begin is still queued out of the queue (nothing of it is
@@ -193,16 +196,15 @@ class WriteQueue:
         if earlier is not None:
             earlier.heard.add(key)
         if pending.branches.get(key, 0) > 0:  # pending.holds(key), asked by every turn
-            pending.heard.add(key)
-            pending.waiters.append((key, earlier, done))
+            pending.waiters.append((key, earlier, done, pending.mark(key)))
             self._want(pending)
             return True
         if earlier is not None:
-            earlier.waiters.append((key, None, done))
+            earlier.waiters.append((key, None, done, math.inf))
             return True
         if unheard is not None:  # answered after this call, as a commit would be
             told = Batch()
-            told.waiters.append((key, None, done))
+            told.waiters.append((key, None, done, math.inf))
             trio.lowlevel.current_trio_token().run_sync_soon(told.answer_waiters)
             return True
         return False
@@ -211,13 +213,20 @@ class WriteQueue:
         """Keep the refusals of ``batch`` nobody concerned heard for their keys' next
         flush. One refusal can name several keys (a flow's event: the flow's and the
         branch whose turn carried it); told to any of them, it was heard."""
-        keys: dict[int, list[str]] = {}
-        for key, refused in batch.refused.items():
-            keys.setdefault(id(refused), []).append(key)
-        for named in keys.values():
-            if not batch.heard.intersection(named):
-                for key in named:
-                    self.unheard.setdefault(key, batch.refused[key])
+        covered: dict[str, float] = {}  # per key, the last mark its waiters cover
+        for key, _earlier, _done, covers in batch.waiters:
+            covered[key] = max(covered.get(key, 0), covers)
+        named: dict[int, tuple[StoreError, list[tuple[str, float]]]] = {}
+        for key, mark, refused in batch.refusals:
+            named.setdefault(id(refused), (refused, []))[1].append((key, mark))
+        for refused, keys in named.values():
+            heard = any(
+                key in batch.heard or (key in covered and (not mark or mark <= covered[key]))
+                for key, mark in keys
+            )
+            if not heard:
+                for key, _mark in keys:
+                    self.unheard.setdefault(key, refused)
 
     def _want(self, batch: Batch) -> None:
         """Someone waits for ``batch`` (the pending one): commit it once the tasks

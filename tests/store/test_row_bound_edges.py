@@ -11,6 +11,7 @@ restore of its branch, though its turn had been served as durable.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from uuid import uuid4
 
@@ -160,3 +161,41 @@ async def test_a_commit_waiter_hears_a_refusal_another_branch_s_flush_committed(
         assert "the journal entry of turn" in str(failure)
         assert not store.after_commit("ada", done)  # told once
         await store.flush("ada")
+
+
+async def test_a_refused_row_fails_the_turn_that_queued_it_not_the_next_one_in_its_batch(
+    tmp_path: Path,
+) -> None:
+    """A turn handed to its commit lets its branch serve the next turn meanwhile, so two
+    turns of one branch can share a batch. The first one's step over the bound fails
+    the first turn's commit waiter; the second turn, whose rows were all written, was
+    failed with the first one's error too (its caller would run it again). Each commit
+    waiter now hears the refusals of what it waits for: the rows its branch queued
+    since the waiter before it."""
+    path = tmp_path / "store.db"
+    first, second = str(uuid4()), str(uuid4())
+    told: dict[str, StoreError | None] = {}
+    both = trio.Event()
+
+    def waiter(turn: str) -> Callable[[StoreError | None], None]:
+        def done(failure: StoreError | None) -> None:
+            told[turn] = failure
+            if len(told) == 2:
+                both.set()
+
+        return done
+
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        await store.register("ada")
+        store.journal_begin("ada", first, '"one"')
+        store.journal_step("ada", first, 0, '"' + "x" * (2 * BOUND) + '"')
+        assert store.after_commit("ada", waiter("first"))
+        store.journal_begin("ada", second, '"two"')  # the next turn, before the commit
+        store.journal_step("ada", second, 0, '"small"')
+        assert store.after_commit("ada", waiter("second"))
+        await both.wait()
+        assert isinstance(told["first"], StoreError), told
+        assert "journal step 0 of turn" in str(told["first"])
+        assert told["second"] is None, told["second"]
+        assert sorted(t.turn_id for t in await store.unfinished_turns()) == sorted([first, second])
+        await store.flush("ada")  # told already: nothing more to say
