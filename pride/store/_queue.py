@@ -159,7 +159,6 @@ class WriteQueue:
         if key is not None:
             for batch in waiting:
                 batch.heard.add(key)
-        unheard = None if key is None else self.unheard.pop(key, None)
         failure = None
         for batch in waiting:
             if batch is self.pending:
@@ -168,6 +167,8 @@ class WriteQueue:
             failure = batch.failure(key)
             if failure is not None:
                 break
+        # Taken only now: a flush cancelled while it waits leaves it for the next.
+        unheard = None if key is None or not self.unheard else self.unheard.pop(key, None)
         failure = failure or unheard
         del unheard
         if failure is not None:
@@ -183,8 +184,8 @@ class WriteQueue:
         Returns False, and calls nothing, when nothing of ``key`` is queued or
         being committed and no row of it was refused unheard (see `flush`).
         Otherwise ``done`` is called, once, when the commit holding ``key``'s
-        last rows ends (never from inside this call); that
-        commit starts at once if no write is under way. Like `flush`, a commit
+        last rows ends (never from inside this call); that commit starts at
+        once if no write is under way. Like `flush`, a commit
         of ``key``'s rows already under way that fails is ``done``'s failure
         too, even if the next one succeeds.
         """
