@@ -290,6 +290,33 @@ def mcp(
     ] = None,
     allow_host: AllowHost = None,
     allow_origin: AllowOrigin = None,
+    max_concurrent: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Tool calls served at once, from every client; more wait briefly, then "
+            "are refused with an error result naming this bound.",
+        ),
+    ] = 128,
+    max_watchers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="With --http: GET streams open at once, apart from the calls' places; "
+            "more wait briefly, then get 503 with Retry-After.",
+        ),
+    ] = 64,
+    max_sessions: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="With --http: MCP sessions open at once (an idle one ends after 30 "
+            "minutes); a client opening one more gets 503.",
+        ),
+    ] = 256,
 ) -> None:
     """Serve an app's branches as MCP tools over stdio (or streamable HTTP with --http)."""
     raise typer.Exit(
@@ -302,6 +329,11 @@ def mcp(
             image_urls=tuple(allow_image_url or ()),
             allow_hosts=tuple(allow_host or ()),
             allow_origins=tuple(allow_origin or ()),
+            bounds={
+                "max_concurrent": max_concurrent,
+                "max_watchers": max_watchers,
+                "max_sessions": max_sessions,
+            },
         )
     )
 

@@ -55,8 +55,12 @@ def serve_app(
     image_urls: tuple[str, ...] = (),
     allow_hosts: tuple[str, ...] = (),
     allow_origins: tuple[str, ...] = (),
+    bounds: dict[str, int] | None = None,
 ) -> int:
     """Run ``pride mcp``; return the exit status (see the module docstring).
+
+    ``bounds``: `serve_mcp`'s ``max_concurrent``, ``max_watchers`` and
+    ``max_sessions`` (``--max-concurrent``, ...); its defaults where not given.
 
     ``image_urls``: image URL prefixes an operation's arguments may carry
     besides ``data:`` URLs (``--allow-image-url``; see `pride.messages.limits`).
@@ -85,6 +89,7 @@ def serve_app(
             "image_urls": image_urls,
             "allow_hosts": allow_hosts,
             "allow_origins": allow_origins,
+            **(bounds or {}),
         }
         main = functools.partial(_main, app, function, list(expose), grace=grace, serving=serving)
         return trio.run(write_off_the_loop, main)

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 from .._public import publish as _publish
 from ._errors import (
+    McpBusy as McpBusy,
     McpError as McpError,
     McpServerError as McpServerError,
     McpToolError as McpToolError,
@@ -49,6 +50,7 @@ class Supervisor(Protocol):
 
 
 __all__ = [
+    "McpBusy",
     "McpError",
     "McpServer",
     "McpServerError",

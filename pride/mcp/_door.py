@@ -11,6 +11,10 @@ request passes this door first, because every byte of it is hostile (DESIGN.md,
 * A client whose POST connection closes before its answer has its calls'
   turns cancelled (`Departures`), as a ``notifications/cancelled`` or a
   DELETE of the session would: a vanished client costs no more turns.
+* A GET stream (the server's messages outside any request, open as long as its
+  client likes) holds one of ``max_watchers`` places of its own for as long as
+  it is open; past them (within ``queue_wait``) it is 503 with ``Retry-After``,
+  so idle streams cost bounded memory and never a tool call's place.
 * A client that stays and reads nothing is taken for gone too: an answer's
   writes wait at most `SEND_TIMEOUT` for it to take some
   (`pride._hypercorn.Writer`).
@@ -34,7 +38,15 @@ from .._hypercorn import ClientStalled, Writer, answer_lifespan
 from ..messages.origins import Guard
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["BODY_TIMEOUT", "MAX_BODY_BYTES", "SEND_TIMEOUT", "Departures", "door"]
+__all__ = [
+    "BODY_TIMEOUT",
+    "MAX_BODY_BYTES",
+    "RETRY_AFTER",
+    "SEND_TIMEOUT",
+    "Departures",
+    "Watchers",
+    "door",
+]
 
 log = logging.getLogger("pride.mcp")
 
@@ -118,8 +130,11 @@ def _refusal(guard: Guard, scope: dict[str, Any]) -> tuple[int, str] | None:
     return None
 
 
-async def _respond(send: Any, status: int, text: str) -> None:
+async def _respond(
+    send: Any, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+    headers += extra or []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": text.encode()})
 
@@ -155,17 +170,38 @@ def _calls(body: bytes, session_id: str | None) -> list[str]:
     ]
 
 
+RETRY_AFTER = 1
+"""Seconds a client refused for a full bound is told to wait (``Retry-After``)."""
+
+
+class Watchers:
+    """The places of GET streams: ``limit`` of them, each waited for at most ``wait`` s."""
+
+    def __init__(self, limit: int, wait: float) -> None:
+        self.limit = limit
+        self.wait = wait
+        self.places = trio.Semaphore(limit)
+
+    @property
+    def open(self) -> int:
+        """GET streams holding a place now."""
+        return self.limit - self.places.value
+
+
 def door(
     guard: Guard,
     departures: Departures,
     endpoint: Asgi,
     writes: trio.Nursery,
     send_timeout: float = SEND_TIMEOUT,
+    *,
+    watchers: Watchers | None = None,
 ) -> Asgi:
     """The ASGI app in front of ``endpoint`` (the SDK's ``/mcp``): see the module docstring.
 
     ``writes`` runs the writes of answers (`Writer`): a nursery that outlives
-    the server's requests."""
+    the server's requests. ``watchers`` bounds the GET streams open at once
+    (None: no bound)."""
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         writer = Writer(send, writes, send_timeout)
@@ -191,6 +227,9 @@ def door(
             return
         if scope["path"].rstrip("/") != "/mcp":
             await _respond(send, 404, "not found: the MCP endpoint is /mcp")
+            return
+        if scope["method"] == "GET" and watchers is not None:
+            await _watch(scope, receive, send)
             return
         if scope["method"] != "POST":
             await endpoint(scope, receive, send)
@@ -235,5 +274,21 @@ def door(
                 raise
 
         await endpoint(scope, replay, sent)
+
+    async def _watch(scope: Any, receive: Any, send: Any) -> None:
+        assert watchers is not None
+        acquired = False
+        with trio.move_on_after(watchers.wait):
+            await watchers.places.acquire()
+            acquired = True
+        if not acquired:
+            text = f"{watchers.limit} GET streams are open (--max-watchers); try again shortly"
+            log.warning("MCP over HTTP: refused a GET stream (503): %s", text)
+            await _respond(send, 503, text, [(b"retry-after", str(RETRY_AFTER).encode())])
+            return
+        try:
+            await endpoint(scope, receive, send)
+        finally:
+            watchers.places.release()
 
     return app

@@ -4,7 +4,8 @@
 PrideError
 ├── McpError                     base of the errors below
 │   ├── McpServerError           the server could not start, or its connection broke
-│   └── McpUnavailable           a call found the server not running (restarting, stopped)
+│   ├── McpUnavailable           a call found the server not running (restarting, stopped)
+│   └── McpBusy                  pride as an MCP server refused a call: every place was taken
 └── ToolError
     └── McpToolError             the server answered a tool call with an error
 ```
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from ..errors import PrideError, ToolError
 
-__all__ = ["McpError", "McpServerError", "McpToolError", "McpUnavailable"]
+__all__ = ["McpBusy", "McpError", "McpServerError", "McpToolError", "McpUnavailable"]
 
 
 class McpError(PrideError):
@@ -39,6 +40,14 @@ class McpUnavailable(McpError):
     """A call found the MCP server not running: restarting after a crash, or stopped.
 
     Retry after the restart (``BranchStarted(restart=True)`` names the server).
+    """
+
+
+class McpBusy(McpError):
+    """pride, serving MCP (`serve_mcp`), refused a call: ``max_concurrent`` calls were
+    running and none ended within ``queue_wait`` seconds. Nothing was sent to the branch.
+
+    The client reads it as an error result naming ``--max-concurrent``; retry shortly.
     """
 
 

@@ -60,14 +60,19 @@ from ..messages.limits import check_untrusted, image_url_prefixes
 from ..messages.origins import Guard
 from ..tools import Tool
 from ._describe import ask_description
-from ._door import SEND_TIMEOUT, Departures, door
+from ._door import SEND_TIMEOUT, Departures, Watchers, door
+from ._errors import McpBusy
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 from ._tool import local_name
 
 __all__ = [
     "BAD_LINES_LOGGED",
+    "MAX_CONCURRENT",
     "MAX_PENDING_REQUESTS",
+    "MAX_SESSIONS",
+    "MAX_WATCHERS",
     "PROGRESS_QUEUE",
+    "QUEUE_WAIT",
     "build_server",
     "serve_mcp",
 ]
@@ -94,14 +99,59 @@ end of its input) is read once one of those requests is answered.
 """
 
 
-class _Exposed:
-    """The MCP tools of one session: which branch (and operation) each name runs."""
+MAX_CONCURRENT = 128
+"""Tool calls served at once (``--max-concurrent``, as ``pride serve``'s); more wait
+up to `QUEUE_WAIT` for a place, then are refused with an error naming the bound."""
 
-    def __init__(self, session: Any, expose: Sequence[str], image_urls: Sequence[str] = ()) -> None:
+MAX_WATCHERS = 64
+"""GET streams (server-to-client messages over HTTP) open at once (``--max-watchers``);
+places of their own, apart from the calls': idle streams cannot starve calls."""
+
+MAX_SESSIONS = 256
+"""MCP sessions open at once over HTTP (``--max-sessions``); a client opening one more
+is answered 503. The SDK's own bound is 10,000, and an idle session lives 30 minutes
+and costs about 70 KB (measured: 2,000 sessions grew the process by 143 MB), so one
+client sending initialize requests in a loop could hold 700 MB."""
+
+QUEUE_WAIT = 1.0
+"""Seconds a call or a GET stream waits for a place before it is refused."""
+
+
+def _count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int of at least 1, got {value!r}")
+    return value
+
+
+class _Exposed:
+    """The MCP tools of one session: which branch (and operation) each name runs.
+
+    At most ``max_concurrent`` calls run at once, whoever their clients are; a
+    call that finds no place free within ``queue_wait`` seconds is refused (an
+    error result naming ``--max-concurrent``), so a client holding many calls
+    costs a bounded number of waiting turns, never a growing queue of them.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        expose: Sequence[str],
+        image_urls: Sequence[str] = (),
+        *,
+        max_concurrent: int = MAX_CONCURRENT,
+        queue_wait: float = QUEUE_WAIT,
+    ) -> None:
         if isinstance(expose, str) or not expose:
             raise ValueError("expose names the branches to serve, e.g. expose=['helper']")
         if isinstance(image_urls, str):
             raise TypeError(f"image_urls is a sequence of URL prefixes, got {image_urls!r}")
+        if isinstance(queue_wait, bool) or not isinstance(queue_wait, int | float):
+            raise TypeError(f"queue_wait is a number of seconds, got {queue_wait!r}")
+        if not queue_wait >= 0:
+            raise ValueError(f"queue_wait must be at least 0 seconds, got {queue_wait!r}")
+        self.max_concurrent = _count("max_concurrent", max_concurrent)
+        self.queue_wait = float(queue_wait)
+        self.places = trio.Semaphore(self.max_concurrent)
         self.session = session
         self.image_urls = image_url_prefixes(*image_urls)  # this server's own, never global
         self.departures = Departures()  # calls whose HTTP client went away
@@ -120,6 +170,27 @@ class _Exposed:
         self.tools[spec.name] = (branch, operation, spec)
 
     async def call(self, name: str, arguments: dict[str, Any], server: Server[Any, Any]) -> Any:
+        """Run one tool call in a place of ``max_concurrent``.
+
+        Raises:
+            McpBusy: no place came free within ``queue_wait`` (nothing was sent).
+        """
+        acquired = False
+        with trio.move_on_after(self.queue_wait):
+            await self.places.acquire()
+            acquired = True
+        if not acquired:
+            log.warning("MCP: refused a call of %r: %d calls running", name, self.max_concurrent)
+            raise McpBusy(
+                f"{self.max_concurrent} calls are being served (--max-concurrent); "
+                "try again shortly"
+            )
+        try:
+            return await self._call(name, arguments, server)
+        finally:
+            self.places.release()
+
+    async def _call(self, name: str, arguments: dict[str, Any], server: Server[Any, Any]) -> Any:
         entry = self.tools.get(name)
         if entry is None:
             raise ValueError(f"no tool {name!r} (this server offers: {', '.join(self.tools)})")
@@ -327,6 +398,10 @@ async def serve_mcp(
     allow_hosts: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
     send_timeout: float = SEND_TIMEOUT,
+    max_concurrent: int = MAX_CONCURRENT,
+    max_watchers: int = MAX_WATCHERS,
+    max_sessions: int = MAX_SESSIONS,
+    queue_wait: float = QUEUE_WAIT,
     task_status: trio.TaskStatus[str | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``session``'s branches named in ``expose`` to MCP clients, until cancelled.
@@ -345,16 +420,30 @@ async def serve_mcp(
     ``send_timeout`` seconds (default `SEND_TIMEOUT`, 30) is taken for gone:
     its calls' turns are cancelled, as a client's whose connection closed.
 
+    Bounds, whoever the clients are: ``max_concurrent`` tool calls run at once
+    (over stdio too; default `MAX_CONCURRENT`); over HTTP ``max_watchers`` GET
+    streams are open at once (`MAX_WATCHERS`), places of their own, and
+    ``max_sessions`` MCP sessions (`MAX_SESSIONS`). A call or a GET stream waits
+    up to ``queue_wait`` seconds (`QUEUE_WAIT`) for a place; then a call is an
+    error result naming ``--max-concurrent`` (`McpBusy`), a GET stream is 503
+    naming ``--max-watchers``, and a session past the bound is 503 (the SDK's
+    "Too many open sessions"), each with nothing else held.
+
     Started with ``await nursery.start(serve_mcp, ...)``, it reports the
     endpoint's URL once the socket listens (with the port actually bound,
     which is how a caller learns the port ``http=0`` got), or None over stdio.
 
     Raises:
         UnknownBranch: a name in ``expose`` is not a member branch.
-        ValueError: ``expose`` is empty, or a prefix in ``image_urls`` allows too much.
+        ValueError: ``expose`` is empty, a prefix in ``image_urls`` allows too much,
+            or a bound is not a positive int (``queue_wait`` a negative number).
         OSError: the HTTP address cannot be bound (a port in use, say).
     """
-    exposed = _Exposed(session, expose, image_urls)
+    exposed = _Exposed(
+        session, expose, image_urls, max_concurrent=max_concurrent, queue_wait=queue_wait
+    )
+    watchers = Watchers(_count("max_watchers", max_watchers), exposed.queue_wait)
+    _count("max_sessions", max_sessions)
     server = _server(exposed)
     options = server.create_initialization_options()
     if http is None:
@@ -369,6 +458,8 @@ async def serve_mcp(
         allowed=(allow_hosts, allow_origins),
         departures=exposed.departures,
         send_timeout=send_timeout,
+        watchers=watchers,
+        max_sessions=max_sessions,
         task_status=task_status,
     )
 
@@ -473,12 +564,14 @@ async def _serve_http(
     allowed: tuple[Sequence[str], Sequence[str]],
     departures: Departures,
     send_timeout: float,
+    watchers: Watchers,
+    max_sessions: int,
     task_status: trio.TaskStatus[str | None],
 ) -> None:
     from hypercorn.trio import serve
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-    manager = StreamableHTTPSessionManager(app=server)
+    manager = StreamableHTTPSessionManager(app=server, max_sessions=max_sessions)
     # pride binds the socket and hypercorn serves it (pride._hypercorn says why).
     listening = await bound_socket(host, port, "serve MCP")
     guard = Guard(host, listening.getsockname()[1], *allowed)
@@ -488,7 +581,8 @@ async def _serve_http(
         # that reads nothing ends when hypercorn, stopping, closes its connection.
         with listening:
             async with trio.open_nursery() as writes, manager.run():
-                app = door(guard, departures, manager.handle_request, writes, send_timeout)
+                endpoint = manager.handle_request
+                app = door(guard, departures, endpoint, writes, send_timeout, watchers=watchers)
                 await serve(app, config, task_status=_Endpoint(task_status))
     except BaseExceptionGroup as group:
         # hypercorn's nurseries and the session manager's task group each wrap

@@ -1,0 +1,153 @@
+"""``pride mcp --http``'s bounds, like ``pride serve``'s ``--max-concurrent`` and
+``--max-watchers``: a real ``serve_mcp`` on a free loopback port, driven by pride's
+own MCP client and by raw httpx as a greedy client would.
+
+Before: a server had no bound of its own on calls (each call past a busy branch's
+mailbox waited in a handler task, as many as the client sent), none on GET
+streams, and the SDK's 10,000 sessions (about 70 KB each, kept 30 minutes idle:
+a probe opened 2,000 and grew the process by 143 MB).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from mcp import types
+
+from pride import Branch, RunStart, ScriptedModel, Session
+from pride.llm import ModelRequest
+from pride.mcp import serve_mcp
+
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+async def _reply(request: ModelRequest) -> str:
+    text = str(request.messages[-1]["content"])
+    if text == "slow":
+        await trio.sleep_forever()  # held until its client cancels it
+    return f"echo: {text}"
+
+
+def _initialize() -> dict[str, Any]:
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+    hello["clientInfo"] = {"name": "greedy", "version": "1"}
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+
+
+async def _session_id(client: httpx.AsyncClient, url: str) -> str:
+    response = await client.post(url, json=_initialize(), headers=ACCEPT)
+    assert response.status_code == 200, response.text
+    session_id = response.headers["mcp-session-id"]
+    headers = {**ACCEPT, "mcp-session-id": session_id}
+    done = await client.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+    )
+    assert done.status_code == 202, done.text
+    return session_id
+
+
+@pytest.fixture
+async def served(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Session, str]]:
+    bounds: dict[str, Any] = getattr(request, "param", {})
+    async with Session() as session:
+        await session.spawn(Branch(name="helper", chat_model=ScriptedModel(_reply)))
+        async with trio.open_nursery() as nursery:
+            serving = functools.partial(serve_mcp, session, ["helper"], http=0, **bounds)
+            url = await nursery.start(serving)
+            yield session, url
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("served", [{"max_concurrent": 1, "queue_wait": 0.2}], indirect=True)
+async def test_a_call_past_max_concurrent_is_refused_naming_the_bound(
+    served: tuple[Session, str],
+) -> None:
+    """One call holds the one place (its turn runs until cancelled); the next call,
+    waiting 0.2 s for a place, is an error result naming ``--max-concurrent`` and no
+    turn of its own; once the first is cancelled its place serves the next call."""
+    session, url = served
+    started = trio.Event()
+    session.observe(RunStart, handler=lambda _: started.set())
+    client = await session.spawn_mcp("client", url=url)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client.call_tool, "ask_helper", {"instruction": "slow"})
+            await started.wait()
+            refused = await client.call_tool("ask_helper", {"instruction": "hi"})
+            nursery.cancel_scope.cancel()
+        assert refused.isError
+        [text] = refused.content
+        assert isinstance(text, types.TextContent)
+        assert "1 calls are being served (--max-concurrent)" in text.text
+        answered = await client.call_tool("ask_helper", {"instruction": "again"})
+    assert not answered.isError
+    [text] = answered.content
+    assert isinstance(text, types.TextContent) and text.text == "echo: again"
+
+
+@pytest.mark.parametrize("served", [{"max_watchers": 1, "queue_wait": 0.2}], indirect=True)
+async def test_a_get_stream_past_max_watchers_is_503_and_calls_still_serve(
+    served: tuple[Session, str],
+) -> None:
+    """One client's GET stream holds the one watcher place; another's GET is 503 with
+    Retry-After naming ``--max-watchers``, and its tool calls are served meanwhile:
+    idle streams hold places of their own, never a call's."""
+    _, url = served
+    async with httpx.AsyncClient(timeout=10) as client:
+        with trio.fail_after(10):
+            first = await _session_id(client, url)
+            second = await _session_id(client, url)
+            sse = {"accept": "text/event-stream", "mcp-protocol-version": "2025-06-18"}
+            async with client.stream("GET", url, headers={**sse, "mcp-session-id": first}) as held:
+                assert held.status_code == 200
+                refused = await client.get(url, headers={**sse, "mcp-session-id": second})
+                assert refused.status_code == 503
+                assert refused.headers["retry-after"] == "1"
+                assert "1 GET streams are open (--max-watchers)" in refused.text
+                call = {"name": "ask_helper", "arguments": {"instruction": "hi"}}
+                answer = await client.post(
+                    url,
+                    json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+                    headers={**ACCEPT, "mcp-session-id": second},
+                )
+                assert answer.status_code == 200
+                assert "echo: hi" in answer.text
+
+
+@pytest.mark.parametrize("served", [{"max_sessions": 2}], indirect=True)
+async def test_a_session_past_max_sessions_is_503_and_the_open_ones_serve(
+    served: tuple[Session, str],
+) -> None:
+    """Two sessions open; a third initialize is 503 and holds nothing; the two serve on."""
+    _, url = served
+    async with httpx.AsyncClient(timeout=10) as client:
+        with trio.fail_after(10):
+            first = await _session_id(client, url)
+            await _session_id(client, url)
+            refused = await client.post(url, json=_initialize(), headers=ACCEPT)
+            assert refused.status_code == 503, refused.text
+            assert "Too many open sessions" in refused.text
+            listed = await client.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+                headers={**ACCEPT, "mcp-session-id": first},
+            )
+            assert listed.status_code == 200 and "ask_helper" in listed.text
+
+
+@pytest.mark.parametrize(
+    ("bound", "value"),
+    [("max_concurrent", 0), ("max_watchers", True), ("max_sessions", 1.5), ("queue_wait", -1)],
+)
+async def test_a_bound_that_is_not_a_positive_count_is_refused_naming_it(
+    bound: str, value: object
+) -> None:
+    async with Session() as session:
+        await session.spawn(Branch(name="helper", chat_model=ScriptedModel(["hi"])))
+        with pytest.raises(ValueError, match=bound):
+            await serve_mcp(session, ["helper"], http=0, **{bound: value})
