@@ -36,6 +36,7 @@ from ._serve import build_server as build_server, serve_mcp as serve_mcp
 from ._server import McpServer as McpServer
 from ._spec import McpServerSpec as McpServerSpec
 from ._statistics import McpServerStatistics as McpServerStatistics
+from ._taps import MAX_CONTENT_BLOCKS as MAX_CONTENT_BLOCKS
 from ._tool import McpTool as McpTool, tool_output as tool_output
 
 
@@ -50,6 +51,7 @@ class Supervisor(Protocol):
 
 
 __all__ = [
+    "MAX_CONTENT_BLOCKS",
     "McpBusy",
     "McpError",
     "McpServer",

@@ -37,7 +37,7 @@ from mcp.shared.message import SessionMessage
 from mcp.shared.session import ProgressFnT
 
 from ._errors import McpServerError, McpToolError, McpUnavailable
-from ._taps import ServerError, forget_requests, last_request_id
+from ._taps import ServerError, TooManyBlocks, forget_requests, last_request_id
 from ._tool import MAX_ERROR_TEXT, cut
 
 __all__ = [
@@ -243,6 +243,8 @@ class CallBook:
     def _call_error(self, call: Call, exc: SdkMcpError) -> Exception:
         error = exc.error
         message = cut(str(error.message), MAX_ERROR_TEXT)
+        if isinstance(error, TooManyBlocks):  # pride's refusal of the result, not the server's
+            return McpToolError(f"MCP server {self._server!r}, call of {call.tool!r}: {message}")
         if not isinstance(error, ServerError) and error.code == types.CONNECTION_CLOSED:
             # The SDK's own answer to every waiting request once the connection is gone.
             broken = self._broken() or McpServerError(

@@ -9,7 +9,11 @@ answers whose id no request could have had and notifications that are not the
 MCP notifications they claim to be (the SDK would log each such id or message
 whole, at WARNING on the root logger), and refuses requests that are not MCP's
 itself (the SDK refused each with a warning of thousands of characters on the
-root logger, as many as the server sent).
+root logger, as many as the server sent). It also drops a result of more than
+`MAX_CONTENT_BLOCKS` content blocks, answering its request with a `TooManyBlocks`
+error instead: the SDK validates a result block by block on the event loop
+(about 10 µs a block), and 500,000 one-letter blocks, 14 MB of JSON within
+``max_message_bytes``, held every turn of the process for 5.3 s.
 
 Why the mark: when the connection closes, the SDK answers every request still
 waiting with an error of its own, code -32000 (``CONNECTION_CLOSED``), and a
@@ -32,9 +36,24 @@ import pydantic
 from mcp import types
 from mcp.shared.message import SessionMessage
 
-__all__ = ["ReadTap", "RequestTap", "ServerError", "forget_requests", "last_request_id"]
+__all__ = [
+    "MAX_CONTENT_BLOCKS",
+    "ReadTap",
+    "RequestTap",
+    "ServerError",
+    "TooManyBlocks",
+    "forget_requests",
+    "last_request_id",
+]
 
 log = logging.getLogger("pride.mcp")
+
+MAX_CONTENT_BLOCKS = 2000
+"""Content blocks a result may have; one with more is refused (`TooManyBlocks`).
+
+2,000 blocks are validated in about 20 ms, as long as the longest stall pride
+allows itself elsewhere; a tool's answer of text, images and links has far fewer.
+"""
 
 _UNREAD_LOGGED = 20  # notifications (and requests) that cannot be read, logged per incarnation
 
@@ -97,6 +116,25 @@ def _ours(request_id: Any) -> bool:
 
 class ServerError(types.ErrorData):
     """A JSON-RPC error the server sent (not one the SDK made up for a closed connection)."""
+
+
+class TooManyBlocks(types.ErrorData):
+    """pride's answer to a request whose result had more than `MAX_CONTENT_BLOCKS` blocks
+    (the result was dropped unread; the message says how many it had)."""
+
+
+def _too_many_blocks(root: types.JSONRPCResponse, server: str) -> types.JSONRPCError | None:
+    """The error that replaces ``root`` when its result has too many content blocks."""
+    content = root.result.get("content")
+    if not isinstance(content, list) or len(content) <= MAX_CONTENT_BLOCKS:
+        return None
+    message = (
+        f"the result has {len(content)} content blocks, more than pride takes "
+        f"({MAX_CONTENT_BLOCKS}); it was dropped"
+    )
+    log.warning("MCP server %r: %s", server, message)
+    error = TooManyBlocks(code=types.INTERNAL_ERROR, message=message)
+    return types.JSONRPCError(jsonrpc="2.0", id=root.id, error=error)
 
 
 class ReadTap:
@@ -177,11 +215,17 @@ class ReadTap:
                 self.strays += 1
                 log.debug("MCP: an answer to a request never made was dropped (%d)", self.strays)
                 continue
+            if isinstance(root, types.JSONRPCResponse):
+                refusal = _too_many_blocks(root, self._server)
+                if refusal is not None:
+                    return SessionMessage(types.JSONRPCMessage(refusal))
             if isinstance(root, types.JSONRPCNotification) and not self._readable(root):
                 continue
             if isinstance(root, types.JSONRPCRequest) and await self._refuse_unreadable(root):
                 continue
-            if isinstance(root, types.JSONRPCError) and not isinstance(root.error, ServerError):
+            if isinstance(root, types.JSONRPCError) and not isinstance(
+                root.error, ServerError | TooManyBlocks
+            ):
                 # The SDK hands this very object to the waiting request's McpError.
                 root.error = ServerError.model_validate(root.error.model_dump())
             return item

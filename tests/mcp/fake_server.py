@@ -41,6 +41,11 @@
   right answer, and a call of ``requests`` with 1,000 requests that are not MCP's
   before its answer (a call of ``refusals`` answers how many error answers to its
   requests it has read);
+* ``mute``: never answers a call of ``never``; a call of ``cancellations``
+  answers the request ids of the ``notifications/cancelled`` it has read (JSON);
+* ``bulky``: a call of ``big`` (``{"bytes": N}``) answers one text block of N
+  bytes, a call of ``blocks`` (``{"count": N}``) N text blocks of one letter,
+  and a call of ``images`` (``{"count": N}``) N tiny image blocks;
 * ``prompt``: answers a call of ``report`` with a progress notification, then
   ``fillers`` progress notifications for another request, then its answer, all
   in one write, so the answer arrives as the caller acts on the report.
@@ -77,6 +82,19 @@ if MODE == "liar":
     ]
 if MODE == "deaf":
     TOOLS = [{"name": "echo", "inputSchema": OBJECT}]
+if MODE == "mute":
+    TOOLS = [
+        *TOOLS,
+        {"name": "never", "inputSchema": OBJECT},
+        {"name": "cancellations", "inputSchema": OBJECT},
+    ]
+if MODE == "bulky":
+    TOOLS = [
+        *TOOLS,
+        {"name": "big", "inputSchema": OBJECT},
+        {"name": "blocks", "inputSchema": OBJECT},
+        {"name": "images", "inputSchema": OBJECT},
+    ]
 
 
 def _many(count: int) -> list[dict]:
@@ -186,6 +204,7 @@ if MODE == "rude":
 CHANGING = ("many", "empty-name", "restless", "collide")
 held: list[int] = []
 refused: list[object] = []
+cancelled: list[object] = []
 listed = [0]
 
 
@@ -210,6 +229,18 @@ def call(request: dict) -> dict | None:
     if name == "hold":
         held.append(request["id"])
         return None
+    if name == "never":
+        return None
+    if name == "cancellations":
+        return text(json.dumps(cancelled))
+    arguments = request["params"].get("arguments") or {}
+    if name == "big":
+        return text("x" * arguments["bytes"])
+    if name == "blocks":
+        return {"content": [{"type": "text", "text": "b"}] * arguments["count"]}
+    if name == "images":
+        image = {"type": "image", "data": "AAAA", "mimeType": "image/png"}
+        return {"content": [image] * arguments["count"]}
     if name == "err":
         error = {"code": -32000, "message": "Connection closed"}
         send({"jsonrpc": "2.0", "id": request["id"], "error": error})
@@ -306,6 +337,8 @@ def answer(request: dict) -> None:
     method = request.get("method")
     if "error" in request:  # the client's error answer to a request of ours
         refused.append(request["id"])
+    if method == "notifications/cancelled":
+        cancelled.append(request["params"]["requestId"])
     if "id" not in request or method is None:
         return
     if method == "initialize":
