@@ -24,7 +24,7 @@
   ``relist`` sends ``notifications/tools/list_changed``;
 * ``chatty N``: a call of ``flood`` sends N log notifications (level
   ``critical``) before its answer, a call of ``progress`` N progress
-  notifications of 200 KB each;
+  notifications of 200 KB each (``chatty N SIZE``: of SIZE bytes);
 * ``daemons``: a call of ``spawn`` starts two children that leave the server's
   process group, one with ``setsid()``, one with ``setpgid(0, 0)``, and answers
   their pids;
@@ -261,7 +261,8 @@ def call(request: dict) -> dict | None:
     if name == "progress":
         token = request["params"]["_meta"]["progressToken"]
         for n in range(int(sys.argv[2])):
-            params = {"progressToken": token, "progress": n, "message": "p" * 200_000}
+            size = int(sys.argv[3]) if len(sys.argv) > 3 else 200_000
+            params = {"progressToken": token, "progress": n, "message": "p" * size}
             send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
         return text("progressed")
     if name == "redos_out":

@@ -83,7 +83,7 @@ async def test_a_call_past_max_concurrent_is_refused_naming_the_bound(
         assert refused.isError
         [text] = refused.content
         assert isinstance(text, types.TextContent)
-        assert "1 calls are being served (--max-concurrent)" in text.text
+        assert text.text == "1 calls are being served (--max-concurrent); try again shortly"
         answered = await client.call_tool("ask_helper", {"instruction": "again"})
     assert not answered.isError
     [text] = answered.content
