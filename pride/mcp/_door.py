@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import trio
+from mcp.types import INTERNAL_ERROR
 
 from .._hypercorn import ClientStalled, Writer, answer_lifespan
 from ..messages.origins import Guard
@@ -188,6 +189,20 @@ class Watchers:
         return self.limit - self.places.value
 
 
+def _sessions_refused(head: dict[str, Any], limit: int | None) -> tuple[dict[str, Any], ...]:
+    """The SDK's refusal of one more session (``head`` its 503), said naming the bound.
+
+    Without a session id the SDK answers 503 only at its session limit, and its
+    body ("Too many open sessions") does not say which option sets it.
+    """
+    text = f"{limit} MCP sessions are open (--max-sessions); one must end first"
+    error = {"code": INTERNAL_ERROR, "message": text}
+    body = json.dumps({"jsonrpc": "2.0", "id": "server-error", "error": error}).encode()
+    headers = [(name, value) for name, value in head["headers"] if name != b"content-length"]
+    headers.append((b"content-length", str(len(body)).encode()))
+    return {**head, "headers": headers}, {"type": "http.response.body", "body": body}
+
+
 def door(
     guard: Guard,
     departures: Departures,
@@ -196,12 +211,14 @@ def door(
     send_timeout: float = SEND_TIMEOUT,
     *,
     watchers: Watchers | None = None,
+    max_sessions: int | None = None,
 ) -> Asgi:
     """The ASGI app in front of ``endpoint`` (the SDK's ``/mcp``): see the module docstring.
 
     ``writes`` runs the writes of answers (`Writer`): a nursery that outlives
     the server's requests. ``watchers`` bounds the GET streams open at once
-    (None: no bound)."""
+    (None: no bound); ``max_sessions`` is the endpoint's bound on sessions,
+    named in its refusal of one more."""
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         writer = Writer(send, writes, send_timeout)
@@ -260,8 +277,17 @@ def door(
                 departures.depart(keys)
             return dict(message)
 
+        held: list[dict[str, Any]] = []  # the head of the SDK's refusal of one more session
+
         async def sent(message: dict[str, Any]) -> None:
             nonlocal answered
+            if message["type"] == "http.response.start":
+                if session_id is None and message["status"] == 503 and max_sessions is not None:
+                    held.append(message)  # said again below, naming the bound
+                    return
+            elif held:
+                head, message = _sessions_refused(held.pop(), max_sessions)
+                await send(head)
             if message["type"] == "http.response.body" and not message.get("more_body", False):
                 answered = True
             try:

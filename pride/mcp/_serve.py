@@ -426,8 +426,8 @@ async def serve_mcp(
     ``max_sessions`` MCP sessions (`MAX_SESSIONS`). A call or a GET stream waits
     up to ``queue_wait`` seconds (`QUEUE_WAIT`) for a place; then a call is an
     error result naming ``--max-concurrent`` (`McpBusy`), a GET stream is 503
-    naming ``--max-watchers``, and a session past the bound is 503 (the SDK's
-    "Too many open sessions"), each with nothing else held.
+    naming ``--max-watchers``, and a session past the bound is 503 naming
+    ``--max-sessions``, each with nothing else held.
 
     Started with ``await nursery.start(serve_mcp, ...)``, it reports the
     endpoint's URL once the socket listens (with the port actually bound,
@@ -582,7 +582,15 @@ async def _serve_http(
         with listening:
             async with trio.open_nursery() as writes, manager.run():
                 endpoint = manager.handle_request
-                app = door(guard, departures, endpoint, writes, send_timeout, watchers=watchers)
+                app = door(
+                    guard,
+                    departures,
+                    endpoint,
+                    writes,
+                    send_timeout,
+                    watchers=watchers,
+                    max_sessions=max_sessions,
+                )
                 await serve(app, config, task_status=_Endpoint(task_status))
     except BaseExceptionGroup as group:
         # hypercorn's nurseries and the session manager's task group each wrap

@@ -131,7 +131,10 @@ async def test_a_session_past_max_sessions_is_503_and_the_open_ones_serve(
             await _session_id(client, url)
             refused = await client.post(url, json=_initialize(), headers=ACCEPT)
             assert refused.status_code == 503, refused.text
-            assert "Too many open sessions" in refused.text
+            error = refused.json()["error"]
+            assert (
+                error["message"] == "2 MCP sessions are open (--max-sessions); one must end first"
+            )
             listed = await client.post(
                 url,
                 json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
