@@ -183,13 +183,10 @@ class Watchers:
         self.wait = wait
         self.places = trio.Semaphore(limit)
 
-    @property
-    def open(self) -> int:
-        """GET streams holding a place now."""
-        return self.limit - self.places.value
 
-
-def _sessions_refused(head: dict[str, Any], limit: int | None) -> tuple[dict[str, Any], ...]:
+def _sessions_refused(
+    head: dict[str, Any], limit: int | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The SDK's refusal of one more session (``head`` its 503), said naming the bound.
 
     Without a session id the SDK answers 503 only at its session limit, and its
