@@ -16,14 +16,26 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from mcp import types
 
-from pride import ActionCall, Branch, Budget, BudgetExceeded, Run, RunFailed, Session
+from pride import (
+    ActionCall,
+    ActionRequest,
+    Branch,
+    Budget,
+    BudgetExceeded,
+    MessageAdded,
+    Run,
+    RunFailed,
+    Session,
+    TurnCancelled,
+)
 from pride.llm import ToolCall
 from pride.mcp import MAX_CONTENT_BLOCKS, McpToolError
 
 from .conftest import fake_command
-from .support import Agent
+from .support import Agent, Waiter
 
 
 def _text(result: types.CallToolResult) -> str:
@@ -91,6 +103,30 @@ async def test_a_call_never_answered_ends_when_its_caller_gives_up() -> None:
         [end] = ended.failed
         assert end.cancelled
         with trio.fail_after(10):
+            await _served_on(server, pid)
+
+
+async def test_a_call_never_answered_holds_no_other_call_and_ends_when_cancelled() -> None:
+    """While the turn waits on its call, the same server answers another caller; then
+    ``reply.cancel()`` ends the turn (RunFailed, cancelled) and the server is told."""
+    async with Session() as session:
+        server, branch, ended = await _unanswered(session)
+        waiter = Waiter(session)
+        pid = server.pid
+        with trio.fail_after(10):
+            reply = await session.send(branch, Run("go"))
+            await waiter.wait_for(
+                lambda s: isinstance(s, MessageAdded) and isinstance(s.message, ActionRequest)
+            )
+            await trio.testing.wait_all_tasks_blocked()  # "never" is written, waiting
+            assert server.statistics().in_flight == 1
+            assert _text(await server.call_tool("ping")) == "pong"
+            assert not ended.failed  # the turn still waits on its call
+            reply.cancel()
+            with pytest.raises(TurnCancelled):
+                await reply.result()
+            [end] = ended.failed
+            assert end.cancelled
             await _served_on(server, pid)
 
 
