@@ -437,6 +437,7 @@ async def serve_mcp(
         UnknownBranch: a name in ``expose`` is not a member branch.
         ValueError: ``expose`` is empty, a prefix in ``image_urls`` allows too much,
             or a bound is not a positive int (``queue_wait`` a negative number).
+        TypeError: ``queue_wait`` is not a number.
         OSError: the HTTP address cannot be bound (a port in use, say).
     """
     exposed = _Exposed(
