@@ -17,13 +17,13 @@ from benchmarks.crossings import Walk, traced_ask
 
 MODULES = 49
 """The most pride modules one stored ask may visit (the store's one row bound,
-``pride.store._bounds``, measures each message written, as it measures every other
-row: a module of its own for one idea, where sqlite.py had its own copy; one Usage, issue 32 item 4, adds
-``pride.messages.budget``: a model call's usage is the same class as a turn's; the
-actor's state and the loop serving its mailbox are two modules since the actors
-package has no import cycle; the carried allowance is read without entering
-``pride.budget.allowance``; the hook bus says whether it is active as data, so a
-turn with no handler never enters ``pride.supervisors.hooks``)."""
+``pride.store._bounds``, measures each message written, as it measures every other row:
+a module of its own for one idea, where sqlite.py had its own copy; one Usage, issue 32
+item 4, adds ``pride.messages.budget``: a model call's usage is the same class as a
+turn's; the actor's state and the loop serving its mailbox are two modules since the
+actors package has no import cycle; the carried allowance is read without entering
+``pride.budget.allowance``; the hook bus says whether it is active as data, so a turn
+with no handler never enters ``pride.supervisors.hooks``)."""
 
 RETURNS = 82
 """The most returns one stored ask may make to a module it had left (102-110 seen,
