@@ -21,6 +21,11 @@ handler and the handler cancels the turn (``RunFailed``, cancelled).
 Transports: stdio (the default; stdin and stdout are the protocol, so logs go
 to stderr), or streamable HTTP on 127.0.0.1 through the SDK's session
 manager, served on trio by hypercorn.
+
+It is one idea at about 600 lines: serving branches as MCP tools, from the
+tool list to each call's turn and its bounds (calls served at once, GET
+streams, sessions), which every transport shares. What is HTTP's alone, the
+door in front of the SDK's session manager, is `pride.mcp._door`.
 """
 
 from __future__ import annotations
