@@ -36,6 +36,7 @@ import trio
 from mcp.types import INTERNAL_ERROR
 
 from .._hypercorn import ClientStalled, Writer, answer_lifespan
+from .._places import Places
 from ..messages.origins import Guard
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -45,7 +46,6 @@ __all__ = [
     "RETRY_AFTER",
     "SEND_TIMEOUT",
     "Departures",
-    "Watchers",
     "door",
 ]
 
@@ -175,15 +175,6 @@ RETRY_AFTER = 1
 """Seconds a client refused for a full bound is told to wait (``Retry-After``)."""
 
 
-class Watchers:
-    """The places of GET streams: ``limit`` of them, each waited for at most ``wait`` s."""
-
-    def __init__(self, limit: int, wait: float) -> None:
-        self.limit = limit
-        self.wait = wait
-        self.places = trio.Semaphore(limit)
-
-
 def _sessions_refused(
     head: dict[str, Any], limit: int | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -207,7 +198,7 @@ def door(
     writes: trio.Nursery,
     send_timeout: float = SEND_TIMEOUT,
     *,
-    watchers: Watchers | None = None,
+    watchers: Places | None = None,
     max_sessions: int | None = None,
 ) -> Asgi:
     """The ASGI app in front of ``endpoint`` (the SDK's ``/mcp``): see the module docstring.
@@ -300,11 +291,7 @@ def door(
 
     async def _watch(scope: Any, receive: Any, send: Any) -> None:
         assert watchers is not None
-        acquired = False
-        with trio.move_on_after(watchers.wait):
-            await watchers.places.acquire()
-            acquired = True
-        if not acquired:
+        if not await watchers.take():
             text = f"{watchers.limit} GET streams are open (--max-watchers); try again shortly"
             log.warning("MCP over HTTP: refused a GET stream (503): %s", text)
             await _respond(send, 503, text, [(b"retry-after", str(RETRY_AFTER).encode())])
@@ -312,6 +299,6 @@ def door(
         try:
             await endpoint(scope, receive, send)
         finally:
-            watchers.places.release()
+            watchers.give_back()
 
     return app

@@ -45,6 +45,7 @@ from mcp.shared.message import SessionMessage
 
 from .._hypercorn import bound_socket, hypercorn_config
 from .._lines import LineSplitter, LineTooLong
+from .._places import Places
 from .._version import __version__
 from ..actors import send
 from ..branch import Branch
@@ -65,7 +66,7 @@ from ..messages.limits import check_untrusted, image_url_prefixes
 from ..messages.origins import Guard
 from ..tools import Tool
 from ._describe import ask_description
-from ._door import SEND_TIMEOUT, Departures, Watchers, door
+from ._door import SEND_TIMEOUT, Departures, door
 from ._errors import McpBusy
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 from ._tool import local_name
@@ -156,7 +157,7 @@ class _Exposed:
             raise ValueError(f"queue_wait must be at least 0 seconds, got {queue_wait!r}")
         self.max_concurrent = _count("max_concurrent", max_concurrent)
         self.queue_wait = float(queue_wait)
-        self.places = trio.Semaphore(self.max_concurrent)
+        self.places = Places(self.max_concurrent, self.queue_wait)
         self.session = session
         self.image_urls = image_url_prefixes(*image_urls)  # this server's own, never global
         self.departures = Departures()  # calls whose HTTP client went away
@@ -180,11 +181,7 @@ class _Exposed:
         Raises:
             McpBusy: no place came free within ``queue_wait`` (nothing was sent).
         """
-        acquired = False
-        with trio.move_on_after(self.queue_wait):
-            await self.places.acquire()
-            acquired = True
-        if not acquired:
+        if not await self.places.take():
             log.warning("MCP: refused a call of %r: %d calls running", name, self.max_concurrent)
             raise McpBusy(
                 f"{self.max_concurrent} calls are being served (--max-concurrent); "
@@ -193,7 +190,7 @@ class _Exposed:
         try:
             return await self._call(name, arguments, server)
         finally:
-            self.places.release()
+            self.places.give_back()
 
     async def _call(self, name: str, arguments: dict[str, Any], server: Server[Any, Any]) -> Any:
         entry = self.tools.get(name)
@@ -448,7 +445,7 @@ async def serve_mcp(
     exposed = _Exposed(
         session, expose, image_urls, max_concurrent=max_concurrent, queue_wait=queue_wait
     )
-    watchers = Watchers(_count("max_watchers", max_watchers), exposed.queue_wait)
+    watchers = Places(_count("max_watchers", max_watchers), exposed.queue_wait)
     _count("max_sessions", max_sessions)
     server = _server(exposed)
     options = server.create_initialization_options()
@@ -570,7 +567,7 @@ async def _serve_http(
     allowed: tuple[Sequence[str], Sequence[str]],
     departures: Departures,
     send_timeout: float,
-    watchers: Watchers,
+    watchers: Places,
     max_sessions: int,
     task_status: trio.TaskStatus[str | None],
 ) -> None:

@@ -15,13 +15,15 @@ the activation of virtual branches.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
 import trio
 
+from .._places import Places
 from ..actors import BranchRef, Reply, Target, instrument, send
 from ..branch import Branch
 from ..errors import MailboxFull, UnknownBranch
@@ -86,10 +88,10 @@ class Front:
         self.metrics = Metrics()
         self.clones: set[UUID] = set()  # transient branches of the OpenAI endpoint
         self._adopted: list[Reply] = []  # resumed before serving began
-        self._slots = trio.Semaphore(options.max_concurrent)
+        self._slots = Places(options.max_concurrent, options.queue_wait)
         # Watchers (event streams) have places of their own: one open for as long as its
         # client likes must never hold a turn's, nor turns keep every watcher out.
-        self._watchers = trio.Semaphore(options.max_watchers)
+        self._watchers = Places(options.max_watchers, options.queue_wait)
         self.activity = Activity(ignored=self.clones)
         self.logins: Logins | None = None  # browser sign-ins, with --console once bound
         self.traces: Recorder | None = None  # recent turns, with --console while serving
@@ -213,10 +215,11 @@ class Front:
         Raises:
             HttpError: 503 when no place came free within ``queue_wait``.
         """
-        return _hold(
-            self._slots,
-            self.options.queue_wait,
-            f"{self.options.max_concurrent} requests are being served (--max-concurrent)",
+        return self._slots.held(
+            functools.partial(
+                _overloaded,
+                f"{self.options.max_concurrent} requests are being served (--max-concurrent)",
+            )
         )
 
     def watcher(self) -> contextlib.AbstractAsyncContextManager[None]:
@@ -226,39 +229,28 @@ class Front:
         Raises:
             HttpError: 503 when no place came free within ``queue_wait``.
         """
-        return _hold(
-            self._watchers,
-            self.options.queue_wait,
-            f"{self.options.max_watchers} event streams are open (--max-watchers)",
+        return self._watchers.held(
+            functools.partial(
+                _overloaded, f"{self.options.max_watchers} event streams are open (--max-watchers)"
+            )
         )
 
     @property
     def in_flight(self) -> int:
         """Requests holding a place of ``max_concurrent`` now."""
-        return self.options.max_concurrent - self._slots.value
+        return self._slots.taken
 
     @property
     def watching(self) -> int:
         """Event streams holding a place of ``max_watchers`` now."""
-        return self.options.max_watchers - self._watchers.value
+        return self._watchers.taken
 
 
-@contextlib.asynccontextmanager
-async def _hold(places: trio.Semaphore, wait: float, taken: str) -> AsyncIterator[None]:
-    """Hold one of ``places`` for the block, waiting at most ``wait`` seconds for it;
-    past that, 503 with ``Retry-After``, ``taken`` saying which bound was reached."""
-    acquired = False
-    with trio.move_on_after(wait):
-        await places.acquire()
-        acquired = True
-    if not acquired:
-        raise HttpError(
-            503,
-            "Overloaded",
-            f"{taken}; try again shortly",
-            headers=[(b"retry-after", str(RETRY_AFTER).encode())],
-        )
-    try:
-        yield
-    finally:
-        places.release()
+def _overloaded(taken: str) -> HttpError:
+    """The 503 of a request that found no place, ``taken`` saying which bound was reached."""
+    return HttpError(
+        503,
+        "Overloaded",
+        f"{taken}; try again shortly",
+        headers=[(b"retry-after", str(RETRY_AFTER).encode())],
+    )
