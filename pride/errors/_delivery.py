@@ -95,7 +95,7 @@ class MailboxFull(PrideError):
         self.branch_name = branch_name
         self.capacity = capacity
         super().__init__(
-            f"mailbox of branch {branch_name!r} is full ({capacity} envelopes); "
+            f"mailbox of branch {branch_name!r} is full (capacity {capacity}); "
             "use `await pride.send(...)` to wait for room"
         )
 

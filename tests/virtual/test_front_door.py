@@ -97,7 +97,7 @@ async def test_a_full_virtual_mailbox_names_its_capacity(tmp_path: Path) -> None
         queued = await pride.send(ref, ChatAndRecord("queued"))
         with pytest.raises(pride.MailboxFull) as info:
             pride.send_nowait(ref, ChatAndRecord("one too many"))
-        assert info.value.capacity == 1 and "(1 envelopes)" in str(info.value)
+        assert info.value.capacity == 1 and "(capacity 1)" in str(info.value)
         assert ref.capacity == 1  # live: its mailbox; not yet live: the activation's queue
         assert session.ref("user/bo").capacity == 1024
         options = ServeOptions(port=0, queue_wait=0.05)
@@ -109,7 +109,7 @@ async def test_a_full_virtual_mailbox_names_its_capacity(tmp_path: Path) -> None
                     assert refused.status_code == 503, (route, refused.text)
                     error = refused.json()["error"]
                     assert error["type"] == "MailboxFull", (route, error)
-                    assert "(1 envelopes)" in error["message"], (route, error)
+                    assert "(capacity 1)" in error["message"], (route, error)
         gate.release("hold")
         gate.release("queued")
         assert await running.result() == "reply to hold"
