@@ -24,6 +24,7 @@ float ``null``, an oversize integer its decimal string.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -143,31 +144,50 @@ def scrub(value: Any) -> Any:
     common case allocates nothing.
     """
     # Every message runs its metadata (and an instruction its context) through
-    # here: the common values (None, an empty dict, ASCII text) are answered
-    # before the abstract-class checks, which cost more than the rest.
+    # here: the exact built-in types are told apart by identity first, since the
+    # abstract-class checks (Mapping above all) cost several times the rest, and
+    # a message's metadata is mostly short ASCII keys over ints and None.
     kind = type(value)
     if kind is str:
         return value if value.isascii() else scrub_text(value)
+    if kind is int or kind is bool or value is None:
+        return value
     if kind is float:  # a tool's NaN: the model is shown what the store keeps (null)
         return value if math.isfinite(value) else None
-    if value is None or ((kind is dict or kind is list or kind is tuple) and not value):
-        return value
+    if kind is dict:
+        return _scrub_mapping(value) if value else value
+    if kind is list or kind is tuple:
+        return _scrub_sequence(value) if value else value
     if isinstance(value, str):
         return scrub_text(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        items = [(scrub(key), scrub(item)) for key, item in value.items()]
-        if all(
-            new_key is key and new is item
-            for (new_key, new), (key, item) in zip(items, value.items(), strict=True)
-        ):
-            return value
-        return dict(items)
+        return _scrub_mapping(value)
     if isinstance(value, list | tuple):
-        scrubbed = [scrub(item) for item in value]
-        if all(new is item for new, item in zip(scrubbed, value, strict=True)):
-            return value
-        return type(value)(scrubbed) if isinstance(value, tuple) else scrubbed
+        return _scrub_sequence(value)
     return value
+
+
+def _scrub_mapping(value: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """``value`` itself when no key or item changes, else a dict of the scrubbed ones."""
+    scrubbed: dict[Any, Any] | None = None
+    for index, (key, item) in enumerate(value.items()):
+        new_key, new = scrub(key), scrub(item)
+        if scrubbed is None:
+            if new_key is key and new is item:
+                continue
+            scrubbed = dict(itertools.islice(value.items(), index))
+        scrubbed[new_key] = new
+    return value if scrubbed is None else scrubbed
+
+
+def _scrub_sequence(value: list[Any] | tuple[Any, ...]) -> list[Any] | tuple[Any, ...]:
+    """``value`` itself when no item changes, else a list (or tuple) of the scrubbed ones."""
+    scrubbed = [scrub(item) for item in value]
+    if all(new is item for new, item in zip(scrubbed, value, strict=True)):
+        return value
+    return type(value)(scrubbed) if isinstance(value, tuple) else scrubbed
 
 
 # ------------------------------------------------------------------- reading

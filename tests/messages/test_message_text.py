@@ -141,3 +141,70 @@ def test_issue19_a_lone_surrogate_in_a_field_no_converter_scrubs_is_refused() ->
         with pytest.raises(InvalidMessage):
             to_json(odd)
         assert "\ufffd" in dump_json(unstructure(odd), replace=True)
+
+
+_hostile_text = st.text(st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010), max_size=4)
+_hostile_text |= st.text(max_size=4)
+_hostile = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), _hostile_text, st.datetimes()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.tuples(inner, inner),
+        st.dictionaries(_hostile_text, inner, max_size=3),
+        st.dictionaries(st.integers(0, 9), inner, max_size=2),
+    ),
+    max_leaves=10,
+)
+
+
+def _scrubbed(value: Any) -> Any:
+    """What a message keeps of ``value``, written the plain way: lone surrogates
+    become U+FFFD, non-finite floats None, everything else as it is."""
+    if isinstance(value, str):
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {_scrubbed(key): _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_scrubbed(item) for item in value)
+    return value
+
+
+def _same(left: Any, right: Any) -> bool:
+    """Equal, with types kept (a tuple is not a list) and NaN never expected."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return list(left) == list(right) and all(_same(left[k], right[k]) for k in left)
+    if isinstance(left, list | tuple):
+        return len(left) == len(right) and all(map(_same, left, right))
+    return bool(left == right)
+
+
+@given(_hostile)
+def test_metadata_keeps_what_strict_json_can_carry_and_the_same_object_when_clean(
+    data: Any,
+) -> None:
+    """A message's metadata (and an action's arguments) is the given mapping with lone
+    surrogates and non-finite floats replaced; a mapping with none of them is kept as
+    the very object given (nothing copied on the common path)."""
+    metadata = data if isinstance(data, dict) else {"value": data}
+    expected = _scrubbed(metadata)
+    for kept in (
+        AssistantResponse(assistant_response="x", metadata=metadata).metadata,
+        ActionRequest(function="f", arguments=metadata, call_id="c").arguments,
+    ):
+        assert _same(kept, expected), (kept, expected)
+        if _same(metadata, expected) and not _has_nan(metadata):
+            assert kept is metadata
+
+
+def _has_nan(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value
+    if isinstance(value, dict):
+        return any(map(_has_nan, value)) or any(map(_has_nan, value.values()))
+    if isinstance(value, list | tuple):
+        return any(map(_has_nan, value))
+    return False
