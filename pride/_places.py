@@ -39,14 +39,38 @@ class Places:
 
     async def take(self) -> bool:
         """Take a place, waiting at most ``wait`` seconds: True once taken (give it
-        back with `give_back`), False when none came free (nothing is held)."""
+        back with `give_back`), False when none came free (nothing is held).
+
+        A free place is taken at once, whatever ``wait`` is: a ``wait`` of 0 means
+        "a free place now, else refused", never "refused". Cancelled while it
+        waits, it holds nothing.
+        """
+        try:
+            self._free.acquire_nowait()
+        except trio.WouldBlock:
+            pass
+        else:
+            # A schedule point, as trio's own acquire makes, shielded: a cancel
+            # arriving here must not leave a place taken that nobody gives back.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return True
+        # trio's acquire checks for cancellation before it takes even a free place,
+        # so under a deadline already past (a wait of 0) it would refuse one; the
+        # free place was taken above, and this waits only for one to come free.
         with trio.move_on_after(self.wait):
             await self._free.acquire()
             return True
         return False
 
     def give_back(self) -> None:
-        """Give back a place `take` took."""
+        """Give back a place `take` took.
+
+        Raises:
+            RuntimeError: more places given back than were taken (a place given
+                back twice would let ``limit + 1`` in and make `taken` lie).
+        """
+        if self._free.value >= self.limit:
+            raise RuntimeError(f"a place was given back that was not taken (all {self.limit} free)")
         self._free.release()
 
     @contextlib.asynccontextmanager

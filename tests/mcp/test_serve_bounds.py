@@ -154,3 +154,28 @@ async def test_a_bound_that_is_not_a_positive_count_is_refused_naming_it(
         await session.spawn(Branch(name="helper", chat_model=ScriptedModel(["hi"])))
         with pytest.raises(ValueError, match=bound):
             await serve_mcp(session, ["helper"], http=0, **{bound: value})
+
+
+@pytest.mark.parametrize("served", [{"queue_wait": 0}], indirect=True)
+async def test_a_queue_wait_of_0_takes_a_free_place_at_once(
+    served: tuple[Session, str],
+) -> None:
+    """``queue_wait=0`` means "a free place at once, else refused", never "refused":
+    with every place free a call is answered and a GET stream opens.
+
+    Before: the wait ran under a deadline already past, and trio's acquire checks
+    for cancellation before it takes even a free place, so every call was refused
+    with ``--max-concurrent`` and every GET stream was 503."""
+    session, url = served
+    client = await session.spawn_mcp("client", url=url)
+    with trio.fail_after(10):
+        answered = await client.call_tool("ask_helper", {"instruction": "hi"})
+        assert not answered.isError, answered.content
+        [text] = answered.content
+        assert isinstance(text, types.TextContent) and text.text == "echo: hi"
+        async with httpx.AsyncClient(timeout=10) as raw:
+            session_id = await _session_id(raw, url)
+            sse = {"accept": "text/event-stream", "mcp-protocol-version": "2025-06-18"}
+            headers = {**sse, "mcp-session-id": session_id}
+            async with raw.stream("GET", url, headers=headers) as stream:
+                assert stream.status_code == 200
