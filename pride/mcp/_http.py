@@ -16,7 +16,9 @@ plainly structured tasks, and keeps the SDK for the protocol
   request's response (a ``202``, an event cut short, a body that is not
   JSON-RPC) answers the request with an error, since nothing else would;
 * one GET stream, opened after initialisation, carries messages the server
-  sends outside any request (``405``: the server has none);
+  sends outside any request (``405``: the server has none); refused as busy
+  (``503``/``429``, a bound on streams) it is asked for again after a bounded
+  backoff that honours ``Retry-After``, until the connection closes;
 * ``DELETE`` ends the session on close (bounded, best effort).
 
 Every body is read raw and bounded as it arrives (``max_message_bytes`` for
@@ -33,7 +35,10 @@ request that got it (a JSON-RPC error the call raises).
 from __future__ import annotations
 
 import contextlib
+import datetime
+import email.utils
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -57,6 +62,14 @@ HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)
 
 DELETE_WAIT = 2.0
 """Seconds the closing ``DELETE`` may take."""
+
+GET_RETRY_FIRST = 1.0
+"""Seconds before asking again for a GET stream refused as busy, the first time
+(doubled at each refusal after it, up to `GET_RETRY_MAX`)."""
+
+GET_RETRY_MAX = 60.0
+"""The longest wait before asking again for a refused GET stream (a longer
+``Retry-After`` is cut to it)."""
 
 _SESSION = "mcp-session-id"
 _VERSION = "mcp-protocol-version"
@@ -185,21 +198,68 @@ class _Connection:
             self.broken(f"sent a message over {self.spec.max_message_bytes} bytes")
 
     async def listen(self) -> None:
-        """The GET stream: messages the server sends outside any request."""
+        """The GET stream: messages the server sends outside any request.
+
+        A stream refused as busy (503 or 429: a bound on streams such as ``pride
+        mcp --max-watchers`` is reached) is asked for again, for as long as the
+        connection is open, after a wait: the server's ``Retry-After`` or a
+        backoff doubling from `GET_RETRY_FIRST`, whichever is longer, never more
+        than `GET_RETRY_MAX`. The first refusal is logged saying so (and every
+        tenth after it); the stream opening after refusals is logged too. Any
+        other refusal (405: the server has none) is final.
+        """
+        refusals = 0
+        while True:
+            refused = await self._listen_once(refusals)
+            if refused is None:
+                return
+            hint, why = refused
+            refusals += 1
+            backoff = GET_RETRY_FIRST * 2 ** min(refusals - 1, 16)
+            delay = min(GET_RETRY_MAX, max(hint, backoff))
+            if refusals % 10 == 1:
+                log.warning(
+                    "MCP server %r: its GET stream was refused %d time(s) as busy (%s); "
+                    "asking again in %g s (every %g s at most, while connected): no "
+                    "list-change notices until then",
+                    self.spec.name,
+                    refusals,
+                    why,
+                    delay,
+                    GET_RETRY_MAX,
+                )
+            else:
+                log.debug("MCP server %r: GET stream refused; again in %g s", self.spec.name, delay)
+            await trio.sleep(delay)
+
+    async def _listen_once(self, refusals: int) -> tuple[float, str] | None:
+        """One GET stream, read to its end: None when done with, or, when the server
+        refused it as busy, the seconds it asked to wait (0: it named none) and why."""
         try:
             async with self.client.stream(
                 "GET", self.url, headers=self.headers("text/event-stream")
             ) as reply:
+                if reply.status_code in (429, 503):
+                    text = (await _read_some(reply, 300)).decode("utf-8", "replace")
+                    why = f"HTTP {reply.status_code}: {text.strip()!r}"
+                    return _retry_after(reply.headers.get("retry-after")), why
                 if reply.status_code != 200:
                     log.debug(
                         "MCP server %r: no GET stream (HTTP %d)", self.spec.name, reply.status_code
                     )
-                    return
+                    return None
+                if refusals:
+                    log.info(
+                        "MCP server %r: the GET stream opened after %d refusal(s)",
+                        self.spec.name,
+                        refusals,
+                    )
                 await self._events(reply)
         except httpx.TransportError as exc:
             log.debug("MCP server %r: the GET stream ended: %r", self.spec.name, exc)
         except _TooLarge:
             self.broken(f"sent a message over {self.spec.max_message_bytes} bytes")
+        return None
 
     async def _events(
         self, reply: httpx.Response, request_id: Any = None, *, initialize: bool = False
@@ -249,6 +309,34 @@ class _Connection:
 
 class _TooLarge(Exception):
     pass
+
+
+def _retry_after(value: str | None) -> float:
+    """The seconds a ``Retry-After`` asks for (a number or an HTTP date); 0 for none
+    or one that is not readable (the caller's backoff applies)."""
+    if value is None:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return 0.0
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
+    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+
+
+async def _read_some(reply: httpx.Response, limit: int) -> bytes:
+    """At most about ``limit`` bytes of a body (a refusal's reason, for the log); the
+    rest is dropped with the connection."""
+    data = bytearray()
+    async with _raw_body(reply) as body:
+        while len(data) < limit and (chunk := await body.read()):
+            data += chunk
+    return bytes(data[:limit])
 
 
 def _answers(message: types.JSONRPCMessage | None, request_id: Any) -> bool:

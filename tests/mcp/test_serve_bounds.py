@@ -10,8 +10,10 @@ a probe opened 2,000 and grew the process by 143 MB).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -179,3 +181,85 @@ async def test_a_queue_wait_of_0_takes_a_free_place_at_once(
             headers = {**sse, "mcp-session-id": session_id}
             async with raw.stream("GET", url, headers=headers) as stream:
                 assert stream.status_code == 200
+
+
+class _Heard(logging.Handler):
+    """Sets an event once a record of ``pride.mcp`` says ``words`` (the client's log
+    is how it says what it does about a refused GET stream)."""
+
+    def __init__(self, *words: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.events = {word: trio.Event() for word in words}
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        self.records.append(text)
+        for word, event in self.events.items():
+            if word in text:
+                event.set()
+
+
+@contextlib.contextmanager
+def _hearing(*words: str) -> Iterator[_Heard]:
+    logger = logging.getLogger("pride.mcp")
+    heard, level = _Heard(*words), logger.level
+    logger.addHandler(heard)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield heard
+    finally:
+        logger.removeHandler(heard)
+        logger.setLevel(level)
+
+
+_REFUSED = "GET stream was refused 1 time(s) as busy"
+_OPENED = "the GET stream opened after 1 refusal(s)"
+
+
+@pytest.mark.parametrize("served", [{"max_watchers": 1, "queue_wait": 0}], indirect=True)
+async def test_pride_s_client_asks_again_for_a_get_stream_refused_with_503(
+    served: tuple[Session, str],
+) -> None:
+    """A greedy client holds the one GET stream place; pride's own client is
+    refused 503 (``Retry-After: 1``), says so, waits, and asks again: once the
+    place is free its stream opens (and holds the place: another GET is 503).
+
+    Before: the refused stream was logged at debug level and never asked for
+    again, so the client went without the server's notices for good."""
+    _, url = served
+    sse = {"accept": "text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    with _hearing(_REFUSED, _OPENED) as heard, trio.fail_after(10):
+        async with httpx.AsyncClient(timeout=10) as raw, Session() as clients:
+            greedy = await _session_id(raw, url)
+            async with raw.stream("GET", url, headers={**sse, "mcp-session-id": greedy}) as held:
+                assert held.status_code == 200
+                await clients.spawn_mcp("client", url=url)
+                await heard.events[_REFUSED].wait()
+            await heard.events[_OPENED].wait()
+            other = await _session_id(raw, url)
+            refused = await raw.get(url, headers={**sse, "mcp-session-id": other})
+            assert refused.status_code == 503, refused.text
+    [warning] = [text for text in heard.records if _REFUSED in text]
+    assert "--max-watchers" in warning and "asking again in 1 s" in warning
+
+
+@pytest.mark.parametrize("served", [{"max_watchers": 1, "queue_wait": 0}], indirect=True)
+async def test_a_client_waiting_to_ask_again_for_its_get_stream_closes_at_once(
+    served: tuple[Session, str],
+) -> None:
+    """Closed while it waits to ask again for a refused GET stream, the client's
+    handle closes at once (well within the wait) and asks no more."""
+    _, url = served
+    sse = {"accept": "text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    with _hearing(_REFUSED) as heard, trio.fail_after(10):
+        async with httpx.AsyncClient(timeout=10) as raw:
+            greedy = await _session_id(raw, url)
+            async with raw.stream("GET", url, headers={**sse, "mcp-session-id": greedy}) as held:
+                assert held.status_code == 200
+                async with Session() as clients:
+                    await clients.spawn_mcp("client", url=url)
+                    await heard.events[_REFUSED].wait()
+                    closing = trio.current_time()
+                assert trio.current_time() - closing < 0.5
+    assert not [text for text in heard.records if "refused; again" in text]
