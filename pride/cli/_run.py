@@ -29,7 +29,8 @@ forever), or a bounded drain as OTP's shutdown timeout and hypercorn's
 
 End of standard input does not stop the process (its work may arrive from
 elsewhere, or not yet) unless ``--exit-on-eof`` is given: then it answers
-the requests it has, stops gracefully and exits 0. Not even when standard
+the requests it has, stops gracefully and exits 0 (that stop is no signal: a
+first signal during it still drains, a second forces). Not even when standard
 input is not a terminal: a service's is /dev/null or a closed pipe (systemd,
 a container without ``-i``), and would stop at once. The log line at end of
 input names the flag instead, and the docs pipe with it.
@@ -281,7 +282,8 @@ class _Process:
         self._work: trio.Nursery | None = None
         self._resumed: list[Reply] = []  # resumed while the app started, not yet awaited
         self.answers = answers  # its writer runs in _main, around the tree
-        self._stop_began: float | None = None  # when the first signal (or the end) came
+        self._stop_began: float | None = None  # when the first signal came
+        self._ended = False  # the end of the work began a stop (no signal: see begin_stop)
         self.forced = False
         self.turns = TurnsInFlight(self._branch)
         self.status: StatusLine | None = None
@@ -320,10 +322,16 @@ class _Process:
                     log.info("stdin closed (--exit-on-eof): answering %d requests", self.in_flight)
             self._work = None
             # Every request read has been answered.
-            signalled = self.stopping  # by a signal (or a failed root), not the end of input
-            self.begin_stop(self.options.grace)
+            if not self.stopping:  # not by a signal (nor a failed root): the end of input
+                log.info(
+                    "every request is answered (end of input): stopping; running turns "
+                    "have %ss, then the last answers are written",
+                    self.options.grace,
+                )
+                self._end(self.options.grace)
             await self._stopped.wait()
-            await self._flush_answers(self._flush_bound() if signalled else inf)
+            # A signal during the end of input's stop bounds the rest as one before it does.
+            await self._flush_answers(self._flush_bound() if self.stopping else inf)
             outer.cancel_scope.cancel()
         log.info("stopped (exit status %d)", self.exit_code)
         return self.exit_code
@@ -487,12 +495,30 @@ class _Process:
         self._outer.start_soon(self._stop, 0.0)
 
     def begin_stop(self, grace: float) -> None:
-        """Stop gracefully (a first signal, or the end of the work), once."""
+        """Stop gracefully (a first signal, or a failed root), once.
+
+        After the end of the work (`_end`) too: the stop that began there is
+        no signal, so this first one drains as before it (running turns get
+        at most ``grace`` more, the last answers what is left of it, the exit
+        status stays) and only a second one forces.
+        """
         if self.stopping:
             return
         self.stopping = True
         self._stop_began = trio.current_time()
         self._reading.cancel()
+        if self.status is not None:
+            self.status.state = "stopping"
+        assert self._outer is not None
+        self._outer.start_soon(self._stop, grace)  # a deadline earlier already stands
+        if self._ended:
+            # The flush of the last answers may be waiting without a bound already.
+            self.answers.hurry(self._flush_bound())
+
+    def _end(self, grace: float) -> None:
+        """Stop gracefully at the end of the work (every request answered at the
+        end of input), leaving `begin_stop` to a first signal."""
+        self._ended = True
         if self.status is not None:
             self.status.state = "stopping"
         assert self._outer is not None

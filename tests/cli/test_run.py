@@ -605,3 +605,48 @@ async def test_a_result_that_cannot_be_written_is_answered_and_serving_goes_on()
     assert "Unprintable" in answers["made"]["result"]
     assert "RuntimeError" in answers["made"]["result"]
     assert answers["after"] == {"id": "after", "ok": True, "result": "still here"}
+
+
+async def test_a_first_sigterm_after_end_of_input_drains_as_one_before_it() -> None:
+    """At the end of input (``--exit-on-eof``) every request is answered and the
+    process stops, its last answers still waiting for a slow reader of stdout; a
+    first SIGTERM then drains as it does before the end of input (the answers get
+    what is left of ``--grace``, exit 0), and only a second one forces.
+
+    Before: the end of input's own stop counted as the first signal, so the first
+    SIGTERM forced: exit 143, the last answers given 1 s."""
+    model = HeldModel()
+    async with openai_server(model) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        args = ("run", APP, "--no-status", "--exit-on-eof", "--grace", "30")
+        async with CLI.start(*args, env=env, read_stdout=False) as cli:
+            big = "x" * 300_000  # its answer is more than a pipe holds: it waits for the reader
+            await cli.send(request("big", "ada", big))
+            await cli.close_stdin()
+            await cli.logged("every request is answered (end of input): stopping")
+            cli.process.send_signal(signal.SIGTERM)
+            record = await cli.logged("SIGTERM")
+            assert record["message"].startswith("SIGTERM: stopping"), cli.transcript()
+            cli.read_stdout()
+            assert await cli.exit_code() == 0, cli.transcript()
+        assert cli.answers()["big"] == {"id": "big", "ok": True, "result": f"re: {big}"}
+        assert not [r for r in cli.logs() if "forcing" in r["message"]]
+
+
+async def test_a_second_sigterm_after_end_of_input_forces() -> None:
+    """After the end of input's stop and a first SIGTERM, a second one forces as it
+    does before the end of input: exit 143."""
+    model = HeldModel()
+    async with openai_server(model) as server:
+        env = cli_env(PRIDE_TEST_BASE_URL=server.base_url)
+        args = ("run", APP, "--no-status", "--exit-on-eof", "--grace", "30")
+        async with CLI.start(*args, env=env, read_stdout=False) as cli:
+            await cli.send(request("big", "ada", "x" * 300_000))
+            await cli.close_stdin()
+            await cli.logged("every request is answered (end of input): stopping")
+            cli.process.send_signal(signal.SIGTERM)
+            await cli.logged("SIGTERM: stopping")
+            cli.process.send_signal(signal.SIGTERM)
+            await cli.logged("SIGTERM again: forcing")
+            cli.read_stdout()
+            assert await cli.exit_code() == 128 + signal.SIGTERM, cli.transcript()
