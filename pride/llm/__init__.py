@@ -17,6 +17,7 @@ This package imports nothing of pride but [`pride.errors`][pride.errors].
 from .._public import publish as _publish
 from ..messages import Usage as Usage
 from ._client import DEFAULT_HTTP_LIMITS as DEFAULT_HTTP_LIMITS
+from ._errors import parse_retry_after as parse_retry_after
 from ._limiter import LimiterStatistics as LimiterStatistics, RateLimiter as RateLimiter
 from ._listen import retry_listener as retry_listener
 from ._model import (
@@ -78,6 +79,7 @@ __all__ = [
     "iModel",
     "load_encoding",
     "new_call_id",
+    "parse_retry_after",
     "retry_listener",
 ]
 

@@ -35,10 +35,7 @@ request that got it (a JSON-RPC error the call raises).
 from __future__ import annotations
 
 import contextlib
-import datetime
-import email.utils
 import logging
-import math
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -48,7 +45,7 @@ import trio
 from mcp import types
 from mcp.shared.message import SessionMessage
 
-from ..llm import LimitExceeded, SseParser
+from ..llm import LimitExceeded, SseParser, parse_retry_after
 from ._errors import McpServerError
 from ._spec import McpServerSpec
 from ._wire import Unreadable, read_message
@@ -242,7 +239,7 @@ class _Connection:
                 if reply.status_code in (429, 503):
                     text = (await _read_some(reply, 300)).decode("utf-8", "replace")
                     why = f"HTTP {reply.status_code}: {text.strip()!r}"
-                    return _retry_after(reply.headers.get("retry-after")), why
+                    return parse_retry_after(reply.headers) or 0.0, why
                 if reply.status_code != 200:
                     log.debug(
                         "MCP server %r: no GET stream (HTTP %d)", self.spec.name, reply.status_code
@@ -309,24 +306,6 @@ class _Connection:
 
 class _TooLarge(Exception):
     pass
-
-
-def _retry_after(value: str | None) -> float:
-    """The seconds a ``Retry-After`` asks for (a number or an HTTP date); 0 for none
-    or one that is not readable (the caller's backoff applies)."""
-    if value is None:
-        return 0.0
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return 0.0
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.UTC)
-        seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
-    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
 
 
 async def _read_some(reply: httpx.Response, limit: int) -> bytes:
