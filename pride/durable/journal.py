@@ -268,8 +268,10 @@ class BranchJournal:
         """Take over an unfinished turn read from the store (after a restart).
 
         Everything is checked (a file is not trusted): a turn whose command or
-        steps do not read back, or that the store could not read (a row over its
-        bound: ``stored.problem``), can only be abandoned (``problem`` says why), and
+        steps do not read back, that the store could not read (a row over its
+        bound: ``stored.problem``), or that failed when the store refused a row of
+        it (status ``"failed"``, ``detail`` saying which), can only be abandoned
+        (``problem`` says why), and
         is adopted as interrupted, so that it is, even one that waited for approval.
         Returns None for a row without a valid turn id (logged).
         """
@@ -293,7 +295,9 @@ class BranchJournal:
             except InvalidMessage as exc:
                 problem = problem or f"journal step {index} does not read back: {exc}"
         problem = problem or _ambiguous_ids(records)
-        if status not in ("running", "suspended"):
+        if status == "failed":  # a row of it was refused: it failed in its process
+            problem = detail or "it failed when a row of its journal was refused"
+        elif status not in ("running", "suspended"):
             problem = problem or f"unknown journal status {status!r}"
         if problem is not None:
             # It can only be abandoned, whatever it waited for: as an interrupted

@@ -20,7 +20,7 @@ import trio
 from ..errors import StoreError
 from ._bounds import oversize, refusal
 from .flows import FlowOp, flow_key
-from .journal import JournalOp, Text
+from .journal import FAILED, JournalOp, Text
 
 __all__ = ["DELETE", "HEADER", "REWRITE", "AfterCommit", "Batch", "Row", "materialised"]
 
@@ -146,17 +146,23 @@ class Batch:
         journal: list[JournalOp] = []
         for turn_id, ops in list(self.journal.items()):
             kept: list[JournalOp] = []
+            changed = False
             for op in map(materialised, ops):
                 size = oversize(bound, *_journal_columns(op))
                 if not size:
                     kept.append(op)
                     continue
+                changed = True
                 error = refusal(path, _journal_row(op), size, bound)
                 self._refuse((op.branch_name,), error, self.marks.get(op.turn_id, 0))
                 if op.kind == "begin":
                     kept = []
                     break
-            if len(kept) < len(ops):  # what a failed write puts back: the kept ones only
+                # The turn fails here; its entry says so in this same commit, so that
+                # a process stopping before the turn's end is committed leaves a turn
+                # a restart abandons, never one it resumes without the refused row.
+                kept.append(failed(op, size, bound))
+            if changed:  # what a failed write puts back: what is committed, no more
                 if kept:
                     self.journal[turn_id] = kept
                 else:
@@ -210,6 +216,18 @@ class Batch:
         # Marks stay in order: what this batch queued is marked after what it took back.
         for turn_id, mark in failed.marks.items():
             self.marks.setdefault(turn_id, mark)
+
+
+def failed(op: JournalOp, size: int, bound: int) -> JournalOp:
+    """The status change marking ``op``'s turn failed, ``op`` (a row of ``size``
+    bytes, over ``bound``) being refused: a short detail saying which row, never
+    the row itself (`pride.store.journal.write_journal` keeps the status once set)."""
+    row = f"its journal step {op.step}" if op.kind == "step" else "a change of its journal entry"
+    detail = (
+        f"{row} was refused at its commit (at least {size:,} bytes, more than "
+        f"max_row_bytes ({bound:,})): the turn failed there"
+    )
+    return JournalOp("status", op.branch_name, op.turn_id, status=FAILED, detail=detail)
 
 
 def materialised(op: JournalOp) -> JournalOp:

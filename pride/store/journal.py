@@ -16,7 +16,11 @@ steps(turn_id, step, data JSON, PRIMARY KEY (turn_id, step))
 ```
 
 ``status`` is ``"running"`` (the turn was in flight: after a crash it is
-resumed or abandoned) or ``"suspended"`` (it waits for a person's approval).
+resumed or abandoned), ``"suspended"`` (it waits for a person's approval) or
+``"failed"``: a row of it was refused by the store's bound (``detail`` says
+which), which failed the turn; written in the commit that refused the row and
+never changed after, it makes a restart abandon the turn should the process
+stop before the turn's end is committed.
 A turn that ends is deleted with its steps, in the same transaction as its
 messages: the journal holds only turns that still have work to do.
 
@@ -43,6 +47,7 @@ import attrs
 from ._bounds import bounded, size_of, unread
 
 __all__ = [
+    "FAILED",
     "JournalOp",
     "StoredTurn",
     "Text",
@@ -52,7 +57,10 @@ __all__ = [
     "write_journal",
 ]
 
-TurnStatus = Literal["running", "suspended"]
+TurnStatus = Literal["running", "suspended", "failed"]
+
+FAILED = "failed"
+"""The status of a turn a refused row failed: kept once set, abandoned on restart."""
 
 Text = str | Callable[[], str]
 """JSON text, or a function returning it (called when the row is committed)."""
@@ -65,7 +73,7 @@ class StoredTurn:
     Attributes:
         turn_id: the turn's id (text).
         branch_name: the branch it belongs to.
-        status: ``"running"`` or ``"suspended"``.
+        status: ``"running"``, ``"suspended"`` or ``"failed"`` (see above).
         command: the work command that started it, as JSON text (None when
             it could not be journaled; ``detail`` says why).
         tag: the sender's tag of the envelope that started (or last resumed)
@@ -134,9 +142,11 @@ def write_journal(db: sqlite3.Connection, ops: Iterable[JournalOp]) -> None:
                 (op.turn_id, op.step, _text(op.data)),
             )
         elif op.kind == "status":
+            # A failed turn stays failed: a later change (its suspension) must not
+            # make it look resumable again.
             db.execute(
                 "UPDATE turns SET status=?, detail=?, tag=COALESCE(?, tag), updated_at=? "
-                "WHERE turn_id=?",
+                "WHERE turn_id=? AND status != 'failed'",
                 (op.status, op.detail, op.tag, now, op.turn_id),
             )
         else:

@@ -1,0 +1,101 @@
+"""A journal row the store's bound refused, and a crash before the turn's end.
+
+A refused row fails its turn in the process that queued it; the turn's end, queued
+when the turn fails, deletes its entry. A process that stops in between left the
+entry on disk without the refused row: a restart resumed the turn as if that step
+had never been made, and ran it again, though its caller had been told it failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import attrs
+import pytest
+
+from pride import Branch, Operate, ScriptedModel, Session, StoreError, TurnAbandoned
+from pride.durable.records import StepRecord, tool_step
+from pride.llm import ModelResponse, ToolCall
+from pride.messages import ActionCall, to_json
+from pride.store import BranchStore
+from tests.helpers import echo_model
+
+BOUND = 4096
+
+
+async def test_a_turn_whose_step_was_refused_is_abandoned_after_a_crash_never_run_again(
+    tmp_path: Path,
+) -> None:
+    """A journaled turn planned a call of ``fetch``; the call started (committed), and
+    its result, 10,000 bytes under max_row_bytes=4096, was refused at its commit, which
+    failed the turn. The process stopped before the turn's end was committed. On
+    restart the turn was resumed: the started call answered as interrupted, and the
+    turn went on to an answer its caller never asked for again. Now the refusal marks
+    the entry failed in the same commit, so the restart abandons the turn, saying which
+    row was refused, and nothing of it runs."""
+    path = tmp_path / "store.db"
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await ada.chat_and_record("hi")
+    turn_id = str(uuid4())
+    call = ToolCall("fetch", {"url": "u"}, id="c1")
+    action = ActionCall(function="fetch", arguments={"url": "u"})
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        # What a Session writes for the turn, up to the refused result.
+        store.journal_begin("ada", turn_id, to_json(Operate("get it", actions=True)), tag='"r7"')
+        planned = StepRecord("model", ModelResponse("", (call,)))
+        store.journal_step("ada", turn_id, 0, planned.to_text())
+        store.journal_step("ada", turn_id, 1, tool_step(action, "started", False, "c1").to_text())
+        await store.flush("ada")
+        done = attrs.evolve(tool_step(action, "done", False, "c1"), output="x" * 10_000)
+        store.journal_step("ada", turn_id, 1, done.to_text())
+        with pytest.raises(StoreError, match="journal step 1 of turn"):
+            await store.flush("ada")
+        # The process stops here: the turn's end is never queued.
+    ran: list[str] = []
+
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        ran.append(url)
+        return "page"
+
+    model = ScriptedModel(["the page says hi"])
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        [turn] = await store.unfinished_turns()
+        assert turn.status == "failed", turn
+        async with Session(store=store) as session:
+            resumed: list[Any] = []
+            session.on_resume(resumed.append)
+            ada = await session.spawn(Branch(name="ada", chat_model=model, tools=[fetch]))
+            [reply] = resumed
+            with pytest.raises(TurnAbandoned, match=r"journal step 1 was refused") as info:
+                await reply.result()
+            assert str(info.value.turn_id) == turn_id
+            assert ran == [] and model.calls == []
+            assert len(ada.messages) == 2
+        assert await store.unfinished_turns() == []
+
+
+async def test_a_failed_turn_stays_failed_whatever_status_change_follows(tmp_path: Path) -> None:
+    """A turn whose pending call's step was refused still suspends in its process (it
+    waits for approval there), and its suspension, committed next, set the entry back
+    to ``"suspended"`` over the failure: a restart would have waited for a decision on
+    a turn missing the step. The failure is kept; the turn's end still deletes it."""
+    path = tmp_path / "store.db"
+    turn_id = str(uuid4())
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        await store.register("ada")
+        store.journal_begin("ada", turn_id, to_json(Operate("x", actions=True)))
+        store.journal_step("ada", turn_id, 0, '"' + "x" * (2 * BOUND) + '"')
+        with pytest.raises(StoreError, match="journal step 0 of turn"):
+            await store.flush("ada")
+        store.journal_status("ada", turn_id, "suspended", detail="waits for approval")
+        await store.flush("ada")
+        [turn] = await store.unfinished_turns()
+        assert turn.status == "failed", turn
+        assert turn.detail is not None and "journal step 0 was refused" in turn.detail
+        store.journal_end("ada", turn_id)
+        await store.flush("ada")
+        assert await store.unfinished_turns() == []
