@@ -41,6 +41,7 @@ pending batch and group commit, like the turn journal's.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
@@ -391,7 +392,24 @@ class FlowJournal:
     def _event(self, wire: EventWire, *, branch: str | None = None) -> None:
         seq, self.next_seq = self.next_seq, self.next_seq + 1
         data = dump_json(unstructure(wire), replace=True)
-        self.store.flow_event(str(self.flow_id), seq, data, branch_name=branch)
+        refused = functools.partial(_refused, wire) if wire.kind == "ended" else None
+        self.store.flow_event(str(self.flow_id), seq, data, branch_name=branch, refused=refused)
+
+
+def _refused(wire: EventWire, reason: str) -> str:
+    """The event journaled instead of ``wire``, a node's outcome the store refused (a
+    result over its ``max_row_bytes``): the node failed there, as its commit failed its
+    turn, so a resumed run keeps that failure instead of sending the node again."""
+    failed = attrs.evolve(
+        wire,
+        outcome="failed",
+        result=None,
+        result_text=False,
+        error_type="StoreError",
+        error_message=reason,
+        reason=f"StoreError: {reason}",
+    )
+    return dump_json(unstructure(failed), replace=True)
 
 
 def read_plan(stored: StoredFlow) -> PlanWire:

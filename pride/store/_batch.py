@@ -170,6 +170,7 @@ class Batch:
             journal.extend(kept)
         flows: list[FlowOp] = []
         dropped: set[str] = set()
+        refused = False
         for flow_op in map(FlowOp.materialised, self.flows):
             if flow_op.flow_id in dropped:
                 continue
@@ -184,12 +185,16 @@ class Batch:
             if not size:
                 flows.append(flow_op)
                 continue
+            refused = True
             error = refusal(path, _flow_row(flow_op), size, bound)
             self._refuse((flow_key(flow_op.flow_id), flow_op.branch_name), error)
+            replaced = _in_place(flow_op, size, bound)
+            if replaced is not None:  # the node's failure, in this same commit
+                flows.append(replaced)
             if flow_op.kind == "begin":
                 dropped.add(flow_op.flow_id)
                 flows = [kept for kept in flows if kept.flow_id != flow_op.flow_id]
-        if len(flows) < len(self.flows):
+        if refused:  # what a failed write puts back: what is committed, no more
             self.flows = list(flows)
         return journal, flows
 
@@ -228,6 +233,31 @@ def failed(op: JournalOp, size: int, bound: int) -> JournalOp:
         f"max_row_bytes ({bound:,})): the turn failed there"
     )
     return JournalOp("status", op.branch_name, op.turn_id, status=FAILED, detail=detail)
+
+
+def _in_place(op: FlowOp, size: int, bound: int) -> FlowOp | None:
+    """The event written instead of ``op``, a refused event of ``size`` bytes (made by
+    its ``refused``, from the reason), or None: it has none, it failed (logged), or it
+    is over ``bound`` too."""
+    if op.kind != "event" or op.refused is None:
+        return None
+    reason = (
+        f"its journal event {op.seq} was refused at its commit (at least {size:,} bytes, "
+        f"more than max_row_bytes ({bound:,}))"
+    )
+    try:
+        data = op.refused(reason)
+    except Exception:  # its producer promises never to raise: say so loudly if it did
+        log.exception(
+            "the event replacing event %d of flow %s could not be made", op.seq, op.flow_id
+        )
+        return None
+    if oversize(bound, data):
+        log.error(
+            "the event replacing event %d of flow %s is over the bound too", op.seq, op.flow_id
+        )
+        return None
+    return attrs.evolve(op, data=data, refused=None)
 
 
 def materialised(op: JournalOp) -> JournalOp:

@@ -9,6 +9,7 @@ order) and reads them back on restart. The formats are in
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from ._queue import WriteQueue
@@ -91,12 +92,25 @@ class Journals:
         self._queue_flow(FlowOp("begin", flow_id, name=name, data=plan))
 
     def flow_event(
-        self, flow_id: str, seq: int, data: Text, *, branch_name: str | None = None
+        self,
+        flow_id: str,
+        seq: int,
+        data: Text,
+        *,
+        branch_name: str | None = None,
+        refused: Callable[[str], str] | None = None,
     ) -> None:
         """Queue event ``seq`` of a journaled flow (a node ended, or was added); with
         ``branch_name`` it counts as that branch's too, so the branch's next
-        flush (the commit of the turn that produced the outcome) commits it."""
-        self._queue_flow(FlowOp("event", flow_id, data=data, seq=seq, branch_name=branch_name))
+        flush (the commit of the turn that produced the outcome) commits it.
+
+        ``refused(reason)`` makes the event written in its place, in the same
+        commit, should this one be over the store's ``max_row_bytes`` (a node's
+        failure instead of its runaway result); without it a refused event leaves
+        nothing (and the flushes that carry it fail, either way)."""
+        self._queue_flow(
+            FlowOp("event", flow_id, data=data, seq=seq, branch_name=branch_name, refused=refused)
+        )
 
     def flow_end(self, flow_id: str) -> None:
         """Queue forgetting a journaled flow that finished (with its events)."""

@@ -76,6 +76,10 @@ class FlowOp:
     data: Text | None = None  # begin: the plan; event: the event
     seq: int = 0  # event
     branch_name: str | None = None  # event: the branch whose turn's commit carries it
+    refused: Callable[[str], str] | None = None
+    """An event: the event to write in its place, made from the reason, should the
+    store refuse it (a row over its bound, `pride.store._batch`), so that the flow's
+    journal says what became of the node instead of nothing."""
 
     def materialised(self) -> FlowOp:
         """The op with its JSON made (called at commit time, in the event loop's thread)."""

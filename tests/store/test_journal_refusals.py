@@ -14,8 +14,19 @@ from uuid import uuid4
 
 import attrs
 import pytest
+import trio
 
-from pride import Branch, Operate, ScriptedModel, Session, StoreError, TurnAbandoned
+from pride import (
+    Branch,
+    Call,
+    Flow,
+    NodeFailed,
+    Operate,
+    ScriptedModel,
+    Session,
+    StoreError,
+    TurnAbandoned,
+)
 from pride.durable.records import StepRecord, tool_step
 from pride.llm import ModelResponse, ToolCall
 from pride.messages import ActionCall, to_json
@@ -99,3 +110,59 @@ async def test_a_failed_turn_stays_failed_whatever_status_change_follows(tmp_pat
         store.journal_end("ada", turn_id)
         await store.flush("ada")
         assert await store.unfinished_turns() == []
+
+
+# ------------------------------------------------------------------ the flow journal
+
+
+async def test_a_flow_node_whose_event_was_refused_is_journaled_failed_never_run_again(
+    tmp_path: Path,
+) -> None:
+    """A flow of two nodes: ``big``'s result, 10,000 bytes under max_row_bytes=4096, is
+    refused at its commit (the node fails with StoreError), while ``slow`` still runs;
+    the process stops before the flow ends. Its journal held nothing of ``big``, so
+    the resumed run sent it again: a node its run had reported failed ran twice. Now
+    the refused event is replaced, in the same commit, by ``big``'s failure with the
+    reason, and the resumed run keeps that outcome."""
+    path = tmp_path / "store.db"
+    ran: list[int] = []
+    hold = trio.Event()
+
+    async def dump(branch: Branch, size: int) -> str:
+        ran.append(size)
+        return "x" * size
+
+    async def slow(branch: Branch) -> str:
+        await hold.wait()
+        return "slow"
+
+    def flow() -> Flow:
+        built = Flow("two")
+        built.add("ada", Call("dump", size=10_000), name="big")
+        built.add("bob", Call("slow"), name="slow")
+        return built
+
+    async with BranchStore(path, max_row_bytes=BOUND) as store, Session(store=store) as session:
+        session.register_operation("dump", dump)
+        session.register_operation("slow", slow)
+        await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await session.spawn(Branch(name="bob", chat_model=echo_model()))
+        async with session.flow_stream(flow()) as events:
+            async for event in events:
+                if isinstance(event, NodeFailed) and event.node == "big":
+                    break
+        # Leaving the stream cuts the run short, as the process stopping would.
+        [stored] = await session.unfinished_flows()
+        assert stored.outcomes == {"big": "failed"}, stored
+    assert ran == [10_000]
+    hold.set()
+    async with BranchStore(path, max_row_bytes=BOUND) as store, Session(store=store) as session:
+        session.register_operation("dump", dump)
+        session.register_operation("slow", slow)
+        await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await session.spawn(Branch(name="bob", chat_model=echo_model()))
+        result = await session.resume_flow(stored.flow_id, flow())
+        assert result.outcomes == {"big": "failed", "slow": "completed"}
+        assert "refused" in str(result.errors["big"]), result.errors
+        assert ran == [10_000]
+        assert await store.unfinished_flows() == []
