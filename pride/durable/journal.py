@@ -90,6 +90,7 @@ from ..messages import (
 from ..messages.codec import parse_json
 from ..messages.commands import MODEL_FIELDS
 from ..messages.history import Checkpoint, History
+from ..store.journal import TAG_BYTES
 from ..tools import ActionOutcome
 from .records import (
     StepRecord,
@@ -360,10 +361,15 @@ class BranchJournal:
             UnknownTurn: no unfinished turn has ``command.turn_id``.
             UnknownPendingCall: a decision names a call the turn does not wait on
                 (nothing is changed).
+            InvalidMessage: the ``Resume``'s tag (a request id), which a stored turn
+                keeps, is over `TAG_BYTES` as JSON (nothing is changed): the room
+                every journal entry keeps for it (`pride.store.journal.status_room`).
         """
         waiting = self.waiting.get(command.turn_id)
         if waiting is None:
             raise UnknownTurn(command.turn_id, f"branch {self.branch_name!r}")
+        if self.backend is not None and waiting.stored and reply.tag is not None:
+            _check_tag(tag_text(reply.tag))
         by_id = {
             call_id_of(index, step.call_id): index
             for index, step in waiting.steps.items()
@@ -856,6 +862,23 @@ def _journaled(command: str | None, detail: str | None) -> tuple[str | None, Wor
     if isinstance(parsed, Resume):
         return "its journaled command is a Resume", None
     return None, parsed
+
+
+def _check_tag(text: str | None) -> None:
+    """Refuse a tag whose JSON ``text`` is over `TAG_BYTES`, naming its size (not it)."""
+    if text is None or len(text) * 4 <= TAG_BYTES:
+        return
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > TAG_BYTES:
+        raise InvalidMessage(
+            [
+                (
+                    "tag",
+                    f"{size:,} bytes as JSON, more than the {TAG_BYTES:,} a journaled turn "
+                    "keeps (a Resume's request id is kept with its turn): use a shorter id",
+                )
+            ]
+        )
 
 
 def _ambiguous_ids(steps: Mapping[int, StepRecord]) -> str | None:

@@ -20,7 +20,7 @@ import trio
 from ..errors import StoreError
 from ._bounds import oversize, refusal
 from .flows import FlowOp, flow_key
-from .journal import FAILED, JournalOp, Text
+from .journal import FAILED, JournalOp, Text, status_room
 
 __all__ = ["DELETE", "HEADER", "REWRITE", "AfterCommit", "Batch", "Row", "materialised"]
 
@@ -141,19 +141,23 @@ class Batch:
         taken out of the batch, never written: its branch's flush (and its
         flow's) fails with the error naming it, so the turn that made it fails.
         A refused begin takes its turn's (or flow's) other operations of the
-        batch with it: steps without their turn would be rows nobody reads.
+        batch with it: steps without their turn would be rows nobody reads. A begin
+        is measured with the room its status changes may take (`status_room`). A
+        refused step or status change marks its turn failed in the same commit
+        (`failed`); a refused flow event is replaced by what its ``refused`` makes.
         """
         journal: list[JournalOp] = []
         for turn_id, ops in list(self.journal.items()):
             kept: list[JournalOp] = []
             changed = False
             for op in map(materialised, ops):
-                size = oversize(bound, *_journal_columns(op))
+                room = status_room(op.tag, op.detail) if op.kind == "begin" else 0
+                size = oversize(max(bound - room, 0), *_journal_columns(op))
                 if not size:
                     kept.append(op)
                     continue
                 changed = True
-                error = refusal(path, _journal_row(op), size, bound)
+                error = refusal(path, _journal_row(op, room), size + room, bound)
                 self._refuse((op.branch_name,), error, self.marks.get(op.turn_id, 0))
                 if op.kind == "begin":
                     kept = []
@@ -279,7 +283,9 @@ def _journal_columns(op: JournalOp) -> tuple[str | None, ...]:
     """The text columns of the row ``op`` writes, as the read side measures that row
     (`pride.store.journal.load_turns`): a turn's entry with its ids and status, a
     step by its text alone. A status change is measured by what it writes (the
-    entry's command, written by its begin, is not known here)."""
+    entry's command, written by its begin, is not known here): its begin was
+    measured with room for it (`pride.store.journal.status_room`), and its tag is
+    held to `pride.store.journal.TAG_BYTES` at the door."""
     if op.kind == "step":
         return (_text(op.data),)
     if op.kind == "end":
@@ -288,12 +294,14 @@ def _journal_columns(op: JournalOp) -> tuple[str | None, ...]:
     return (op.turn_id, op.branch_name, status, _text(op.data), op.tag, op.detail)
 
 
-def _journal_row(op: JournalOp) -> str:
-    """What a journal operation's row is, for an error."""
+def _journal_row(op: JournalOp, room: int = 0) -> str:
+    """What a journal operation's row is, for an error (``room``: the bytes a begun
+    entry keeps for its status changes, counted in its size)."""
     turn = f"turn {op.turn_id} of branch {op.branch_name!r}"
-    return (
-        f"journal step {op.step} of {turn}" if op.kind == "step" else f"the journal entry of {turn}"
-    )
+    if op.kind == "step":
+        return f"journal step {op.step} of {turn}"
+    kept = f" (with the {room:,} bytes it keeps for its status changes)" if room else ""
+    return f"the journal entry of {turn}{kept}"
 
 
 def _flow_row(op: FlowOp) -> str:

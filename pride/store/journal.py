@@ -47,13 +47,16 @@ import attrs
 from ._bounds import bounded, size_of, unread
 
 __all__ = [
+    "DETAIL_BYTES",
     "FAILED",
+    "TAG_BYTES",
     "JournalOp",
     "StoredTurn",
     "Text",
     "TurnStatus",
     "delete_branch_turns",
     "load_turns",
+    "status_room",
     "write_journal",
 ]
 
@@ -215,6 +218,30 @@ def load_turns(
             )
         )
     return turns
+
+
+TAG_BYTES = 256
+"""The longest tag (JSON text, in bytes) a status change may give a journaled turn
+(a resume's request id): every entry keeps room for one (`status_room`), and the
+turn journal refuses a longer one at the door (`pride.durable.journal`)."""
+
+DETAIL_BYTES = 200
+"""The longest detail a status change of pride's writes ("waits for approval", why
+a turn failed): every entry keeps room for one."""
+
+
+def status_room(tag: str | None, detail: str | None) -> int:
+    """The bytes a journal entry begun with ``tag`` and ``detail`` keeps free for its
+    status changes, which rewrite its status, its detail and (a resume) its tag: its
+    row is measured with them against the bound, so that no change of it can take the
+    row past the bound after it was written (and have it abandoned unread)."""
+    room = len("suspended") - len("running")
+    for text, most in ((tag, TAG_BYTES), (detail, DETAIL_BYTES)):
+        if text is None:
+            room += most
+        elif len(text) < most:  # short: measured exactly, cheaply
+            room += max(0, most - len(text.encode("utf-8", errors="surrogatepass")))
+    return room
 
 
 ID_BYTES = 100

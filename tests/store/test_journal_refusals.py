@@ -17,11 +17,15 @@ import pytest
 import trio
 
 from pride import (
+    ApprovalRequired,
+    Approve,
     Branch,
     Call,
     Flow,
+    InvalidMessage,
     NodeFailed,
     Operate,
+    Resume,
     ScriptedModel,
     Session,
     StoreError,
@@ -31,6 +35,7 @@ from pride.durable.records import StepRecord, tool_step
 from pride.llm import ModelResponse, ToolCall
 from pride.messages import ActionCall, to_json
 from pride.store import BranchStore
+from tests.durable.test_approvals import EMAIL, Mailer
 from tests.helpers import echo_model
 
 BOUND = 4096
@@ -166,3 +171,66 @@ async def test_a_flow_node_whose_event_was_refused_is_journaled_failed_never_run
         assert "refused" in str(result.errors["big"]), result.errors
         assert ran == [10_000]
         assert await store.unfinished_flows() == []
+
+
+# ------------------------------------------------- status changes and long request ids
+
+
+@pytest.mark.parametrize("slack", [0, 60, 200, 1000])
+async def test_a_status_change_never_grows_a_journal_entry_past_the_bound(
+    tmp_path: Path, slack: int
+) -> None:
+    """A turn's entry ``slack`` bytes under max_row_bytes=4096, then suspended by a
+    Resume tagged with a 200-character request id: the change was measured on its own
+    (the entry's command is not in it), so it was written, and the entry on disk was
+    over the bound: the next restore read the turn as unreadable and abandoned it. Now
+    an entry keeps room for its status changes: it fits with them, or its begin is
+    refused at once (its turn fails then, not after a person was asked)."""
+    path = tmp_path / "store.db"
+    turn_id = str(uuid4())
+    tag = '"r1"'
+    filler = BOUND - slack - sum(len(t) for t in (turn_id, "ada", "running", tag, '""'))
+    command = '"' + "x" * filler + '"'
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        await store.register("ada")
+        store.journal_begin("ada", turn_id, command, tag=tag)
+        try:
+            await store.flush("ada")
+        except StoreError as exc:
+            assert "the journal entry of turn" in str(exc), exc
+            assert await store.unfinished_turns() == []
+            return
+        long_tag = '"' + "t" * 200 + '"'
+        store.journal_status("ada", turn_id, "suspended", detail="waits for approval", tag=long_tag)
+        await store.flush("ada")
+        [turn] = await store.unfinished_turns()
+        assert (turn.problem, turn.status, turn.tag) == (None, "suspended", long_tag)
+
+
+async def test_a_resume_tagged_longer_than_the_journal_keeps_is_refused_and_the_turn_waits(
+    tmp_path: Path,
+) -> None:
+    """A turn waiting for approval, resumed by a request whose id is 5,000 characters
+    (max_row_bytes=4096): the status change carrying the id was refused at its commit,
+    which failed the turn: the decision was lost to a bad id. Now the Resume is refused
+    before anything changes, with InvalidMessage naming the tag and its size; the turn
+    still waits, and a Resume with a short id runs it."""
+    path = tmp_path / "store.db"
+    mailer = Mailer([EMAIL], "emailed bob")
+    async with BranchStore(path, max_row_bytes=BOUND) as store, Session(store=store) as session:
+        await session.spawn(mailer.branch())
+        with pytest.raises(ApprovalRequired) as info:
+            await session.ask("mailer", Operate("email bob", actions=True))
+        turn_id = info.value.turn_id
+        decision = Resume(turn_id, {"call_email": Approve()})
+        reply = await session.send("mailer", decision, tag="r" * 5000)
+        with pytest.raises(InvalidMessage, match=r"tag.* 5,002 bytes") as refused:
+            await reply.result()
+        assert "r" * 200 not in str(refused.value)  # named, not quoted whole
+        assert mailer.ran == []
+        [turn] = await store.unfinished_turns()
+        assert turn.status == "suspended"
+        reply = await session.send("mailer", decision, tag="r2")
+        assert (await reply.result()).output == "emailed bob"
+        assert mailer.ran == ["email bob"]
+        assert await store.unfinished_turns() == []
