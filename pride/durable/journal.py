@@ -601,6 +601,10 @@ class JournalRun:
         approved: set[int] = set()
         waiting: list[tuple[int, str]] = []  # (position, reason)
         policy = self.journal.durability.interrupted
+        # The journal goes on past this batch: each of its calls of a tool that is not
+        # idempotent has a step (its start is journaled before it runs, and the turn
+        # goes on only once every call of the batch ended). One without is a lost row.
+        past = bool(self.steps) and max(self.steps) >= base + len(calls)
         for position, call in enumerate(calls):
             index = base + position
             step = self.steps.get(index)
@@ -608,6 +612,13 @@ class JournalRun:
             if step is None:
                 if tool is not None and tool.requires_approval:
                     waiting.append((position, f"{call.function} requires approval"))
+                elif past and tool is not None and not tool.idempotent:
+                    raise JournalMismatch(
+                        f"turn {self.turn_id} of branch {self.journal.branch_name!r}: step "
+                        f"{index}, a call of {call.function!r}, is missing from the journal, "
+                        "which holds later steps; the call may have run, so the turn is "
+                        "failed rather than run it again"
+                    )
                 else:
                     live.append(position)
                 continue

@@ -23,6 +23,7 @@ from pride import (
     Call,
     Flow,
     InvalidMessage,
+    JournalMismatch,
     NodeFailed,
     Operate,
     Resume,
@@ -233,4 +234,46 @@ async def test_a_resume_tagged_longer_than_the_journal_keeps_is_refused_and_the_
         reply = await session.send("mailer", decision, tag="r2")
         assert (await reply.result()).output == "emailed bob"
         assert mailer.ran == ["email bob"]
+        assert await store.unfinished_turns() == []
+
+
+# ------------------------------------------------------------ the restore path, attacked
+
+
+async def test_a_journal_missing_a_started_call_before_later_steps_fails_never_runs_it(
+    tmp_path: Path,
+) -> None:
+    """A journal whose step 1, the call of a tool that is not idempotent, is gone (a row
+    deleted by another process or by hand, or lost by an older pride's refused row)
+    while the model's next reply, step 2, is there: the resumed turn ran the call live,
+    though a turn only goes past a call of such a tool once its start is journaled, so
+    it may have run already, then answered the rest from the journal. Now the turn
+    fails with JournalMismatch naming the step, and the call does not run."""
+    path = tmp_path / "store.db"
+    ran: list[str] = []
+
+    def charge(card: str) -> str:
+        """Charge a card."""
+        ran.append(card)
+        return f"charged {card}"
+
+    async with Session(store=path) as session:
+        await session.spawn(Branch(name="shop", chat_model=echo_model(), tools=[charge]))
+    turn_id = str(uuid4())
+    planned = StepRecord("model", ModelResponse("", (ToolCall("charge", {"card": "a"}, id="c1"),)))
+    async with BranchStore(path) as store:
+        store.journal_begin("shop", turn_id, to_json(Operate("charge a", actions=True)))
+        store.journal_step("shop", turn_id, 0, planned.to_text())
+        store.journal_step("shop", turn_id, 2, StepRecord("model", ModelResponse("done")).to_text())
+        await store.flush()
+    async with Session(store=path) as session:
+        resumed: list[Any] = []
+        session.on_resume(resumed.append)
+        shop = await session.spawn(Branch(name="shop", chat_model=echo_model(), tools=[charge]))
+        [reply] = resumed
+        with pytest.raises(JournalMismatch, match=r"step 1, a call of .charge., is missing"):
+            await reply.result()
+        assert ran == []
+        assert await shop.chat_and_record("hi") == "re: hi"
+    async with BranchStore(path) as store:
         assert await store.unfinished_turns() == []
