@@ -298,6 +298,14 @@ class BranchJournal:
         problem = problem or _ambiguous_ids(records)
         if status == "failed":  # a row of it was refused: it failed in its process
             problem = detail or "it failed when a row of its journal was refused"
+        elif status == "suspended":
+            # pride suspends a turn only with its pending calls journaled: without one,
+            # no decision could resume it, and the branch would refuse all work for it.
+            if not any(s.kind == "tool" and s.state == "pending" for s in records.values()):
+                problem = problem or (
+                    "it is marked waiting for approval, but its journal holds no call "
+                    "waiting for a decision"
+                )
         elif status not in ("running", "suspended"):
             problem = problem or f"unknown journal status {status!r}"
         if problem is not None:

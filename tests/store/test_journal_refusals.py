@@ -1,9 +1,13 @@
-"""A journal row the store's bound refused, and a crash before the turn's end.
+"""A journal row the store's bound refused, and a crash before the turn's end; status
+changes near the bound; and the restore path read by an attacker.
 
 A refused row fails its turn in the process that queued it; the turn's end, queued
 when the turn fails, deletes its entry. A process that stops in between left the
 entry on disk without the refused row: a restart resumed the turn as if that step
 had never been made, and ran it again, though its caller had been told it failed.
+The same held for a flow node's refused outcome. A restore trusts no row: one lost
+from the middle of a turn, or a status that does not match the steps, abandons or
+fails the turn rather than run anything twice or hold the branch forever.
 """
 
 from __future__ import annotations
@@ -277,3 +281,33 @@ async def test_a_journal_missing_a_started_call_before_later_steps_fails_never_r
         assert await shop.chat_and_record("hi") == "re: hi"
     async with BranchStore(path) as store:
         assert await store.unfinished_turns() == []
+
+
+async def test_a_suspended_turn_with_no_call_waiting_is_abandoned_and_the_branch_works(
+    tmp_path: Path,
+) -> None:
+    """A journal entry marked waiting for approval whose pending step is gone (a row
+    deleted, or a status set by hand): nothing in it waits for a decision, yet the
+    branch refused every request with ApprovalPending listing no call a person could
+    decide on. Such an entry cannot be what pride wrote; it is abandoned on restore,
+    saying so, and the branch takes work."""
+    path = tmp_path / "store.db"
+    mailer = Mailer("hello")
+    async with Session(store=path) as session:
+        await session.spawn(mailer.branch())
+    turn_id = str(uuid4())
+    planned = StepRecord("model", ModelResponse("", (EMAIL,)))
+    async with BranchStore(path) as store:
+        store.journal_begin("mailer", turn_id, to_json(Operate("email bob", actions=True)))
+        store.journal_step("mailer", turn_id, 0, planned.to_text())
+        store.journal_status("mailer", turn_id, "suspended", detail="waits for approval")
+        await store.flush()
+    async with Session(store=path) as session:
+        resumed: list[Any] = []
+        session.on_resume(resumed.append)
+        branch = await session.spawn(mailer.branch())
+        [reply] = resumed
+        with pytest.raises(TurnAbandoned, match="holds no call waiting for a decision"):
+            await reply.result()
+        assert await branch.chat_and_record("hi") == "hello"
+        assert mailer.ran == []
