@@ -376,8 +376,8 @@ class BranchJournal:
         waiting = self.waiting.get(command.turn_id)
         if waiting is None:
             raise UnknownTurn(command.turn_id, f"branch {self.branch_name!r}")
-        if self.backend is not None and waiting.stored and reply.tag is not None:
-            _check_tag(tag_text(reply.tag))
+        if self.backend is not None and waiting.stored and reply.tag not in (None, waiting.tag):
+            _check_tag(tag_text(reply.tag))  # its own tag (a restart's Resume) is there already
         by_id = {
             call_id_of(index, step.call_id): index
             for index, step in waiting.steps.items()

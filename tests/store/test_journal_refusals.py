@@ -12,6 +12,7 @@ fails the turn rather than run anything twice or hold the branch forever.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -25,6 +26,7 @@ from pride import (
     Approve,
     Branch,
     Call,
+    Chat,
     Flow,
     InvalidMessage,
     JournalMismatch,
@@ -40,6 +42,7 @@ from pride.durable.records import StepRecord, tool_step
 from pride.llm import ModelResponse, ToolCall
 from pride.messages import ActionCall, to_json
 from pride.store import BranchStore
+from pride.store.journal import TAG_BYTES
 from tests.durable.test_approvals import EMAIL, Mailer
 from tests.helpers import echo_model
 
@@ -239,6 +242,31 @@ async def test_a_resume_tagged_longer_than_the_journal_keeps_is_refused_and_the_
         assert (await reply.result()).output == "emailed bob"
         assert mailer.ran == ["email bob"]
         assert await store.unfinished_turns() == []
+
+
+async def test_a_turn_begun_with_a_long_tag_is_resumed_on_that_tag_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    """The door on a Resume's tag is for a new tag only: a turn begun with a tag over
+    `TAG_BYTES` (a flow node's, with a long node name) is resumed after a restart by
+    a Resume carrying that same tag, which its entry holds already, and it resumes."""
+    path = tmp_path / "store.db"
+    long_tag = "n" * (TAG_BYTES + 100)
+    async with Session(store=path) as session:
+        ada = await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        await ada.chat_and_record("hi")
+    turn_id = str(uuid4())
+    async with BranchStore(path) as store:
+        store.journal_begin("ada", turn_id, to_json(Chat("again")), tag=json.dumps(long_tag))
+        store.journal_step("ada", turn_id, 0, StepRecord("model", ModelResponse("re")).to_text())
+        await store.flush()
+    async with Session(store=path) as session:
+        resumed: list[Any] = []
+        session.on_resume(resumed.append)
+        await session.spawn(Branch(name="ada", chat_model=echo_model()))
+        [reply] = resumed
+        assert reply.tag == long_tag
+        assert await reply.result() == "re"
 
 
 # ------------------------------------------------------------ the restore path, attacked
