@@ -144,7 +144,7 @@ class Batch:
         batch with it: steps without their turn would be rows nobody reads. A begin
         is measured with the room its status changes may take (`status_room`). A
         refused step or status change marks its turn failed in the same commit
-        (`failed`); a refused flow event is replaced by what its ``refused`` makes.
+        (`_failed`); a refused flow event is replaced by what its ``refused`` makes.
         """
         journal: list[JournalOp] = []
         for turn_id, ops in list(self.journal.items()):
@@ -165,7 +165,7 @@ class Batch:
                 # The turn fails here; its entry says so in this same commit, so that
                 # a process stopping before the turn's end is committed leaves a turn
                 # a restart abandons, never one it resumes without the refused row.
-                kept.append(failed(op, size, bound))
+                kept.append(_failed(op, size, bound))
             if changed:  # what a failed write puts back: what is committed, no more
                 if kept:
                     self.journal[turn_id] = kept
@@ -227,7 +227,7 @@ class Batch:
             self.marks.setdefault(turn_id, mark)
 
 
-def failed(op: JournalOp, size: int, bound: int) -> JournalOp:
+def _failed(op: JournalOp, size: int, bound: int) -> JournalOp:
     """The status change marking ``op``'s turn failed, ``op`` (a row of ``size``
     bytes, over ``bound``) being refused: a short detail saying which row, never
     the row itself (`pride.store.journal.write_journal` keeps the status once set)."""
