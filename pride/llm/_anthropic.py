@@ -271,7 +271,7 @@ class AnthropicEndpoint(HttpEndpoint):
                 index = count_field(event, "index", "")
                 piece = str_field(delta, "partial_json", "delta")
                 if piece and reply.has_tool(index):
-                    reply.tool(index).pieces.append(piece)
+                    reply.add_arguments(reply.tool(index), piece)
         elif kind == "content_block_start":
             block = object_field(event, "content_block", "") or {}
             index = count_field(event, "index", "")

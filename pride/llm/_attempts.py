@@ -15,7 +15,7 @@ import trio
 
 from pride.errors import ProviderError
 
-from ._endpoint import Endpoint, StreamItem
+from ._endpoint import Endpoint, Generated, StreamItem
 from ._reading import Deadline
 from ._retry import RetryPolicy
 from ._types import ModelRequest, ModelResponse
@@ -80,11 +80,12 @@ async def stream_with_retries(
 ) -> AsyncGenerator[StreamItem, None]:
     """``endpoint.stream``, restarted per ``policy`` until its first delta went out.
 
-    Yields the deltas (text, and reasoning pieces), then the complete
+    Yields the deltas (text, and reasoning pieces) and the generated pieces of
+    tool calls' arguments, then the complete
     [`ModelResponse`][pride.llm.ModelResponse]. Once a
-    delta has been yielded, a failure is raised as is: the caller has seen
-    part of this reply, and a new attempt would produce a different one. No
-    attempt starts past ``deadline``.
+    delta (not a generated piece, which no consumer saw) has been yielded, a
+    failure is raised as is: the caller has seen part of this reply, and a new
+    attempt would produce a different one. No attempt starts past ``deadline``.
     """
     started = trio.current_time()
     retries = 0
@@ -93,7 +94,7 @@ async def stream_with_retries(
         try:
             async with aclosing(endpoint.stream(request, options, deadline)) as items:
                 async for item in items:
-                    if not isinstance(item, ModelResponse):
+                    if not isinstance(item, ModelResponse | Generated):
                         delivered = True
                     yield item
             return

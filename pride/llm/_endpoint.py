@@ -27,6 +27,7 @@ from ._types import ModelRequest, ModelResponse, ToolCall, new_call_id
 __all__ = [
     "Delta",
     "Endpoint",
+    "Generated",
     "ReplyParts",
     "StreamItem",
     "decode_arguments",
@@ -37,8 +38,29 @@ __all__ = [
 Delta: TypeAlias = str | ReasoningDelta
 """What a stream yields before its reply: a text delta, or a piece of reasoning."""
 
-StreamItem: TypeAlias = Delta | ModelResponse
-"""What an endpoint's stream yields: deltas, then the complete reply last."""
+
+class Generated:
+    """Model output a stream reads but hands to no consumer: a piece of a tool
+    call's arguments, whole only with the reply.
+
+    The provider bills it as generated all the same, so an endpoint's stream
+    yields each piece as it is read, and [`ModelStream`][pride.llm.ModelStream]
+    counts it into what a stream cut before its reply spent, as it counts text
+    and reasoning deltas, and yields nothing for it. It is not a delta for the
+    retries either: a stream that failed after it alone is retried.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Generated({self.text!r})"
+
+
+StreamItem: TypeAlias = Delta | Generated | ModelResponse
+"""What an endpoint's stream yields: deltas and generated pieces, then the complete reply last."""
 
 
 class Endpoint(abc.ABC):
@@ -69,8 +91,9 @@ class Endpoint(abc.ABC):
     def stream(
         self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
     ) -> AsyncGenerator[StreamItem, None]:
-        """Make one streaming attempt: yield text deltas (``str``) and reasoning
-        pieces ([`ReasoningDelta`][pride.ReasoningDelta]), then the complete reply last.
+        """Make one streaming attempt: yield text deltas (``str``), reasoning
+        pieces ([`ReasoningDelta`][pride.ReasoningDelta]) and the pieces of tool
+        calls' arguments (`Generated`) as they are read, then the complete reply last.
 
         The caller must close the generator (``aclose``), which closes the HTTP
         response; it yields nothing inside a cancel scope.
@@ -186,9 +209,20 @@ class ReplyParts:
         usage: the usage figures read so far, already checked (format-specific keys).
         finish_reason: in the OpenAI vocabulary, once known.
         done: the stream's end marker was read.
+        generated: the streamed pieces of tool calls' arguments not yet handed
+            on (`add_arguments`).
     """
 
-    __slots__ = ("_reasoning", "_tools", "done", "finish_reason", "model", "text", "usage")
+    __slots__ = (
+        "_reasoning",
+        "_tools",
+        "done",
+        "finish_reason",
+        "generated",
+        "model",
+        "text",
+        "usage",
+    )
 
     def __init__(self, model: str) -> None:
         self.model = model
@@ -198,6 +232,8 @@ class ReplyParts:
         self.usage: dict[str, Any] = {}
         self.finish_reason: str | None = None
         self.done = False
+        # Argument pieces read since the stream last took them (`add_arguments`).
+        self.generated: list[str] = []
 
     def tool(self, index: int | None = None) -> _ToolParts:
         """The tool call at ``index`` (a new one after the last when ``None``)."""
@@ -207,6 +243,13 @@ class ReplyParts:
         if parts is None:
             parts = self._tools[index] = _ToolParts()
         return parts
+
+    def add_arguments(self, parts: _ToolParts, piece: str) -> None:
+        """Append a streamed piece of a tool call's arguments to ``parts``, and
+        to `generated`, which the HTTP stream hands on as `Generated` items:
+        the one place every wire format's argument pieces are counted from."""
+        parts.pieces.append(piece)
+        self.generated.append(piece)
 
     def has_tool(self, index: int) -> bool:
         return index in self._tools

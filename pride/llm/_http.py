@@ -25,7 +25,7 @@ import trio
 from pride.errors import ProviderConnectionError, ProviderError
 from pride.messages import Reasoning, Usage
 
-from ._endpoint import Delta, Endpoint, ReplyParts, StreamItem, loads_strict
+from ._endpoint import Delta, Endpoint, Generated, ReplyParts, StreamItem, loads_strict
 from ._errors import error_for_payload, error_for_status, malformed, public_url, translating
 from ._pricing import price_reply
 from ._reading import (
@@ -206,6 +206,11 @@ class HttpEndpoint(Endpoint):
                     delta = self.read_event(as_object(event, ""), reply)
                 except WrongShape as exc:
                     raise self._wrong_shape(exc.in_event(number)) from exc
+                if reply.generated:  # what the provider bills, though no consumer sees it
+                    pieces = reply.generated
+                    reply.generated = []
+                    for piece in pieces:
+                        yield Generated(piece)
                 if delta:
                     yield delta
                 if reply.done:

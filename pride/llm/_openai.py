@@ -245,7 +245,7 @@ class OpenAIEndpoint(HttpEndpoint):
                 parts.name.append(name)
             arguments = str_field(function, "arguments", function_path)
             if arguments:
-                parts.pieces.append(arguments)
+                reply.add_arguments(parts, arguments)
         text = str_field(delta, "content", path)
         if text:
             reply.text.append(text)

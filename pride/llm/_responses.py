@@ -372,7 +372,7 @@ class ResponsesEndpoint(HttpEndpoint):
             index = count_field(event, "output_index", "")
             piece = str_field(event, "delta", "")
             if piece and reply.has_tool(index):
-                reply.tool(index).pieces.append(piece)
+                reply.add_arguments(reply.tool(index), piece)
         elif kind in {"response.output_item.added", "response.output_item.done"}:
             item = object_field(event, "item", "")
             if item is None:

@@ -28,7 +28,7 @@ from pride.errors import ProviderTimeout, ScriptExhausted
 from pride.messages import Reasoning, ReasoningDelta, Usage
 from pride.messages.reasoning import SCRIPTED
 
-from ._endpoint import Endpoint, StreamItem
+from ._endpoint import Endpoint, Generated, StreamItem
 from ._reading import Deadline
 from ._tokens import CHARS_PER_TOKEN, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall
@@ -257,6 +257,14 @@ class ScriptedEndpoint(Endpoint):
             if start:
                 await trio.lowlevel.checkpoint()
             yield text[start : start + size]
+        if not isinstance(reply, str):
+            # After the text, as a provider streams them: each piece is
+            # generated (and counted by a stream cut here) before the next.
+            for call in reply.tool_calls:
+                arguments = json.dumps(call.arguments)
+                for start in range(0, len(arguments), size):
+                    yield Generated(arguments[start : start + size])
+                    await trio.lowlevel.checkpoint()
         yield self._response(request, reply)
 
 

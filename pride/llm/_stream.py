@@ -9,9 +9,9 @@ from types import TracebackType
 import attrs
 import trio
 
-from pride.messages import ReasoningDelta, Usage
+from pride.messages import Usage
 
-from ._endpoint import Delta, StreamItem
+from ._endpoint import Delta, Generated, StreamItem
 from ._errors import malformed
 from ._ledger import CallLedger
 from ._pricing import price_usage
@@ -74,9 +74,10 @@ class ModelStream:
         self._model = model
         self._items: AsyncGenerator[StreamItem, None] | None = None
         self._response: ModelResponse | None = None
-        # Every delta handed out, kept as it came (an append per delta): only a
-        # stream that ends without its reply measures them (`usage`).
-        self._received: list[Delta] = []
+        # Every delta handed out and every generated piece read, kept as it came
+        # (an append per item): only a stream that ends without its reply
+        # measures them (`usage`).
+        self._received: list[Delta | Generated] = []
         self._unfinished: Usage | None = None
         self._state = "new"
         self._estimate = 0
@@ -124,14 +125,19 @@ class ModelStream:
             raise RuntimeError("iterate a ModelStream inside `async with model.stream(...) as s:`")
         if self._response is not None:
             raise StopAsyncIteration
-        try:
-            item = await items.__anext__()
-        except StopAsyncIteration:
-            self._failed = True
-            raise malformed(self._provider, None, "the stream ended without a reply") from None
-        except Exception:
-            self._failed = True
-            raise
+        while True:
+            try:
+                item = await items.__anext__()
+            except StopAsyncIteration:
+                self._failed = True
+                raise malformed(self._provider, None, "the stream ended without a reply") from None
+            except Exception:
+                self._failed = True
+                raise
+            if isinstance(item, Generated):  # counted, never handed out
+                self._received.append(item)
+                continue
+            break
         if not isinstance(item, ModelResponse):
             self._received.append(item)
             return item
@@ -155,7 +161,7 @@ class ModelStream:
     def usage(self) -> Usage | None:
         """What the call has spent: the reply's usage once the stream was read to
         its end, else pride's estimate of what a stream left early, cut or failed
-        has spent, or ``None`` before its first delta.
+        has spent, or ``None`` before its first delta (or tool-call piece).
 
         The provider bills what it generated whether anyone read it or not, so a
         stream left after its first delta counts its prompt (as
@@ -165,6 +171,12 @@ class ModelStream:
         price when pride has one. The model's statistics, its rate limiter and
         the turn's budget all count this figure. Before the first delta nothing
         shows what the provider read, so nothing is counted.
+
+        The pieces of a tool call's arguments count too, as they are read,
+        though no consumer sees them (the call is whole only with the reply): a
+        stream cut while the model writes them spent them. So does a piece read
+        in an attempt that failed and was retried (nothing had reached the
+        consumer): the provider generated it.
         """
         if self._response is not None:
             return self._response.usage
@@ -172,7 +184,7 @@ class ModelStream:
             return None
         if self._unfinished is None or self._state != "closed":  # still growing until closed
             generated = sum(
-                estimate_text_tokens(delta.text if isinstance(delta, ReasoningDelta) else delta)
+                estimate_text_tokens(delta if isinstance(delta, str) else delta.text)
                 for delta in self._received
             )
             usage = Usage(
