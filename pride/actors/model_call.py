@@ -49,7 +49,9 @@ async def call_model_once(
     output allowance runs out, which thinking counts against too; a directive
     checked after each delta with ``control``), and the call log, whatever the
     outcome. A stream that ends before its reply counts what it spent on
-    ``meter`` ([`ModelStream.usage`][pride.llm.ModelStream.usage]): no reply
+    ``meter`` ([`ModelStream.usage`][pride.llm.ModelStream.usage]), and so
+    does a plain call that ends without a reply after its request was sent
+    (its prompt: [`iModel.invoke`][pride.iModel.invoke]'s ``spent``): no reply
     will carry its usage to the turn.
 
     Raises:
@@ -69,6 +71,7 @@ async def call_model_once(
     started = time.perf_counter()
     turn_id = scope.turn_id if scope is not None else None
     stream: ModelStream | None = None
+    unanswered: list[Usage] = []  # what a plain call that got no reply spent
     try:
         if streaming:
             assert scope is not None
@@ -89,11 +92,12 @@ async def call_model_once(
                         scope.check_control()
             response = chunks.response
         else:
-            response = await model.invoke(request)
+            response = await model.invoke(request, spent=unanswered.append)
     except BaseException as exc:
-        # A stream left early was billed for what it generated: counted here,
-        # since no reply will carry its usage to the turn.
-        spent = stream.usage if stream is not None else None
+        # A stream left early was billed for what it generated, a plain call
+        # cancelled after its request went for its prompt: counted here, since
+        # no reply will carry its usage to the turn.
+        spent = stream.usage if stream is not None else (unanswered[0] if unanswered else None)
         if spent is None:
             spent = NOTHING_SPENT
         elif meter is not None:

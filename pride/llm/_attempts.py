@@ -16,7 +16,7 @@ import trio
 from pride.errors import ProviderError
 
 from ._endpoint import Endpoint, Generated, StreamItem
-from ._reading import Deadline
+from ._reading import Deadline, Exchange
 from ._retry import RetryPolicy
 from ._types import ModelRequest, ModelResponse
 
@@ -45,10 +45,12 @@ async def send_with_retries(
     *,
     on_retry: OnRetry,
     deadline: Deadline,
+    exchange: Exchange | None = None,
 ) -> ModelResponse:
     """``endpoint.send``, repeated per ``policy`` while it fails retryably.
 
-    No attempt starts, and no backoff sleeps, past ``deadline``.
+    No attempt starts, and no backoff sleeps, past ``deadline``. ``exchange``
+    (one for all the attempts) says whether any request reached the provider.
 
     Raises:
         ProviderError: the last failure, once the policy (or the deadline) gives up.
@@ -57,7 +59,7 @@ async def send_with_retries(
     retries = 0
     while True:
         try:
-            return await endpoint.send(request, options, deadline)
+            return await endpoint.send(request, options, deadline, exchange)
         except ProviderError as exc:
             # A bare raise: no local outlives this block holding the error, whose
             # traceback holds this frame (no reference cycle).

@@ -21,7 +21,7 @@ from typing import Any, NoReturn, TypeAlias
 from pride.messages import Reasoning, ReasoningDelta
 from pride.messages.codec import MAX_DEPTH
 
-from ._reading import Deadline
+from ._reading import Deadline, Exchange
 from ._types import ModelRequest, ModelResponse, ToolCall, new_call_id
 
 __all__ = [
@@ -73,7 +73,11 @@ class Endpoint(abc.ABC):
 
     @abc.abstractmethod
     async def send(
-        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+        self,
+        request: ModelRequest,
+        options: dict[str, Any],
+        deadline: Deadline,
+        exchange: Exchange | None = None,
     ) -> ModelResponse:
         """Make one attempt and return the whole reply.
 
@@ -81,6 +85,8 @@ class Endpoint(abc.ABC):
             request: what to ask.
             options: request options, already merged (model's, then the call's).
             deadline: when the whole call (this attempt included) must be over.
+            exchange: told when the request reached the provider
+                (`pride.llm._reading.Exchange`).
 
         Raises:
             ProviderError: a subclass saying what failed (see ``pride.llm._errors``);

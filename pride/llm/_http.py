@@ -25,7 +25,14 @@ import trio
 from pride.errors import ProviderConnectionError, ProviderError
 from pride.messages import Reasoning, Usage
 
-from ._endpoint import Delta, Endpoint, Generated, ReplyParts, StreamItem, loads_strict
+from ._endpoint import (
+    Delta,
+    Endpoint,
+    Generated,
+    ReplyParts,
+    StreamItem,
+    loads_strict,
+)
 from ._errors import error_for_payload, error_for_status, malformed, public_url, translating
 from ._pricing import price_reply
 from ._reading import (
@@ -33,6 +40,7 @@ from ._reading import (
     MAX_ERROR_BODY_BYTES,
     BodyReader,
     Deadline,
+    Exchange,
     LimitExceeded,
     ResponseLimits,
     UnreadableBody,
@@ -174,9 +182,15 @@ class HttpEndpoint(Endpoint):
     # -- the two calls ------------------------------------------------------------------
 
     async def send(
-        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+        self,
+        request: ModelRequest,
+        options: dict[str, Any],
+        deadline: Deadline,
+        exchange: Exchange | None = None,
     ) -> ModelResponse:
-        data = await self.post_json(self.payload(request, options, stream=False), deadline)
+        data = await self.post_json(
+            self.payload(request, options, stream=False), deadline, exchange
+        )
         reply = ReplyParts(self.model)
         try:
             self.read_reply(as_object(data, ""), reply)
@@ -371,8 +385,11 @@ class HttpEndpoint(Endpoint):
             )
         return reader
 
-    async def post_json(self, payload: dict[str, Any], deadline: Deadline) -> Any:
-        """POST ``payload`` and return the decoded JSON reply.
+    async def post_json(
+        self, payload: dict[str, Any], deadline: Deadline, exchange: Exchange | None = None
+    ) -> Any:
+        """POST ``payload`` and return the decoded JSON reply; ``exchange`` is told
+        when the request's body was written whole, and when an error status refused it.
 
         Raises:
             ProviderError: a subclass for an error status, a transport failure,
@@ -385,10 +402,22 @@ class HttpEndpoint(Endpoint):
             self.provider, self.public_url, secret=key, timeout=access.timeout, deadline=deadline
         ):
             client = access.http_client()
-            request = client.build_request("POST", self.url, json=payload, headers=headers)
+            if exchange is None:
+                request = client.build_request("POST", self.url, json=payload, headers=headers)
+            else:
+                exchange.attempt()
+                request = client.build_request(
+                    "POST",
+                    self.url,
+                    json=payload,
+                    headers=headers,
+                    extensions={"trace": exchange.trace},
+                )
             # One scope bounds the whole exchange: a coroutine may hold one across its awaits.
             with trio.move_on_at(deadline.at) as scope:
                 response = await client.send(request, stream=True)
+                if exchange is not None and response.status_code >= 400:
+                    exchange.refused()  # answered, not run: a refusal bills nothing
                 reader = await self._accept(response, key, None)
                 try:
                     body = await read_body(reader, self.limits.max_body_bytes)

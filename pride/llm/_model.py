@@ -24,6 +24,7 @@ import attrs
 import httpx
 
 from pride.errors import ProviderError
+from pride.messages import Usage
 
 from ._attempts import send_with_retries, stream_with_retries
 from ._client import RunClient
@@ -31,11 +32,13 @@ from ._endpoint import Endpoint, StreamItem
 from ._key import ApiKey
 from ._ledger import CallLedger
 from ._limiter import RateLimiter
+from ._pricing import price_usage
 from ._providers import ProviderInfo, default_model_spec, provider_info, split_model
-from ._reading import Deadline, ResponseLimits
+from ._reading import Deadline, Exchange, ResponseLimits
 from ._retry import RetryNotice, RetryPolicy
 from ._script import DEFAULT_CHUNK_SIZE, KEEP_CALLS, Script, ScriptedEndpoint
 from ._stream import ModelStream
+from ._tokens import estimate_request_tokens
 from ._types import ModelRequest, ModelResponse, ModelStatistics
 from ._wires import http_endpoint, model_options, openai_api_for
 
@@ -261,11 +264,15 @@ class iModel:
             self.on_retry,
         )
 
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
+    async def invoke(
+        self, request: ModelRequest, *, spent: Callable[[Usage], None] | None = None
+    ) -> ModelResponse:
         """Call the model once (with retries) and return its complete reply.
 
         Args:
             request: what to ask, in this model's ``api_format``.
+            spent: told what a call that ends without a reply spent, before
+                its exception leaves (it must not raise): see below.
 
         Returns:
             the normalised reply.
@@ -281,12 +288,21 @@ class iModel:
         Cancellation: a call waiting for admission leaves the queue; a call in
         flight has its HTTP request aborted; a backoff sleep ends. Nothing is
         retried after cancellation.
+
+        What a call without a reply spent: once a request was sent (its body
+        written whole, as httpcore reports it) and not refused
+        with an error status, the provider read its prompt and bills it, reply
+        or not. A call cancelled, timed out or failed after that counts the
+        request's tokens in (pride's estimate, priced at the model's price when
+        pride has one) on this model's statistics and limiter, and tells
+        ``spent``: once for the call, however many attempts were sent. A call
+        that gets its reply counts only the reply's usage, retried or not; one
+        that never sent its request (a refused connection) counts nothing.
         """
         options = self._options(request)  # before the ledger: this module's work in one go
         ledger = self._ledger
         estimate = await ledger.admit(request)
-        response = None
-        failed = False
+        exchange = Exchange()
         try:
             response = await send_with_retries(
                 self._endpoint,
@@ -295,13 +311,22 @@ class iModel:
                 self.retry,
                 on_retry=self._on_retry,
                 deadline=Deadline.after(self.call_timeout),
+                exchange=exchange,
             )
-        except Exception:
-            failed = True
+        except BaseException as exc:
+            unanswered = self._unanswered(request) if exchange.sent else None
+            ledger.settle(estimate, unanswered, failed=isinstance(exc, Exception))
+            if unanswered is not None and spent is not None:
+                spent(unanswered)
             raise
-        finally:
-            ledger.settle(estimate, response.usage if response is not None else None, failed=failed)
+        ledger.settle(estimate, response.usage, failed=False)
         return response
+
+    def _unanswered(self, request: ModelRequest) -> Usage:
+        """What a sent request that got no reply spent: its prompt, estimated and priced."""
+        usage = Usage(input_tokens=estimate_request_tokens(request))
+        cost = price_usage(self.provider, self.model, usage)
+        return usage if cost is None else attrs.evolve(usage, cost_usd=cost)
 
     def stream(self, request: ModelRequest) -> ModelStream:
         """Stream the reply: ``async with model.stream(request) as s: async for delta in s``.

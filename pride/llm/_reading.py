@@ -13,6 +13,10 @@ decoded byte against the bound of [`ResponseLimits`][pride.llm.ResponseLimits] t
 make each network read under the call's deadline. Only the two codings that
 can be bounded this way are asked for (``accept-encoding: gzip, deflate``),
 and a reply in another coding is refused.
+
+Beside the deadline, a call's other piece of state on the wire lives here:
+`Exchange`, whether its request reached the provider (what a call without a
+reply spent).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 import math
 import zlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import attrs
 import httpx
@@ -33,6 +38,7 @@ __all__ = [
     "STEP_BYTES",
     "BodyReader",
     "Deadline",
+    "Exchange",
     "LimitExceeded",
     "ResponseLimits",
     "UnreadableBody",
@@ -94,6 +100,47 @@ class LimitExceeded(Exception):
 
 class UnreadableBody(Exception):
     """The body cannot be decoded (an unknown coding, a corrupt compressed stream)."""
+
+
+class Exchange:
+    """Whether a plain call's request reached its provider, over all its attempts.
+
+    A provider bills the prompt it read whether or not its reply arrives, so a
+    call that ends without a reply after its request was sent (cancelled,
+    timed out, cut while its reply was read) spent that prompt, and one whose
+    request never went (a connection refused, a name that did not resolve)
+    spent nothing. Sent means the request's body was written whole: httpcore
+    reports it through the request's ``trace`` extension (`trace`), after the
+    connection was made and the headers went. An attempt the provider
+    answered with an error status (a 429, a 400) was refused, not run:
+    `refused` takes back what that attempt marked.
+
+    Attributes:
+        sent: some attempt's request was sent and not refused.
+    """
+
+    __slots__ = ("_before", "sent")
+
+    def __init__(self) -> None:
+        self.sent = False
+        self._before = False
+
+    def attempt(self) -> None:
+        """An attempt begins (what `refused` goes back to)."""
+        self._before = self.sent
+
+    def delivered(self) -> None:
+        """This attempt's request reached the provider."""
+        self.sent = True
+
+    def refused(self) -> None:
+        """The provider answered this attempt with an error status: it did not run it."""
+        self.sent = self._before
+
+    async def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` extension: marks the body written whole as delivered."""
+        if event.endswith(".send_request_body.complete"):  # http11. or http2.
+            self.sent = True
 
 
 @attrs.frozen

@@ -29,7 +29,7 @@ from pride.messages import Reasoning, ReasoningDelta, Usage
 from pride.messages.reasoning import SCRIPTED
 
 from ._endpoint import Endpoint, Generated, StreamItem
-from ._reading import Deadline
+from ._reading import Deadline, Exchange
 from ._tokens import CHARS_PER_TOKEN, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse, ScriptedReply, ToolCall
 
@@ -168,9 +168,15 @@ class ScriptedEndpoint(Endpoint):
             provider=self.provider,
         )
 
-    async def _reply(self, request: ModelRequest, deadline: Deadline) -> ScriptedReply | str:
+    async def _reply(
+        self, request: ModelRequest, deadline: Deadline, exchange: Exchange | None = None
+    ) -> ScriptedReply | str:
         """The script's reply to ``request``: text as it is (the common reply, which
-        needs no ScriptedReply made for it), anything else as a ScriptedReply."""
+        needs no ScriptedReply made for it), anything else as a ScriptedReply.
+
+        ``exchange`` is told the request was delivered once the script gave a
+        reply that is not an exception (a scripted ``RateLimited`` refuses it):
+        from then on, the ``delay`` is the model at work on it."""
         self.received += 1
         keep = self.keep_calls
         if keep:
@@ -195,6 +201,8 @@ class ScriptedEndpoint(Endpoint):
                 )
             item = script[self.used]
             self.used += 1
+        if exchange is not None and not isinstance(item, Exception):
+            exchange.delivered()
         if self.delay:
             end = trio.current_time() + self.delay
             await trio.sleep_until(min(end, deadline.at))
@@ -239,9 +247,13 @@ class ScriptedEndpoint(Endpoint):
         )
 
     async def send(
-        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+        self,
+        request: ModelRequest,
+        options: dict[str, Any],
+        deadline: Deadline,
+        exchange: Exchange | None = None,
     ) -> ModelResponse:
-        return self._response(request, await self._reply(request, deadline))
+        return self._response(request, await self._reply(request, deadline, exchange))
 
     async def stream(
         self, request: ModelRequest, options: dict[str, Any], deadline: Deadline

@@ -1,0 +1,145 @@
+"""A plain (unstreamed) call that ends without a reply after its request was
+sent counts the request's tokens.
+
+The provider bills the prompt it read whether or not its reply arrives. Before,
+a plain call cancelled in flight counted nothing: a client cancelling each
+turn while the model worked spent without limit under a session's token or
+cost budget. Sent means the request's body was written whole (httpcore's
+trace); a request that failed to connect, or that the provider refused with
+an error status, spent nothing. These tests use the real loopback provider.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import trio
+import trio.testing
+
+from pride import Branch, Budget, BudgetExceeded, Chat, ScriptedModel, Session
+from pride.errors import BadRequest, ProviderConnectionError
+from pride.llm import RetryPolicy, iModel
+from pride.testing import Fault, openai_server
+
+NO_RETRY = RetryPolicy(max_retries=0)
+ONE_RETRY = RetryPolicy(max_retries=1, base_delay=0.0, jitter=0.0)
+
+
+def provider(server: object, retry: RetryPolicy = NO_RETRY) -> iModel:
+    base_url = server.base_url  # type: ignore[attr-defined]
+    return iModel("openai/gpt-4o-mini", base_url=base_url, api_key="test", retry=retry)
+
+
+async def cancel_in_flight(branch: Branch) -> None:
+    """Ask ``branch`` and cancel the ask while the provider holds its reply."""
+    with trio.CancelScope() as cancel:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(branch.chat, "tell me everything")
+            await trio.testing.wait_all_tasks_blocked()  # the provider holds the reply
+            cancel.cancel()
+    assert cancel.cancelled_caught
+    await trio.testing.wait_all_tasks_blocked()  # the branch has ended the cancelled turn
+
+
+async def test_a_plain_call_cancelled_in_flight_counts_its_request() -> None:
+    async with openai_server([Fault.slow_first_byte(60.0, "late")]) as server:
+        model = provider(server)
+        async with Branch(chat_model=model) as branch:
+            await cancel_in_flight(branch)
+            usage = branch.usage
+        statistics = model.statistics()
+    assert server.request_count == 1
+    assert usage.model_calls == 1
+    assert usage.input_tokens > 0 and usage.output_tokens == 0
+    assert usage.cost_usd is not None and usage.cost_usd > 0  # priced as gpt-4o-mini
+    assert statistics.usage.input_tokens == usage.input_tokens
+    assert statistics.in_flight == 0
+
+
+async def test_plain_calls_cancelled_again_and_again_spend_a_shared_budget_until_it_refuses() -> (
+    None
+):
+    """Before, each cancelled call counted nothing: the budget never refused."""
+    async with openai_server(lambda body: Fault.slow_first_byte(60.0, "late")) as server:
+        async with Session(budget=Budget(max_input_tokens=20)) as session:
+            branch = await session.spawn(Branch(name="talker", chat_model=provider(server)))
+            for _ask in range(10):
+                await cancel_in_flight(branch)
+                if session.usage.input_tokens > 20:
+                    break
+            assert session.usage.input_tokens > 20, session.usage
+            with pytest.raises(BudgetExceeded) as refused:
+                await session.ask("talker", Chat("one more"))
+            assert refused.value.limit == "max_input_tokens"
+            assert refused.value.scope.startswith("session")
+            assert server.request_count == session.usage.model_calls < 10
+
+
+async def test_a_plain_call_that_could_not_connect_counts_no_tokens() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = iModel(
+        "openai/gpt-4o-mini", base_url=f"http://127.0.0.1:{port}/v1", api_key="t", retry=NO_RETRY
+    )
+    async with Branch(chat_model=model) as branch:
+        with pytest.raises(ProviderConnectionError):
+            await branch.chat("q")
+        usage = branch.usage
+    assert usage.model_calls == 1
+    assert usage.input_tokens == usage.output_tokens == 0
+    assert model.statistics().usage.input_tokens == 0
+
+
+async def test_a_plain_call_the_provider_refused_counts_no_tokens() -> None:
+    async with openai_server([Fault.status(400)]) as server:
+        async with Branch(chat_model=provider(server)) as branch:
+            with pytest.raises(BadRequest):
+                await branch.chat("q")
+            assert branch.usage.input_tokens == 0
+
+
+async def test_a_plain_call_cut_after_sending_counts_its_request_once_however_often_sent() -> None:
+    async with openai_server([Fault.cut_stream()]) as once:
+        async with Branch(chat_model=provider(once)) as branch:
+            with pytest.raises(ProviderConnectionError):
+                await branch.chat("q")
+            cut_once = branch.usage
+    async with openai_server([Fault.cut_stream(), Fault.cut_stream()]) as twice:
+        model = provider(twice, ONE_RETRY)
+        async with Branch(chat_model=model) as branch:
+            with pytest.raises(ProviderConnectionError):
+                await branch.chat("q")
+            cut_twice = branch.usage
+        assert twice.request_count == 2
+    assert cut_once.input_tokens > 0
+    assert cut_twice == cut_once  # one call, its prompt once
+    assert model.statistics().usage.input_tokens == cut_once.input_tokens
+
+
+async def test_a_plain_call_retried_to_its_reply_counts_only_the_reply() -> None:
+    async with openai_server(["ok"]) as plain:
+        async with Branch(chat_model=provider(plain)) as branch:
+            await branch.chat("q")
+            answered = branch.usage
+    async with openai_server([Fault.cut_stream(), "ok"]) as server:
+        model = provider(server, ONE_RETRY)
+        async with Branch(chat_model=model) as branch:
+            await branch.chat("q")
+            retried = branch.usage
+        assert server.request_count == 2
+    assert retried == answered  # the cut attempt's prompt is not counted on top
+    assert model.statistics().usage.input_tokens == answered.input_tokens
+
+
+async def test_a_scripted_call_cancelled_while_it_works_counts_its_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(["late"], delay=60.0)
+    async with Branch(chat_model=model) as branch:
+        with trio.move_on_after(1.0):
+            await branch.chat("tell me everything")
+        await trio.testing.wait_all_tasks_blocked()  # the branch has ended the cancelled turn
+        assert branch.usage.input_tokens > 0 and branch.usage.output_tokens == 0
+        assert model.statistics().usage.input_tokens == branch.usage.input_tokens
