@@ -79,6 +79,7 @@ async def stream_with_retries(
     *,
     on_retry: OnRetry,
     deadline: Deadline,
+    exchange: Exchange | None = None,
 ) -> AsyncGenerator[StreamItem, None]:
     """``endpoint.stream``, restarted per ``policy`` until its first delta went out.
 
@@ -88,13 +89,15 @@ async def stream_with_retries(
     delta (not a generated piece, which no consumer saw) has been yielded, a
     failure is raised as is: the caller has seen part of this reply, and a new
     attempt would produce a different one. No attempt starts past ``deadline``.
+    ``exchange`` (one for all the attempts) says whether any request reached
+    the provider.
     """
     started = trio.current_time()
     retries = 0
     while True:
         delivered = False
         try:
-            async with aclosing(endpoint.stream(request, options, deadline)) as items:
+            async with aclosing(endpoint.stream(request, options, deadline, exchange)) as items:
                 async for item in items:
                     if not isinstance(item, ModelResponse | Generated):
                         delivered = True

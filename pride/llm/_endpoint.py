@@ -95,11 +95,16 @@ class Endpoint(abc.ABC):
 
     @abc.abstractmethod
     def stream(
-        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+        self,
+        request: ModelRequest,
+        options: dict[str, Any],
+        deadline: Deadline,
+        exchange: Exchange | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
         """Make one streaming attempt: yield text deltas (``str``), reasoning
         pieces ([`ReasoningDelta`][pride.ReasoningDelta]) and the pieces of tool
-        calls' arguments (`Generated`) as they are read, then the complete reply last.
+        calls' arguments (`Generated`) as they are read, then the complete reply last;
+        ``exchange`` is told when the request reached the provider, as `send`'s is.
 
         The caller must close the generator (``aclose``), which closes the HTTP
         response; it yields nothing inside a cancel scope.

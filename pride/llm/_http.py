@@ -199,12 +199,16 @@ class HttpEndpoint(Endpoint):
         return self.response(reply, request)
 
     async def stream(
-        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+        self,
+        request: ModelRequest,
+        options: dict[str, Any],
+        deadline: Deadline,
+        exchange: Exchange | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
         reply = ReplyParts(self.model)
         payload = self.payload(request, options, stream=True)
         number = 0
-        async with aclosing(self.post_sse(payload, deadline)) as events:
+        async with aclosing(self.post_sse(payload, deadline, exchange)) as events:
             async for data in events:
                 number += 1
                 if data in self.end_markers:
@@ -385,6 +389,22 @@ class HttpEndpoint(Endpoint):
             )
         return reader
 
+    def _request(
+        self,
+        client: httpx.AsyncClient,
+        payload: dict[str, Any],
+        headers: dict[str, str],
+        exchange: Exchange | None,
+    ) -> httpx.Request:
+        """The POST of ``payload``; with an ``exchange``, one attempt of its call,
+        traced (httpcore's ``trace`` extension) to tell when its body went whole."""
+        if exchange is None:
+            return client.build_request("POST", self.url, json=payload, headers=headers)
+        exchange.attempt()
+        return client.build_request(
+            "POST", self.url, json=payload, headers=headers, extensions={"trace": exchange.trace}
+        )
+
     async def post_json(
         self, payload: dict[str, Any], deadline: Deadline, exchange: Exchange | None = None
     ) -> Any:
@@ -401,21 +421,10 @@ class HttpEndpoint(Endpoint):
         with translating(
             self.provider, self.public_url, secret=key, timeout=access.timeout, deadline=deadline
         ):
-            client = access.http_client()
-            if exchange is None:
-                request = client.build_request("POST", self.url, json=payload, headers=headers)
-            else:
-                exchange.attempt()
-                request = client.build_request(
-                    "POST",
-                    self.url,
-                    json=payload,
-                    headers=headers,
-                    extensions={"trace": exchange.trace},
-                )
+            request = self._request(access.http_client(), payload, headers, exchange)
             # One scope bounds the whole exchange: a coroutine may hold one across its awaits.
             with trio.move_on_at(deadline.at) as scope:
-                response = await client.send(request, stream=True)
+                response = await access.http_client().send(request, stream=True)
                 if exchange is not None and response.status_code >= 400:
                     exchange.refused()  # answered, not run: a refusal bills nothing
                 reader = await self._accept(response, key, None)
@@ -431,9 +440,10 @@ class HttpEndpoint(Endpoint):
             raise self._malformed("the response is not JSON", exc) from exc
 
     async def post_sse(
-        self, payload: dict[str, Any], deadline: Deadline
+        self, payload: dict[str, Any], deadline: Deadline, exchange: Exchange | None = None
     ) -> AsyncGenerator[str, None]:
-        """POST ``payload`` and yield the data of each server-sent event of the reply.
+        """POST ``payload`` and yield the data of each server-sent event of the reply;
+        ``exchange`` is told as `post_json`'s is.
 
         Each line and event is bounded by ``limits.max_event_bytes``, the whole
         stream by ``limits.max_stream_bytes``, and every read by the deadline.
@@ -449,11 +459,13 @@ class HttpEndpoint(Endpoint):
             deadline=deadline,
         ):
             client = self._access.http_client()
-            request = client.build_request("POST", self.url, json=payload, headers=headers)
+            request = self._request(client, payload, headers, exchange)
             with trio.move_on_at(deadline.at) as scope:
                 response = await client.send(request, stream=True)
             if scope.cancelled_caught:
                 raise trio.TooSlowError
+            if exchange is not None and response.status_code >= 400:
+                exchange.refused()  # answered, not run: a refusal bills nothing
             reader = await self._accept(response, key, deadline)
             try:
                 content_type = reader.content_type

@@ -337,7 +337,9 @@ class iModel:
             self._ledger, request, partial(self._attempts, request), self.provider, self.model
         )
 
-    def _attempts(self, request: ModelRequest) -> AsyncGenerator[StreamItem, None]:
+    def _attempts(
+        self, request: ModelRequest, exchange: Exchange
+    ) -> AsyncGenerator[StreamItem, None]:
         """The deltas, then the reply, with retries until a delta went out.
 
         Called once the stream is admitted, so the call's deadline starts then.
@@ -349,6 +351,7 @@ class iModel:
             self.retry,
             on_retry=self._on_retry,
             deadline=Deadline.after(self.call_timeout),
+            exchange=exchange,
         )
 
     # -- introspection and serialisation ----------------------------------------------

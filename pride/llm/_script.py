@@ -256,9 +256,13 @@ class ScriptedEndpoint(Endpoint):
         return self._response(request, await self._reply(request, deadline, exchange))
 
     async def stream(
-        self, request: ModelRequest, options: dict[str, Any], deadline: Deadline
+        self,
+        request: ModelRequest,
+        options: dict[str, Any],
+        deadline: Deadline,
+        exchange: Exchange | None = None,
     ) -> AsyncGenerator[StreamItem, None]:
-        reply = await self._reply(request, deadline)
+        reply = await self._reply(request, deadline, exchange)
         text = reply if isinstance(reply, str) else reply.text
         size = self.chunk_size
         if not isinstance(reply, str) and reply.thinking:

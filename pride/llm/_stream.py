@@ -15,11 +15,13 @@ from ._endpoint import Delta, Generated, StreamItem
 from ._errors import malformed
 from ._ledger import CallLedger
 from ._pricing import price_usage
+from ._reading import Exchange
 from ._tokens import estimate_request_tokens, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse
 
-#: Starts a call's attempts once it is admitted: deltas, then the reply last.
-StartAttempts = Callable[[], AsyncGenerator[StreamItem, None]]
+#: Starts a call's attempts once it is admitted: deltas, then the reply last; the
+#: `Exchange` is told whether a request reached the provider.
+StartAttempts = Callable[[Exchange], AsyncGenerator[StreamItem, None]]
 
 logger = logging.getLogger("pride.llm")
 
@@ -79,6 +81,7 @@ class ModelStream:
         # measures them (`usage`).
         self._received: list[Delta | Generated] = []
         self._unfinished: Usage | None = None
+        self._exchange = Exchange()
         self._state = "new"
         self._estimate = 0
         self._failed = False
@@ -89,7 +92,7 @@ class ModelStream:
         self._estimate = await self._ledger.admit(self._request)
         self._state = "open"
         try:
-            self._items = self._start()
+            self._items = self._start(self._exchange)
         except BaseException:
             self._ledger.settle(self._estimate, None, failed=True)
             raise
@@ -161,16 +164,19 @@ class ModelStream:
     def usage(self) -> Usage | None:
         """What the call has spent: the reply's usage once the stream was read to
         its end, else pride's estimate of what a stream left early, cut or failed
-        has spent, or ``None`` before its first delta (or tool-call piece).
+        has spent, or ``None`` while its request has not reached the provider.
 
-        The provider bills what it generated whether anyone read it or not, so a
-        stream left after its first delta counts its prompt (as
+        The provider bills what it read and generated whether anyone read it or
+        not, so a stream left once its request was sent counts its prompt (as
         `estimate_request_tokens` measures it) and the deltas received, text and
         reasoning (each as `estimate_text_tokens` measures it, the count a
         budget's ``max_output_tokens`` cuts a stream by), priced at the model's
         price when pride has one. The model's statistics, its rate limiter and
-        the turn's budget all count this figure. Before the first delta nothing
-        shows what the provider read, so nothing is counted.
+        the turn's budget all count this figure. Sent means the request's body
+        was written whole (as httpcore reports it; the scripted model: its script
+        gave a reply) and no error status refused it: a stream cancelled while it
+        connected, or refused with a 429, counts nothing; one cancelled while the
+        model works on its first token counts its prompt.
 
         The pieces of a tool call's arguments count too, as they are read,
         though no consumer sees them (the call is whole only with the reply): a
@@ -180,7 +186,7 @@ class ModelStream:
         """
         if self._response is not None:
             return self._response.usage
-        if not self._received:
+        if not self._received and not self._exchange.sent:
             return None
         if self._unfinished is None or self._state != "closed":  # still growing until closed
             generated = sum(

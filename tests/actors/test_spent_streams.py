@@ -11,6 +11,8 @@ estimate of it (`pride.llm.ModelStream.usage`).
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import trio
 import trio.testing
@@ -27,7 +29,7 @@ from pride import (
     ScriptedModel,
     Session,
 )
-from pride.errors import ProviderConnectionError
+from pride.errors import BadRequest, ProviderConnectionError
 from pride.llm import ModelRequest, RetryPolicy, estimate_text_tokens, iModel
 from pride.testing import Fault, openai_server
 from tests.helpers import Recorder
@@ -138,17 +140,59 @@ async def test_a_stream_cut_by_max_output_tokens_counts_its_prompt_and_the_figur
     assert usage.input_tokens > 0
 
 
-async def test_a_stream_ended_before_its_first_delta_counts_nothing(
+async def test_a_scripted_stream_ended_before_its_first_delta_counts_its_prompt(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """Nothing shows what a provider read before it sent anything: no estimate."""
+    """The script gave its reply and the model is at work (its delay): the prompt
+    was read. Before, nothing was counted until the first delta."""
     model = ScriptedModel([REPLY], delay=60.0)
     async with Branch(chat_model=model) as branch:
         with trio.move_on_after(1.0) as waited:
             await leave_after(branch, 1)
         assert waited.cancelled_caught
-        assert branch.usage.input_tokens == branch.usage.output_tokens == 0
+        await trio.testing.wait_all_tasks_blocked()  # the branch has ended the turn
+        assert branch.usage.input_tokens > 0 and branch.usage.output_tokens == 0
         assert branch.usage.model_calls == 1
+
+
+async def test_a_stream_cancelled_before_its_first_delta_counts_its_prompt() -> None:
+    """The provider holds the stream's first byte (a reasoning model thinking, say);
+    the caller gives up. Before, nothing was counted: a client cancelling every
+    streamed turn before its first token spent without limit under a budget."""
+    async with openai_server([Fault.slow_first_byte(60.0, REPLY)]) as server:
+        model = provider(server)
+        async with Branch(chat_model=model) as branch:
+            with trio.CancelScope() as cancel:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(leave_after, branch, 1)
+                    await trio.testing.wait_all_tasks_blocked()  # the provider holds it
+                    cancel.cancel()
+            await trio.testing.wait_all_tasks_blocked()  # the branch has ended the turn
+            usage = branch.usage
+    assert usage.input_tokens > 0 and usage.output_tokens == 0
+    assert usage.cost_usd is not None and usage.cost_usd > 0
+    assert model.statistics().usage.input_tokens == usage.input_tokens
+
+
+async def test_a_stream_that_could_not_connect_or_was_refused_counts_nothing() -> None:
+    """Nothing reached the provider, or the provider refused it unrun (an error
+    status): no prompt was read, none is counted."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    retry = RetryPolicy(max_retries=0)
+    nowhere = iModel(
+        "openai/gpt-4o-mini", base_url=f"http://127.0.0.1:{port}/v1", api_key="t", retry=retry
+    )
+    async with Branch(chat_model=nowhere) as branch:
+        with pytest.raises(ProviderConnectionError):
+            await leave_after(branch, 1)
+        assert branch.usage.input_tokens == 0
+    async with openai_server([Fault.status(400)]) as server:
+        async with Branch(chat_model=provider(server)) as branch:
+            with pytest.raises(BadRequest):
+                await leave_after(branch, 1)
+            assert branch.usage.input_tokens == 0
 
 
 async def test_model_stream_usage_is_the_replys_once_read_to_its_end() -> None:
