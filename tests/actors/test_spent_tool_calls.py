@@ -18,7 +18,14 @@ import trio.testing
 
 import pride
 from pride import Branch, Budget, BudgetExceeded, Chat, ScriptedModel, Session
-from pride.llm import ModelRequest, ScriptedReply, ToolCall, estimate_text_tokens, iModel
+from pride.llm import (
+    ModelRequest,
+    RetryPolicy,
+    ScriptedReply,
+    ToolCall,
+    estimate_text_tokens,
+    iModel,
+)
 from pride.testing import Fault, openai_server
 
 #: Arguments long enough that their two streamed halves weigh far more than a
@@ -125,3 +132,19 @@ async def test_a_scripted_stream_cut_in_a_tool_calls_arguments_counts_what_it_wr
     first = json.dumps(ARGUMENTS)[:100]
     assert spent.output_tokens == estimate_text_tokens("ok") + estimate_text_tokens(first)
     assert model.statistics().usage.output_tokens == spent.output_tokens
+
+
+async def test_a_stream_cut_in_its_arguments_alone_is_still_retried_and_counts_its_reply() -> None:
+    """No consumer saw the arguments, so a stream cut in them is retried as one cut
+    before its first delta is; the retry's reply counts its own usage only."""
+    retry = RetryPolicy(max_retries=1, base_delay=0.0, jitter=0.0)
+    async with openai_server([Fault.cut_stream(after_chunks=4, reply=CALL), CALL]) as server:
+        model = iModel("openai/gpt-4o-mini", base_url=server.base_url, api_key="t", retry=retry)
+        stream = model.stream(request())
+        async with stream:
+            async for _delta in stream:
+                raise AssertionError("a tool call's arguments are no text delta")
+        assert server.request_count == 2
+    assert [call.arguments for call in stream.response.tool_calls] == [ARGUMENTS]
+    assert stream.usage == stream.response.usage
+    assert model.statistics().usage.output_tokens == stream.response.usage.output_tokens
