@@ -421,10 +421,11 @@ class HttpEndpoint(Endpoint):
         with translating(
             self.provider, self.public_url, secret=key, timeout=access.timeout, deadline=deadline
         ):
-            request = self._request(access.http_client(), payload, headers, exchange)
+            client = access.http_client()
+            request = self._request(client, payload, headers, exchange)
             # One scope bounds the whole exchange: a coroutine may hold one across its awaits.
             with trio.move_on_at(deadline.at) as scope:
-                response = await access.http_client().send(request, stream=True)
+                response = await client.send(request, stream=True)
                 if exchange is not None and response.status_code >= 400:
                     exchange.refused()  # answered, not run: a refusal bills nothing
                 reader = await self._accept(response, key, None)
