@@ -9,7 +9,7 @@ continues it). The turn goes on whatever its sender does: a send's outcome
 is awaited by a task of the server, not of the request.
 
 A suspended turn may be continued by someone other than this server's
-resolve (the application's own ``session.resolve``, ``pride approve``, a
+resolve (the application's own ``session.resolve``, from its code or a
 tool of another branch): the record follows it by its signals from then
 on (`TrackedTurns.watch`): ``running`` once it runs again, ``done`` or
 ``failed`` when it ends. Its result went to whoever resolved it, so a turn
@@ -42,8 +42,8 @@ KEPT = 10_000
 """Finished turns whose outcome ``GET /v1/turns/{turn_id}`` can still report."""
 
 ELSEWHERE = (
-    "resolved outside this server (session.resolve, pride approve): its result went to "
-    "whoever resolved it"
+    "resolved outside this server (by the application's session.resolve): its result went "
+    "to whoever resolved it"
 )
 """What ``GET /v1/turns/{turn_id}`` says in place of the result of a turn resolved so."""
 

@@ -1,21 +1,23 @@
 """``GET /v1/turns/{turn_id}`` of a sent turn that waits for approval, however it is resolved.
 
 The record learned a turn's outcome only from the server's own replies: a
-turn the application resolved itself (``session.resolve``, ``pride
-approve``) stayed ``suspended`` there for good, and one whose resolve was
-refused (an unknown call id) was reported ``failed`` though it still
-waited. The server runs in the test's process (`conftest.in_process`).
+turn the application resolved itself (``session.resolve``) stayed
+``suspended`` there for good, and one whose resolve was refused (an unknown
+call id) was reported ``failed`` though it still waited. The server runs in
+the test's process (`conftest.in_process`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 import trio
+import typer.main
 
 from pride import (
     ApprovalRequested,
@@ -25,6 +27,7 @@ from pride import (
     RunEnd,
     ScriptedModel,
     Session,
+    cli,
     tool,
 )
 from pride.llm import ModelRequest, ToolCall
@@ -100,6 +103,9 @@ async def test_a_turn_the_application_resolves_is_followed_to_its_end() -> None:
         record = await _state(http, turn_id, leaving="suspended")
         assert record["state"] == "done", "a turn resolved elsewhere stayed suspended"
         assert record["result"] is None and "resolved outside this server" in record["note"]
+        # The note names real ways to resolve a turn (it named a `pride approve` there is not).
+        named = set(re.findall(r"\bpride ([a-z]+)", record["note"]))
+        assert named <= set(typer.main.get_command(cli.app).commands), record["note"]
 
 
 async def test_a_refused_resolve_leaves_the_turn_waiting_and_a_good_one_ends_it() -> None:
