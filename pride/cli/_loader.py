@@ -136,11 +136,12 @@ async def call_app(function: Callable[..., Any], session: Session, cluster: Any 
     list of them has each spawned into ``session``.
 
     Raises:
-        AppError: the function raised (its error chained), or returned
-            something else.
+        AppError: the function cannot take the session (and the cluster), it
+            raised (its error chained), or it returned something else.
     """
     try:
         if cluster is None:
+            _check_takes_session(function)
             result = function(session)
         else:
             _check_takes_cluster(function)
@@ -164,6 +165,20 @@ async def call_app(function: Callable[..., Any], session: Session, cluster: Any 
         raise
     except Exception as exc:
         raise AppError(f"the app failed to start: {type(exc).__name__}: {exc}") from exc
+
+
+def _check_takes_session(function: Callable[..., Any]) -> None:
+    # Checked before the call: a TypeError from calling it would read as a bug inside it.
+    name = getattr(function, "__name__", repr(function))
+    try:
+        inspect.signature(function).bind(None)
+    except TypeError:
+        raise AppError(
+            f"the app function {name!r} receives the root Session and spawns its branches "
+            f"into it (def {name}(session): ...; await session.spawn(Branch(...)))"
+        ) from None
+    except ValueError:  # no signature to read: let the call say
+        pass
 
 
 def _check_takes_cluster(function: Callable[..., Any]) -> None:

@@ -36,6 +36,11 @@ def broken(session: Session) -> None:
     raise RuntimeError("no configuration found")
 
 
+def takes_nothing() -> Branch:
+    """An app function written as an agent function: it takes no session."""
+    return Branch(name="ada", chat_model=ScriptedModel())
+
+
 def crashing(session: Session) -> Branch:
     """A factory returning one branch whose every turn escalates (the root soon fails)."""
 

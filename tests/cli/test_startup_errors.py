@@ -74,6 +74,23 @@ CASES = {
         "pride run: ",
         ("the app failed to start: RuntimeError: no configuration found", "--log-level DEBUG"),
     ),
+    # A newcomer's first app function may take nothing; the TypeError of calling it with
+    # the session read as a bug inside it (`takes 0 positional arguments but 1 was given`).
+    "run: an app function that takes no session": (
+        ("run", "tests/cli/app.py:takes_nothing"),
+        "pride run: ",
+        ("'takes_nothing'", "receives the root Session", "def takes_nothing(session)"),
+    ),
+    "serve: an app function that takes no session": (
+        ("serve", "tests/cli/app.py:takes_nothing", "--port", "0"),
+        "pride serve: ",
+        ("'takes_nothing'", "receives the root Session"),
+    ),
+    "mcp: an app function that takes no session": (
+        ("mcp", "tests/cli/app.py:takes_nothing", "--expose", "ada"),
+        "pride mcp: ",
+        ("'takes_nothing'", "receives the root Session"),
+    ),
     "mcp: a malformed APP": (("mcp", "nosuch", "--expose", "a"), "pride mcp: ", ("'nosuch'",)),
     "mcp: not a branch": (
         ("mcp", DEMO, "--expose", "nobody"),
