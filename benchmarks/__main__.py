@@ -57,7 +57,7 @@ def _machine() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for make test")
-    parser.add_argument("names", nargs="*", help="run only these (e.g. turn http)")
+    parser.add_argument("names", nargs="*", help="run only these (e.g. turns http)")
     parser.add_argument("--write-results", metavar="PATH", help="also write the output there")
     args = parser.parse_args()
     _harness.JUDGE_TARGETS = not args.smoke
@@ -66,6 +66,12 @@ def main() -> int:
         m.name for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_")
     )
     if args.names:
+        known = [m.removeprefix("bench_") for m in modules]
+        # A misspelt name would otherwise measure nothing and exit 0, silently.
+        unknown = [name for name in args.names if name not in known]
+        if unknown:
+            named = ", ".join(map(repr, unknown))
+            parser.error(f"no benchmark {named}; there are: {', '.join(known)}")
         modules = [m for m in modules if m.removeprefix("bench_") in args.names]
     tee = _Tee(sys.stdout)  # type: ignore[arg-type]
     with contextlib.redirect_stdout(tee):
