@@ -371,7 +371,9 @@ class _Repl:
             now.model_calls - before.model_calls,
             now.tool_calls - before.tool_calls,
         )
-        if not spent.model_calls:
+        # A turn that used nothing (no model call, or one refused before it was sent,
+        # such as for want of a key) has no figures worth a line beside its error.
+        if not (spent.input_tokens or spent.output_tokens or spent.cost_usd):
             return
         self.say(f"  [{describe_usage(spent)}; so far: {describe_usage(now)}]", "dim")
 

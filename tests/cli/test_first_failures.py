@@ -48,6 +48,8 @@ async def test_pride_chat_without_a_key_prints_one_line_and_goes_on() -> None:
     assert len(errors) == 1 and errors[0].startswith("error: AuthenticationFailed: openai:")
     assert errors[0].endswith("set the OPENAI_API_KEY environment variable"), errors[0]
     assert "Traceback" not in cli.transcript()
+    # Nothing reached the provider, so no usage line follows the error ("[0 tokens ...]").
+    assert not [line for line in cli.stdout if "tokens (" in line], cli.transcript()
 
 
 def test_an_example_on_a_real_model_without_its_key_prints_one_line() -> None:
