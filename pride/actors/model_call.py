@@ -17,7 +17,7 @@ import trio
 
 from ..errors import StopStream
 from ..llm import ModelRequest, ModelResponse, ModelStream, iModel, new_call_id
-from ..messages import ReasoningDelta, Usage
+from ..messages import Usage
 from . import wiring
 
 if TYPE_CHECKING:
@@ -46,7 +46,8 @@ async def call_model_once(
     """Call ``model`` once for ``branch``: the hooks around it, its deltas to the
     turn's consumer (``streaming``: text as ``str``, reasoning as
     [`ReasoningDelta`][pride.ReasoningDelta] items; cut the moment ``meter``'s
-    output allowance runs out, which thinking counts against too; a directive
+    output allowance runs out, which thinking and a tool call's arguments count
+    against too; a directive
     checked after each delta with ``control``), and the call log, whatever the
     outcome. A stream that ends before its reply counts what it spent on
     ``meter`` ([`ModelStream.usage`][pride.llm.ModelStream.usage]), and so
@@ -75,15 +76,11 @@ async def call_model_once(
     try:
         if streaming:
             assert scope is not None
-            watched = meter is not None and meter.watches_output
-            streamed = 0  # this reply's output tokens so far (an estimate)
-            stream = model.stream(request)
+            cut = _Cut(meter) if meter is not None and meter.watches_output else None
+            stream = model.stream(request, on_output=None if cut is None else cut.read)
             async with stream as chunks:
                 async for delta in chunks:
-                    text = delta.text if isinstance(delta, ReasoningDelta) else delta
-                    if watched:  # cut the stream the moment the allowance runs out
-                        streamed = meter.streamed(text, streamed)  # type: ignore[union-attr]
-                    if hooked and text is delta:  # the hook's chunks are the answer's text
+                    if hooked and isinstance(delta, str):  # the hook's chunks are the answer's text
                         wiring.fire_hook(
                             branch, "model_stream_chunk", {"branch": branch, "chunk": delta}
                         )
@@ -136,6 +133,22 @@ async def call_model_once(
             branch, "after_model_call", {"branch": branch, "model": model, "response": response}
         )
     return response
+
+
+class _Cut:
+    """Cuts a stream the moment its output passes the meter's allowance: every piece
+    the stream reads counts, a tool call's arguments as text and reasoning do (a
+    model streaming a huge argument ran past ``max_output_tokens`` to its reply's end)."""
+
+    __slots__ = ("meter", "streamed")
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+        self.streamed = 0  # this reply's output tokens so far (an estimate)
+
+    def read(self, text: str) -> None:
+        """Count one piece. Raises: BudgetExceeded, which leaves the stream."""
+        self.streamed = self.meter.streamed(text, self.streamed)
 
 
 def unique_call_ids(scope: TurnScope, response: ModelResponse) -> ModelResponse:

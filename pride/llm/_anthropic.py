@@ -29,6 +29,7 @@ Usage: Anthropic's ``input_tokens`` excludes cache reads and writes; pride's
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pride.errors import BadRequest
@@ -275,7 +276,13 @@ class AnthropicEndpoint(HttpEndpoint):
         elif kind == "content_block_start":
             block = object_field(event, "content_block", "") or {}
             index = count_field(event, "index", "")
-            return _read_block(block, "content_block", reply, index)
+            text = _read_block(block, "content_block", reply, index)
+            opened = block.get("input") if block.get("type") == "tool_use" else None
+            if opened:
+                # A whole input opening its block (no input_json_delta pieces follow) is
+                # generated as the pieces are: counted from the same place, as its JSON.
+                reply.add_generated(json.dumps(opened))
+            return text
         elif kind == "message_start":
             message = object_field(event, "message", "") or {}
             model = str_field(message, "model", "message")

@@ -262,6 +262,11 @@ class ReplyParts:
         parts.pieces.append(piece)
         self.generated.append(piece)
 
+    def add_generated(self, text: str) -> None:
+        """Count ``text`` as generated output that no piece carries (Anthropic's
+        whole tool input opening its block), as `add_arguments` counts a piece."""
+        self.generated.append(text)
+
     def has_tool(self, index: int) -> bool:
         return index in self._tools
 

@@ -328,13 +328,26 @@ class iModel:
         cost = price_usage(self.provider, self.model, usage)
         return usage if cost is None else attrs.evolve(usage, cost_usd=cost)
 
-    def stream(self, request: ModelRequest) -> ModelStream:
+    def stream(
+        self, request: ModelRequest, *, on_output: Callable[[str], None] | None = None
+    ) -> ModelStream:
         """Stream the reply: ``async with model.stream(request) as s: async for delta in s``.
 
-        See [`ModelStream`][pride.llm.ModelStream] for retries, cancellation and ``s.response``.
+        Args:
+            request: what to ask, in this model's ``api_format``.
+            on_output: told the text of each piece of output the stream reads,
+                tool-call arguments included; what it raises cuts the stream.
+
+        See [`ModelStream`][pride.llm.ModelStream] for retries, cancellation,
+        ``on_output`` and ``s.response``.
         """
         return ModelStream(
-            self._ledger, request, partial(self._attempts, request), self.provider, self.model
+            self._ledger,
+            request,
+            partial(self._attempts, request),
+            self.provider,
+            self.model,
+            on_output=on_output,
         )
 
     def _attempts(

@@ -51,6 +51,14 @@ class ModelStream:
     the
     complete [`ModelResponse`][pride.llm.ModelResponse], tool calls and usage included.
 
+    ``on_output`` (given to [`iModel.stream`][pride.iModel.stream]) is told the
+    text of each piece of output as it is read, a text or reasoning delta
+    before it is handed out and each piece of a tool call's arguments, which
+    is never handed out; whatever it raises leaves the iteration at once
+    (the piece counted in [`usage`][pride.llm.ModelStream.usage]): the one way a
+    caller cuts a stream on what it generated, arguments included (a budget's
+    ``max_output_tokens``).
+
     A failed attempt is retried (per the model's ``RetryPolicy``) only while no
     delta has been delivered; after that a cut stream raises
     ``ProviderConnectionError`` and an unreadable event ``MalformedResponse``.
@@ -68,8 +76,11 @@ class ModelStream:
         start: StartAttempts,
         provider: str,
         model: str,
+        *,
+        on_output: Callable[[str], None] | None = None,
     ) -> None:
         self._ledger = ledger
+        self._on_output = on_output
         self._request = request
         self._start = start
         self._provider = provider
@@ -139,10 +150,14 @@ class ModelStream:
                 raise
             if isinstance(item, Generated):  # counted, never handed out
                 self._received.append(item)
+                if self._on_output is not None:
+                    self._on_output(item.text)
                 continue
             break
         if not isinstance(item, ModelResponse):
             self._received.append(item)
+            if self._on_output is not None:
+                self._on_output(item if isinstance(item, str) else item.text)
             return item
         self._response = item
         raise StopAsyncIteration

@@ -10,6 +10,7 @@ real loopback provider, in each wire format, and on the scripted model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -89,9 +90,11 @@ async def test_tool_call_streams_cut_again_and_again_spend_a_shared_budget_until
     while the model wrote a tool call's arguments spent without limit."""
 
     async def ask(branch: Branch) -> None:
-        async with pride.stream(branch, Chat("take a note")) as items:
-            async for _item in items:
-                pass
+        # The stream that passes the allowance in its arguments is cut there.
+        with contextlib.suppress(BudgetExceeded):
+            async with pride.stream(branch, Chat("take a note")) as items:
+                async for _item in items:
+                    pass
 
     script = lambda body: Fault.stall_stream(after_chunks=4, reply=CALL)  # noqa: E731
     async with openai_server(script) as server:
@@ -148,3 +151,51 @@ async def test_a_stream_cut_in_its_arguments_alone_is_still_retried_and_counts_i
     assert [call.arguments for call in stream.response.tool_calls] == [ARGUMENTS]
     assert stream.usage == stream.response.usage
     assert model.statistics().usage.output_tokens == stream.response.usage.output_tokens
+
+
+async def test_a_streamed_tool_call_s_arguments_are_cut_at_max_output_tokens() -> None:
+    """A turn's ``max_output_tokens`` cuts a stream that writes a tool call's
+    arguments the moment they pass it, as it cuts text: before, only text and
+    reasoning deltas were held to it, and a model streaming a huge argument ran
+    on to the end of its reply (here about 200 tokens against an allowance of 30)."""
+    reply = ScriptedReply(tool_calls=(CALL,))
+    model = ScriptedModel([reply], chunk_size=100)  # ~25 tokens a piece, 9 pieces
+    piece = estimate_text_tokens(json.dumps(ARGUMENTS)[:100])
+    whole = estimate_text_tokens(json.dumps(ARGUMENTS))
+    async with Branch(chat_model=model, budget=Budget(max_output_tokens=30)) as branch:
+        with pytest.raises(BudgetExceeded) as refused:
+            async with pride.stream(branch, Chat("take a note")) as items:
+                async for _item in items:
+                    raise AssertionError("a tool call's arguments are no item of the turn")
+    assert refused.value.limit == "max_output_tokens"
+    assert refused.value.used == 2 * piece < whole  # cut at the second piece
+    assert branch.usage.output_tokens == 2 * piece
+    assert model.statistics().usage.output_tokens == 2 * piece
+
+
+async def test_an_anthropic_tool_call_whose_input_opens_its_block_counts_it() -> None:
+    """Anthropic may send a tool call's whole input in its ``content_block_start``
+    rather than as ``input_json_delta`` pieces; a stream cut after it counts that
+    input as generated, as it counts the pieces. Before, it counted nothing."""
+    block = {"type": "tool_use", "id": "toolu_1", "name": "note", "input": ARGUMENTS}
+    events = [
+        {"type": "message_start", "message": {"model": "claude", "usage": {"input_tokens": 5}}},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+    ]
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    fault = Fault.raw(body, content_type="text/event-stream")  # ends without message_stop
+    async with openai_server([fault]) as server:
+        model = iModel(
+            "anthropic/claude-3-5-haiku-latest",
+            base_url=server.base_url,
+            api_key="test",
+            retry=RetryPolicy.never(),
+        )
+        stream = model.stream(request())
+        with pytest.raises(pride.ProviderError):
+            async with stream:
+                async for _delta in stream:
+                    raise AssertionError("a tool call's input is no text delta")
+    spent = stream.usage
+    assert spent is not None
+    assert spent.output_tokens == estimate_text_tokens(json.dumps(ARGUMENTS))
