@@ -17,8 +17,9 @@ plainly structured tasks, and keeps the SDK for the protocol
   JSON-RPC) answers the request with an error, since nothing else would;
 * one GET stream, opened after initialisation, carries messages the server
   sends outside any request (``405``: the server has none); refused as busy
-  (``503``/``429``, a bound on streams) it is asked for again after a bounded
-  backoff that honours ``Retry-After``, until the connection closes;
+  (``503``/``429``, a bound on streams), ended by the server or broken (a
+  reset), it is opened again after a bounded backoff that honours
+  ``Retry-After``, until the connection closes;
 * ``DELETE`` ends the session on close (bounded, best effort).
 
 Every body is read raw and bounded as it arrives (``max_message_bytes`` for
@@ -61,8 +62,8 @@ DELETE_WAIT = 2.0
 """Seconds the closing ``DELETE`` may take."""
 
 GET_RETRY_FIRST = 1.0
-"""Seconds before asking again for a GET stream refused as busy, the first time
-(doubled at each refusal after it, up to `GET_RETRY_MAX`)."""
+"""Seconds before asking again for a GET stream refused as busy or ended, the first
+time (doubled at each such stream in a row after it, up to `GET_RETRY_MAX`)."""
 
 GET_RETRY_MAX = 60.0
 """The longest wait before asking again for a refused GET stream (a longer
@@ -195,43 +196,65 @@ class _Connection:
             self.broken(f"sent a message over {self.spec.max_message_bytes} bytes")
 
     async def listen(self) -> None:
-        """The GET stream: messages the server sends outside any request.
+        """The GET stream: messages the server sends outside any request, for as long
+        as the connection is open.
 
-        A stream refused as busy (503 or 429: a bound on streams such as ``pride
-        mcp --max-watchers`` is reached) is asked for again, for as long as the
-        connection is open, after a wait: the server's ``Retry-After`` or a
-        backoff doubling from `GET_RETRY_FIRST`, whichever is longer, never more
-        than `GET_RETRY_MAX`. The first refusal is logged saying so (and every
-        tenth after it); the stream opening after refusals is logged too. Any
-        other refusal (405: the server has none) is final.
+        A stream that ends is opened again: refused as busy (503 or 429: a bound on
+        streams such as ``pride mcp --max-watchers`` is reached), ended by the
+        server (200, then the body's end), or broken at the transport level (a
+        reset, an idle read timing out). Each time after a wait: the server's
+        ``Retry-After`` or a backoff doubling from `GET_RETRY_FIRST` with each
+        stream in a row that ended so, whichever is longer, never more than
+        `GET_RETRY_MAX`; a stream that stayed open `GET_RETRY_MAX` seconds or
+        more starts the backoff again, so a server ending every stream at once is
+        asked ever more slowly, never in a loop. The first of a row is logged (and
+        every tenth after it), as is the stream opening after refusals. A 404 for
+        the session breaks the connection, as a POST's does; any other refusal
+        (405: the server has none) is final.
         """
-        refusals = 0
+        tries = 0  # streams in a row refused, or ended before GET_RETRY_MAX seconds
+        refused = False
         while True:
-            refused = await self._listen_once(refusals)
-            if refused is None:
+            began = trio.current_time()
+            ended = await self._listen_once(tries if refused else 0)
+            if ended is None:
                 return
-            hint, why = refused
-            refusals += 1
-            backoff = GET_RETRY_FIRST * 2 ** min(refusals - 1, 16)
+            hint, why, refused = ended
+            if not refused and trio.current_time() - began >= GET_RETRY_MAX:
+                tries = 0  # it served a good while: its end says nothing of the server
+            tries += 1
+            backoff = GET_RETRY_FIRST * 2 ** min(tries - 1, 16)
             delay = min(GET_RETRY_MAX, max(hint, backoff))
-            if refusals % 10 == 1:
+            if tries % 10 != 1:
+                log.debug("MCP server %r: GET stream ended; again in %g s", self.spec.name, delay)
+            elif refused:
                 log.warning(
                     "MCP server %r: its GET stream was refused %d time(s) as busy (%s); "
                     "asking again in %g s (every %g s at most, while connected): no "
                     "list-change notices until then",
                     self.spec.name,
-                    refusals,
+                    tries,
                     why,
                     delay,
                     GET_RETRY_MAX,
                 )
             else:
-                log.debug("MCP server %r: GET stream refused; again in %g s", self.spec.name, delay)
+                log.warning(
+                    "MCP server %r: its GET stream ended %d time(s) in a row (%s); "
+                    "opening it again in %g s (every %g s at most, while connected): no "
+                    "list-change notices until then",
+                    self.spec.name,
+                    tries,
+                    why,
+                    delay,
+                    GET_RETRY_MAX,
+                )
             await trio.sleep(delay)
 
-    async def _listen_once(self, refusals: int) -> tuple[float, str] | None:
-        """One GET stream, read to its end: None when done with, or, when the server
-        refused it as busy, the seconds it asked to wait (0: it named none) and why."""
+    async def _listen_once(self, refusals: int) -> tuple[float, str, bool] | None:
+        """One GET stream, read to its end: None when done with (the server has none,
+        or the connection broke), else the seconds the server asked to wait (0: it
+        named none), why the stream ended, and whether it was refused as busy."""
         try:
             async with self.client.stream(
                 "GET", self.url, headers=self.headers("text/event-stream")
@@ -239,7 +262,10 @@ class _Connection:
                 if reply.status_code in (429, 503):
                     text = (await _read_some(reply, 300)).decode("utf-8", "replace")
                     why = f"HTTP {reply.status_code}: {text.strip()!r}"
-                    return parse_retry_after(reply.headers) or 0.0, why
+                    return parse_retry_after(reply.headers) or 0.0, why, True
+                if reply.status_code == 404 and self.session_id is not None:
+                    self.broken("the server ended the session (HTTP 404 to its GET stream)")
+                    return None
                 if reply.status_code != 200:
                     log.debug(
                         "MCP server %r: no GET stream (HTTP %d)", self.spec.name, reply.status_code
@@ -253,10 +279,11 @@ class _Connection:
                     )
                 await self._events(reply)
         except httpx.TransportError as exc:
-            log.debug("MCP server %r: the GET stream ended: %r", self.spec.name, exc)
+            return 0.0, f"{type(exc).__name__}: {exc}", False
         except _TooLarge:
             self.broken(f"sent a message over {self.spec.max_message_bytes} bytes")
-        return None
+            return None
+        return 0.0, "the server ended it", False
 
     async def _events(
         self, reply: httpx.Response, request_id: Any = None, *, initialize: bool = False
