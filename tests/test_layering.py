@@ -38,7 +38,7 @@ ROOT = Path(pride.__file__).parent
 
 # Pride-wide helpers: modules at pride's top, outside the layers, importing nothing
 # of pride (checked below), which any layer may use.
-HELPERS = {"_version", "_public", "_hypercorn", "_lines", "_places"}
+HELPERS = {"_version", "_public", "_hypercorn", "_lines", "_places", "_repeats"}
 BASE = {"errors", "messages"} | HELPERS
 ALLOWED: dict[str, set[str]] = {
     "messages": set(),

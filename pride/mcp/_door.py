@@ -37,6 +37,7 @@ from mcp.types import INTERNAL_ERROR
 
 from .._hypercorn import ClientStalled, Writer, answer_lifespan
 from .._places import Places
+from .._repeats import Repeats
 from ..messages.origins import Guard
 from ._spec import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -199,14 +200,17 @@ def door(
     send_timeout: float = SEND_TIMEOUT,
     *,
     watchers: Places | None = None,
+    refused: Repeats | None = None,
     max_sessions: int | None = None,
 ) -> Asgi:
     """The ASGI app in front of ``endpoint`` (the SDK's ``/mcp``): see the module docstring.
 
     ``writes`` runs the writes of answers (`Writer`): a nursery that outlives
     the server's requests. ``watchers`` bounds the GET streams open at once
-    (None: no bound); ``max_sessions`` is the endpoint's bound on sessions,
-    named in its refusal of one more."""
+    (None: no bound), each refusal a warning of ``refused`` (bounded: a client
+    asking in a loop cannot flood the log); ``max_sessions`` is the endpoint's
+    bound on sessions, named in its refusal of one more."""
+    refusals = refused if refused is not None else Repeats(log, "GET streams refused")
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         writer = Writer(send, writes, send_timeout)
@@ -293,7 +297,7 @@ def door(
         assert watchers is not None
         if not await watchers.take():
             text = f"{watchers.limit} GET streams are open (--max-watchers); try again shortly"
-            log.warning("MCP over HTTP: refused a GET stream (503): %s", text)
+            refusals.warning("MCP over HTTP: refused a GET stream (503): %s", text)
             await _respond(send, 503, text, [(b"retry-after", str(RETRY_AFTER).encode())])
             return
         try:

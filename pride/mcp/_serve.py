@@ -46,6 +46,7 @@ from mcp.shared.message import SessionMessage
 from .._hypercorn import bound_socket, hypercorn_config
 from .._lines import LineSplitter, LineTooLong
 from .._places import Places
+from .._repeats import Repeats
 from .._version import __version__
 from ..actors import send
 from ..branch import Branch
@@ -158,6 +159,8 @@ class _Exposed:
         self.max_concurrent = _count("max_concurrent", max_concurrent)
         self.queue_wait = float(queue_wait)
         self.places = Places(self.max_concurrent, self.queue_wait)
+        # A client calling in a loop past the bound would log a warning a call.
+        self.refused = Repeats(log, "calls refused (--max-concurrent)")
         self.session = session
         self.image_urls = image_url_prefixes(*image_urls)  # this server's own, never global
         self.departures = Departures()  # calls whose HTTP client went away
@@ -182,7 +185,9 @@ class _Exposed:
             McpBusy: no place came free within ``queue_wait`` (nothing was sent).
         """
         if not await self.places.take():
-            log.warning("MCP: refused a call of %r: %d calls running", name, self.max_concurrent)
+            self.refused.warning(
+                "MCP: refused a call of %.100r: %d calls running", name, self.max_concurrent
+            )
             raise McpBusy(
                 f"{self.max_concurrent} calls are being served (--max-concurrent); "
                 "try again shortly"
@@ -449,22 +454,27 @@ async def serve_mcp(
     _count("max_sessions", max_sessions)
     server = _server(exposed)
     options = server.create_initialization_options()
-    if http is None:
-        async with _stdio() as (read, write):
-            task_status.started(None)
-            await server.run(read, write, options)
-        return
-    await _serve_http(
-        server,
-        host=host,
-        port=http,
-        allowed=(allow_hosts, allow_origins),
-        departures=exposed.departures,
-        send_timeout=send_timeout,
-        watchers=watchers,
-        max_sessions=max_sessions,
-        task_status=task_status,
-    )
+    watch_refused = Repeats(log, "GET streams refused (--max-watchers)")
+    try:
+        if http is None:
+            async with _stdio() as (read, write):
+                task_status.started(None)
+                await server.run(read, write, options)
+            return
+        await _serve_http(
+            server,
+            host=host,
+            port=http,
+            allowed=(allow_hosts, allow_origins),
+            departures=exposed.departures,
+            send_timeout=send_timeout,
+            watchers=(watchers, watch_refused),
+            max_sessions=max_sessions,
+            task_status=task_status,
+        )
+    finally:
+        exposed.refused.flush()
+        watch_refused.flush()
 
 
 @contextlib.asynccontextmanager
@@ -567,7 +577,7 @@ async def _serve_http(
     allowed: tuple[Sequence[str], Sequence[str]],
     departures: Departures,
     send_timeout: float,
-    watchers: Places,
+    watchers: tuple[Places, Repeats],
     max_sessions: int,
     task_status: trio.TaskStatus[str | None],
 ) -> None:
@@ -591,7 +601,8 @@ async def _serve_http(
                     endpoint,
                     writes,
                     send_timeout,
-                    watchers=watchers,
+                    watchers=watchers[0],
+                    refused=watchers[1],
                     max_sessions=max_sessions,
                 )
                 await serve(app, config, task_status=_Endpoint(task_status))

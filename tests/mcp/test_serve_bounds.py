@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 from mcp import types
 
 from pride import Branch, RunStart, ScriptedModel, Session
@@ -263,3 +264,72 @@ async def test_a_client_waiting_to_ask_again_for_its_get_stream_closes_at_once(
                     closing = trio.current_time()
                 assert trio.current_time() - closing < 0.5
     assert not [text for text in heard.records if "refused; again" in text]
+
+
+def _said(heard: _Heard, words: str) -> list[str]:
+    return [text for text in heard.records if words in text]
+
+
+@pytest.mark.parametrize("served", [{"max_concurrent": 1, "queue_wait": 0}], indirect=True)
+async def test_calls_refused_in_a_flood_log_the_first_ten_then_a_count_a_minute(
+    served: tuple[Session, str], autojump_clock: trio.testing.MockClock
+) -> None:
+    """A client calling in a loop past ``--max-concurrent`` gets each call refused,
+    and the log says the first ten, then counts the rest once a minute. Before,
+    each refusal was a warning: a flood of calls was a flood of the log."""
+    _, url = served
+    started = trio.Event()
+    served[0].observe(RunStart, handler=lambda _: started.set())
+
+    async def ask(raw: httpx.AsyncClient, session_id: str, instruction: str) -> str:
+        arguments = {"name": "ask_helper", "arguments": {"instruction": instruction}}
+        message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": arguments}
+        headers = {**ACCEPT, "mcp-session-id": session_id}
+        return (await raw.post(url, json=message, headers=headers)).text
+
+    with _hearing() as heard:
+        async with (
+            httpx.AsyncClient(timeout=None) as raw,
+            Session() as clients,
+            trio.open_nursery() as nursery,
+        ):
+            client = await clients.spawn_mcp("client", url=url)
+            session_id = await _session_id(raw, url)
+            # Held until cancelled (pride's client tells the server so): the one place.
+            nursery.start_soon(client.call_tool, "ask_helper", {"instruction": "slow"})
+            await started.wait()
+            for _ in range(25):
+                assert "--max-concurrent" in await ask(raw, session_id, "hi")
+            await trio.sleep(61)
+            assert "--max-concurrent" in await ask(raw, session_id, "hi")
+            nursery.cancel_scope.cancel()
+    refused = _said(heard, "MCP: refused a call of 'ask_helper'")
+    assert len(refused) == 10
+    assert "further calls refused (--max-concurrent) are counted, every 60 s" in refused[-1]
+    [counted] = _said(heard, "more calls refused")
+    assert counted == "16 more calls refused (--max-concurrent) in the last 61 s (26 in all)"
+
+
+@pytest.mark.parametrize("served", [{"max_watchers": 1, "queue_wait": 0}], indirect=True)
+async def test_get_streams_refused_in_a_flood_log_the_first_ten_then_a_count_a_minute(
+    served: tuple[Session, str], autojump_clock: trio.testing.MockClock
+) -> None:
+    """The same for GET streams past ``--max-watchers``: each is 503, and the log
+    says the first ten, then counts the rest once a minute."""
+    _, url = served
+    sse = {"accept": "text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    with _hearing() as heard:
+        async with httpx.AsyncClient(timeout=None) as raw:
+            greedy = await _session_id(raw, url)
+            other = {**sse, "mcp-session-id": await _session_id(raw, url)}
+            async with raw.stream("GET", url, headers={**sse, "mcp-session-id": greedy}) as held:
+                assert held.status_code == 200
+                for _ in range(25):
+                    assert (await raw.get(url, headers=other)).status_code == 503
+                await trio.sleep(61)
+                assert (await raw.get(url, headers=other)).status_code == 503
+    refused = _said(heard, "refused a GET stream (503)")
+    assert len(refused) == 10
+    assert "further GET streams refused (--max-watchers) are counted" in refused[-1]
+    [counted] = _said(heard, "more GET streams refused")
+    assert counted == "16 more GET streams refused (--max-watchers) in the last 61 s (26 in all)"
