@@ -53,7 +53,8 @@ async def call_model_once(
     ``meter`` ([`ModelStream.usage`][pride.llm.ModelStream.usage]), and so
     does a plain call that ends without a reply after its request was sent
     (its prompt: [`iModel.invoke`][pride.iModel.invoke]'s ``spent``): no reply
-    will carry its usage to the turn.
+    will carry its usage to the turn. A call whose request was never sent
+    made no call: the model call ``meter`` admitted is taken back.
 
     Raises:
         BudgetExceeded: a streamed reply ran past ``max_output_tokens``.
@@ -96,7 +97,11 @@ async def call_model_once(
         # no reply will carry its usage to the turn.
         spent = stream.usage if stream is not None else (unanswered[0] if unanswered else None)
         if spent is None:
+            # Its request never left (no API key, a refused connection, an error
+            # status, a hook's refusal): no call was made, and none is counted.
             spent = NOTHING_SPENT
+            if meter is not None:
+                meter.withdraw_model_call()
         elif meter is not None:
             meter.add_spent(spent)
         cancelled = isinstance(exc, trio.Cancelled | StopStream)

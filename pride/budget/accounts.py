@@ -370,6 +370,14 @@ class Meter(Account):
         for account in self._counted(replayed):
             account.model_calls += 1
 
+    def withdraw_model_call(self) -> None:
+        """Take back a model call `admit_model_call` counted that never left: its
+        request was never sent (refused for want of an API key, by a hook, a
+        connection refused, an error status), so it spent nothing and made no
+        call, as its tokens, none, say (the rule of `pride.llm`'s ``Exchange``)."""
+        for account in self._counted(False):
+            account.model_calls -= 1
+
     def add_usage(self, usage: Usage, *, replayed: bool = False) -> None:
         """`add_tokens` with every kind of a model call's ``usage``.
 

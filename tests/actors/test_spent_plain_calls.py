@@ -17,8 +17,9 @@ import pytest
 import trio
 import trio.testing
 
+import pride
 from pride import Branch, Budget, BudgetExceeded, Chat, ScriptedModel, Session
-from pride.errors import BadRequest, ProviderConnectionError
+from pride.errors import AuthenticationFailed, BadRequest, ProviderConnectionError
 from pride.llm import RetryPolicy, iModel
 from pride.testing import Fault, openai_server
 
@@ -87,7 +88,7 @@ async def test_a_plain_call_that_could_not_connect_counts_no_tokens() -> None:
         with pytest.raises(ProviderConnectionError):
             await branch.chat("q")
         usage = branch.usage
-    assert usage.model_calls == 1
+    assert usage.model_calls == 0  # never sent: no call was made
     assert usage.input_tokens == usage.output_tokens == 0
     assert model.statistics().usage.input_tokens == 0
 
@@ -98,6 +99,7 @@ async def test_a_plain_call_the_provider_refused_counts_no_tokens() -> None:
             with pytest.raises(BadRequest):
                 await branch.chat("q")
             assert branch.usage.input_tokens == 0
+            assert branch.usage.model_calls == 0  # refused, not run
 
 
 async def test_a_plain_call_cut_after_sending_counts_its_request_once_however_often_sent() -> None:
@@ -143,3 +145,34 @@ async def test_a_scripted_call_cancelled_while_it_works_counts_its_request(
         await trio.testing.wait_all_tasks_blocked()  # the branch has ended the cancelled turn
         assert branch.usage.input_tokens > 0 and branch.usage.output_tokens == 0
         assert model.statistics().usage.input_tokens == branch.usage.input_tokens
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+async def test_a_call_refused_before_it_was_sent_is_no_model_call(
+    streamed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call refused for want of an API key never left: it spent nothing, and is
+    no model call on the branch, the session or their budgets, as its tokens are
+    none (a call counts once its request was sent). Before, it was counted: under
+    a session's ``max_model_calls=1`` the key set after it found the allowance spent."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+    async def ask(branch: Branch) -> None:
+        if not streamed:
+            await branch.chat("q")
+            return
+        async with pride.stream(branch, Chat("q")) as items:
+            async for _item in items:
+                pass
+
+    async with openai_server(["answered"]) as server:
+        model = iModel("openai/gpt-4o-mini", base_url=server.base_url, retry=NO_RETRY)
+        async with Session(budget=Budget(max_model_calls=1)) as session:
+            branch = await session.spawn(Branch(name="keyless", chat_model=model))
+            with pytest.raises(AuthenticationFailed, match="OPENAI_API_KEY"):
+                await ask(branch)
+            assert branch.usage.model_calls == session.usage.model_calls == 0
+            monkeypatch.setenv("OPENAI_API_KEY", "test")
+            await ask(branch)  # the one call the budget allows
+            assert session.usage.model_calls == 1
+        assert server.request_count == 1
