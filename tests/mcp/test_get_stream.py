@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import socket
 import struct
 from collections.abc import AsyncIterator
@@ -31,8 +32,9 @@ from pride import Session
 class _Server:
     """Answers MCP's initialisation and ``tools/list``; each GET stream ends as
     ``ending`` says: ``"end"`` (200, then the body's end), ``"reset"`` (200, a
-    comment, then a TCP reset), or ``"late"`` (the first stream ends after
-    ``held`` seconds, the others at once)."""
+    comment, then a TCP reset), ``"late"`` (the first stream ends after
+    ``held`` seconds, the others at once), or ``"gone"`` (the first stream ends at
+    once, and each after it is 404: the session ended)."""
 
     def __init__(self, ending: str, held: float = 0.0) -> None:
         self.ending = ending
@@ -90,6 +92,9 @@ class _Server:
         self.gets.append(trio.current_time())
         self.asked.set()
         self.asked = trio.Event()
+        if self.ending == "gone" and len(self.gets) > 1:
+            await _send(connection, stream, 404, b"no such session")
+            return
         head = [("content-type", "text/event-stream"), ("mcp-session-id", "s1")]
         await stream.send_all(connection.send(h11.Response(status_code=200, headers=head)))
         if self.ending == "reset":
@@ -171,3 +176,33 @@ async def test_a_get_stream_that_served_a_while_is_opened_again_at_the_first_bac
             await server.wait_for_gets(3)
     gaps = [later - earlier for earlier, later in itertools.pairwise(server.gets)]
     assert gaps[:2] == pytest.approx([91.0, 2.0], abs=0.05)
+
+
+async def test_a_get_stream_answered_404_breaks_the_connection_as_a_post_s_does(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A 404 to the GET stream (opened again after the first ended) says the server
+    ended the session: the connection
+    breaks (a crash of the child, which its restart type decides about), as a 404
+    to a POST does. Before, it was logged at debug level and the client sat on a
+    session the server no longer had, without notices."""
+    server = _Server("gone")
+    url = await _serving(server, nursery)
+    crashed = trio.Event()
+
+    class Crash(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "404 to its GET stream" in record.getMessage():
+                crashed.set()
+
+    logger = logging.getLogger("pride")
+    handler = Crash(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        with trio.fail_after(60):
+            async with Session() as clients:
+                await clients.spawn_mcp("gone", url=url, restart="temporary")
+                await crashed.wait()
+    finally:
+        logger.removeHandler(handler)
+    assert len(server.gets) == 2
