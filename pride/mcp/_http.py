@@ -206,9 +206,12 @@ class _Connection:
         ``Retry-After`` or a backoff doubling from `GET_RETRY_FIRST` with each
         stream in a row that ended so, whichever is longer, never more than
         `GET_RETRY_MAX`; a stream that stayed open `GET_RETRY_MAX` seconds or
-        more starts the backoff again, so a server ending every stream at once is
-        asked ever more slowly, never in a loop. The first of a row is logged (and
-        every tenth after it), as is the stream opening after refusals. A 404 for
+        more is opened again after `GET_RETRY_FIRST` and starts the backoff
+        again, so a server ending every stream at once is
+        asked ever more slowly, never in a loop. The first of a row is a warning
+        (and every tenth after it), as is the stream opening after refusals; the
+        end of a stream that served that long is routine (a proxy's cut, an idle
+        read timing out), logged at debug level. A 404 for
         the session breaks the connection, as a POST's does; any other refusal
         (405: the server has none) is final.
         """
@@ -220,8 +223,20 @@ class _Connection:
             if ended is None:
                 return
             hint, why, refused = ended
-            if not refused and trio.current_time() - began >= GET_RETRY_MAX:
-                tries = 0  # it served a good while: its end says nothing of the server
+            lasted = trio.current_time() - began
+            if not refused and lasted >= GET_RETRY_MAX:
+                # It served a good while: its end says nothing of the server, and is
+                # routine (a proxy's cut, an idle read timing out), not a warning.
+                tries = 0
+                log.debug(
+                    "MCP server %r: its GET stream ended after %.0f s (%s); again in %g s",
+                    self.spec.name,
+                    lasted,
+                    why,
+                    GET_RETRY_FIRST,
+                )
+                await trio.sleep(GET_RETRY_FIRST)
+                continue
             tries += 1
             backoff = GET_RETRY_FIRST * 2 ** min(tries - 1, 16)
             delay = min(GET_RETRY_MAX, max(hint, backoff))

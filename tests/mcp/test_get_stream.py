@@ -166,16 +166,31 @@ async def test_a_get_stream_that_served_a_while_is_opened_again_at_the_first_bac
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A stream open 90 s (past the 60 s the backoff grows to) before its server
-    ended it says nothing of a server in trouble: the next is asked for 1 s after,
-    and the backoff doubles from there again for the streams that end at once."""
+    ended it says nothing of a server in trouble, and no warning: the next is asked
+    for 1 s after, and the backoff starts again for the streams that end at once
+    (1 s, 2 s, ...), the first of which is a warning."""
     server = _Server("late", held=90.0)
     url = await _serving(server, nursery)
-    with trio.fail_after(200):
-        async with Session() as clients:
-            await clients.spawn_mcp("ends", url=url)
-            await server.wait_for_gets(3)
+    warned: list[str] = []
+
+    class Warned(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "GET stream" in record.getMessage():
+                warned.append(record.getMessage())
+
+    logger = logging.getLogger("pride.mcp")
+    handler = Warned(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        with trio.fail_after(200):
+            async with Session() as clients:
+                await clients.spawn_mcp("ends", url=url)
+                await server.wait_for_gets(4)
+    finally:
+        logger.removeHandler(handler)
     gaps = [later - earlier for earlier, later in itertools.pairwise(server.gets)]
-    assert gaps[:2] == pytest.approx([91.0, 2.0], abs=0.05)
+    assert gaps[:3] == pytest.approx([91.0, 1.0, 2.0], abs=0.05)
+    assert len(warned) == 1 and "ended 1 time(s) in a row" in warned[0], warned
 
 
 async def test_a_get_stream_answered_404_breaks_the_connection_as_a_post_s_does(
