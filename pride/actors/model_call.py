@@ -47,9 +47,8 @@ async def call_model_once(
     turn's consumer (``streaming``: text as ``str``, reasoning as
     [`ReasoningDelta`][pride.ReasoningDelta] items; cut the moment ``meter``'s
     output allowance runs out, which thinking and a tool call's arguments count
-    against too; a directive
-    checked after each delta with ``control``), and the call log, whatever the
-    outcome. A stream that ends before its reply counts what it spent on
+    against too; a directive checked after each delta with ``control``), and
+    the call log, whatever the outcome. A stream that ends before its reply counts what it spent on
     ``meter`` ([`ModelStream.usage`][pride.llm.ModelStream.usage]), and so
     does a plain call that ends without a reply after its request was sent
     (its prompt: [`iModel.invoke`][pride.iModel.invoke]'s ``spent``): no reply

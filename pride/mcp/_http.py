@@ -207,13 +207,13 @@ class _Connection:
         stream in a row that ended so, whichever is longer, never more than
         `GET_RETRY_MAX`; a stream that stayed open `GET_RETRY_MAX` seconds or
         more is opened again after `GET_RETRY_FIRST` and starts the backoff
-        again, so a server ending every stream at once is
-        asked ever more slowly, never in a loop. The first of a row is a warning
-        (and every tenth after it), as is the stream opening after refusals; the
-        end of a stream that served that long is routine (a proxy's cut, an idle
-        read timing out), logged at debug level. A 404 for
-        the session breaks the connection, as a POST's does; any other refusal
-        (405: the server has none) is final.
+        again, so a server ending every stream at once is asked ever more
+        slowly, never in a loop. The first of a row is a warning (and every
+        tenth after it), as is the stream opening after refusals; the end of a
+        stream that served that long is routine (a proxy's cut, an idle read
+        timing out), logged at debug level. A 404 for the session breaks the
+        connection, as a POST's does; any other refusal (405: the server has
+        none) is final.
         """
         tries = 0  # streams in a row refused, or ended before GET_RETRY_MAX seconds
         refused = False
