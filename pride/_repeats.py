@@ -63,7 +63,8 @@ class Repeats:
         self.seen += 1
         if self.seen <= self.first:
             if self.seen == self.first:
-                message += f" (further {self.what} are counted, every {self.every:g} s)"
+                further = f" (further {self.what} are counted, every {self.every:g} s)"
+                message += further.replace("%", "%%")  # ``what`` is text, not a format
                 self._since = trio.current_time()
             self.logger.warning(message, *args)
             return

@@ -35,6 +35,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from .._lines import LineSplitter, LineTooLong
+from .._repeats import Repeats
 from ._errors import McpServerError
 from ._family import end_family, family
 from ._spec import McpServerSpec
@@ -69,6 +70,10 @@ class StdioProcess:
         self.process: trio.Process | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.bad_lines = 0
+        # A server printing to stdout in a loop would log a warning a line.
+        self.bad = Repeats(
+            log, f"lines of MCP server {name!r} that are not JSON-RPC", first=_BAD_LINES_LOGGED
+        )
 
     @property
     def pid(self) -> int | None:
@@ -140,6 +145,7 @@ async def stdio_transport(
             finally:
                 nursery.cancel_scope.cancel()  # the pumps end with the body
     finally:
+        state.bad.flush()  # the count of bad lines not logged yet, at the incarnation's end
         deadline = stop_deadline()
         if deadline is None and broken.error is not None:  # it is broken: no long goodbye
             deadline = trio.current_time() + BROKEN_EXIT_WAIT
@@ -212,15 +218,12 @@ async def _deliver(name: str, state: StdioProcess, line: bytes, reader: Any) -> 
     except Unreadable as exc:
         # Servers that print to stdout are a common bug; one bad line is not a broken connection.
         state.bad_lines += 1
-        if state.bad_lines <= _BAD_LINES_LOGGED:
-            log.warning(
-                "MCP server %r wrote a line that is not JSON-RPC (ignored): %.200r (%s)",
-                name,
-                line,
-                exc,
-            )
-            if state.bad_lines == _BAD_LINES_LOGGED:
-                log.warning("MCP server %r: further bad lines are not logged", name)
+        state.bad.warning(
+            "MCP server %r wrote a line that is not JSON-RPC (ignored): %.200r (%s)",
+            name,
+            line,
+            exc,
+        )
         return
     await reader.send(SessionMessage(message))
 

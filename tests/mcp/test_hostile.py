@@ -66,6 +66,26 @@ async def test_lines_that_are_not_json_rpc_are_skipped(caplog: pytest.LogCapture
     assert any("not JSON-RPC" in record.getMessage() for record in caplog.records)
 
 
+async def test_bad_lines_past_the_first_twenty_are_counted_when_the_server_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server writes two bad lines before each message it reads: 15 calls and
+    the three messages of its start make 36. The first 20 are logged one by one,
+    and one line counts the rest when its incarnation ends. Before, the last of
+    the 20 said further ones were not logged, and how many there were was said
+    nowhere."""
+    caplog.set_level(logging.WARNING, "pride.mcp")
+    async with Session() as session:
+        server = await session.spawn_mcp("noisy", command=fake_command("garbage"))
+        for _ in range(15):
+            await server.call_tool("ping")
+    said = [record.getMessage() for record in caplog.records if record.name == "pride.mcp"]
+    assert len([text for text in said if "wrote a line that is not JSON-RPC" in text]) == 20
+    [counted] = [text for text in said if "more lines of MCP server 'noisy'" in text]
+    assert counted.startswith("16 more lines of MCP server 'noisy' that are not JSON-RPC")
+    assert counted.endswith("(36 in all)")
+
+
 async def test_odd_tool_names_and_schemas(caplog: pytest.LogCaptureFixture) -> None:
     """Names are made valid, bad schemas are not offered, long descriptions are cut."""
     caplog.set_level(logging.WARNING, "pride.mcp")
