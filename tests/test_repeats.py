@@ -44,3 +44,12 @@ async def test_the_first_are_said_the_rest_counted_and_the_last_count_said_at_th
 def test_a_bound_of_none_said_is_refused() -> None:
     with pytest.raises(ValueError, match="first must be at least 1, got 0"):
         Repeats(logging.getLogger("tests.repeats"), "knocks", first=0)
+
+
+async def test_what_is_counted_is_text_not_a_format() -> None:
+    """``what`` names a peer (an MCP server's name) and may hold a ``%``: appended
+    to the last message said, it stays text."""
+    records: list[str] = []
+    repeats = Repeats(_logger(records), "lines of 'a%sb'", first=1)
+    repeats.warning("line %d", 1)
+    assert records == ["line 1 (further lines of 'a%sb' are counted, every 60 s)"]
