@@ -127,6 +127,13 @@ def _read_usage(data: dict[str, Any], path: str, reply: ReplyParts) -> None:
             reply.usage[name] = count_field(usage, name, path)
 
 
+#: What belongs where a thinking block's signature is missing. Anthropic signs every
+#: thinking block and refuses one sent back without its signature, so a reply
+#: holding an unsigned one is refused when read: recorded, it would make every
+#: later request of the conversation fail.
+_SIGNED = "the thinking block's signature (a non-empty string)"
+
+
 def _read_block(block: dict[str, Any], path: str, reply: ReplyParts, index: int | None) -> str:
     """One content block (whole, or as a stream's ``content_block_start``); its text."""
     kind = str_field(block, "type", path)
@@ -148,6 +155,8 @@ def _read_block(block: dict[str, Any], path: str, reply: ReplyParts, index: int 
             thinking.pieces.append(text)
         if signature:
             thinking.signature.append(signature)
+        elif index is None:  # a whole block: its signature is here or nowhere
+            raise WrongShape(where(path, "signature"), _SIGNED, signature)
     elif kind == "redacted_thinking":
         reply.reasoning(index).encrypted = str_field(block, "data", path) or ""
     return ""
@@ -295,6 +304,11 @@ class AnthropicEndpoint(HttpEndpoint):
                 reply.finish_reason = _finish(str_field(delta, "stop_reason", "delta"))
             _read_usage(event, "", reply)
         elif kind == "message_stop":
+            # A streamed block's signature comes in its own delta, so only the
+            # whole reply shows one missing.
+            unsigned = reply.unsigned_reasoning()
+            if unsigned:
+                raise WrongShape(f"content block {unsigned[0]}: signature", _SIGNED, None)
             reply.done = True
         elif kind == "error":
             raise self.payload_error(event.get("error"))

@@ -283,6 +283,15 @@ class ReplyParts:
             parts = self._reasoning[index] = _ReasoningParts()
         return parts
 
+    def unsigned_reasoning(self) -> list[int]:
+        """The indices of the reasoning blocks read without a signature and not encrypted
+        (an Anthropic thinking block the provider failed to sign), in order."""
+        return [
+            index
+            for index, parts in sorted(self._reasoning.items())
+            if parts.encrypted is None and not "".join(parts.signature)
+        ]
+
     def reasoning_blocks(self, provider: str) -> tuple[Reasoning, ...]:
         """The reasoning blocks in index order, each a [`Reasoning`][pride.Reasoning]."""
         return tuple(

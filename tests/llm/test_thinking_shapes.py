@@ -216,3 +216,58 @@ def _check_reasoning(outcome: ModelResponse | BaseException) -> None:
             assert isinstance(block.reasoning, str)
             assert block.signature is None or isinstance(block.signature, str)
             assert block.encrypted is None or isinstance(block.encrypted, str)
+
+
+def _without_signature(doc: Any) -> Any:
+    reply = json.loads(json.dumps(doc))
+    del reply["content"][0]["signature"]
+    return reply
+
+
+UNSIGNED = [
+    pytest.param(False, _without_signature(THINKING_MESSAGE), "content[0].signature", id="plain"),
+    pytest.param(
+        False,
+        _set(THINKING_MESSAGE, ("content", 0, "signature"), ""),
+        "content[0].signature",
+        id="plain-empty",
+    ),
+    pytest.param(
+        True,
+        [e for i, e in enumerate(THINKING_EVENTS) if i != 4],
+        "event 16: content block 0: signature",
+        id="streamed",
+    ),
+    pytest.param(
+        True,
+        [
+            *THINKING_EVENTS[:-3],
+            {
+                "type": "content_block_delta",
+                "index": 3,
+                "delta": {"type": "thinking_delta", "thinking": "x"},
+            },
+            *THINKING_EVENTS[-3:],
+        ],
+        "event 18: content block 3: signature",
+        id="thinking-into-a-tool-block",
+    ),
+]
+
+
+@pytest.mark.parametrize(("streamed", "reply", "path"), UNSIGNED)
+async def test_an_unsigned_thinking_block_is_refused_naming_its_place(
+    streamed: bool, reply: Any, path: str
+) -> None:
+    """Anthropic signs every thinking block and refuses one sent back unsigned, so a
+    reply holding an unsigned one (a provider's bug, or a hostile one) is refused
+    with the block's place, instead of recorded to break every later request."""
+    with pytest.raises(MalformedResponse) as caught:
+        if streamed:
+            await _streamed(reply)
+        else:
+            async with openai_server([Fault.raw(_json(reply))]) as server:
+                async with _model(server, "anthropic") as model:
+                    await model.invoke(REQUEST)
+    assert caught.value.path == path
+    assert "signature" in str(caught.value)
