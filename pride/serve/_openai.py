@@ -13,7 +13,12 @@ by ``--max-concurrent`` instead). The clone is invisible to the native API.
 
 The turn is a [`Run`][pride.Run] of the last user message (the agent's
 tools execute on the server, round after round, until the model answers):
-its text chunks are the stream's deltas. The last message is decoded by the
+its text chunks are the stream's deltas. A reasoning model's readable
+reasoning is ``reasoning_content`` beside ``content`` (the message's field, and
+deltas of its own before the answer's), and the usage's
+``completion_tokens_details.reasoning_tokens`` counts the output spent
+reasoning, withheld (redacted, encrypted) reasoning included: a client is told
+what it did not get, never silently short of it. The last message is decoded by the
 one decoder of `pride.messages.requests`, so images follow the same trust
 rules as everywhere (``data:`` URLs, or under ``--allow-image-url``).
 A request cannot add tools (``tools`` must be absent or empty) nor pick a
@@ -36,7 +41,14 @@ import trio
 
 from ..actors import ask, stream
 from ..errors import ApprovalRequired, InvalidMessage, UnknownBranch
-from ..messages import AssistantResponse, Instruction, Run, System
+from ..messages import (
+    AssistantResponse,
+    Instruction,
+    Reasoning,
+    ReasoningDelta,
+    Run,
+    System,
+)
 from ..messages.requests import decode_command
 from ._app import Front
 from ._auth import Grant
@@ -44,7 +56,7 @@ from ._http import SSE_HEADERS, HttpError, Request, json_bytes, respond_json, wa
 from ._native import read_body
 from ._status import openai_error, status_of
 
-__all__ = ["SAMPLING", "completions", "models"]
+__all__ = ["REASONING_CONTENT", "SAMPLING", "completions", "models"]
 
 SAMPLING = frozenset(
     {
@@ -59,6 +71,11 @@ SAMPLING = frozenset(
     }
 )
 """Request fields passed on to the agent's model; other unknown fields are ignored."""
+
+REASONING_CONTENT = "reasoning_content"
+"""The message and delta field holding the model's readable reasoning, as vLLM,
+DeepSeek and other OpenAI-compatible servers send it (OpenAI's own chat
+completions send none); the SDK keeps it as an extra field."""
 
 REMOVE_GRACE = 5.0
 """Seconds the removal of a request's clone may take once its answer is sent."""
@@ -245,12 +262,14 @@ class _Answer:
         self.created = int(time.time())
         self.model = model
 
-    def _usage(self, usage: Any) -> dict[str, int]:
+    def _usage(self, usage: Any) -> dict[str, Any]:
         prompt, completion = usage.input_tokens, usage.output_tokens
         return {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
+            # What of the output went to reasoning, readable or withheld (OpenAI's field).
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         }
 
     def whole(self, items: Any, usage: Any) -> dict[str, Any]:
@@ -258,6 +277,11 @@ class _Answer:
             (i.assistant_response for i in reversed(items) if isinstance(i, AssistantResponse)),
             "",
         )
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        # Joined as a stream's deltas join, so both modes give a client the same text.
+        reasoning = "".join(i.reasoning for i in items if isinstance(i, Reasoning))
+        if reasoning:
+            message[REASONING_CONTENT] = reasoning
         return {
             "id": self.id,
             "object": "chat.completion",
@@ -266,7 +290,7 @@ class _Answer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
+                    "message": message,
                     "finish_reason": "stop",
                     "logprobs": None,
                 }
@@ -311,6 +335,8 @@ async def _stream(
             async for item in items:
                 if isinstance(item, str) and item:
                     await body(answer.chunk({"content": item}))
+                elif isinstance(item, ReasoningDelta) and item.text:
+                    await body(answer.chunk({REASONING_CONTENT: item.text}))
         except Exception as exc:  # the turn failed: OpenAI's form of an error mid-stream
             if isinstance(exc, ApprovalRequired):
                 exc = _cannot_wait(exc, answer.model)

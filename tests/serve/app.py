@@ -2,7 +2,8 @@
 
 Every branch answers from a script (no network): ``echo: <instruction>`` by
 default; an instruction ``hang`` waits until cancelled, ``slow S`` takes S
-seconds, ``count:TEXT`` answers how many turns with instruction TEXT have
+seconds, ``think:TEXT`` reasons TEXT (and withholds some) before it
+answers, ``count:TEXT`` answers how many turns with instruction TEXT have
 started (each turn's instruction is counted, so a turn run twice shows), and
 ``repeated:PREFIX`` the instructions starting with PREFIX that started more
 than once (``none`` when there is none).
@@ -15,8 +16,8 @@ from typing import Any
 
 import trio
 
-from pride import Branch, Budget, ScriptedModel, Session, tool
-from pride.llm import ModelRequest, ToolCall
+from pride import Branch, Budget, ScriptedModel, Session, Usage, tool
+from pride.llm import ModelRequest, ScriptedReply, ToolCall
 
 STARTED: Counter[str] = Counter()
 """Turn starts by instruction text (``ask`` ``count:<text>`` reads one)."""
@@ -48,6 +49,13 @@ async def _script(request: ModelRequest) -> Any:
         prefix = text.removeprefix("repeated:")
         twice = sorted(t for t, n in STARTED.items() if t.startswith(prefix) and n > 1)
         return ", ".join(twice) or "none"
+    if text.startswith("think:"):  # a reasoning model: reasons, then answers
+        return ScriptedReply(
+            text="the answer",
+            thinking=text.removeprefix("think:"),
+            redacted="withheld",
+            usage=Usage(10, 30, reasoning_tokens=20),
+        )
     if text == "use the tool":
         return ToolCall(name="launch", arguments={"target": "moon"}, id="call-1")
     return f"echo: {text}"

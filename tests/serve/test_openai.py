@@ -105,6 +105,46 @@ async def test_a_sync_stream_and_an_async_plain_completion(served: Served) -> No
     assert completion.choices[0].message.content == "echo: async plain"
 
 
+async def test_a_reasoning_models_reasoning_reaches_the_sdk_beside_the_answer(
+    served: Served,
+) -> None:
+    """Reasoning is ``reasoning_content`` (the field OpenAI-compatible servers use),
+    in the message and as deltas of its own, never in ``content``; the usage says
+    how many output tokens went to reasoning, so what was withheld is counted."""
+
+    def plain() -> Any:
+        with sync_client(served) as client:
+            return client.chat.completions.create(
+                model="writer", messages=question("think:Two and two.")
+            )
+
+    completion = await trio.to_thread.run_sync(plain)
+    message = completion.choices[0].message
+    assert message.content == "the answer"
+    assert message.model_extra["reasoning_content"] == "Two and two."
+    assert completion.usage.completion_tokens_details.reasoning_tokens == 20
+
+    async def streamed() -> list[Any]:
+        async with async_client(served) as client:
+            stream = await client.chat.completions.create(
+                model="writer",
+                messages=question("think:Three and three."),
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            return [chunk async for chunk in stream]
+
+    chunks = await on_asyncio(streamed)
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == "the answer"
+    thought = [(d.model_extra or {}).get("reasoning_content") or "" for d in deltas]
+    assert "".join(thought) == "Three and three."
+    assert max(i for i, t in enumerate(thought) if t) < min(
+        i for i, d in enumerate(deltas) if d.content
+    )
+    assert chunks[-1].usage.completion_tokens_details.reasoning_tokens == 20
+
+
 async def test_the_requests_messages_are_the_conversation_and_nothing_is_recorded(
     served: Served,
 ) -> None:
