@@ -253,7 +253,12 @@ def _anthropic_image(url: str) -> dict[str, Any]:
 
 @attrs.frozen(kw_only=True, hash=False)
 class AssistantResponse(RoledMessage):
-    """The model's text reply. Usage and model name travel in ``metadata``."""
+    """The model's text reply. Usage and model name travel in ``metadata``.
+
+    An empty reply renders nowhere in the Anthropic shape (`to_anthropic` is
+    None): the API refuses an empty text block, so only the reply's reasoning,
+    if any, goes back.
+    """
 
     role: ClassVar[MessageRole] = "assistant"
     __hash__ = _hash_by_id
@@ -267,7 +272,12 @@ class AssistantResponse(RoledMessage):
     def _render_openai(self) -> dict[str, Any]:
         return {"role": "assistant", "content": self.assistant_response}
 
-    def _render_anthropic(self) -> dict[str, Any]:
+    def _render_anthropic(self) -> dict[str, Any] | None:
+        if not self.assistant_response:
+            # A reply of reasoning alone, or of nothing (Claude may end a turn
+            # empty): the API refuses an empty text block, and an entry with
+            # no content, so the reply's reasoning (if any) stands alone.
+            return None
         return {"role": "assistant", "content": [{"type": "text", "text": self.assistant_response}]}
 
 

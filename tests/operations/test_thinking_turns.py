@@ -12,12 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import pride
 from pride import (
     ApprovalRequired,
     Approve,
     AssistantResponse,
     Branch,
+    Communicate,
     Reasoning,
     ReasoningDelta,
     Run,
@@ -265,3 +268,30 @@ async def test_a_scripted_models_thinking_counts_as_output() -> None:
     request = pride.llm.ModelRequest([{"role": "user", "content": "hm?"}])
     quiet, loud = await plain.invoke(request), await thinking.invoke(request)
     assert loud.usage.output_tokens > quiet.usage.output_tokens + 50
+
+
+@pytest.mark.parametrize("thinking", ["Nothing to add.", ""], ids=["thinking", "plain"])
+async def test_a_reply_without_text_is_continued_without_an_empty_text_block(
+    thinking: str,
+) -> None:
+    """A reply of reasoning alone (or of nothing: Claude may end a turn empty) is
+    recorded, and the next request carries its thinking but no empty text block,
+    which the API refuses (``text content blocks must be non-empty``)."""
+    script = [ScriptedReply("", thinking=thinking), ScriptedReply("ok")]
+    async with openai_server(script, require_thinking=bool(thinking)) as server:
+        model = (
+            _thinking_model(server)
+            if thinking
+            else iModel(
+                "anthropic/claude-sonnet-4-5", base_url=server.base_url, api_key="sk-ant-test"
+            )
+        )
+        async with Branch(chat_model=model) as branch:
+            assert await pride.ask(branch, Communicate("think")) == ""
+            assert await pride.ask(branch, Communicate("again")) == "ok"
+    assert server.refusals == []
+    sent = server.requests[-1].body["messages"]
+    blocks = [b for m in sent if isinstance(m["content"], list) for b in m["content"]]
+    assert [b for b in blocks if b["type"] == "text" and not b["text"]] == []
+    assert all(m["content"] for m in sent)
+    assert [b["thinking"] for b in blocks if b["type"] == "thinking"] == [thinking] * bool(thinking)
