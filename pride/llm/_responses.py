@@ -34,6 +34,7 @@ Usage: ``input_tokens`` counts cached ones (``input_tokens_details``), and
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pride.messages import Usage
@@ -55,6 +56,8 @@ from ._shape import (
 from ._types import ModelRequest
 
 __all__ = ["ENCRYPTED_REASONING", "ResponsesEndpoint", "input_items"]
+
+logger = logging.getLogger("pride.llm")
 
 #: The ``include`` entry that asks for reasoning a stateless call can send back.
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -289,6 +292,30 @@ class ResponsesEndpoint(HttpEndpoint):
         except ValueError as exc:
             raise not_sent(self.provider, self.public_url, str(exc)) from None
 
+    def _readable(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``items`` without the reasoning items a stateless request cannot use.
+
+        A reasoning item without ``encrypted_content`` (from a call that did not
+        ask for it: a model pride did not know reasons, a compatible server's) is
+        only a reference to reasoning the provider stored, and nothing is stored
+        when ``store`` is false: the API refuses the request ("Item with id ...
+        not found"), and every later request of the conversation the same way.
+        Left out, the conversation goes on without that reasoning (logged).
+        """
+        kept = [
+            item
+            for item in items
+            if item.get("type") != "reasoning" or item.get("encrypted_content") is not None
+        ]
+        if len(kept) < len(items):
+            logger.info(
+                "%s: left out %d reasoning item(s) without encrypted content: the request is "
+                "not stored, so the API could not find them",
+                self.provider,
+                len(items) - len(kept),
+            )
+        return kept
+
     def _body(self, request: ModelRequest, options: dict[str, Any], stream: bool) -> dict[str, Any]:
         options = dict(options)
         reasoning = reasoning_object({k: options.pop(k, None) for k in REASONING_OPTIONS})
@@ -306,6 +333,8 @@ class ResponsesEndpoint(HttpEndpoint):
                 include.append(ENCRYPTED_REASONING)
             body["include"] = include
         instructions, items = input_items(request.messages)
+        if body["store"] is not True:
+            items = self._readable(items)
         if request.tools:
             body["tools"] = [_wire_tool(t) for t in request.tools]
         if request.tool_choice is not None:

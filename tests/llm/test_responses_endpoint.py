@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -395,3 +396,32 @@ async def test_a_reasoning_summary_streams_as_reasoning_deltas():
     assert plain.reasoning[0].text == kept.text
     # Without a summary asked for, the API reports none: the reasoning is encrypted only.
     assert unasked.reasoning[0].text == "" and unasked.reasoning[0].encrypted
+
+
+@pytest.mark.parametrize("store", [False, True])
+async def test_reasoning_without_its_content_goes_back_only_to_a_stored_conversation(store, caplog):
+    """A reasoning item that came back without ``encrypted_content`` (asked of a model
+    pride did not know reasons, say) is only an id: the API finds it only when
+    conversations are stored, and refuses it otherwise ("Item with id ... not found"),
+    so a stateless request leaves it out (logged) and keeps the rest."""
+    by_id = Reasoning(provider="openai_responses", data={"id": "rs_1", "summary": ["x"]})
+    messages = [
+        {"role": "user", "content": "hi"},
+        by_id.to_openai(),
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "again"},
+    ]
+    caplog.set_level(logging.INFO, logger="pride.llm")
+    async with openai_server(["ok"]) as server:
+        spec = "openai/my-deployment"
+        async with _model(server, spec, openai_api="responses", store=store) as model:
+            assert (await model.invoke(ModelRequest(messages=messages))).text == "ok"
+    sent = server.requests[-1].body["input"]
+    assert [i.get("id") for i in sent if i.get("type") == "reasoning"] == (["rs_1"] * store)
+    assert [i.get("role") for i in sent if i.get("type") != "reasoning"] == [
+        "user",
+        "assistant",
+        "user",
+    ]
+    left_out = [r for r in caplog.records if "left out 1 reasoning item" in r.getMessage()]
+    assert len(left_out) == (not store)
