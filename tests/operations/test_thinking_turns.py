@@ -295,3 +295,27 @@ async def test_a_reply_without_text_is_continued_without_an_empty_text_block(
     assert [b for b in blocks if b["type"] == "text" and not b["text"]] == []
     assert all(m["content"] for m in sent)
     assert [b["thinking"] for b in blocks if b["type"] == "thinking"] == [thinking] * bool(thinking)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+async def test_a_model_that_only_thinks_is_stopped_by_max_output_tokens(streamed: bool) -> None:
+    """Thinking is output: a reply of thinking alone past ``max_output_tokens`` fails
+    the turn with a BudgetExceeded naming the limit, counted once (a stream is cut
+    as soon as its reasoning deltas pass the limit, so it spent little more)."""
+    reply = ScriptedReply("", thinking="hmm " * 2000, usage=None)
+    async with openai_server([reply], require_thinking=True) as server:
+        budget = pride.Budget(max_output_tokens=100)
+        async with Branch(chat_model=_thinking_model(server), budget=budget) as branch:
+            with pytest.raises(pride.BudgetExceeded) as caught:
+                if streamed:
+                    async with pride.stream(branch, Run("think")) as items:
+                        async for _ in items:
+                            pass
+                else:
+                    await pride.ask(branch, Communicate("think"))
+    assert (caught.value.limit, caught.value.allowed) == ("max_output_tokens", 100)
+    assert caught.value.used == branch.usage.output_tokens > 100
+    assert branch.usage.model_calls == 1 and server.request_count == 1
+    if streamed:
+        assert caught.value.used < 200  # cut, not read to its end (about 2,000)
+    assert not [m for m in branch.messages if isinstance(m, Reasoning)]  # nothing recorded
