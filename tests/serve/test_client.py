@@ -183,3 +183,23 @@ async def test_a_served_branch_s_escalation_does_not_crash_its_caller() -> None:
                 reported = [unstructure(m) for m in history if isinstance(m, ActionResponse)]
     assert restarts == []
     assert "RequestRefused" in str(reported) and "Escalate" in str(reported), reported
+
+
+async def test_a_streamed_turn_s_reasoning_reaches_the_client_as_its_own_items(
+    served: Served,
+) -> None:
+    """The native stream carries reasoning deltas in their wire form, apart from the
+    text chunks, and the reply's Reasoning messages: the client drops none."""
+    async with Client(served.url, TOKEN) as client:
+        async with client.stream("reader", Run(instruction="think:Why not.")) as items:
+            got = [item async for item in items]
+        async with pride.stream(client.ref("reader"), Run(instruction="think:Why.")) as items:
+            by_ref = [item async for item in items]
+    assert "".join(i for i in got if isinstance(i, str)) == "the answer"
+    deltas = [i for i in got if isinstance(i, dict) and i.get("type") == "ReasoningDelta"]
+    assert "".join(d["text"] for d in deltas) == "Why not."
+    kept = [i for i in got if isinstance(i, dict) and i.get("type") == "Reasoning"]
+    assert [k["reasoning"] for k in kept] == ["Why not.", ""]  # the redacted one: no text
+    assert [i["text"] for i in by_ref if isinstance(i, dict) and i["type"] == "ReasoningDelta"] == [
+        "Why."
+    ]
