@@ -10,8 +10,9 @@ of provider ``"scripted"`` (read by no provider), streamed first as
 [`ReasoningDelta`][pride.ReasoningDelta] items.
 
 Usage is estimated when the script does not give it: input tokens from the
-request text, output tokens from the reply text and tool-call arguments, both
-by `estimate_text_tokens` (about four characters per
+request text, output tokens from the reply text, reasoning and tool-call
+arguments (the reasoning's share is ``reasoning_tokens``, as a provider reports
+it), all by `estimate_text_tokens` (about four characters per
 token); cost is ``None``.
 """
 
@@ -79,23 +80,26 @@ def reply_usage(request: ModelRequest, reply: ScriptedReply) -> Usage:
     """
     if reply.usage is not None:
         return reply.usage
-    output = estimate_text_tokens(reply.text)
+    reasoning = 0
     if reply.thinking or reply.redacted:  # reasoning is generated, and billed, as output
-        output += estimate_text_tokens(reply.thinking + reply.redacted)
+        reasoning = estimate_text_tokens(reply.thinking + reply.redacted)
+    output = estimate_text_tokens(reply.text) + reasoning
     if reply.tool_calls:
         output += sum(
             estimate_text_tokens(call.name + json.dumps(call.arguments))
             for call in reply.tool_calls
         )
-    return _estimated(request, output)
+    return _estimated(request, output, reasoning)
 
 
-def _estimated(request: ModelRequest, output_tokens: int) -> Usage:
-    """The estimated usage of a reply of ``output_tokens`` to ``request`` (see `reply_usage`)."""
+def _estimated(request: ModelRequest, output_tokens: int, reasoning_tokens: int = 0) -> Usage:
+    """The estimated usage of a reply of ``output_tokens`` to ``request``, ``reasoning_tokens``
+    of them spent reasoning (see `reply_usage`)."""
     chars = len(request.system or "")
     if request.messages:
         chars += len(_text(request.messages[-1].get("content")))
-    return Usage(-(-chars // CHARS_PER_TOKEN), output_tokens)  # input, output
+    # input, output (the reasoning part of it, as `Usage.reasoning_tokens` is)
+    return Usage(-(-chars // CHARS_PER_TOKEN), output_tokens, reasoning_tokens=reasoning_tokens)
 
 
 KEEP_CALLS = 100

@@ -268,6 +268,10 @@ async def test_a_scripted_models_thinking_counts_as_output() -> None:
     request = pride.llm.ModelRequest([{"role": "user", "content": "hm?"}])
     quiet, loud = await plain.invoke(request), await thinking.invoke(request)
     assert loud.usage.output_tokens > quiet.usage.output_tokens + 50
+    # ... and as the part of them spent reasoning, as a provider reports it.
+    spent = pride.llm.estimate_text_tokens("a long chain of thought " * 10)
+    assert (quiet.usage.reasoning_tokens, loud.usage.reasoning_tokens) == (0, spent)
+    assert loud.usage.output_tokens == quiet.usage.output_tokens + spent
 
 
 @pytest.mark.parametrize("thinking", ["Nothing to add.", ""], ids=["thinking", "plain"])
