@@ -271,3 +271,26 @@ async def test_an_unsigned_thinking_block_is_refused_naming_its_place(
                     await model.invoke(REQUEST)
     assert caught.value.path == path
     assert "signature" in str(caught.value)
+
+
+async def test_thinking_and_tool_pieces_interleaved_are_each_kept_whole() -> None:
+    """Blocks are kept by their index, so a stream that interleaves a thinking block's
+    pieces with a tool call's argument pieces reads both whole and apart."""
+    e = THINKING_EVENTS
+    tool_first = [e[0], e[1], e[11], e[2], e[12], e[3], e[4], *e[5:11], *e[13:]]
+    items, response = await _streamed(tool_first)
+    pieces = [item.text for item in items if isinstance(item, ReasoningDelta)]
+    assert pieces == ["Weather in Oslo: ", "call the tool."]
+    thinking, redacted = response.reasoning
+    assert (thinking.reasoning, thinking.signature) == (
+        "Weather in Oslo: call the tool.",
+        "EqQBCgIYAhIM1gbcDa9GJwZA2b3h",
+    )
+    assert redacted.encrypted == "EmwKAhgBEgy3va3pzix"
+    [call] = response.tool_calls
+    assert (call.name, call.arguments, call.arguments_error) == (
+        "get_weather",
+        {"city": "Oslo"},
+        None,
+    )
+    assert response.text == "Let me check."
