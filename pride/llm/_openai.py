@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pride.messages import Usage
-from pride.messages.reasoning import REASONING_ITEMS
+from pride.messages import ReasoningDelta, Usage
+from pride.messages.reasoning import OPENAI_CHAT, REASONING_ITEMS
 
-from ._endpoint import ReplyParts, json_instruction
+from ._endpoint import Delta, ReplyParts, json_instruction
 from ._errors import not_sent
 from ._http import HttpEndpoint
 from ._reasoning import check_reasoning_options
@@ -69,6 +69,26 @@ def _without_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if rest.get("content") or rest.get("tool_calls"):  # else it held reasoning alone
             kept.append(rest)
     return kept
+
+
+#: Where OpenAI-compatible servers put a reasoning model's thinking, in a message
+#: or a delta: DeepSeek and vLLM ``reasoning_content``, OpenRouter and Ollama
+#: ``reasoning`` (the first one present is read, as some servers send both).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def _read_reasoning(message: dict[str, Any], reply: ReplyParts) -> str:
+    """The thinking in ``message`` (a message or a delta), kept as the reply's one
+    reasoning block; ``""`` when there is none. Read leniently (a value that is no
+    string is no reasoning): chat completions define no such field, so what a
+    server sends there was never an error before it was read."""
+    for name in REASONING_FIELDS:
+        piece = message.get(name)
+        if isinstance(piece, str):
+            if piece:
+                reply.reasoning(0).pieces.append(piece)
+            return piece
+    return ""
 
 
 def _read_content(message: dict[str, Any], path: str, reply: ReplyParts) -> None:
@@ -132,6 +152,7 @@ class OpenAIEndpoint(HttpEndpoint):
     stream_end = "[DONE] or a finish reason"
 
     structured_output = True
+    reasoning_format = OPENAI_CHAT
 
     def payload(
         self, request: ModelRequest, options: dict[str, Any], stream: bool
@@ -198,6 +219,7 @@ class OpenAIEndpoint(HttpEndpoint):
         if message is None:
             raise WrongShape("choices[0].message", "an object", None)
         path = "choices[0].message"
+        _read_reasoning(message, reply)
         _read_content(message, path, reply)
         calls_path = where(path, "tool_calls")
         for index, raw in enumerate(list_field(message, "tool_calls", path) or ()):
@@ -213,7 +235,7 @@ class OpenAIEndpoint(HttpEndpoint):
         reply.finish_reason = str_field(choice, "finish_reason", "choices[0]")
         _read_usage(data, "", reply)
 
-    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> str:
+    def read_event(self, event: dict[str, Any], reply: ReplyParts) -> Delta:
         if event.get("error"):
             raise self.payload_error(event["error"])
         _read_model(event, reply)
@@ -246,10 +268,15 @@ class OpenAIEndpoint(HttpEndpoint):
             arguments = str_field(function, "arguments", function_path)
             if arguments:
                 reply.add_arguments(parts, arguments)
+        thought = _read_reasoning(delta, reply)
         text = str_field(delta, "content", path)
         if text:
+            # A delta holding both (no server is known to send one) streams its
+            # text; its reasoning is still the reply's, recorded whole with it.
             reply.text.append(text)
             return text
+        if thought:
+            return ReasoningDelta(thought, provider=OPENAI_CHAT)
         return ""
 
     def complete(self, reply: ReplyParts) -> bool:

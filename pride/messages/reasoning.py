@@ -33,7 +33,9 @@ format) it is left out: a conversation moved to another provider drops the
 reasoning that provider cannot read, and keeps everything else (the answers
 and tool calls stay). The messages stay recorded, so moving back sends them
 again. ``provider="scripted"`` (a [`ScriptedModel`][pride.ScriptedModel]'s)
-renders nowhere.
+renders nowhere, and so does ``provider="openai_chat"`` (the ``reasoning_content``
+or ``reasoning`` of an OpenAI-compatible chat-completions server, which takes
+none back).
 
 The Responses API reads the same chat-shaped conversation as chat
 completions (pride compiles one OpenAI shape for both), so its reasoning
@@ -90,6 +92,7 @@ from .conversation import (
 
 __all__ = [
     "ANTHROPIC",
+    "OPENAI_CHAT",
     "OPENAI_RESPONSES",
     "REASONING_ITEMS",
     "SCRIPTED",
@@ -106,6 +109,11 @@ OPENAI_RESPONSES = "openai_responses"
 #: The key of an OpenAI-shaped assistant entry holding Responses reasoning items:
 #: the Responses endpoint sends them, the chat-completions endpoint leaves them out.
 REASONING_ITEMS = "reasoning_items"
+
+#: The ``provider`` of reasoning an OpenAI-compatible chat-completions server sent
+#: (``reasoning_content``: DeepSeek, vLLM; ``reasoning``: OpenRouter, Ollama): read
+#: by none, as those servers take no reasoning back (DeepSeek refuses it).
+OPENAI_CHAT = "openai_chat"
 
 #: The ``provider`` of reasoning a [`ScriptedModel`][pride.ScriptedModel] made up (read by none).
 SCRIPTED = "scripted"

@@ -6,8 +6,17 @@ import json
 
 import pytest
 
-from pride.errors import MalformedResponse
-from pride.llm import ModelRequest, RetryPolicy, ScriptedReply, ToolCall, Usage, iModel
+from pride import ReasoningDelta
+from pride.errors import MalformedResponse, ProviderConnectionError
+from pride.llm import (
+    ModelRequest,
+    RetryPolicy,
+    ScriptedReply,
+    ToolCall,
+    Usage,
+    estimate_text_tokens,
+    iModel,
+)
 from pride.testing import Fault, openai_server
 
 KEY = "sk-test-openai-0123456789abcdef"
@@ -237,3 +246,59 @@ def test_usage_by_kind_adds_up():
     one = Usage(10, 5, cached_tokens=2, cache_write_tokens=3, reasoning_tokens=4)
     total = one + one
     assert (total.cache_write_tokens, total.reasoning_tokens) == (6, 8)
+
+
+def _deepseek_chunk(delta: dict, finish: str | None = None) -> str:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return "data: " + json.dumps({"id": "c", "model": "deepseek-reasoner", "choices": [choice]})
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_a_compatible_servers_reasoning_is_read_apart_and_never_sent_back(field):
+    """DeepSeek and vLLM send a reasoning model's thinking as ``reasoning_content``,
+    OpenRouter and Ollama as ``reasoning``: it is read as Reasoning (plain) and streamed
+    as ReasoningDelta items, never the answer's text; the stream counts it as output
+    (a stream cut while the model thinks spent it), and it renders into no request:
+    those servers refuse it sent back."""
+    plain = {
+        "id": "c",
+        "model": "deepseek-reasoner",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "4", field: "2 and 2 make 4."},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 9},
+    }
+    events = [
+        _deepseek_chunk({"role": "assistant", "content": None, field: "2 and 2 "}),
+        _deepseek_chunk({field: "make 4."}),
+        _deepseek_chunk({"content": "4"}),
+        _deepseek_chunk({}, "stop"),
+        "data: [DONE]",
+    ]
+    stream = Fault.raw("\n\n".join(events) + "\n\n", content_type="text/event-stream")
+    cut = Fault.raw("\n\n".join(events[:2]) + "\n\n", content_type="text/event-stream")
+    async with openai_server([Fault.raw(plain), stream, cut]) as server:
+        async with _model(server, "openai/deepseek-reasoner") as model:
+            whole = await model.invoke(_request())
+            async with model.stream(_request()) as streamed:
+                items = [item async for item in streamed]
+            with pytest.raises(ProviderConnectionError):
+                async with model.stream(_request()) as cut_short:
+                    async for _ in cut_short:
+                        pass
+    for reply in (whole, streamed.response):
+        [kept] = reply.reasoning
+        assert (reply.text, kept.text, kept.provider) == ("4", "2 and 2 make 4.", "openai_chat")
+        assert kept.to_openai() is None and kept.to_anthropic() is None
+    assert items == [
+        ReasoningDelta("2 and 2 ", provider="openai_chat"),
+        ReasoningDelta("make 4.", provider="openai_chat"),
+        "4",
+    ]
+    assert cut_short.usage.output_tokens == estimate_text_tokens("2 and 2 ") + estimate_text_tokens(
+        "make 4."
+    )
