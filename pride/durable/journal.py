@@ -439,6 +439,7 @@ class JournalRun:
         "tag",
         "turn_id",
         "unsent",
+        "unsuspendable",
     )
 
     def __init__(
@@ -473,6 +474,8 @@ class JournalRun:
         self.history: History | None = None
         self.checkpoint: Checkpoint | None = None
         self.suspended = False
+        # The commit that would have suspended it failed: the turn fails (`_check_pending`).
+        self.unsuspendable: StoreError | None = None
 
     def __repr__(self) -> str:
         self._settle()
@@ -556,8 +559,9 @@ class JournalRun:
         Raises:
             ApprovalRequired: calls of this turn wait for approval.
             JournalMismatch: the journal holds a tool step here.
+            StoreError: the commit that would have suspended this turn failed.
         """
-        if self.pending:
+        if self.pending or self.unsuspendable is not None:
             self._check_pending()
         index = self.next
         self.next = index + 1
@@ -595,9 +599,12 @@ class JournalRun:
         ones through the turn view.
 
         Raises:
-            ApprovalRequired: a call needs approval (after the others ran).
+            ApprovalRequired: a call needs approval (after the others ran), once
+                its pending step is committed.
             JournalMismatch: the journal holds other steps here.
-            StoreError: a commit failed (no tool ran after it).
+            StoreError: a commit failed (no tool ran after it), that of the
+                pending steps included: a turn whose suspension its store refused
+                fails, and waits for nobody's approval.
         """
         self._check_pending()
         self._settle()
@@ -764,6 +771,7 @@ class JournalRun:
         waiting: list[tuple[int, str]],
         ids: Sequence[str],
     ) -> None:
+        waits: list[tuple[PendingCall, ActionCall, str]] = []
         for position, reason in sorted(waiting):
             index = base + position
             call = calls[position]
@@ -772,6 +780,15 @@ class JournalRun:
                 step = tool_step(call, "pending", False, ids[position])
                 self.record(index, attrs.evolve(step, reason=reason))
             pending = PendingCall(ids[position], call.function, dict(call.arguments))
+            waits.append((pending, call, reason))
+        try:
+            await self.commit()
+        except StoreError as exc:
+            # A suspension its store refused (a row over max_row_bytes, the disk) would
+            # not survive a restart: the turn fails here, and nobody is asked to approve.
+            self.unsuspendable = exc
+            raise
+        for pending, call, reason in waits:
             self.pending.append(pending)
             if pending.call_id not in self.announced:
                 self.announced.add(pending.call_id)
@@ -784,12 +801,17 @@ class JournalRun:
                         reason=reason,
                     )
                 )
-        await self.commit()
         self._check_pending()
 
     # ------------------------------------------------------------ the turn's end
 
     def _check_pending(self) -> None:
+        if self.unsuspendable is not None:  # an operation that went on after it: not so
+            raise StoreError(
+                f"turn {self.turn_id} of branch {self.journal.branch_name!r} failed: the "
+                f"commit that would have suspended it for approval failed "
+                f"({self.unsuspendable})"
+            )
         if self.pending:
             raise ApprovalRequired(self.turn_id, self.pending, self.journal.branch_name)
 

@@ -22,6 +22,7 @@ import pytest
 import trio
 
 from pride import (
+    ApprovalRequested,
     ApprovalRequired,
     Approve,
     Branch,
@@ -103,10 +104,12 @@ async def test_a_turn_whose_step_was_refused_is_abandoned_after_a_crash_never_ru
 
 
 async def test_a_failed_turn_stays_failed_whatever_status_change_follows(tmp_path: Path) -> None:
-    """A turn whose pending call's step was refused still suspends in its process (it
-    waits for approval there), and its suspension, committed next, set the entry back
-    to ``"suspended"`` over the failure: a restart would have waited for a decision on
-    a turn missing the step. The failure is kept; the turn's end still deletes it."""
+    """A turn whose pending call's step was refused suspended in its process (it fails
+    there now: `test_a_turn_whose_suspension_was_refused_fails_with_the_store_error`),
+    and its suspension, committed next, set the entry back to ``"suspended"`` over the
+    failure: a restart would have waited for a decision on a turn missing the step.
+    Whatever status change follows a refusal, the failure is kept; the turn's end
+    still deletes it."""
     path = tmp_path / "store.db"
     turn_id = str(uuid4())
     async with BranchStore(path, max_row_bytes=BOUND) as store:
@@ -123,6 +126,39 @@ async def test_a_failed_turn_stays_failed_whatever_status_change_follows(tmp_pat
         store.journal_end("ada", turn_id)
         await store.flush("ada")
         assert await store.unfinished_turns() == []
+
+
+async def test_a_turn_whose_suspension_was_refused_fails_with_the_store_error(
+    tmp_path: Path,
+) -> None:
+    """The model asks to send an email whose arguments (10,000 bytes) are over
+    max_row_bytes=4096: the commit that would suspend the turn for approval refuses
+    its rows. The turn still suspended in memory, and its caller was told
+    ApprovalRequired, "approve this", for a turn a restart abandons as failed (its
+    entry was marked failed by the refusal). Now the caller gets the StoreError, no
+    ApprovalRequested is announced, nothing waits, the branch takes its next work,
+    and the store keeps no entry of the turn."""
+    path = tmp_path / "store.db"
+    huge = ToolCall("send_email", {"to": "b" * 10_000}, id="call_email")
+    mailer = Mailer(huge, "hello")
+    requested: list[ApprovalRequested] = []
+    async with BranchStore(path, max_row_bytes=BOUND) as store:
+        async with Session(store=store) as session:
+            session.observe(ApprovalRequested, handler=requested.append)
+            branch = await session.spawn(mailer.branch())
+            with pytest.raises(StoreError, match="max_row_bytes"):
+                await session.ask(branch, Operate("email bob", actions=True))
+            assert session.suspended_turns() == []
+            assert requested == []
+            assert await branch.chat_and_record("hi") == "hello"  # no ApprovalPending
+            assert mailer.ran == []
+        assert await store.unfinished_turns() == []
+    async with Session(store=path) as session:
+        resumed: list[Any] = []
+        session.on_resume(resumed.append)
+        branch = await session.spawn(mailer.branch())
+        assert resumed == [] and session.suspended_turns() == []
+        assert branch.messages[-1].text == "hello"
 
 
 # ------------------------------------------------------------------ the flow journal
