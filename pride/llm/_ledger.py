@@ -37,6 +37,7 @@ class CallLedger:
         self.calls = 0
         self.retries = 0
         self.failures = 0
+        self.unsent = 0  # calls whose request never reached the provider
         self.in_flight = 0
         # Running usage totals, kept as plain numbers (a Usage per call is garbage).
         self._usage_totals = [0, 0, 0, 0, 0]
@@ -48,31 +49,39 @@ class CallLedger:
         Every admitted call must be settled with `settle`, exactly once.
 
         Cancellation: a call waiting for admission leaves the queue and is not
-        admitted (nothing to settle).
+        admitted (nothing to settle); it is counted ``unsent``.
         """
         self.calls += 1
         limiter = self.limiter
         estimate = 0
         if limiter is not None:
-            if limiter.limit_tokens is not None:
-                estimate = _tokens.estimate_request_tokens(request)
-            await limiter.acquire(estimate)
+            try:
+                if limiter.limit_tokens is not None:
+                    estimate = _tokens.estimate_request_tokens(request)
+                await limiter.acquire(estimate)
+            except BaseException:
+                self.unsent += 1
+                raise
             if limiter.limit_tokens is not None and not _tokens.encoding_tried():
                 # After admission, so loading never reorders the FIFO queue.
                 try:
                     await _tokens.load_encoding()
                 except BaseException:
                     limiter.release()
+                    self.unsent += 1
                     raise
         self.in_flight += 1
         return estimate
 
     def settle(self, estimate: int, usage: Usage | None, *, failed: bool) -> None:
         """Account for the end of an admitted call and free its place: ``usage``
-        is what it spent (a stream left early: an estimate), None if unknown."""
+        is what it spent (a stream left early: an estimate), None if its request
+        never reached the provider (counted ``unsent``)."""
         self.in_flight -= 1
         if failed:
             self.failures += 1
+        if usage is None:
+            self.unsent += 1
         limiter = self.limiter
         if usage is not None:
             totals = self._usage_totals
@@ -119,6 +128,7 @@ class CallLedger:
             failures=self.failures,
             queued=queued,
             in_flight=self.in_flight,
+            unsent=self.unsent,
             usage=Usage(
                 input_tokens=self._usage_totals[0],
                 output_tokens=self._usage_totals[1],

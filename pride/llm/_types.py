@@ -155,7 +155,8 @@ class ModelStatistics:
     """A snapshot of one model's counters (see [`iModel.statistics`][pride.iModel.statistics]).
 
     Attributes:
-        calls: invoke/stream calls started.
+        calls: invoke/stream calls started (counted as they ask for admission),
+            sent or not.
         retries: attempts repeated after a retryable failure.
         failures: calls that ended in an exception.
         queued: calls waiting for admission by the rate limiter.
@@ -163,6 +164,14 @@ class ModelStatistics:
         usage: the summed usage of every successful call, and pride's estimate
             of what each stream ended before its reply spent
             ([`ModelStream.usage`][pride.llm.ModelStream.usage]).
+        unsent: calls among ``calls`` that ended without their request reaching
+            the provider: no API key, a connection refused, an error status
+            answering every attempt, cancelled (or refused) before it was sent.
+            They spent nothing, and [`Usage.model_calls`][pride.Usage] (of a
+            branch, a session, a budget) does not count them, so ``calls -
+            unsent - queued - in_flight`` are the calls the provider ran. Most
+            are failures too (``failures``); a call cancelled before it was
+            sent is not.
     """
 
     calls: int
@@ -171,3 +180,4 @@ class ModelStatistics:
     queued: int
     in_flight: int
     usage: Usage
+    unsent: int = 0

@@ -147,6 +147,15 @@ async def test_a_scripted_call_cancelled_while_it_works_counts_its_request(
         assert model.statistics().usage.input_tokens == branch.usage.input_tokens
 
 
+async def _ask(branch: Branch, *, streamed: bool) -> None:
+    if not streamed:
+        await branch.chat("q")
+        return
+    async with pride.stream(branch, Chat("q")) as items:
+        async for _item in items:
+            pass
+
+
 @pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 async def test_a_call_refused_before_it_was_sent_is_no_model_call(
     streamed: bool, monkeypatch: pytest.MonkeyPatch
@@ -156,23 +165,49 @@ async def test_a_call_refused_before_it_was_sent_is_no_model_call(
     none (a call counts once its request was sent). Before, it was counted: under
     a session's ``max_model_calls=1`` the key set after it found the allowance spent."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-
-    async def ask(branch: Branch) -> None:
-        if not streamed:
-            await branch.chat("q")
-            return
-        async with pride.stream(branch, Chat("q")) as items:
-            async for _item in items:
-                pass
-
     async with openai_server(["answered"]) as server:
         model = iModel("openai/gpt-4o-mini", base_url=server.base_url, retry=NO_RETRY)
         async with Session(budget=Budget(max_model_calls=1)) as session:
             branch = await session.spawn(Branch(name="keyless", chat_model=model))
             with pytest.raises(AuthenticationFailed, match="OPENAI_API_KEY"):
-                await ask(branch)
+                await _ask(branch, streamed=streamed)
             assert branch.usage.model_calls == session.usage.model_calls == 0
             monkeypatch.setenv("OPENAI_API_KEY", "test")
-            await ask(branch)  # the one call the budget allows
+            await _ask(branch, streamed=streamed)  # the one call the budget allows
             assert session.usage.model_calls == 1
         assert server.request_count == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+async def test_model_statistics_count_the_calls_never_sent_apart(
+    streamed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``model.statistics()`` counted a call refused for want of a key, refused with
+    an error status, or that could not connect among its calls, and nothing said it
+    never reached the provider: its calls disagreed with ``branch.usage.model_calls``,
+    which counts none of them. ``unsent`` counts them: ``calls - unsent`` are the
+    calls the provider ran, once none is in flight."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    async with openai_server([Fault.status(400), "answered"]) as server:
+        model = iModel("openai/gpt-4o-mini", base_url=server.base_url, retry=NO_RETRY)
+        async with Branch(chat_model=model) as branch:
+            with pytest.raises(AuthenticationFailed):
+                await _ask(branch, streamed=streamed)
+            monkeypatch.setenv("OPENAI_API_KEY", "test")
+            with pytest.raises(BadRequest):
+                await _ask(branch, streamed=streamed)
+            await _ask(branch, streamed=streamed)
+            usage = branch.usage
+    statistics = model.statistics()
+    assert (statistics.calls, statistics.unsent, statistics.failures) == (3, 2, 2)
+    assert statistics.calls - statistics.unsent == usage.model_calls == 1
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    nowhere = iModel(
+        "openai/gpt-4o-mini", base_url=f"http://127.0.0.1:{port}/v1", api_key="t", retry=NO_RETRY
+    )
+    async with Branch(chat_model=nowhere) as branch:
+        with pytest.raises(ProviderConnectionError):
+            await _ask(branch, streamed=streamed)
+    assert (nowhere.statistics().calls, nowhere.statistics().unsent) == (1, 1)

@@ -232,3 +232,16 @@ async def test_a_waiter_the_window_makes_room_for_goes_at_once(autojump_clock):
     # The first's reply (made at t=0, delivered at t=1) used 10 tokens: at t=1 the
     # second fits the window.
     assert times == {"first": 0.0, "second": 1.0}
+
+
+async def test_a_call_cancelled_while_queued_is_counted_unsent(autojump_clock):
+    """A call that leaves the limiter's queue, cancelled, never reached the provider:
+    it was counted among ``calls`` and nowhere else, so ``calls - unsent - queued -
+    in_flight`` overstated the calls the provider ran."""
+    model = ScriptedModel(["first", "second"], limit_requests=1, capacity_refresh_time=60.0)
+    await model.invoke(_request("a"))  # the window's one request
+    with trio.move_on_after(1.0):
+        await model.invoke(_request("b"))  # waits for the next window: cancelled
+    stats = model.statistics()
+    assert (stats.calls, stats.unsent, stats.queued, stats.in_flight) == (2, 1, 0, 0)
+    assert stats.failures == 0  # cancelled, not failed
