@@ -514,12 +514,12 @@ async def _pump_in(stdin: Any, reader: Any, pending: trio.Semaphore | None = Non
     cannot have more than `MAX_PENDING_REQUESTS` of them held in memory.
 
     A line that is not a JSON-RPC message (a batch among them: MCP has none) is
-    skipped; the first `BAD_LINES_LOGGED` are logged, short, and the count of all
-    of them once the input ends, so a client writing nothing else cannot flood
-    the log.
+    skipped; the first `BAD_LINES_LOGGED` are logged, short, the rest counted in
+    a line a minute and once the input ends (`Repeats`), so a client writing
+    nothing else cannot flood the log, and none goes unsaid.
     """
     lines = LineSplitter(DEFAULT_MAX_MESSAGE_BYTES, ends="lf")
-    bad = 0
+    bad = Repeats(log, "lines of the MCP client that are not JSON-RPC", first=BAD_LINES_LOGGED)
     async with reader:
         try:
             while chunk := await stdin.receive_some(65536):
@@ -530,16 +530,11 @@ async def _pump_in(stdin: Any, reader: Any, pending: trio.Semaphore | None = Non
                     try:
                         message = types.JSONRPCMessage.model_validate_json(line)
                     except ValueError as exc:
-                        bad += 1
-                        if bad <= BAD_LINES_LOGGED:
-                            batch = line.lstrip()[:1] == b"["
-                            log.warning(
-                                "MCP client sent a line that is not JSON-RPC (skipped): %.300s%s",
-                                "a batch (MCP has none since 2025-06-18)" if batch else exc,
-                                "; further ones are counted, not logged"
-                                if bad == BAD_LINES_LOGGED
-                                else "",
-                            )
+                        batch = line.lstrip()[:1] == b"["
+                        bad.warning(
+                            "MCP client sent a line that is not JSON-RPC (skipped): %.300s",
+                            "a batch (MCP has none since 2025-06-18)" if batch else exc,
+                        )
                         continue
                     if pending is not None and isinstance(message.root, types.JSONRPCRequest):
                         await pending.acquire()
@@ -547,12 +542,7 @@ async def _pump_in(stdin: Any, reader: Any, pending: trio.Semaphore | None = Non
         except LineTooLong:
             log.error("MCP client sent a message over %d bytes", DEFAULT_MAX_MESSAGE_BYTES)
         finally:
-            if bad > BAD_LINES_LOGGED:
-                log.warning(
-                    "MCP client sent %d lines that are not JSON-RPC (skipped; the first %d logged)",
-                    bad,
-                    BAD_LINES_LOGGED,
-                )
+            bad.flush()
 
 
 class _Endpoint:

@@ -305,11 +305,12 @@ class McpServer:
         self._broken = None
         self._starts += 1
         calls_send, calls_receive = trio.open_memory_channel[Call](0)
+        tap: ReadTap | None = None
         try:
             async with (
                 self._connect() as (read, write),
                 CallSession(
-                    ReadTap(read, self._on_stream_end, self.name, write),  # type: ignore[arg-type]
+                    tap := ReadTap(read, self._on_stream_end, self.name, write),  # type: ignore[arg-type]
                     RequestTap(write),  # type: ignore[arg-type]
                     message_handler=self._on_message,
                     logging_callback=self._on_log,
@@ -344,6 +345,8 @@ class McpServer:
         finally:
             self._close_calls(calls_send)
             self._logs.report()
+            if tap is not None:
+                tap.flush()
         if self._broken is not None:
             raise self._broken
         return "shutdown"

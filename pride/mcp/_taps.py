@@ -36,6 +36,8 @@ import pydantic
 from mcp import types
 from mcp.shared.message import SessionMessage
 
+from .._repeats import Repeats
+
 __all__ = [
     "MAX_CONTENT_BLOCKS",
     "ReadTap",
@@ -55,7 +57,7 @@ MAX_CONTENT_BLOCKS = 2000
 allows itself elsewhere; a tool's answer of text, images and links has far fewer.
 """
 
-_UNREAD_LOGGED = 20  # notifications (and requests) that cannot be read, logged per incarnation
+_UNREAD_LOGGED = 20  # unreadable notifications and requests logged one by one, per incarnation
 
 _sent_request: contextvars.ContextVar[types.RequestId | None] = contextvars.ContextVar(
     "pride_mcp_sent_request", default=None
@@ -156,20 +158,27 @@ class ReadTap:
         self._server = server
         self._replies = replies
         self.strays = 0  # answers with an id no request of the SDK's could have
-        self.unread = 0  # notifications and requests that are not the MCP ones they claim to be
+        # Notifications and requests that are not the MCP ones they claim to be: a
+        # server sending them in a loop would log a warning each.
+        self.unread = Repeats(
+            log,
+            f"messages of MCP server {server!r} that pride cannot read",
+            first=_UNREAD_LOGGED,
+        )
 
     def _unreadable(self, kind: str, method: str, exc: pydantic.ValidationError) -> None:
-        self.unread += 1
-        if self.unread <= _UNREAD_LOGGED:
-            log.warning(
-                "MCP server %r sent a %s pride cannot read (%s): %.100r, %d problems%s",
-                self._server,
-                kind,
-                "refused" if kind == "request" else "dropped",
-                method,
-                exc.error_count(),
-                "; further ones are not logged" if self.unread == _UNREAD_LOGGED else "",
-            )
+        self.unread.warning(
+            "MCP server %r sent a %s pride cannot read (%s): %.100r, %d problems",
+            self._server,
+            kind,
+            "refused" if kind == "request" else "dropped",
+            method,
+            exc.error_count(),
+        )
+
+    def flush(self) -> None:
+        """Say how many unreadable messages were not logged yet (at the incarnation's end)."""
+        self.unread.flush()
 
     async def _refuse_unreadable(self, root: types.JSONRPCRequest) -> bool:
         """Refuse ``root`` if it is not a request the SDK reads (True when refused)."""

@@ -336,7 +336,9 @@ async def test_requests_pride_cannot_read_are_refused_quietly(
     """1,000 requests that are not MCP's: the SDK refused each with a warning of ~3,500
     characters on the root logger, as many as the server cared to send. Each is still
     refused (an error answer the server reads), the first 20 are logged, short, on
-    pride.mcp, and the call behind them gets its answer."""
+    pride.mcp, the rest counted in one line when the incarnation ends (the 20th said
+    further ones were not logged, and their count was said nowhere), and the call
+    behind them gets its answer."""
     caplog.set_level(logging.DEBUG)
     async with Session() as session:
         server = await session.spawn_mcp("rude", command=fake_command("rude"))
@@ -347,6 +349,11 @@ async def test_requests_pride_cannot_read_are_refused_quietly(
     assert [r for r in warnings if r.name != "pride.mcp"] == []
     assert len(warnings) <= 21
     assert max(len(r.getMessage()) for r in warnings) < 500
+    [counted] = [
+        r.getMessage() for r in warnings if "more messages of MCP server" in r.getMessage()
+    ]
+    assert counted.startswith("980 more messages of MCP server 'rude' that pride cannot read")
+    assert counted.endswith("(1000 in all)")
 
 
 # ------------------------------------------------------------------ item 8

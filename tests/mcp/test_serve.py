@@ -312,8 +312,8 @@ async def test_a_client_writing_bad_lines_cannot_flood_the_log() -> None:
     which MCP no longer has, a message of no JSON-RPC shape). Each was skipped with a
     warning of its whole validation error: ~9 MB of standard error here, without
     bound for a client that keeps writing. Now the first few are logged, short, and
-    one line at the end of the input counts them all; the request after them is
-    answered, as before."""
+    the rest counted (a line a minute, and one at the end of the input); the request
+    after them is answered, as before."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "pride.cli", "mcp", APP, "--expose", "helper"],
         stdin=subprocess.PIPE,
@@ -351,7 +351,8 @@ async def test_a_client_writing_bad_lines_cannot_flood_the_log() -> None:
         assert [answer["id"] for answer in answers] == [0, 1]
         text = logged.decode()
         assert len(logged) < 20_000, f"{len(logged)} bytes logged"
-        assert "20000 lines that are not JSON-RPC" in text, text[-2000:]
+        assert "more lines of the MCP client that are not JSON-RPC" in text, text[-2000:]
+        assert "(20000 in all)" in text, text[-2000:]
     finally:
         if process.returncode is None:
             process.kill()

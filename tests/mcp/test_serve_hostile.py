@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
 import trio
+import trio.testing
 from mcp import ClientSession, types
 from mcp.shared.memory import create_client_server_memory_streams
 
@@ -202,3 +204,45 @@ async def test_a_line_trickled_in_small_reads_is_searched_once() -> None:
         nursery.start_soon(_pump_in, _Trickle(pieces), reader)
         message = await reads.receive()
     assert message.message.root.method == "notifications/initialized"
+
+
+class _Typed:
+    """A client's standard input, given what the test writes, one chunk per read."""
+
+    def __init__(self) -> None:
+        self.write, self._chunks = trio.open_memory_channel[bytes](8)
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        try:
+            return await self._chunks.receive()
+        except trio.EndOfChannel:
+            return b""
+
+
+async def test_bad_lines_past_the_first_are_counted_once_a_minute_while_the_input_lasts(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``pride mcp``'s client writes 25 lines that are not JSON-RPC, then one more a
+    minute later: the first 20 are logged, and the 26th brings one line counting the
+    six not logged. Before, nothing was said of them until the input ended, however
+    long the client went on."""
+    caplog.set_level(logging.WARNING, "pride.mcp")
+    stdin = _Typed()
+    reader, reads = anyio.create_memory_object_stream[Any](1)
+
+    def said() -> list[str]:
+        return [record.getMessage() for record in caplog.records]
+
+    async with reads, trio.open_nursery() as nursery:
+        nursery.start_soon(_pump_in, stdin, reader)
+        await stdin.write.send(b"not json\n" * 25)
+        await trio.sleep(60)
+        await stdin.write.send(b"not json\n")
+        await trio.testing.wait_all_tasks_blocked()
+        assert len([text for text in said() if "not JSON-RPC (skipped)" in text]) == 20
+        [counted] = [text for text in said() if "more lines of the MCP client" in text]
+        assert counted == (
+            "6 more lines of the MCP client that are not JSON-RPC in the last 60 s (26 in all)"
+        )
+        await stdin.write.aclose()
+    assert len(said()) == 21  # nothing left unsaid at the end of the input
