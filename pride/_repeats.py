@@ -9,13 +9,15 @@ when its owner stops (`Repeats.flush`): nothing is dropped unsaid, and the log
 grows by a bounded number of lines a minute whatever the client does.
 
 Why here, beside ``_places``, and not in a package: its users are the front
-doors of mcp and serve, which no package below both holds; pride-wide helpers
-sit at pride's top, outside the layers, and import nothing of pride.
+doors of mcp and cli (``pride run``'s request lines) and mcp's client, which no
+package below them all holds; pride-wide helpers sit at pride's top, outside
+the layers, and import nothing of pride.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import trio
 
@@ -56,17 +58,20 @@ class Repeats:
         self._unsaid = 0  # occurrences since the last line that said or counted them
         self._since = 0.0  # when that line was logged
 
-    def warning(self, message: str, *args: object) -> None:
-        """One occurrence: logged as ``message % args`` while fewer than ``first``
-        were (the last of them says the rest are counted), else counted, with a
-        line saying the count once ``every`` seconds passed since the last."""
+    def warning(
+        self, message: str, *args: object, extra: Mapping[str, object] | None = None
+    ) -> None:
+        """One occurrence: logged as ``message % args`` (with the record's ``extra``
+        fields) while fewer than ``first`` were (the last of them says the rest are
+        counted), else counted, with a line saying the count once ``every`` seconds
+        passed since the last."""
         self.seen += 1
         if self.seen <= self.first:
             if self.seen == self.first:
                 further = f" (further {self.what} are counted, every {self.every:g} s)"
                 message += further.replace("%", "%%")  # ``what`` is text, not a format
                 self._since = trio.current_time()
-            self.logger.warning(message, *args)
+            self.logger.warning(message, *args, extra=extra)
             return
         self._unsaid += 1
         if trio.current_time() - self._since >= self.every:

@@ -67,6 +67,7 @@ import attrs
 import trio
 from rich.console import Console
 
+from .._repeats import Repeats
 from ..actors import Reply, send
 from ..branch import Branch
 from ..errors import (
@@ -286,6 +287,8 @@ class _Process:
         self._ended = False  # the end of the work began a stop (no signal: see begin_stop)
         self.forced = False
         self.turns = TurnsInFlight(self._branch)
+        # A client writing garbage would log a warning a line; each still gets its answer.
+        self._bad_lines = Repeats(log, "request lines that are not valid requests")
         self.status: StatusLine | None = None
         if options.status and sys.stderr.isatty():
             self.status = StatusLine(session, Console(stderr=True), self.turns.names)
@@ -355,6 +358,12 @@ class _Process:
     # ------------------------------------------------------------ requests
 
     async def _read_requests(self, work: trio.Nursery) -> None:
+        try:
+            await self._read_lines(work)
+        finally:
+            self._bad_lines.flush()  # the count not said yet, at the input's end (or a stop)
+
+    async def _read_lines(self, work: trio.Nursery) -> None:
         reader = LineReader(sys.stdin.fileno(), self.options.max_line_bytes)
         number = 0
         while True:
@@ -365,7 +374,7 @@ class _Process:
             except LineTooLong as exc:
                 number += 1
                 error = InvalidMessage([("request", f"{exc} (--max-line-bytes)")])
-                log.warning("line %d is not a valid request: %s", number, error)
+                self._bad_lines.warning("line %d is not a valid request: %s", number, error)
                 self._write(error_line(None, error))
                 continue
             except OSError as exc:
@@ -382,7 +391,7 @@ class _Process:
             try:
                 request = parse_request(line, image_urls=self.options.image_urls)
             except RequestRejected as exc:
-                log.warning(
+                self._bad_lines.warning(
                     "line %d is not a valid request: %s",
                     number,
                     exc.error,

@@ -154,6 +154,32 @@ async def test_bad_lines_get_error_answers_and_serving_goes_on(tmp_path: Path) -
     assert record["level"] == "INFO" and record["logger"] == "pride.cli" and "time" in record
 
 
+async def test_bad_lines_past_the_first_ten_are_counted_and_each_is_answered() -> None:
+    """A client writes 30 lines that are not requests: each still gets its
+    InvalidMessage answer, the first 10 are logged (with their request id), and one
+    line at the end of the input counts the other 20. Before, each was a warning: a
+    client writing garbage flooded the log, bounded only by the stderr queue's drop
+    counter."""
+    env = cli_env(PRIDE_TEST_REPLY_BYTES="3")
+    args = ("run", "tests.cli.app:wordy", "--no-status", "--exit-on-eof")
+    async with CLI.start(*args, env=env) as cli:
+        for number in range(30):
+            await cli.send({"id": number, "to": "wordy", "command": {"type": "Nothing"}})
+        await cli.send(
+            {"id": "good", "to": "wordy", "command": {"type": "Chat", "instruction": "hi"}}
+        )
+        await cli.close_stdin()
+        assert await cli.exit_code() == 0, cli.transcript()[-3000:]
+    answers = cli.answers()
+    assert all(answers[n]["error"]["type"] == "InvalidMessage" for n in range(30))
+    assert answers["good"]["result"] == "xxx"
+    said = [r for r in cli.logs() if "is not a valid request" in r["message"]]
+    assert [r["request_id"] for r in said] == [str(n) for n in range(10)]
+    [counted] = [r for r in cli.logs() if "more request lines" in r["message"]]
+    assert counted["message"].startswith("20 more request lines that are not valid requests")
+    assert counted["message"].endswith("(30 in all)") and counted["level"] == "WARNING"
+
+
 async def test_an_app_that_fails_to_start_exits_2(tmp_path: Path) -> None:
     """A failing app function (given as a file path) is reported in one line, exit 2;
     ``--log-level DEBUG`` adds the app's traceback, as a log record."""
