@@ -32,6 +32,16 @@ def provider(server: object, retry: RetryPolicy = NO_RETRY) -> iModel:
     return iModel("openai/gpt-4o-mini", base_url=base_url, api_key="test", retry=retry)
 
 
+def nowhere() -> iModel:
+    """A model whose provider is a port nothing listens on (its connection is refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return iModel(
+        "openai/gpt-4o-mini", base_url=f"http://127.0.0.1:{port}/v1", api_key="t", retry=NO_RETRY
+    )
+
+
 async def cancel_in_flight(branch: Branch) -> None:
     """Ask ``branch`` and cancel the ask while the provider holds its reply."""
     with trio.CancelScope() as cancel:
@@ -78,12 +88,7 @@ async def test_plain_calls_cancelled_again_and_again_spend_a_shared_budget_until
 
 
 async def test_a_plain_call_that_could_not_connect_counts_no_tokens() -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    model = iModel(
-        "openai/gpt-4o-mini", base_url=f"http://127.0.0.1:{port}/v1", api_key="t", retry=NO_RETRY
-    )
+    model = nowhere()
     async with Branch(chat_model=model) as branch:
         with pytest.raises(ProviderConnectionError):
             await branch.chat("q")
@@ -201,13 +206,8 @@ async def test_model_statistics_count_the_calls_never_sent_apart(
     statistics = model.statistics()
     assert (statistics.calls, statistics.unsent, statistics.failures) == (3, 2, 2)
     assert statistics.calls - statistics.unsent == usage.model_calls == 1
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    nowhere = iModel(
-        "openai/gpt-4o-mini", base_url=f"http://127.0.0.1:{port}/v1", api_key="t", retry=NO_RETRY
-    )
-    async with Branch(chat_model=nowhere) as branch:
+    unreachable = nowhere()
+    async with Branch(chat_model=unreachable) as branch:
         with pytest.raises(ProviderConnectionError):
             await _ask(branch, streamed=streamed)
-    assert (nowhere.statistics().calls, nowhere.statistics().unsent) == (1, 1)
+    assert (unreachable.statistics().calls, unreachable.statistics().unsent) == (1, 1)
