@@ -15,7 +15,7 @@ import trio
 
 from pride.errors import ProviderError
 
-from ._endpoint import Endpoint, Generated, StreamItem
+from ._endpoint import Endpoint, Generated, Reported, StreamItem
 from ._reading import Deadline, Exchange
 from ._retry import RetryPolicy
 from ._types import ModelRequest, ModelResponse
@@ -99,7 +99,7 @@ async def stream_with_retries(
         try:
             async with aclosing(endpoint.stream(request, options, deadline, exchange)) as items:
                 async for item in items:
-                    if not isinstance(item, ModelResponse | Generated):
+                    if not isinstance(item, ModelResponse | Generated | Reported):
                         delivered = True
                     yield item
             return

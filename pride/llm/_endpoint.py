@@ -18,7 +18,7 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any, NoReturn, TypeAlias
 
-from pride.messages import Reasoning, ReasoningDelta
+from pride.messages import Reasoning, ReasoningDelta, Usage
 from pride.messages.codec import MAX_DEPTH
 
 from ._reading import Deadline, Exchange
@@ -29,6 +29,7 @@ __all__ = [
     "Endpoint",
     "Generated",
     "ReplyParts",
+    "Reported",
     "StreamItem",
     "decode_arguments",
     "json_instruction",
@@ -59,8 +60,28 @@ class Generated:
         return f"Generated({self.text!r})"
 
 
-StreamItem: TypeAlias = Delta | Generated | ModelResponse
-"""What an endpoint's stream yields: deltas and generated pieces, then the complete reply last."""
+class Reported:
+    """The usage a stream's provider has reported so far, before its reply is whole
+    (Anthropic's ``message_start`` carries the input tokens; a chat-completions
+    usage chunk may come before the stream's end).
+
+    Like `Generated`, handed to no consumer and no delta for the retries:
+    [`ModelStream`][pride.llm.ModelStream] counts it for a stream cut before its
+    reply. The figures were checked as a reply's are (each a bounded count).
+    """
+
+    __slots__ = ("usage",)
+
+    def __init__(self, usage: Usage) -> None:
+        self.usage = usage
+
+    def __repr__(self) -> str:
+        return f"Reported({self.usage!r})"
+
+
+StreamItem: TypeAlias = Delta | Generated | Reported | ModelResponse
+"""What an endpoint's stream yields: deltas, generated pieces and reported usage, then
+the complete reply last."""
 
 
 class Endpoint(abc.ABC):

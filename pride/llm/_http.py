@@ -30,6 +30,7 @@ from ._endpoint import (
     Endpoint,
     Generated,
     ReplyParts,
+    Reported,
     StreamItem,
     loads_strict,
 )
@@ -208,6 +209,7 @@ class HttpEndpoint(Endpoint):
         reply = ReplyParts(self.model)
         payload = self.payload(request, options, stream=True)
         number = 0
+        reported: dict[str, Any] = {}
         async with aclosing(self.post_sse(payload, deadline, exchange)) as events:
             async for data in events:
                 number += 1
@@ -229,6 +231,9 @@ class HttpEndpoint(Endpoint):
                     reply.generated = []
                     for piece in pieces:
                         yield Generated(piece)
+                if reply.usage and reply.usage != reported:  # counted if the stream is cut
+                    reported = dict(reply.usage)
+                    yield Reported(self.usage(reported))
                 if delta:
                     yield delta
                 if reply.done:

@@ -11,7 +11,7 @@ import trio
 
 from pride.messages import Usage
 
-from ._endpoint import Delta, Generated, StreamItem
+from ._endpoint import Delta, Generated, Reported, StreamItem
 from ._errors import malformed
 from ._ledger import CallLedger
 from ._pricing import price_usage
@@ -92,6 +92,8 @@ class ModelStream:
         # measures them (`usage`).
         self._received: list[Delta | Generated] = []
         self._unfinished: Usage | None = None
+        # The usage the provider reported before its reply was whole (`Reported`).
+        self._reported: Usage | None = None
         self._exchange = Exchange()
         self._state = "new"
         self._estimate = 0
@@ -148,6 +150,10 @@ class ModelStream:
             except Exception:
                 self._failed = True
                 raise
+            if isinstance(item, Reported):  # counted if the stream is cut, never handed out
+                self._reported = item.usage
+                self._unfinished = None
+                continue
             if isinstance(item, Generated):  # counted, never handed out
                 self._received.append(item)
                 if self._on_output is not None:
@@ -181,6 +187,14 @@ class ModelStream:
         its end, else pride's estimate of what a stream left early, cut or failed
         has spent, or ``None`` while its request has not reached the provider.
 
+        A stream whose provider already reported usage before it was cut
+        (Anthropic's ``message_start`` carries the input tokens; a
+        chat-completions usage chunk may precede the stream's end) counts the
+        provider's input figure instead of the estimate, and the larger of its
+        output figure and the estimate of what was received. Those figures were
+        checked as a reply's are: a count past the bound fails the stream as a
+        `MalformedResponse` and is never counted.
+
         The provider bills what it read and generated whether anyone read it or
         not, so a stream left once its request was sent counts its prompt (as
         `estimate_request_tokens` measures it) and the deltas received, text and
@@ -208,9 +222,20 @@ class ModelStream:
                 estimate_text_tokens(delta if isinstance(delta, str) else delta.text)
                 for delta in self._received
             )
-            usage = Usage(
-                input_tokens=estimate_request_tokens(self._request), output_tokens=generated
-            )
+            reported = self._reported
+            if reported is not None and reported.input_tokens:
+                # The provider's own count of the prompt it read: what it bills.
+                usage = Usage(
+                    input_tokens=reported.input_tokens,
+                    output_tokens=max(generated, reported.output_tokens),
+                    cached_tokens=reported.cached_tokens,
+                    cache_write_tokens=reported.cache_write_tokens,
+                    reasoning_tokens=reported.reasoning_tokens,
+                )
+            else:
+                usage = Usage(
+                    input_tokens=estimate_request_tokens(self._request), output_tokens=generated
+                )
             cost = price_usage(self._provider, self._model, usage)
             self._unfinished = usage if cost is None else attrs.evolve(usage, cost_usd=cost)
         return self._unfinished
