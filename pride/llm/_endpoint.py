@@ -92,6 +92,13 @@ class Endpoint(abc.ABC):
     #: The URL called, as shown in messages (``None`` for in-process endpoints).
     public_url: str | None = None
 
+    @property
+    def origin(self) -> str:
+        """What identifies this endpoint as the producer of a reply's reasoning
+        (`Reasoning.origin`): the provider and the URL called, credentials and
+        query left out (`public_url`), so never a secret."""
+        return f"{self.provider} {self.public_url or ''}".rstrip()
+
     @abc.abstractmethod
     async def send(
         self,
@@ -313,11 +320,13 @@ class ReplyParts:
             if parts.encrypted is None and not "".join(parts.signature)
         ]
 
-    def reasoning_blocks(self, provider: str) -> tuple[Reasoning, ...]:
-        """The reasoning blocks in index order, each a [`Reasoning`][pride.Reasoning]."""
+    def reasoning_blocks(self, provider: str, origin: str | None) -> tuple[Reasoning, ...]:
+        """The reasoning blocks in index order, each a [`Reasoning`][pride.Reasoning]
+        made by the endpoint ``origin`` (`Endpoint.origin`)."""
         return tuple(
             Reasoning(
                 provider=provider,
+                origin=origin,
                 reasoning="".join(parts.pieces),
                 signature="".join(parts.signature) or None,
                 encrypted=parts.encrypted,

@@ -284,7 +284,7 @@ class HttpEndpoint(Endpoint):
         """
         text = "".join(reply.text)
         tool_calls = reply.tool_calls()
-        reasoning = reply.reasoning_blocks(self.reasoning_format)
+        reasoning = reply.reasoning_blocks(self.reasoning_format, self.origin)
         if reply.usage:
             usage = self.usage(reply.usage)
         else:

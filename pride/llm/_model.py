@@ -184,6 +184,11 @@ class iModel:
         self._http = RunClient(timeout, f"{self.provider}/{self.model}")
         self._ledger = CallLedger(limiter)
         self._endpoint = self._make_endpoint(info)
+        #: What identifies this model's endpoint as the producer of reasoning
+        #: (`Reasoning.origin`): its provider and the URL it calls, credentials and
+        #: query left out. Its requests are sent only the reasoning this endpoint
+        #: produced. An attribute, read once: every request reads it.
+        self.reasoning_origin: str = self._endpoint.origin
 
     def _make_endpoint(self, info: ProviderInfo) -> Endpoint:
         if info.name == "scripted":

@@ -16,6 +16,9 @@ Compilation rules (both shapes):
   tool calls it made form one entry as the API expects;
 * Anthropic: consecutive entries of the same role merge into one entry with
   their content blocks concatenated, as the Messages API requires alternation;
+* compiled for an endpoint (``origin``), another endpoint's reasoning is left
+  out the same way (`pride.messages.reasoning`: reasoning goes back only to
+  the endpoint that produced it);
 * a message with no place in the shape (another provider's
   [`Reasoning`][pride.Reasoning]: see `pride.messages.reasoning`) is left out,
   and the messages around it merge as if it were not there. A reply's
@@ -29,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal, overload
 
 from .conversation import RoledMessage, System
-from .reasoning import REASONING_ITEMS
+from .reasoning import REASONING_ITEMS, Reasoning
 
 __all__ = ["Checkpoint", "History", "ProviderShape", "merge_entry"]
 
@@ -67,7 +70,9 @@ class History:
         self._system: System | None = None
         self._checkpoint: Checkpoint | None = None
         # Per provider shape, the merged entries of every non-system message.
-        self._compiled: dict[str, _Entries] = {}
+        # One rendering per (shape, origin) asked for, the oldest forgotten past
+        # `_MAX_RENDERINGS`: each is kept up to date by every append.
+        self._compiled: dict[tuple[str, str | None], _Entries] = {}
         self.on_rewrite: Callable[[], None] | None = None
         for message in messages:
             self.append(message)
@@ -127,8 +132,8 @@ class History:
             self._put_system(message)
             return
         self._messages.append(message)
-        for shape, entries in self._compiled.items():
-            entries.add(_render(message, shape))
+        for (shape, origin), entries in self._compiled.items():
+            entries.add(_render(message, shape, origin))
 
     def set_system(self, system: System | None) -> None:
         """Replace (or with None remove) the system message; it is always first."""
@@ -206,19 +211,28 @@ class History:
 
     # -------------------------------------------------------------- rendering
 
-    def compile(self, shape: ProviderShape) -> list[dict[str, Any]]:
+    def compile(self, shape: ProviderShape, *, origin: str | None = None) -> list[dict[str, Any]]:
         """The merged provider entries of every non-system message (a fresh list).
 
+        With ``origin`` (an iModel's ``reasoning_origin``), a
+        [`Reasoning`][pride.Reasoning] is rendered only if that endpoint produced
+        it (`Reasoning.readable_by`): what a
+        request to that endpoint is sent. Without, every message renders as its
+        shape allows (what the history holds, for reading it).
+
         The entries themselves are shared with later calls: treat them as
-        read-only. The first call for a shape renders the history once; later
-        calls copy a list.
+        read-only. The first call for a shape and origin renders the history
+        once; later calls copy a list.
         """
-        entries = self._compiled.get(shape)
+        key = (shape, origin)
+        entries = self._compiled.get(key)
         if entries is None:
-            entries = self._compiled[shape] = _Entries(shape)
+            if len(self._compiled) >= _MAX_RENDERINGS:  # a branch calling many endpoints
+                del self._compiled[next(iter(self._compiled))]
+            entries = self._compiled[key] = _Entries(shape)
             for message in self._messages:
                 if not isinstance(message, System):
-                    entries.add(_render(message, shape))
+                    entries.add(_render(message, shape, origin))
         return entries.merged()
 
 
@@ -254,7 +268,14 @@ class _Entries:
         return [*self._done, *self._run]
 
 
-def _render(message: RoledMessage, shape: str) -> dict[str, Any] | None:
+#: How many renderings (shape and origin) a history keeps up to date: a branch
+#: moving among more endpoints renders its history again for the one it calls.
+_MAX_RENDERINGS = 4
+
+
+def _render(message: RoledMessage, shape: str, origin: str | None = None) -> dict[str, Any] | None:
+    if origin is not None and isinstance(message, Reasoning) and not message.readable_by(origin):
+        return None  # another endpoint's reasoning: its data, not this one's
     return message.to_openai() if shape == "openai" else message.to_anthropic()
 
 

@@ -37,6 +37,18 @@ renders nowhere, and so does ``provider="openai_chat"`` (the ``reasoning_content
 or ``reasoning`` of an OpenAI-compatible chat-completions server, which takes
 none back).
 
+Who is sent it: ``origin`` names the endpoint that produced it (its provider
+and the URL called, credentials and query left out: e.g. ``"anthropic
+https://api.anthropic.com/v1/messages"``). A request is sent only the
+reasoning its own endpoint produced (the history compiled for a model's
+``reasoning_origin``): Claude's signed thinking never goes to a third-party
+Anthropic-compatible ``base_url``, nor OpenAI's encrypted reasoning items to
+another Responses server (another provider's data to it, and a refusal that
+would break the conversation). A `Reasoning` stored before origins were kept
+loads with ``origin=None`` and is sent to no endpoint: its producer cannot be
+known, and leaving reasoning out costs the model its earlier thinking while
+sending it to the wrong server could leak it.
+
 The Responses API reads the same chat-shaped conversation as chat
 completions (pride compiles one OpenAI shape for both), so its reasoning
 renders in the OpenAI shape as an assistant entry carrying the reasoning item
@@ -134,6 +146,8 @@ class Reasoning(RoledMessage):
         encrypted: reasoning sent encrypted (Anthropic's redacted thinking,
             OpenAI's encrypted content).
         data: other fields the provider needs back, as it sent them.
+        origin: the endpoint that produced it and alone is sent it back (the
+            provider and the URL called, never a secret; ``None``: unknown).
     """
 
     role: ClassVar[MessageRole] = "reasoning"
@@ -144,6 +158,14 @@ class Reasoning(RoledMessage):
     signature: str | None = attrs.field(default=None, converter=_optional_text)
     encrypted: str | None = attrs.field(default=None, converter=_optional_text)
     data: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
+    origin: str | None = attrs.field(default=None, converter=_optional_text)
+
+    def readable_by(self, origin: str) -> bool:
+        """Whether the endpoint ``origin`` (an iModel's ``reasoning_origin``) may be
+        sent this reasoning: only the endpoint that produced it. A `Reasoning`
+        with no origin (stored before origins were kept) goes to none, as its
+        producer is unknown."""
+        return self.origin is not None and self.origin == origin
 
     @property
     def redacted(self) -> bool:

@@ -64,7 +64,8 @@ def build_request(
     response_format = _plain(response_format)
     options = _plain(options) or {}
     system = system_text(turn, extra_system) if include_system else None
-    entries = turn.messages.compile(shape) if include_history else []
+    # Only the reasoning this model's endpoint produced goes back to it.
+    entries = turn.messages.compile(shape, origin=model.reasoning_origin) if include_history else []
     if instruction is not None:
         merge_entry(
             entries,
