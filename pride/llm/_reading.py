@@ -116,7 +116,9 @@ class Exchange:
     `refused` takes back what that attempt marked.
 
     Attributes:
-        sent: some attempt's request was sent and not refused.
+        sent: some attempt's request was sent and not refused. An endpoint
+            without HTTP (the scripted one) sets it itself once its request is
+            taken in: a plain attribute, so that costs a turn no call.
     """
 
     __slots__ = ("_before", "sent")
@@ -128,10 +130,6 @@ class Exchange:
     def attempt(self) -> None:
         """An attempt begins (what `refused` goes back to)."""
         self._before = self.sent
-
-    def delivered(self) -> None:
-        """This attempt's request reached the provider."""
-        self.sent = True
 
     def refused(self) -> None:
         """The provider answered this attempt with an error status: it did not run it."""

@@ -206,7 +206,7 @@ class ScriptedEndpoint(Endpoint):
             item = script[self.used]
             self.used += 1
         if exchange is not None and not isinstance(item, Exception):
-            exchange.delivered()
+            exchange.sent = True
         if self.delay:
             end = trio.current_time() + self.delay
             await trio.sleep_until(min(end, deadline.at))
