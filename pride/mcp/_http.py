@@ -209,9 +209,10 @@ class _Connection:
         more is opened again after `GET_RETRY_FIRST` and starts the backoff
         again, so a server ending every stream at once is asked ever more
         slowly, never in a loop. The first of a row is a warning (and every
-        tenth after it), as is the stream opening after refusals; the end of a
-        stream that served that long is routine (a proxy's cut, an idle read
-        timing out), logged at debug level. A 404 for the session breaks the
+        tenth after it; the others are at debug level), and the stream opening
+        after refusals is said at info level; the end of a stream that served
+        that long is routine (a proxy's cut, an idle read timing out), logged
+        at debug level. A 404 for the session breaks the
         connection, as a POST's does; any other refusal (405: the server has
         none) is final.
         """
@@ -242,25 +243,22 @@ class _Connection:
             delay = min(GET_RETRY_MAX, max(hint, backoff))
             if tries % 10 != 1:
                 log.debug("MCP server %r: GET stream ended; again in %g s", self.spec.name, delay)
-            elif refused:
-                log.warning(
-                    "MCP server %r: its GET stream was refused %d time(s) as busy (%s); "
-                    "asking again in %g s (every %g s at most, while connected): no "
-                    "list-change notices until then",
-                    self.spec.name,
-                    tries,
-                    why,
-                    delay,
-                    GET_RETRY_MAX,
-                )
             else:
+                # A refusal and an end read alike but for their verbs.
+                verb, run, again = (
+                    ("was refused", "as busy", "asking again")
+                    if refused
+                    else ("ended", "in a row", "opening it again")
+                )
                 log.warning(
-                    "MCP server %r: its GET stream ended %d time(s) in a row (%s); "
-                    "opening it again in %g s (every %g s at most, while connected): no "
-                    "list-change notices until then",
+                    "MCP server %r: its GET stream %s %d time(s) %s (%s); %s in %g s "
+                    "(every %g s at most, while connected): no list-change notices until then",
                     self.spec.name,
+                    verb,
                     tries,
+                    run,
                     why,
+                    again,
                     delay,
                     GET_RETRY_MAX,
                 )

@@ -69,11 +69,15 @@ class StdioProcess:
         self.name = name
         self.process: trio.Process | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
-        self.bad_lines = 0
         # A server printing to stdout in a loop would log a warning a line.
         self.bad = Repeats(
             log, f"lines of MCP server {name!r} that are not JSON-RPC", first=_BAD_LINES_LOGGED
         )
+
+    @property
+    def bad_lines(self) -> int:
+        """Lines of this incarnation's stdout that were not JSON-RPC (ignored), in all."""
+        return self.bad.seen
 
     @property
     def pid(self) -> int | None:
@@ -217,7 +221,6 @@ async def _deliver(name: str, state: StdioProcess, line: bytes, reader: Any) -> 
         message = await read_message(line)
     except Unreadable as exc:
         # Servers that print to stdout are a common bug; one bad line is not a broken connection.
-        state.bad_lines += 1
         state.bad.warning(
             "MCP server %r wrote a line that is not JSON-RPC (ignored): %.200r (%s)",
             name,
