@@ -48,12 +48,14 @@ async def call_model_once(
     [`ReasoningDelta`][pride.ReasoningDelta] items; cut the moment ``meter``'s
     output allowance runs out, which thinking and a tool call's arguments count
     against too; a directive checked after each delta with ``control``), and
-    the call log, whatever the outcome. A stream that ends before its reply counts what it spent on
-    ``meter`` ([`ModelStream.usage`][pride.llm.ModelStream.usage]), and so
-    does a plain call that ends without a reply after its request was sent
-    (its prompt: [`iModel.invoke`][pride.iModel.invoke]'s ``spent``): no reply
-    will carry its usage to the turn. A call whose request was never sent
-    made no call: the model call ``meter`` admitted is taken back.
+    the call log, whatever the outcome. A stream that ends before its reply
+    counts what it spent on ``meter``
+    ([`ModelStream.usage`][pride.llm.ModelStream.usage]), and so does a plain
+    call that ends without a reply after its request was sent (its prompt:
+    [`iModel.invoke`][pride.iModel.invoke]'s ``spent``): no reply will carry
+    its usage to the turn. A call whose request was never sent made no call:
+    the model call ``meter`` admitted is taken back (not for a
+    ``before_model_call`` hook's refusal, raised before the call began).
 
     Raises:
         BudgetExceeded: a streamed reply ran past ``max_output_tokens``.
@@ -97,7 +99,7 @@ async def call_model_once(
         spent = stream.usage if stream is not None else (unanswered[0] if unanswered else None)
         if spent is None:
             # Its request never left (no API key, a refused connection, an error
-            # status, a hook's refusal): no call was made, and none is counted.
+            # status): no call was made, and none is counted.
             spent = NOTHING_SPENT
             if meter is not None:
                 meter.withdraw_model_call()
@@ -151,7 +153,12 @@ class _Cut:
         self.streamed = 0  # this reply's output tokens so far (an estimate)
 
     def read(self, text: str) -> None:
-        """Count one piece. Raises: BudgetExceeded, which leaves the stream."""
+        """Count one piece of the stream's output.
+
+        Raises:
+            BudgetExceeded: the reply ran past ``max_output_tokens`` (it leaves
+                the stream, as whatever ``on_output`` raises does).
+        """
         self.streamed = self.meter.streamed(text, self.streamed)
 
 
