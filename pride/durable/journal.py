@@ -90,7 +90,7 @@ from ..messages import (
 from ..messages.codec import parse_json
 from ..messages.commands import MODEL_FIELDS
 from ..messages.history import Checkpoint, History
-from ..store.journal import TAG_BYTES
+from ..store.journal import FAILED, TAG_BYTES
 from ..tools import ActionOutcome
 from .records import (
     StepRecord,
@@ -270,10 +270,11 @@ class BranchJournal:
 
         Everything is checked (a file is not trusted): a turn whose command or
         steps do not read back, that the store could not read (a row over its
-        bound: ``stored.problem``), or that failed when the store refused a row of
-        it (status ``"failed"``, ``detail`` saying which), can only be abandoned
-        (``problem`` says why), and
-        is adopted as interrupted, so that it is, even one that waited for approval.
+        bound: ``stored.problem``), that failed when the store refused a row of
+        it (status ``"failed"``, ``detail`` saying which), or that is marked
+        waiting for approval with no call of it pending (no decision could
+        resume it) can only be abandoned (``problem`` says why), and is adopted
+        as interrupted, so that it is, even one that waited for approval.
         Returns None for a row without a valid turn id (logged).
         """
         turn_id, status, command = stored.turn_id, stored.status, stored.command
@@ -296,7 +297,7 @@ class BranchJournal:
             except InvalidMessage as exc:
                 problem = problem or f"journal step {index} does not read back: {exc}"
         problem = problem or _ambiguous_ids(records)
-        if status == "failed":  # a row of it was refused: it failed in its process
+        if status == FAILED:  # a row of it was refused: it failed in its process
             problem = detail or "it failed when a row of its journal was refused"
         elif status == "suspended":
             # pride suspends a turn only with its pending calls journaled: without one,
@@ -306,7 +307,7 @@ class BranchJournal:
                     "it is marked waiting for approval, but its journal holds no call "
                     "waiting for a decision"
                 )
-        elif status not in ("running", "suspended"):
+        elif status != "running":
             problem = problem or f"unknown journal status {status!r}"
         if problem is not None:
             # It can only be abandoned, whatever it waited for: as an interrupted
