@@ -358,11 +358,17 @@ class HttpEndpoint(Endpoint):
         return self._headers, key
 
     async def _accept(
-        self, response: httpx.Response, key: str | None, deadline: Deadline | None
+        self,
+        response: httpx.Response,
+        key: str | None,
+        deadline: Deadline | None,
+        exchange: Exchange | None,
     ) -> BodyReader:
         """A reader of the body of ``response``, if its status is a success.
 
         ``deadline`` bounds each read of the body (``None``: the caller bounds them).
+        ``exchange`` is told of an error status: the provider answered the
+        attempt without running it, and a refusal bills nothing.
 
         The callers send the request themselves (``client.send`` under the
         deadline), so that this frame is not on the stack of every network
@@ -372,6 +378,8 @@ class HttpEndpoint(Endpoint):
             ProviderError: a subclass for an error status (the error body is
                 read, up to `MAX_ERROR_BODY_BYTES`).
         """
+        if exchange is not None and response.status_code >= 400:
+            exchange.refused()
         try:
             reader = BodyReader(response, deadline)
         except UnreadableBody:
@@ -431,9 +439,7 @@ class HttpEndpoint(Endpoint):
             # One scope bounds the whole exchange: a coroutine may hold one across its awaits.
             with trio.move_on_at(deadline.at) as scope:
                 response = await client.send(request, stream=True)
-                if exchange is not None and response.status_code >= 400:
-                    exchange.refused()  # answered, not run: a refusal bills nothing
-                reader = await self._accept(response, key, None)
+                reader = await self._accept(response, key, None, exchange)
                 try:
                     body = await read_body(reader, self.limits.max_body_bytes)
                 finally:
@@ -470,9 +476,7 @@ class HttpEndpoint(Endpoint):
                 response = await client.send(request, stream=True)
             if scope.cancelled_caught:
                 raise trio.TooSlowError
-            if exchange is not None and response.status_code >= 400:
-                exchange.refused()  # answered, not run: a refusal bills nothing
-            reader = await self._accept(response, key, deadline)
+            reader = await self._accept(response, key, deadline, exchange)
             try:
                 content_type = reader.content_type
                 if "text/event-stream" not in content_type:

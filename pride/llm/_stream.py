@@ -154,19 +154,14 @@ class ModelStream:
                 self._reported = item.usage
                 self._unfinished = None
                 continue
-            if isinstance(item, Generated):  # counted, never handed out
-                self._received.append(item)
-                if self._on_output is not None:
-                    self._on_output(item.text)
-                continue
-            break
-        if not isinstance(item, ModelResponse):
+            if isinstance(item, ModelResponse):
+                self._response = item
+                raise StopAsyncIteration
             self._received.append(item)
             if self._on_output is not None:
                 self._on_output(item if isinstance(item, str) else item.text)
-            return item
-        self._response = item
-        raise StopAsyncIteration
+            if not isinstance(item, Generated):  # a generated piece is counted, never handed out
+                return item
 
     @property
     def response(self) -> ModelResponse:
