@@ -468,7 +468,8 @@ async def serve_mcp(
             allowed=(allow_hosts, allow_origins),
             departures=exposed.departures,
             send_timeout=send_timeout,
-            watchers=(watchers, watch_refused),
+            watchers=watchers,
+            watch_refused=watch_refused,
             max_sessions=max_sessions,
             task_status=task_status,
         )
@@ -567,7 +568,8 @@ async def _serve_http(
     allowed: tuple[Sequence[str], Sequence[str]],
     departures: Departures,
     send_timeout: float,
-    watchers: tuple[Places, Repeats],
+    watchers: Places,
+    watch_refused: Repeats,
     max_sessions: int,
     task_status: trio.TaskStatus[str | None],
 ) -> None:
@@ -591,8 +593,8 @@ async def _serve_http(
                     endpoint,
                     writes,
                     send_timeout,
-                    watchers=watchers[0],
-                    refused=watchers[1],
+                    watchers=watchers,
+                    refused=watch_refused,
                     max_sessions=max_sessions,
                 )
                 await serve(app, config, task_status=_Endpoint(task_status))
