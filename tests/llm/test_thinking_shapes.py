@@ -181,14 +181,19 @@ async def test_a_wrong_thinking_shape_names_its_path(
     """Each wrong value in a thinking block or event is MalformedResponse with its path."""
     reply = _set(THINKING_EVENTS if streamed else THINKING_MESSAGE, where, value)
     with pytest.raises(MalformedResponse) as caught:
-        if streamed:
-            await _streamed(reply)
-        else:
-            async with openai_server([Fault.raw(_json(reply))]) as server:
-                async with _model(server, "anthropic") as model:
-                    await model.invoke(REQUEST)
+        await _read(streamed, reply)
     assert caught.value.path == path
     assert KEY not in str(caught.value)
+
+
+async def _read(streamed: bool, reply: Any) -> None:
+    """Read ``reply`` (a stream's events, or a whole message) as Anthropic's."""
+    if streamed:
+        await _streamed(reply)
+        return
+    async with openai_server([Fault.raw(_json(reply))]) as server:
+        async with _model(server, "anthropic") as model:
+            await model.invoke(REQUEST)
 
 
 def _json(doc: Any) -> bytes:
@@ -263,12 +268,7 @@ async def test_an_unsigned_thinking_block_is_refused_naming_its_place(
     reply holding an unsigned one (a provider's bug, or a hostile one) is refused
     with the block's place, instead of recorded to break every later request."""
     with pytest.raises(MalformedResponse) as caught:
-        if streamed:
-            await _streamed(reply)
-        else:
-            async with openai_server([Fault.raw(_json(reply))]) as server:
-                async with _model(server, "anthropic") as model:
-                    await model.invoke(REQUEST)
+        await _read(streamed, reply)
     assert caught.value.path == path
     assert "signature" in str(caught.value)
 
