@@ -438,6 +438,10 @@ class Actor:
         self.handover = only if _is_handover(only) else None
 
 
+# Whether each barrier class is a CommitHandover: a class's answer never changes.
+_HANDS_OVER: dict[type, bool] = {}
+
+
 def _is_handover(barrier: object) -> TypeGuard[CommitHandover]:
     """Whether ``barrier`` is a `CommitHandover`, asked once for each class: a runtime
     protocol's own check walks its members each time (about 6 us, at every spawn and
@@ -449,9 +453,6 @@ def _is_handover(barrier: object) -> TypeGuard[CommitHandover]:
     if known is None:
         known = _HANDS_OVER[kind] = issubclass(kind, CommitHandover)
     return known
-
-
-_HANDS_OVER: dict[type, bool] = {}
 
 
 def _wants_every_kind(kind: type[Signal]) -> bool:

@@ -907,7 +907,11 @@ def _journaled(command: str | None, detail: str | None) -> tuple[str | None, Wor
 
 
 def _check_tag(text: str | None) -> None:
-    """Refuse a tag whose JSON ``text`` is over `TAG_BYTES`, naming its size (not it)."""
+    """Refuse a tag whose JSON ``text`` is over `TAG_BYTES`, naming its size (not it).
+
+    Raises:
+        InvalidMessage: ``text`` is over `TAG_BYTES` bytes as UTF-8.
+    """
     if text is None or len(text) * 4 <= TAG_BYTES:
         return
     size = len(text.encode("utf-8", errors="surrogatepass"))
