@@ -28,6 +28,7 @@ def _benchmarks(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_name_no_benchmark_has_is_refused_naming_the_ones_there_are() -> None:
+    """An unknown benchmark name exits 2 naming the known ones, and runs nothing."""
     done = _benchmarks("--smoke", "turn")
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "'turn'" in done.stderr, done.stderr
@@ -37,6 +38,7 @@ def test_a_name_no_benchmark_has_is_refused_naming_the_ones_there_are() -> None:
 
 
 def test_the_help_s_example_names_benchmarks_that_exist() -> None:
+    """The benchmarks' ``--help`` example names only benchmarks there are."""
     done = _benchmarks("--help")
     assert done.returncode == 0, done.stderr
     [example] = [line for line in done.stdout.splitlines() if "e.g." in line]

@@ -16,6 +16,7 @@ from pride._places import Places
 
 
 async def test_a_wait_of_0_takes_a_free_place_and_refuses_only_when_none_is() -> None:
+    """A ``wait`` of 0 takes a free place at once and refuses only when none is free."""
     places = Places(1, 0)
     assert await places.take()
     assert places.taken == 1
@@ -40,6 +41,7 @@ async def test_a_take_that_finds_a_free_place_under_a_cancel_still_holds_it_once
 async def test_a_waiter_cancelled_while_it_waits_holds_nothing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """A waiter cancelled while it waits holds nothing, and the place goes to the next taker."""
     places = Places(1, 30)
     assert await places.take()
     outcome: list[bool] = []
@@ -60,6 +62,7 @@ async def test_a_waiter_cancelled_while_it_waits_holds_nothing(
 async def test_a_refused_wait_leaves_the_figure_as_it_was(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """A take refused after its ``wait`` leaves `taken` as it was."""
     places = Places(2, 1.0)
     assert await places.take() and await places.take()
     start = trio.current_time()
@@ -74,6 +77,7 @@ async def test_a_refused_wait_leaves_the_figure_as_it_was(
 async def test_a_place_given_back_wakes_the_waiter_which_then_holds_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """A place given back goes to the waiter, which then holds it."""
     places = Places(1, 30)
     assert await places.take()
     outcome: list[bool] = []
@@ -102,6 +106,8 @@ async def test_a_place_given_back_twice_is_refused_naming_it() -> None:
 
 
 async def test_held_gives_the_place_back_whatever_ends_the_block() -> None:
+    """`held` gives its place back when its block fails, and refuses with its error
+    when none is free."""
     places = Places(1, 0)
     with pytest.raises(KeyError):
         async with places.held(lambda: ValueError("full")):

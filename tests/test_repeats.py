@@ -27,6 +27,8 @@ def _logger(records: list[str]) -> logging.Logger:
 async def test_the_first_are_said_the_rest_counted_and_the_last_count_said_at_the_end(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """The first ``first`` are logged, the rest counted once ``every`` seconds passed,
+    and `flush` says the count left."""
     records: list[str] = []
     repeats = Repeats(_logger(records), "knocks", first=2, every=10.0)
     for number in range(5):
@@ -42,6 +44,7 @@ async def test_the_first_are_said_the_rest_counted_and_the_last_count_said_at_th
 
 
 def test_a_bound_of_none_said_is_refused() -> None:
+    """A ``first`` under 1 is refused with a ValueError naming it."""
     with pytest.raises(ValueError, match="first must be at least 1, got 0"):
         Repeats(logging.getLogger("tests.repeats"), "knocks", first=0)
 

@@ -54,6 +54,8 @@ async def cancel_in_flight(branch: Branch) -> None:
 
 
 async def test_a_plain_call_cancelled_in_flight_counts_its_request() -> None:
+    """A call cancelled while the provider holds its reply counts its prompt, priced, on
+    the branch and the model."""
     async with openai_server([Fault.slow_first_byte(60.0, "late")]) as server:
         model = provider(server)
         async with Branch(chat_model=model) as branch:
@@ -88,6 +90,7 @@ async def test_plain_calls_cancelled_again_and_again_spend_a_shared_budget_until
 
 
 async def test_a_plain_call_that_could_not_connect_counts_no_tokens() -> None:
+    """A call to a port nothing listens on never sent its request: no tokens, and no model call."""
     model = nowhere()
     async with Branch(chat_model=model) as branch:
         with pytest.raises(ProviderConnectionError):
@@ -99,6 +102,7 @@ async def test_a_plain_call_that_could_not_connect_counts_no_tokens() -> None:
 
 
 async def test_a_plain_call_the_provider_refused_counts_no_tokens() -> None:
+    """A call refused with an error status (a 400) was not run: no tokens, and no model call."""
     async with openai_server([Fault.status(400)]) as server:
         async with Branch(chat_model=provider(server)) as branch:
             with pytest.raises(BadRequest):
@@ -108,6 +112,7 @@ async def test_a_plain_call_the_provider_refused_counts_no_tokens() -> None:
 
 
 async def test_a_plain_call_cut_after_sending_counts_its_request_once_however_often_sent() -> None:
+    """A call whose sent attempts were each cut counts its prompt once, however many were sent."""
     async with openai_server([Fault.cut_stream()]) as once:
         async with Branch(chat_model=provider(once)) as branch:
             with pytest.raises(ProviderConnectionError):
@@ -126,6 +131,8 @@ async def test_a_plain_call_cut_after_sending_counts_its_request_once_however_of
 
 
 async def test_a_plain_call_retried_to_its_reply_counts_only_the_reply() -> None:
+    """A call retried to its reply counts the reply's usage alone, not the cut
+    attempt's prompt on top."""
     async with openai_server(["ok"]) as plain:
         async with Branch(chat_model=provider(plain)) as branch:
             await branch.chat("q")
@@ -143,6 +150,7 @@ async def test_a_plain_call_retried_to_its_reply_counts_only_the_reply() -> None
 async def test_a_scripted_call_cancelled_while_it_works_counts_its_request(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
+    """A scripted call cancelled during its ``delay`` (the model at work) counts its prompt."""
     model = ScriptedModel(["late"], delay=60.0)
     async with Branch(chat_model=model) as branch:
         with trio.move_on_after(1.0):

@@ -70,6 +70,8 @@ async def cut_after_arguments(model: iModel) -> pride.Usage | None:
 
 @pytest.mark.parametrize("wire", sorted(WIRES))
 async def test_a_stream_cut_in_a_tool_calls_arguments_counts_them(wire: str) -> None:
+    """A stream cut while the model writes a tool call's arguments counts them as
+    output, in each wire format."""
     name, settings, events = WIRES[wire]
     async with openai_server([Fault.stall_stream(after_chunks=events, reply=CALL)]) as server:
         model = iModel(name, base_url=server.base_url, api_key="test", **settings)

@@ -22,6 +22,8 @@ from .conftest import TOKEN, in_process
 
 
 async def test_clients_that_leave_mid_ask_spend_the_session_budget_until_it_refuses() -> None:
+    """``pride serve``'s clients disconnecting mid-ask spend the session's budget until
+    it refuses."""
     async with openai_server(lambda body: Fault.slow_first_byte(60.0, "late")) as provider:
         model = iModel(
             "openai/gpt-4o-mini",
