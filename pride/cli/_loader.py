@@ -168,26 +168,36 @@ async def call_app(function: Callable[..., Any], session: Session, cluster: Any 
 
 
 def _check_takes_session(function: Callable[..., Any]) -> None:
-    # Checked before the call: a TypeError from calling it would read as a bug inside it.
     name = getattr(function, "__name__", repr(function))
-    try:
-        inspect.signature(function).bind(None)
-    except TypeError:
-        raise AppError(
-            f"the app function {name!r} receives the root Session and spawns its branches "
-            f"into it (def {name}(session): ...; await session.spawn(Branch(...)))"
-        ) from None
-    except ValueError:  # no signature to read: let the call say
-        pass
+    _check_takes(
+        function,
+        1,
+        f"the app function {name!r} receives the root Session and spawns its branches "
+        f"into it (def {name}(session): ...; await session.spawn(Branch(...)))",
+    )
 
 
 def _check_takes_cluster(function: Callable[..., Any]) -> None:
+    _check_takes(
+        function,
+        2,
+        f"with --cluster, the app function {getattr(function, '__name__', function)!r} "
+        "takes (session, cluster) and places its branches with cluster.spawn(...)",
+    )
+
+
+def _check_takes(function: Callable[..., Any], arguments: int, usage: str) -> None:
+    """Refuse ``function`` unless it can be called with ``arguments`` positional
+    arguments; one without a signature to read is let through, for the call to say.
+
+    Checked before the call: a TypeError from calling it would read as a bug inside it.
+
+    Raises:
+        AppError: it cannot be called so (``usage`` says how it is called).
+    """
     try:
-        inspect.signature(function).bind(None, None)
+        inspect.signature(function).bind(*(None,) * arguments)
     except TypeError:
-        raise AppError(
-            f"with --cluster, the app function {getattr(function, '__name__', function)!r} "
-            "takes (session, cluster) and places its branches with cluster.spawn(...)"
-        ) from None
+        raise AppError(usage) from None
     except ValueError:  # no signature to read: let the call say
         pass
