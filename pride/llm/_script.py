@@ -7,7 +7,9 @@ and only the last step, producing the reply, is scripted.
 
 A reply's ``thinking`` and ``redacted`` become [`Reasoning`][pride.Reasoning]
 of provider ``"scripted"`` (read by no provider), streamed first as
-[`ReasoningDelta`][pride.ReasoningDelta] items.
+[`ReasoningDelta`][pride.ReasoningDelta] items. A streamed reply's tool calls
+follow its text as their arguments' JSON in ``chunk_size`` pieces, handed to
+no consumer but counted as generated, as a provider's are (`Generated`).
 
 Usage is estimated when the script does not give it: input tokens from the
 request text, output tokens from the reply text, reasoning and tool-call
@@ -120,7 +122,8 @@ class ScriptedEndpoint(Endpoint):
             or ``None`` to echo the last user message.
         model: the model name reported in responses.
         delay: seconds (``trio.sleep``) before each reply.
-        chunk_size: characters per streamed text delta.
+        chunk_size: characters per streamed text delta (and per piece of a
+            tool call's arguments).
         calls: where each received request is appended (one per attempt).
         keep_calls: keep exactly the last this-many requests in ``calls``
             (fewer until that many came); 0 keeps none. ``received`` counts
