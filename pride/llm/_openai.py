@@ -31,7 +31,7 @@ from ._shape import (
 )
 from ._types import ModelRequest
 
-__all__ = ["OpenAIEndpoint"]
+__all__ = ["REASONING_FIELDS", "OpenAIEndpoint"]
 
 _CHOICES = ("auto", "none", "required")
 
