@@ -51,7 +51,7 @@ from ._errors import McpServerError
 from ._spec import McpServerSpec
 from ._wire import Unreadable, read_message
 
-__all__ = ["HTTP_TIMEOUT", "http_transport"]
+__all__ = ["DELETE_WAIT", "GET_RETRY_FIRST", "GET_RETRY_MAX", "HTTP_TIMEOUT", "http_transport"]
 
 log = logging.getLogger("pride.mcp")
 
