@@ -4,11 +4,11 @@
 call past ``--max-concurrent``, a GET stream past ``--max-watchers``), pride's
 MCP client each line of a stdio server's that is not JSON-RPC, ``pride run``
 each request line it cannot read; a peer doing so in a loop would make one
-warning per request or line, and a flood of them a flood of the log. `Repeats` says the first `FIRST` in full, then one
-line every `EVERY` seconds (at the next occurrence after them) counting those
-since, and the count still unsaid when its owner stops (`Repeats.flush`):
-nothing is dropped unsaid, and the log grows by a bounded number of lines a
-minute whatever the peer does.
+warning per request or line, and a flood of them a flood of the log.
+`Repeats` says the first `FIRST` in full, then one line every `EVERY` seconds
+(at the next occurrence after them) counting those since, and the count still
+unsaid when its owner stops (`Repeats.flush`): nothing is dropped unsaid, and
+the log grows by a bounded number of lines a minute whatever the peer does.
 
 Why here, beside ``_places``, and not in a package: its users are the front
 doors of mcp and cli (``pride run``'s request lines) and mcp's client, which no
