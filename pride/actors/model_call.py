@@ -54,22 +54,29 @@ async def call_model_once(
     call that ends without a reply after its request was sent (its prompt:
     [`iModel.invoke`][pride.iModel.invoke]'s ``spent``): no reply will carry
     its usage to the turn. A call whose request was never sent made no call:
-    the model call ``meter`` admitted is taken back (not for a
-    ``before_model_call`` hook's refusal, raised before the call began).
+    the model call ``meter`` admitted is taken back, as it is when the turn is
+    cancelled (or escalated) while its ``before_model_call`` hook runs.
 
     Raises:
         BudgetExceeded: a streamed reply ran past ``max_output_tokens``.
         ProviderError: the provider call failed (after the model's retries).
         StopStream: the stream consumer left, or a CANCEL directive.
         LoopBreak: a BREAK directive.
-        Exception: a ``before_model_call`` hook refused the call.
+        Escalate: a ``before_model_call`` hook escalated (the only exception
+            a hook at that point raises: a failing one is logged).
     """
     hooks = branch.actor.hooks  # an ``active`` bus only: no payload is built for nobody
     hooked = hooks is not None and getattr(hooks, "active", True)
     if hooked:
-        await wiring.run_hook(
-            branch, "before_model_call", {"branch": branch, "model": model, "request": request}
-        )
+        try:
+            await wiring.run_hook(
+                branch, "before_model_call", {"branch": branch, "model": model, "request": request}
+            )
+        except BaseException:
+            # Cancelled (or escalated) while the hook ran: the call never began.
+            if meter is not None:
+                meter.withdraw_model_call()
+            raise
     logs = branch.logs
     started = time.perf_counter()
     turn_id = scope.turn_id if scope is not None else None

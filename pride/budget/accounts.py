@@ -373,9 +373,10 @@ class Meter(Account):
     def withdraw_model_call(self) -> None:
         """Take back a model call `admit_model_call` counted that never left: its
         request was never sent (refused for want of an API key, a connection
-        refused, an error status), so it spent nothing and made no call; its
-        tokens, none, say the same (what a call spent is counted once its request
-        was sent: `pride.llm`'s ``Exchange``)."""
+        refused, an error status, its turn cancelled while a hook ran before
+        it), so it spent nothing and made no call; its tokens, none, say the
+        same (what a call spent is counted once its request was sent:
+        `pride.llm`'s ``Exchange``)."""
         for account in self._counted(False):
             account.model_calls -= 1
 

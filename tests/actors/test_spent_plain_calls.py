@@ -219,3 +219,31 @@ async def test_model_statistics_count_the_calls_never_sent_apart(
         with pytest.raises(ProviderConnectionError):
             await _ask(branch, streamed=streamed)
     assert (unreachable.statistics().calls, unreachable.statistics().unsent) == (1, 1)
+
+
+async def test_a_call_cancelled_in_its_before_model_call_hook_is_no_model_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A call whose turn is cancelled while an asynchronous ``before_model_call``
+    hook still runs (one asking a moderation service, say) never began: nothing
+    was sent, so it is no model call on the branch, the session or their budgets.
+    Before, it was counted: under ``max_model_calls=1`` the next call was refused."""
+    hold = True
+
+    async def moderate(payload: object) -> None:
+        if hold:
+            await trio.sleep_forever()
+
+    model = ScriptedModel(["answered"])
+    async with Session(budget=Budget(max_model_calls=1)) as session:
+        ended = trio.Event()
+        session.observe(pride.RunFailed, handler=lambda signal: ended.set())
+        session.hooks.on("before_model_call", moderate)
+        branch = await session.spawn(Branch(name="moderated", chat_model=model))
+        with pytest.raises(trio.TooSlowError):
+            await pride.ask(branch, Chat("q"), timeout=1.0)
+        await ended.wait()  # the caller gave up; the turn is cancelled after it
+        assert branch.usage.model_calls == session.usage.model_calls == 0
+        hold = False
+        assert await branch.chat("q") == "answered"  # the one call the budget allows
+        assert session.usage.model_calls == 1
