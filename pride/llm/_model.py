@@ -32,7 +32,7 @@ from ._endpoint import Endpoint, StreamItem
 from ._key import ApiKey
 from ._ledger import CallLedger
 from ._limiter import RateLimiter
-from ._pricing import price_usage
+from ._pricing import priced
 from ._providers import ProviderInfo, default_model_spec, provider_info, split_model
 from ._reading import Deadline, Exchange, ResponseLimits
 from ._retry import RetryNotice, RetryPolicy
@@ -329,9 +329,9 @@ class iModel:
 
     def _unanswered(self, request: ModelRequest) -> Usage:
         """What a sent request that got no reply spent: its prompt, estimated and priced."""
-        usage = Usage(input_tokens=estimate_request_tokens(request))
-        cost = price_usage(self.provider, self.model, usage)
-        return usage if cost is None else attrs.evolve(usage, cost_usd=cost)
+        return priced(
+            self.provider, self.model, Usage(input_tokens=estimate_request_tokens(request))
+        )
 
     def stream(
         self, request: ModelRequest, *, on_output: Callable[[str], None] | None = None

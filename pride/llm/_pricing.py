@@ -19,9 +19,11 @@ an alias pride has no price for is still priced by the model it turns out to be.
 
 from __future__ import annotations
 
+import attrs
+
 from pride.messages import Usage
 
-__all__ = ["PRICES", "price_reply", "price_usage"]
+__all__ = ["PRICES", "price_reply", "price_usage", "priced"]
 
 #: (provider, model prefix) -> (input, cached input, cache write, output) USD per
 #: 1M tokens. Anthropic bills a cache write (its 5-minute cache) at 1.25x input;
@@ -58,6 +60,13 @@ def price_usage(provider: str, model: str, usage: Usage) -> float | None:
             )
             return total / 1_000_000
     return None
+
+
+def priced(provider: str, model: str, usage: Usage) -> Usage:
+    """``usage`` with its estimated cost (`price_usage`), or as it is when unpriced:
+    what pride counts for a call that got no reply to carry its own."""
+    cost = price_usage(provider, model, usage)
+    return usage if cost is None else attrs.evolve(usage, cost_usd=cost)
 
 
 def price_reply(provider: str, asked: str, named: str, usage: Usage) -> float | None:

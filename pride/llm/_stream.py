@@ -6,7 +6,6 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
 
-import attrs
 import trio
 
 from pride.messages import Usage
@@ -14,7 +13,7 @@ from pride.messages import Usage
 from ._endpoint import Delta, Generated, Reported, StreamItem
 from ._errors import malformed
 from ._ledger import CallLedger
-from ._pricing import price_usage
+from ._pricing import priced
 from ._reading import Exchange
 from ._tokens import estimate_request_tokens, estimate_text_tokens
 from ._types import ModelRequest, ModelResponse
@@ -231,6 +230,5 @@ class ModelStream:
                 usage = Usage(
                     input_tokens=estimate_request_tokens(self._request), output_tokens=generated
                 )
-            cost = price_usage(self._provider, self._model, usage)
-            self._unfinished = usage if cost is None else attrs.evolve(usage, cost_usd=cost)
+            self._unfinished = priced(self._provider, self._model, usage)
         return self._unfinished

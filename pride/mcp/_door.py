@@ -199,8 +199,8 @@ def door(
     writes: trio.Nursery,
     send_timeout: float = SEND_TIMEOUT,
     *,
-    watchers: Places | None = None,
-    refused: Repeats | None = None,
+    watchers: Places | None,
+    refused: Repeats,
     max_sessions: int | None = None,
 ) -> Asgi:
     """The ASGI app in front of ``endpoint`` (the SDK's ``/mcp``): see the module docstring.
@@ -208,9 +208,9 @@ def door(
     ``writes`` runs the writes of answers (`Writer`): a nursery that outlives
     the server's requests. ``watchers`` bounds the GET streams open at once
     (None: no bound), each refusal a warning of ``refused`` (bounded: a client
-    asking in a loop cannot flood the log); ``max_sessions`` is the endpoint's
+    asking in a loop cannot flood the log; its owner says the count left at its
+    end, `Repeats.flush`); ``max_sessions`` is the endpoint's
     bound on sessions, named in its refusal of one more."""
-    refusals = refused if refused is not None else Repeats(log, "GET streams refused")
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         writer = Writer(send, writes, send_timeout)
@@ -297,7 +297,7 @@ def door(
         assert watchers is not None
         if not await watchers.take():
             text = f"{watchers.limit} GET streams are open (--max-watchers); try again shortly"
-            refusals.warning("MCP over HTTP: refused a GET stream (503): %s", text)
+            refused.warning("MCP over HTTP: refused a GET stream (503): %s", text)
             await _respond(send, 503, text, [(b"retry-after", str(RETRY_AFTER).encode())])
             return
         try:
